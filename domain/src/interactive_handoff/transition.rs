@@ -1,0 +1,285 @@
+//! The handoff state machine: each transition is a pure function of the
+//! current record, the request and `now`.
+//!
+//! `now` is truncated to whole UTC microseconds and never allowed to go
+//! behind the record's `updated_at`, so a clock that steps backwards (or a
+//! second host whose clock runs behind) can never break invariant I7.
+
+use time::OffsetDateTime;
+
+use super::{
+    InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffOutcome, InteractiveHandoffStatus,
+    OpenInteractiveHandoff,
+};
+use crate::error::{DomainError, DomainResult};
+use crate::id::WaveId;
+use crate::parent::Parent;
+use crate::timestamp::truncate_to_micros;
+
+/// The result of a transition that may or may not change the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// A replay: the record is returned as it is and nothing must be written.
+    Unchanged(InteractiveHandoff),
+    /// The new record, to be stored with a compare-and-swap.
+    Changed(InteractiveHandoff),
+}
+
+impl Transition {
+    /// The record after the transition.
+    pub fn handoff(&self) -> &InteractiveHandoff {
+        match self {
+            Self::Unchanged(handoff) | Self::Changed(handoff) => handoff,
+        }
+    }
+
+    /// Consumes the transition, returning the record after it.
+    pub fn into_handoff(self) -> InteractiveHandoff {
+        match self {
+            Self::Unchanged(handoff) | Self::Changed(handoff) => handoff,
+        }
+    }
+
+    /// Returns true if and only if the record must be written.
+    pub fn is_changed(&self) -> bool {
+        matches!(self, Self::Changed(_))
+    }
+}
+
+/// What an open request resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenDecision {
+    /// No handoff is active for the parent: store this new one.
+    Create(InteractiveHandoff),
+    /// The parent already has this active handoff: return it, write nothing.
+    Replay(InteractiveHandoff),
+}
+
+/// The result of a wake claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeClaim {
+    /// The record after the claim.
+    pub transition: Transition,
+    /// Whether the claiming generation holds the wake.
+    pub claimed: bool,
+}
+
+/// Decides an open request (contracts C1, C2 and C3, in that order).
+///
+/// The request is validated on its own, then against `parent` (which must be
+/// the request's parent), and only then is the parent's `active` handoff
+/// replayed, so a stale body can never obtain a handoff.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for a malformed request or a `parent` that is
+/// not the request's; [`DomainError::Conflict`] naming the parent rule broken.
+pub fn decide_open(
+    request: &OpenInteractiveHandoff,
+    parent: &Parent,
+    active: Option<&InteractiveHandoff>,
+    id: InteractiveHandoffId,
+    now: OffsetDateTime,
+) -> DomainResult<OpenDecision> {
+    request.validate()?;
+    parent.check_open(request)?;
+    match active {
+        Some(existing) => replay(existing, request).map(OpenDecision::Replay),
+        None => Ok(OpenDecision::Create(open(
+            request,
+            parent.wave_id().clone(),
+            id,
+            now,
+        )?)),
+    }
+}
+
+/// Builds a new Waiting handoff from a request. Parent rules are not checked
+/// here; [`decide_open`] checks them first.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] when the request is malformed or, for a wave
+/// parent, `wave_id` is not the parent's id (I4).
+pub fn open(
+    request: &OpenInteractiveHandoff,
+    wave_id: WaveId,
+    id: InteractiveHandoffId,
+    now: OffsetDateTime,
+) -> DomainResult<InteractiveHandoff> {
+    request.validate()?;
+    if let super::InteractiveHandoffParent::Wave(parent_wave) = &request.parent {
+        if parent_wave != &wave_id {
+            return Err(DomainError::invalid(format!(
+                "a wave parent {parent_wave} must own the handoff, not wave {wave_id}"
+            )));
+        }
+    }
+    let now = truncate_to_micros(now);
+    Ok(InteractiveHandoff {
+        id,
+        parent: request.parent.clone(),
+        wave_id,
+        home: request.home.clone(),
+        cwd: request.cwd.clone(),
+        provider: request.provider.clone(),
+        provider_session_id: request.provider_session_id.clone(),
+        body_generation: request.body_generation,
+        reason: request.reason.clone(),
+        environment: request.environment.clone(),
+        attach_argv: request.attach_argv.clone(),
+        status: InteractiveHandoffStatus::Waiting,
+        outcome: None,
+        created_at: now,
+        updated_at: now,
+        attached_at: None,
+        terminal_at: None,
+        wake_claimed_at: None,
+        wake_claimed_by_generation: None,
+    })
+}
+
+/// Replays an open: the parent's active handoff is returned unchanged.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] if `existing` belongs to another parent;
+/// [`DomainError::Conflict`] if it is no longer active.
+pub fn replay(
+    existing: &InteractiveHandoff,
+    request: &OpenInteractiveHandoff,
+) -> DomainResult<InteractiveHandoff> {
+    if existing.parent != request.parent {
+        return Err(DomainError::invalid(format!(
+            "handoff {} belongs to {}, not {}",
+            existing.id, existing.parent, request.parent
+        )));
+    }
+    if !existing.is_active() {
+        return Err(DomainError::conflict(format!(
+            "handoff {} is already {}; only an active handoff is replayed",
+            existing.id,
+            existing.status.describe()
+        )));
+    }
+    Ok(existing.clone())
+}
+
+/// Attaches a person: Waiting becomes Attached and records `attached_at`;
+/// attaching again changes nothing (contract C5).
+///
+/// # Errors
+/// [`DomainError::Conflict`] when the handoff is terminal.
+pub fn attach(handoff: &InteractiveHandoff, now: OffsetDateTime) -> DomainResult<Transition> {
+    match handoff.status {
+        InteractiveHandoffStatus::Waiting => {
+            let now = next_instant(handoff, now);
+            let mut next = handoff.clone();
+            next.status = InteractiveHandoffStatus::Attached;
+            next.attached_at = Some(now);
+            next.updated_at = now;
+            Ok(Transition::Changed(next))
+        }
+        InteractiveHandoffStatus::Attached => Ok(Transition::Unchanged(handoff.clone())),
+        terminal => Err(DomainError::conflict(format!(
+            "handoff {} is already {}; it cannot be attached",
+            handoff.id,
+            terminal.describe()
+        ))),
+    }
+}
+
+/// Finishes a handoff with `outcome` (contract C6). Finishing again with an
+/// equal outcome changes nothing.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for a blank outcome text;
+/// [`DomainError::Conflict`] when a different outcome is already recorded
+/// (the first one stays).
+pub fn finish(
+    handoff: &InteractiveHandoff,
+    outcome: &InteractiveHandoffOutcome,
+    now: OffsetDateTime,
+) -> DomainResult<Transition> {
+    outcome.validate()?;
+    if handoff.status.is_terminal() {
+        return if handoff.outcome.as_ref() == Some(outcome) {
+            Ok(Transition::Unchanged(handoff.clone()))
+        } else {
+            Err(DomainError::conflict(format!(
+                "handoff {} is already {}; the first outcome stays",
+                handoff.id,
+                handoff.status.describe()
+            )))
+        };
+    }
+    let now = next_instant(handoff, now);
+    let mut next = handoff.clone();
+    next.status = outcome.status();
+    next.outcome = Some(outcome.clone());
+    next.terminal_at = Some(now);
+    next.updated_at = now;
+    Ok(Transition::Changed(next))
+}
+
+/// Checks a wake-claim generation on its own: generation 0 is never valid.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for generation 0.
+pub fn check_claim_generation(generation: u32) -> DomainResult<()> {
+    if generation == 0 {
+        Err(DomainError::invalid("wake generation must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Claims the wake of a terminal handoff for body `generation` (contract C7).
+///
+/// The first claim records the generation and returns `claimed = true`; the
+/// same generation claiming again gets `true` and changes nothing (safe after
+/// a lost reply); any other generation gets `false`.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for generation 0; [`DomainError::Conflict`]
+/// for a generation older than the one that opened the handoff, or a handoff
+/// that is not terminal yet.
+pub fn claim_wake(
+    handoff: &InteractiveHandoff,
+    generation: u32,
+    now: OffsetDateTime,
+) -> DomainResult<WakeClaim> {
+    check_claim_generation(generation)?;
+    if generation < handoff.body_generation {
+        return Err(DomainError::conflict(format!(
+            "generation {generation} is stale: handoff {} was opened by generation {}",
+            handoff.id, handoff.body_generation
+        )));
+    }
+    if !handoff.status.is_terminal() {
+        return Err(DomainError::conflict(format!(
+            "handoff {} is still {}; finish it before claiming the wake",
+            handoff.id,
+            handoff.status.describe()
+        )));
+    }
+    Ok(match handoff.wake_claimed_by_generation {
+        Some(holder) => WakeClaim {
+            transition: Transition::Unchanged(handoff.clone()),
+            claimed: holder == generation,
+        },
+        None => {
+            let now = next_instant(handoff, now);
+            let mut next = handoff.clone();
+            next.wake_claimed_at = Some(now);
+            next.wake_claimed_by_generation = Some(generation);
+            next.updated_at = now;
+            WakeClaim {
+                transition: Transition::Changed(next),
+                claimed: true,
+            }
+        }
+    })
+}
+
+/// `now` in storage precision, never before the record's last change.
+fn next_instant(handoff: &InteractiveHandoff, now: OffsetDateTime) -> OffsetDateTime {
+    truncate_to_micros(now).max(handoff.updated_at)
+}

@@ -1,0 +1,95 @@
+//! Read-only views of a handoff: the census row and the attach descriptor.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::{InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus};
+use crate::id::WaveId;
+
+/// One line of the census. It never carries the environment or the attach
+/// argv, which may hold secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InteractiveHandoffListRow {
+    /// The handoff id.
+    pub session_id: InteractiveHandoffId,
+    /// `wave`, `project` or `task`.
+    pub parent_kind: String,
+    /// The parent's id.
+    pub parent_id: String,
+    /// The owning wave.
+    pub wave_id: WaveId,
+    /// Where the handoff is in its life.
+    pub status: InteractiveHandoffStatus,
+    /// The model provider.
+    pub provider: String,
+    /// The provider's conversation id.
+    pub provider_session_id: Option<String>,
+    /// The home, in canonical form.
+    pub home: String,
+    /// The directory to attach in.
+    pub cwd: PathBuf,
+    /// Why a person is needed.
+    pub reason: String,
+    /// When it was opened.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// Whole seconds since `updated_at`; never negative.
+    pub age_secs: Option<i64>,
+}
+
+/// Everything a terminal needs to join the work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachDescriptor {
+    /// The handoff id.
+    pub session_id: InteractiveHandoffId,
+    /// Where the handoff is in its life.
+    pub status: InteractiveHandoffStatus,
+    /// The directory to run the command in.
+    pub cwd: PathBuf,
+    /// `localhost` for a local home, the SSH host otherwise.
+    pub host: String,
+    /// Environment to add.
+    pub environment: BTreeMap<String, String>,
+    /// The command to run, without a shell.
+    pub argv: Vec<String>,
+}
+
+impl InteractiveHandoff {
+    /// The census row as seen at `now`.
+    pub fn list_row(&self, now: OffsetDateTime) -> InteractiveHandoffListRow {
+        let age = (now - self.updated_at).whole_seconds().max(0);
+        InteractiveHandoffListRow {
+            session_id: self.id.clone(),
+            parent_kind: self.parent.kind().to_string(),
+            parent_id: self.parent.id_str().to_string(),
+            wave_id: self.wave_id.clone(),
+            status: self.status,
+            provider: self.provider.clone(),
+            provider_session_id: self.provider_session_id.clone(),
+            home: self.home.to_string(),
+            cwd: self.cwd.clone(),
+            reason: self.reason.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            age_secs: Some(age),
+        }
+    }
+
+    /// What a person needs to attach.
+    pub fn attach_descriptor(&self) -> AttachDescriptor {
+        AttachDescriptor {
+            session_id: self.id.clone(),
+            status: self.status,
+            cwd: self.cwd.clone(),
+            host: self.home.host().to_string(),
+            environment: self.environment.clone(),
+            argv: self.attach_argv.clone(),
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! Timestamp precision: every stored instant is UTC, in whole microseconds.
+//!
+//! Microseconds are the finest precision every backend keeps (PostgreSQL's
+//! `timestamptz`, and the integer columns the embedded backends use), so a
+//! value a call returns equals what a later read returns.
+
+use time::{OffsetDateTime, UtcOffset};
+
+/// Converts `instant` to UTC and drops everything finer than a microsecond.
+pub fn truncate_to_micros(instant: OffsetDateTime) -> OffsetDateTime {
+    let utc = instant.to_offset(UtcOffset::UTC);
+    let nanos = utc.nanosecond();
+    // `nanos - nanos % 1000` is always a valid nanosecond value.
+    utc.replace_nanosecond(nanos - nanos % 1_000).unwrap_or(utc)
+}
+
+/// Returns true if and only if `instant` is UTC and whole microseconds.
+pub fn is_normalized(instant: OffsetDateTime) -> bool {
+    instant.offset() == UtcOffset::UTC && instant.nanosecond() % 1_000 == 0
+}
+
+/// Microseconds since the Unix epoch, the integer form storage uses.
+pub fn to_unix_micros(instant: OffsetDateTime) -> i64 {
+    // Years 1..=9999 fit comfortably in i64 microseconds.
+    (instant.unix_timestamp_nanos() / 1_000) as i64
+}
+
+/// The inverse of [`to_unix_micros`]; `None` when out of `time`'s range.
+pub fn from_unix_micros(micros: i64) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    #[test]
+    fn truncation_drops_nanoseconds_and_converts_to_utc() {
+        let t = datetime!(2026-12-02 10:00:00.123_456_789 +02:00);
+        let u = truncate_to_micros(t);
+        assert_eq!(u, datetime!(2026-12-02 08:00:00.123_456 UTC));
+        assert!(is_normalized(u));
+        assert!(!is_normalized(t));
+    }
+
+    #[test]
+    fn unix_micros_round_trip() {
+        let t = datetime!(2026-12-02 08:00:00.123_456 UTC);
+        assert_eq!(from_unix_micros(to_unix_micros(t)), Some(t));
+    }
+}
