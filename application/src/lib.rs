@@ -1,1 +1,40 @@
-//! placeholder
+//! # lf-handoff application
+//!
+//! The storage ports an adapter implements and the [`Store`] service that
+//! applies the domain's transitions through them.
+//!
+//! ## Design decisions
+//!
+//! - **Ports are minimal and object-safe.** [`HandoffRepository`] and
+//!   [`ParentRegistry`] are `async_trait` traits with `Debug + Send + Sync +
+//!   'static` bounds; each method documents its contract with MUST wording,
+//!   and every MUST has a conformance test. Adapters never decide a
+//!   transition; they store what the domain decided.
+//! - **Time and ids are ports too** ([`Clock`], [`IdSource`]), so service
+//!   tests are deterministic.
+//! - **One error enum** ([`StoreError`]) with variants named by what the
+//!   caller can do: `InvalidInput`, `NotFound`, `Conflict`, `Unavailable`.
+//! - **Races are retried, then resolved by the domain.** A lost
+//!   compare-and-swap reloads the record and asks the domain again, which
+//!   turns the race into a replay or a conflict.
+
+#![deny(missing_docs)]
+
+mod error;
+pub mod ports;
+mod service;
+mod system;
+
+pub use error::{BoxError, StoreError, StoreResult};
+pub use ports::{
+    Clock, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource, InsertOutcome,
+    ListQuery, ParentInsert, ParentRegistry, SwapOutcome, Versioned,
+};
+pub use service::{Store, MAX_RACE_ATTEMPTS};
+pub use system::{GenerateId, SystemClock, UuidV7Ids};
+
+/// The domain crate, re-exported so callers need one dependency.
+pub use lf_handoff_domain as domain;
+
+#[cfg(test)]
+mod service_tests;

@@ -243,30 +243,42 @@ impl Parent {
                 )));
             }
         }
+        let mut process = process;
+        if process.provider_session_id.is_none() && !matches!(self, Self::Wave(_)) {
+            process.provider_session_id = session;
+        }
         let now = truncate_to_micros(now);
         Ok(match self.clone() {
             Self::Wave(wave) => Self::Wave(wave.with_latest_process(process)),
             Self::Project(mut project) => {
-                let mut process = process;
-                if process.provider_session_id.is_none() {
-                    process.provider_session_id = session;
-                }
                 project.provider_session_id = process.provider_session_id.clone();
                 project.latest_process = Some(process);
                 project.updated_at = project.updated_at.max(now);
                 Self::Project(project)
             }
             Self::Task(mut task) => {
-                let mut process = process;
-                if process.provider_session_id.is_none() {
-                    process.provider_session_id = session;
-                }
                 task.provider_session_id = process.provider_session_id.clone();
                 task.latest_process = Some(process);
                 task.updated_at = task.updated_at.max(now);
                 Self::Task(task)
             }
         })
+    }
+
+    /// Returns true if and only if `process` (after inheriting the parent's
+    /// provider session when it names none) is already the current body, so
+    /// recording it again is a replay that must write nothing.
+    pub fn is_current_body(&self, process: &ChildProcessGeneration) -> bool {
+        let Some(current) = self.latest_process() else {
+            return false;
+        };
+        if process.provider_session_id.is_none() && !matches!(self, Self::Wave(_)) {
+            let mut inherited = process.clone();
+            inherited.provider_session_id = self.provider_session_id().map(str::to_string);
+            current == &inherited
+        } else {
+            current == process
+        }
     }
 }
 

@@ -520,3 +520,13 @@ fn validate_new_checks_parent_fields() {
     task.latest_process = Some(process(0, None));
     is_invalid(Parent::Task(task).validate_new(), "at least 1");
 }
+
+#[test]
+fn c10_recording_the_current_body_again_is_recognised_as_a_replay() {
+    let parent = task_parent();
+    let next = parent.record_body(process(5, None), at(1)).unwrap();
+    assert!(next.is_current_body(&process(5, None)));
+    assert!(next.is_current_body(&process(5, Some("task-thread"))));
+    assert!(!next.is_current_body(&process(6, None)));
+    assert!(!parent.is_current_body(&process(5, None)));
+}

@@ -1,0 +1,200 @@
+//! The storage ports: what an adapter must implement.
+//!
+//! Rules for every port in this file:
+//!
+//! - Ports store and load; they never decide a transition. The service asks
+//!   the domain, then writes what it decided through these methods.
+//! - Every write is atomic: it happens completely or not at all, and a write
+//!   that returns `Ok` is durable (contract C8).
+//! - Races are detected by the engine, never by a read-then-write gap:
+//!   compare-and-swap by version, and a unique slot per parent for the
+//!   active handoff (invariant I6).
+//! - Every record read MUST pass `validate()`; a record that does not is
+//!   refused with [`StoreError::Unavailable`], never returned.
+//! - Engine failures are [`StoreError::Unavailable`] with a message a person
+//!   can act on. Ports never return `InvalidInput`, `NotFound` or `Conflict`
+//!   except where a method says so.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskPr;
+use time::OffsetDateTime;
+
+use crate::error::StoreResult;
+
+/// A record together with the version its compare-and-swap expects.
+///
+/// Versions start at 1 when a record is inserted and increase by one with
+/// every successful swap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned<T> {
+    /// The record.
+    pub value: T,
+    /// Its version in storage.
+    pub version: u64,
+}
+
+/// The result of [`HandoffRepository::insert`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// The handoff was stored at version 1.
+    Inserted,
+    /// The parent already has a non-terminal handoff; nothing was written.
+    ParentBusy,
+    /// The parent is no longer at the expected version (a new body was
+    /// recorded, say); nothing was written.
+    ParentChanged,
+}
+
+/// The result of a compare-and-swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SwapOutcome {
+    /// The record was replaced; this is its new version.
+    Swapped {
+        /// The version now stored.
+        version: u64,
+    },
+    /// The stored version was not the expected one; nothing was written.
+    Lost,
+}
+
+/// The result of [`ParentRegistry::insert_parent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentInsert {
+    /// The parent (and the task's PR) was stored at version 1.
+    Inserted,
+    /// A parent with this id already exists; nothing was written.
+    AlreadyExists,
+}
+
+/// Which handoffs [`HandoffRepository::list`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only this parent's handoffs.
+    pub parent: Option<InteractiveHandoffParent>,
+    /// Only non-terminal handoffs.
+    pub active_only: bool,
+}
+
+/// Stores handoff records.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait HandoffRepository: Debug + Send + Sync + 'static {
+    /// Loads one handoff with its version.
+    ///
+    /// # Errors
+    /// MUST return `Ok(None)` for an unknown id, and `Unavailable` for a
+    /// stored record that fails `validate()`.
+    async fn load(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
+
+    /// Loads the parent's non-terminal handoff, if it has one.
+    ///
+    /// MUST be served by an index on the parent's active slot, not a scan.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure or an invalid stored record.
+    async fn load_active(
+        &self,
+        parent: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
+
+    /// Lists handoffs matching `query`, ordered by `created_at` then id.
+    ///
+    /// A parent filter and the active filter MUST each be served by an
+    /// index, reading only matching records.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure or an invalid stored record.
+    async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>>;
+
+    /// Stores a new handoff at version 1, atomically and only if its parent
+    /// is still at `parent_version` and has no non-terminal handoff.
+    ///
+    /// # Errors
+    /// MUST return [`InsertOutcome::ParentBusy`] (not an error) when the
+    /// parent's active slot is taken, even by a concurrent process, and
+    /// [`InsertOutcome::ParentChanged`] when the parent's version moved.
+    /// `Unavailable` on engine failure.
+    async fn insert(
+        &self,
+        handoff: &InteractiveHandoff,
+        parent_version: u64,
+    ) -> StoreResult<InsertOutcome>;
+
+    /// Replaces the stored handoff with `handoff` if and only if its stored
+    /// version is `expected`. Keeps the parent's active slot in step: a
+    /// handoff that becomes terminal frees the slot in the same write.
+    ///
+    /// # Errors
+    /// MUST return [`SwapOutcome::Lost`] (not an error) when the version
+    /// moved or the record is gone. `Unavailable` on engine failure.
+    async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome>;
+}
+
+/// Stores waves, project sessions, task sessions and task PRs.
+#[cfg_attr(test, mockall::automock)]
+#[async_trait]
+pub trait ParentRegistry: Debug + Send + Sync + 'static {
+    /// Stores a new parent at version 1 and, for a task, its first PR, in
+    /// one atomic write.
+    ///
+    /// # Errors
+    /// MUST return [`ParentInsert::AlreadyExists`] without writing when a
+    /// parent with the same id exists; `Conflict` when the PR id is taken by
+    /// another task; `Unavailable` on engine failure.
+    async fn insert_parent<'a>(
+        &self,
+        parent: &Parent,
+        first_pr: Option<&'a TaskPr>,
+    ) -> StoreResult<ParentInsert>;
+
+    /// Loads a parent with its version. The parent's kind matches the
+    /// reference's.
+    ///
+    /// # Errors
+    /// MUST return `Ok(None)` for an unknown parent; `Unavailable` on engine
+    /// failure or an unreadable record.
+    async fn load_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<Parent>>>;
+
+    /// Replaces a parent if and only if its stored version is `expected`.
+    ///
+    /// # Errors
+    /// MUST return [`SwapOutcome::Lost`] when the version moved.
+    /// `Unavailable` on engine failure.
+    async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome>;
+
+    /// Loads a task PR.
+    ///
+    /// # Errors
+    /// MUST return `Ok(None)` for an unknown id; `Unavailable` on engine failure.
+    async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>>;
+}
+
+/// The source of `now`. A port so tests control time.
+#[cfg_attr(test, mockall::automock)]
+pub trait Clock: Debug + Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> OffsetDateTime;
+}
+
+/// The source of new handoff ids. A port so tests control ids.
+#[cfg_attr(test, mockall::automock)]
+pub trait IdSource: Debug + Send + Sync + 'static {
+    /// A fresh, never-used handoff id.
+    fn new_handoff_id(&self) -> InteractiveHandoffId;
+}
+
+/// A handoff repository behind a trait object.
+pub type DynHandoffRepository = dyn HandoffRepository;
+/// A parent registry behind a trait object.
+pub type DynParentRegistry = dyn ParentRegistry;

@@ -1,0 +1,450 @@
+//! The `Store`: the use cases an orchestrator and the command line call.
+//!
+//! Every write follows one loop: load the record with its version, ask the
+//! domain what the transition yields, and store a changed record with a
+//! compare-and-swap. A lost swap means another writer got there first; the
+//! loop reloads and asks the domain again, which resolves the race as a
+//! replay (same request) or a conflict (different request). A replay writes
+//! nothing (contract C9).
+
+use std::fmt;
+use std::sync::Arc;
+
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{
+    InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
+};
+use lf_handoff_domain::interactive_handoff::{
+    self as handoff, check_claim_generation, decide_open, InteractiveHandoff,
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision, Transition,
+};
+use lf_handoff_domain::parent::{check_task_pr, Parent};
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::{TaskPr, TaskSession};
+use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::DomainResult;
+use time::OffsetDateTime;
+
+use crate::error::{StoreError, StoreResult};
+use crate::ports::{
+    Clock, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
+    SwapOutcome, Versioned,
+};
+
+/// How many lost races in a row one call tolerates before giving up.
+///
+/// A handoff changes at most three times (attach, finish, claim), so a call
+/// that keeps losing means something other than this protocol is writing.
+pub const MAX_RACE_ATTEMPTS: usize = 32;
+
+/// The handoff registry: the public API an orchestrator links against.
+///
+/// Cheap to clone; clones share the same storage.
+#[derive(Clone)]
+pub struct Store {
+    handoffs: Arc<dyn HandoffRepository>,
+    parents: Arc<dyn ParentRegistry>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdSource>,
+    backend: &'static str,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend)
+            .field("handoffs", &self.handoffs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Builds a store from its ports. `backend` names the storage engine in
+    /// diagnostics (`sqlite`, `sled`, `postgres`, ...).
+    pub fn new(
+        backend: &'static str,
+        handoffs: Arc<dyn HandoffRepository>,
+        parents: Arc<dyn ParentRegistry>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdSource>,
+    ) -> Self {
+        Self {
+            handoffs,
+            parents,
+            clock,
+            ids,
+            backend,
+        }
+    }
+
+    /// The storage engine's name.
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    /// The store's clock reading, as used for `list_row(now)`.
+    pub fn now(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+
+    // ----- parents (contract C10) -----
+
+    /// Stores a new wave. Creating an equal wave again is a no-op.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a blank name or repo; `Conflict` when a different
+    /// wave has the id; `Unavailable` on storage failure.
+    pub async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+        self.create_parent(Parent::Wave(wave.clone()), None).await
+    }
+
+    /// Stores a new project session under an existing wave.
+    ///
+    /// # Errors
+    /// `NotFound` when the wave does not exist; otherwise as
+    /// [`create_wave`](Self::create_wave).
+    pub async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+        self.require(&InteractiveHandoffParent::Wave(project.wave_id.clone()))
+            .await?;
+        self.create_parent(Parent::Project(project.clone()), None)
+            .await
+    }
+
+    /// Stores a new task session under an existing project session, with
+    /// its first PR, atomically.
+    ///
+    /// # Errors
+    /// `InvalidInput` when the PR belongs to another task; `NotFound` when the
+    /// project does not exist; `Conflict` when the task's wave is not its
+    /// project's; otherwise as [`create_wave`](Self::create_wave).
+    pub async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+        check_task_pr(task, pr)?;
+        let project = self
+            .require(&InteractiveHandoffParent::Project(
+                task.project_session_id.clone(),
+            ))
+            .await?;
+        if project.value.wave_id() != &task.wave_id {
+            return Err(StoreError::Conflict(format!(
+                "task {} names wave {} but its project {} belongs to wave {}",
+                task.id,
+                task.wave_id,
+                task.project_session_id,
+                project.value.wave_id()
+            )));
+        }
+        self.create_parent(Parent::Task(task.clone()), Some(pr))
+            .await
+    }
+
+    async fn create_parent(&self, parent: Parent, first_pr: Option<&TaskPr>) -> StoreResult<()> {
+        parent.validate_new()?;
+        let reference = parent.reference();
+        match self.parents.insert_parent(&parent, first_pr).await? {
+            ParentInsert::Inserted => Ok(()),
+            ParentInsert::AlreadyExists => {
+                let stored = self.require(&reference).await?;
+                let same_pr = match first_pr {
+                    None => true,
+                    Some(pr) => self.parents.load_task_pr(&pr.id).await?.as_ref() == Some(pr),
+                };
+                if stored.value == parent && same_pr {
+                    Ok(())
+                } else {
+                    Err(StoreError::Conflict(format!(
+                        "{reference} already exists with different fields"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Loads any parent.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure.
+    pub async fn get_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Parent>> {
+        Ok(self.parents.load_parent(reference).await?.map(|v| v.value))
+    }
+
+    /// Loads a wave.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure.
+    pub async fn get_wave(&self, id: &WaveId) -> StoreResult<Option<Wave>> {
+        match self
+            .get_parent(&InteractiveHandoffParent::Wave(id.clone()))
+            .await?
+        {
+            Some(Parent::Wave(wave)) => Ok(Some(wave)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Loads a project session.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure.
+    pub async fn get_project_session(
+        &self,
+        id: &ProjectSessionId,
+    ) -> StoreResult<Option<ProjectSession>> {
+        match self
+            .get_parent(&InteractiveHandoffParent::Project(id.clone()))
+            .await?
+        {
+            Some(Parent::Project(project)) => Ok(Some(project)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Loads a task session.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure.
+    pub async fn get_task_session(&self, id: &TaskSessionId) -> StoreResult<Option<TaskSession>> {
+        match self
+            .get_parent(&InteractiveHandoffParent::Task(id.clone()))
+            .await?
+        {
+            Some(Parent::Task(task)) => Ok(Some(task)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Loads a task PR.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure.
+    pub async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        self.parents.load_task_pr(id).await
+    }
+
+    /// Records `process` as the parent's new body. Its generation must be
+    /// higher than the current one; recording the current body again is a
+    /// replay that writes nothing. Returns the parent as stored.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown parent; `InvalidInput` for generation 0;
+    /// `Conflict` for a generation that does not increase, another provider,
+    /// lost provider history or a terminal parent.
+    pub async fn record_body(
+        &self,
+        reference: &InteractiveHandoffParent,
+        process: ChildProcessGeneration,
+    ) -> StoreResult<Parent> {
+        for _ in 0..MAX_RACE_ATTEMPTS {
+            let current = self.require(reference).await?;
+            if current.value.is_current_body(&process) {
+                return Ok(current.value);
+            }
+            let next = current
+                .value
+                .record_body(process.clone(), self.clock.now())?;
+            match self.parents.swap_parent(current.version, &next).await? {
+                SwapOutcome::Swapped { .. } => return Ok(next),
+                SwapOutcome::Lost => continue,
+            }
+        }
+        Err(lost_too_often(reference))
+    }
+
+    async fn require(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Versioned<Parent>> {
+        self.parents
+            .load_parent(reference)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("parent {reference} does not exist")))
+    }
+
+    // ----- handoffs (contracts C1-C7, C9) -----
+
+    /// Opens a handoff for the request's parent, or returns the parent's
+    /// active one. The flag is `true` if and only if a handoff was created.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a malformed request (checked before any read);
+    /// `NotFound` for an unknown parent; `Conflict` naming the parent rule
+    /// broken (stale generation, provider, history, worktree, terminal).
+    pub async fn open_interactive_handoff(
+        &self,
+        request: handoff::OpenInteractiveHandoff,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        request.validate()?;
+        for _ in 0..MAX_RACE_ATTEMPTS {
+            let parent = self.require(&request.parent).await?;
+            let active = self.handoffs.load_active(&request.parent).await?;
+            let decision = decide_open(
+                &request,
+                &parent.value,
+                active.as_ref().map(|versioned| &versioned.value),
+                self.ids.new_handoff_id(),
+                self.clock.now(),
+            )?;
+            match decision {
+                OpenDecision::Replay(existing) => return Ok((existing, false)),
+                OpenDecision::Create(created) => {
+                    match self.handoffs.insert(&created, parent.version).await? {
+                        InsertOutcome::Inserted => return Ok((created, true)),
+                        InsertOutcome::ParentBusy | InsertOutcome::ParentChanged => continue,
+                    }
+                }
+            }
+        }
+        Err(lost_too_often(&request.parent))
+    }
+
+    /// Loads one handoff; `None` for an unknown id.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure or a damaged record.
+    pub async fn get_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<InteractiveHandoff>> {
+        Ok(self
+            .handoffs
+            .load(id)
+            .await?
+            .map(|versioned| versioned.value))
+    }
+
+    /// Lists every handoff, or one parent's, ordered by creation.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure or a damaged record.
+    pub async fn list_interactive_handoffs(
+        &self,
+        parent: Option<&InteractiveHandoffParent>,
+    ) -> StoreResult<Vec<InteractiveHandoff>> {
+        self.handoffs
+            .list(&ListQuery {
+                parent: parent.cloned(),
+                active_only: false,
+            })
+            .await
+    }
+
+    /// Lists handoffs matching `query` (a parent and/or only active ones),
+    /// ordered by creation. The active filter is served by an index.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure or a damaged record.
+    pub async fn query_interactive_handoffs(
+        &self,
+        query: &ListQuery,
+    ) -> StoreResult<Vec<InteractiveHandoff>> {
+        self.handoffs.list(query).await
+    }
+
+    /// Records that a person attached. Attaching again returns the record
+    /// unchanged.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown id; `Conflict` when the handoff is terminal.
+    pub async fn attach_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<InteractiveHandoff> {
+        self.apply(id, |current, now| Ok((handoff::attach(current, now)?, ())))
+            .await
+            .map(|(handoff, ())| handoff)
+    }
+
+    /// Finishes a handoff with `outcome`. Finishing again with an equal
+    /// outcome returns the record unchanged; of racing finishers exactly one
+    /// succeeds.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a blank outcome text (checked before any read);
+    /// `NotFound` for an unknown id; `Conflict` when another outcome is
+    /// already recorded.
+    pub async fn finish_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        outcome: &InteractiveHandoffOutcome,
+    ) -> StoreResult<InteractiveHandoff> {
+        outcome.validate()?;
+        self.apply(id, |current, now| {
+            Ok((handoff::finish(current, outcome, now)?, ()))
+        })
+        .await
+        .map(|(handoff, ())| handoff)
+    }
+
+    /// Claims the wake of a terminal handoff for body `generation`: `true`
+    /// if and only if this generation holds it (the first claim, or a retry
+    /// by the same generation).
+    ///
+    /// # Errors
+    /// `InvalidInput` for generation 0 (checked before any read); `NotFound`
+    /// for an unknown id; `Conflict` for a stale generation or a handoff that
+    /// is not terminal.
+    pub async fn claim_interactive_handoff_wake(
+        &self,
+        id: &InteractiveHandoffId,
+        parent_generation: u32,
+    ) -> StoreResult<bool> {
+        self.claim_interactive_handoff_wake_with_record(id, parent_generation)
+            .await
+            .map(|(claimed, _)| claimed)
+    }
+
+    /// [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake),
+    /// also returning the record after the claim.
+    ///
+    /// # Errors
+    /// As `claim_interactive_handoff_wake`.
+    pub async fn claim_interactive_handoff_wake_with_record(
+        &self,
+        id: &InteractiveHandoffId,
+        parent_generation: u32,
+    ) -> StoreResult<(bool, InteractiveHandoff)> {
+        check_claim_generation(parent_generation)?;
+        self.apply(id, |current, now| {
+            let claim = handoff::claim_wake(current, parent_generation, now)?;
+            Ok((claim.transition, claim.claimed))
+        })
+        .await
+        .map(|(handoff, claimed)| (claimed, handoff))
+    }
+
+    /// The load / decide / compare-and-swap loop shared by every transition
+    /// on an existing handoff.
+    async fn apply<R>(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: impl Fn(&InteractiveHandoff, OffsetDateTime) -> DomainResult<(Transition, R)>,
+    ) -> StoreResult<(InteractiveHandoff, R)> {
+        for _ in 0..MAX_RACE_ATTEMPTS {
+            let current = self
+                .handoffs
+                .load(id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
+            let (transition, extra) = decide(&current.value, self.clock.now())?;
+            match transition {
+                Transition::Unchanged(handoff) => return Ok((handoff, extra)),
+                Transition::Changed(handoff) => {
+                    match self.handoffs.swap(current.version, &handoff).await? {
+                        SwapOutcome::Swapped { .. } => return Ok((handoff, extra)),
+                        SwapOutcome::Lost => continue,
+                    }
+                }
+            }
+        }
+        Err(lost_too_often(id))
+    }
+}
+
+fn lost_too_often(what: &dyn fmt::Display) -> StoreError {
+    StoreError::unavailable(format!(
+        "gave up on {what} after losing {MAX_RACE_ATTEMPTS} compare-and-swap races in a row; \
+         something outside lf-handoff may be writing to the store"
+    ))
+}

@@ -1,0 +1,546 @@
+//! Unit tests of the `Store` service against mockall mocks of every port.
+//! No storage engine is involved: these pin down the load / decide / swap
+//! loop itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    InteractiveHandoffStatus, OpenInteractiveHandoff,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::wave_home::WaveHome;
+use mockall::predicate::eq;
+use time::macros::datetime;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::ports::{
+    InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
+    ParentInsert, SwapOutcome, Versioned,
+};
+use crate::{Store, StoreError, MAX_RACE_ATTEMPTS};
+
+const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+
+fn wave() -> Wave {
+    Wave::new(
+        WaveId::from_uuid(Uuid::from_u128(1)),
+        "product".into(),
+        "/src/product".into(),
+    )
+}
+
+fn handoff_id() -> InteractiveHandoffId {
+    InteractiveHandoffId::from_uuid(Uuid::from_u128(2))
+}
+
+fn request() -> OpenInteractiveHandoff {
+    OpenInteractiveHandoff {
+        parent: InteractiveHandoffParent::Wave(wave().id().clone()),
+        home: WaveHome::parse("jack@local").unwrap(),
+        cwd: PathBuf::from("/src/product"),
+        provider: "codex".into(),
+        provider_session_id: None,
+        body_generation: 1,
+        reason: "OAuth login requires a human".into(),
+        environment: BTreeMap::new(),
+        attach_argv: vec!["tmux".into(), "attach".into()],
+    }
+}
+
+fn waiting() -> InteractiveHandoff {
+    lf_handoff_domain::interactive_handoff::open(&request(), wave().id().clone(), handoff_id(), T0)
+        .unwrap()
+}
+
+fn finished(outcome: &InteractiveHandoffOutcome) -> InteractiveHandoff {
+    lf_handoff_domain::interactive_handoff::finish(&waiting(), outcome, T0)
+        .unwrap()
+        .into_handoff()
+}
+
+fn completed() -> InteractiveHandoffOutcome {
+    InteractiveHandoffOutcome::Completed {
+        summary: "done".into(),
+    }
+}
+
+fn failed() -> InteractiveHandoffOutcome {
+    InteractiveHandoffOutcome::Failed {
+        reason: "gone".into(),
+    }
+}
+
+fn clock_at(now: OffsetDateTime) -> MockClock {
+    let mut clock = MockClock::new();
+    clock.expect_now().return_const(now);
+    clock
+}
+
+fn ids() -> MockIdSource {
+    let mut ids = MockIdSource::new();
+    ids.expect_new_handoff_id().returning(handoff_id);
+    ids
+}
+
+fn build(handoffs: MockHandoffRepository, parents: MockParentRegistry, clock: MockClock) -> Store {
+    Store::new(
+        "mock",
+        Arc::new(handoffs),
+        Arc::new(parents),
+        Arc::new(clock),
+        Arc::new(ids()),
+    )
+}
+
+fn parents_with_wave(version: u64) -> MockParentRegistry {
+    let mut parents = MockParentRegistry::new();
+    parents.expect_load_parent().returning(move |_| {
+        Ok(Some(Versioned {
+            value: Parent::Wave(wave()),
+            version,
+        }))
+    });
+    parents
+}
+
+#[tokio::test]
+async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    handoffs
+        .expect_load()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: waiting(),
+                version: 1,
+            }))
+        });
+    handoffs
+        .expect_swap()
+        .with(eq(1), mockall::predicate::always())
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(SwapOutcome::Lost));
+    // The winner finished with the same outcome: the retry is a replay and
+    // must not write again.
+    handoffs
+        .expect_load()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: finished(&completed()),
+                version: 2,
+            }))
+        });
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let result = store
+        .finish_interactive_handoff(&handoff_id(), &completed())
+        .await
+        .unwrap();
+    assert_eq!(result, finished(&completed()));
+}
+
+#[tokio::test]
+async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    handoffs
+        .expect_load()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: waiting(),
+                version: 1,
+            }))
+        });
+    handoffs
+        .expect_swap()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(SwapOutcome::Lost));
+    handoffs
+        .expect_load()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: finished(&failed()),
+                version: 2,
+            }))
+        });
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let err = store
+        .finish_interactive_handoff(&handoff_id(), &completed())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Conflict(m) if m.contains("first outcome stays")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_open_race_replays_the_winners_handoff() {
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    handoffs
+        .expect_load_active()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(None));
+    handoffs
+        .expect_insert()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(InsertOutcome::ParentBusy));
+    let mut winner = waiting();
+    winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
+    let expected = winner.clone();
+    handoffs
+        .expect_load_active()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_| {
+            Ok(Some(Versioned {
+                value: winner.clone(),
+                version: 1,
+            }))
+        });
+    let store = build(handoffs, parents_with_wave(1), clock_at(T0));
+    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    assert!(!created);
+    assert_eq!(handoff, expected);
+}
+
+#[tokio::test]
+async fn open_inserts_against_the_loaded_parent_version() {
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load_active().returning(|_| Ok(None));
+    handoffs
+        .expect_insert()
+        .withf(|handoff, version| {
+            *version == 7 && handoff.status == InteractiveHandoffStatus::Waiting
+        })
+        .times(1)
+        .returning(|_, _| Ok(InsertOutcome::Inserted));
+    let store = build(handoffs, parents_with_wave(7), clock_at(T0));
+    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    assert!(created);
+    assert_eq!(handoff.id, handoff_id());
+}
+
+#[tokio::test]
+async fn a_parent_that_changed_under_open_is_revalidated() {
+    // The first insert finds the parent moved (a new body was recorded); the
+    // reload shows generation 2, so the generation-1 request is now stale.
+    let mut parents = MockParentRegistry::new();
+    let mut seq = mockall::Sequence::new();
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave()),
+                version: 1,
+            }))
+        });
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave().with_latest_process(test_process(2))),
+                version: 2,
+            }))
+        });
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load_active().returning(|_| Ok(None));
+    handoffs
+        .expect_insert()
+        .times(1)
+        .returning(|_, _| Ok(InsertOutcome::ParentChanged));
+    let store = build(handoffs, parents, clock_at(T0));
+    let err = store.open_interactive_handoff(request()).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Conflict(m) if m.contains("stale")),
+        "{err}"
+    );
+}
+
+fn test_process(generation: u32) -> lf_handoff_domain::child_session::ChildProcessGeneration {
+    lf_handoff_domain::child_session::ChildProcessGeneration {
+        generation,
+        pid: None,
+        process_group_id: None,
+        tmux_name: "body".into(),
+        agent: "codex".into(),
+        provider: "codex".into(),
+        provider_session_id: None,
+        started_at: T0,
+        state: lf_handoff_domain::child_session::ChildLeaseState::Active,
+        outcome: None,
+    }
+}
+
+#[tokio::test]
+async fn malformed_requests_are_refused_before_any_read() {
+    // Mocks without expectations panic if called.
+    let store = build(
+        MockHandoffRepository::new(),
+        MockParentRegistry::new(),
+        MockClock::new(),
+    );
+    let mut bad = request();
+    bad.reason = " ".into();
+    assert!(store
+        .open_interactive_handoff(bad)
+        .await
+        .unwrap_err()
+        .is_invalid_input());
+    assert!(store
+        .claim_interactive_handoff_wake(&handoff_id(), 0)
+        .await
+        .unwrap_err()
+        .is_invalid_input());
+    let blank = InteractiveHandoffOutcome::HandedBack {
+        summary: String::new(),
+    };
+    assert!(store
+        .finish_interactive_handoff(&handoff_id(), &blank)
+        .await
+        .unwrap_err()
+        .is_invalid_input());
+}
+
+#[tokio::test]
+async fn a_repository_failure_surfaces_as_unavailable() {
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs
+        .expect_load()
+        .returning(|_| Err(StoreError::unavailable("disk on fire")));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let err = store
+        .attach_interactive_handoff(&handoff_id())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Unavailable { message, .. } if message == "disk on fire"),
+        "{err}"
+    );
+
+    let mut parents = MockParentRegistry::new();
+    parents
+        .expect_load_parent()
+        .returning(|_| Err(StoreError::unavailable("server gone")));
+    let store = build(MockHandoffRepository::new(), parents, MockClock::new());
+    assert!(store
+        .open_interactive_handoff(request())
+        .await
+        .unwrap_err()
+        .is_unavailable());
+}
+
+#[tokio::test]
+async fn the_clocks_value_is_what_gets_stored() {
+    let now = datetime!(2026-12-02 12:34:56.789_123_456 UTC);
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load().returning(|_| {
+        Ok(Some(Versioned {
+            value: waiting(),
+            version: 3,
+        }))
+    });
+    handoffs
+        .expect_swap()
+        .withf(move |version, handoff| {
+            *version == 3
+                && handoff.attached_at == Some(datetime!(2026-12-02 12:34:56.789_123 UTC))
+                && handoff.updated_at == datetime!(2026-12-02 12:34:56.789_123 UTC)
+        })
+        .times(1)
+        .returning(|_, _| Ok(SwapOutcome::Swapped { version: 4 }));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(now));
+    let attached = store
+        .attach_interactive_handoff(&handoff_id())
+        .await
+        .unwrap();
+    assert_eq!(
+        attached.attached_at,
+        Some(datetime!(2026-12-02 12:34:56.789_123 UTC))
+    );
+
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load_active().returning(|_| Ok(None));
+    handoffs
+        .expect_insert()
+        .withf(|handoff, _| handoff.created_at == datetime!(2026-12-02 12:34:56.789_123 UTC))
+        .times(1)
+        .returning(|_, _| Ok(InsertOutcome::Inserted));
+    let store = build(handoffs, parents_with_wave(1), clock_at(now));
+    let (opened, _) = store.open_interactive_handoff(request()).await.unwrap();
+    assert_eq!(
+        opened.created_at,
+        datetime!(2026-12-02 12:34:56.789_123 UTC)
+    );
+}
+
+#[tokio::test]
+async fn replayed_transitions_write_nothing() {
+    // No swap expectation: a write would panic the mock.
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load().returning(|_| {
+        Ok(Some(Versioned {
+            value: finished(&completed()),
+            version: 2,
+        }))
+    });
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    store
+        .finish_interactive_handoff(&handoff_id(), &completed())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn claims_return_whether_this_generation_holds_the_wake() {
+    let mut handoffs = MockHandoffRepository::new();
+    let claimed =
+        lf_handoff_domain::interactive_handoff::claim_wake(&finished(&completed()), 5, T0)
+            .unwrap()
+            .transition
+            .into_handoff();
+    handoffs.expect_load().returning(move |_| {
+        Ok(Some(Versioned {
+            value: claimed.clone(),
+            version: 3,
+        }))
+    });
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert!(store
+        .claim_interactive_handoff_wake(&handoff_id(), 5)
+        .await
+        .unwrap());
+    assert!(!store
+        .claim_interactive_handoff_wake(&handoff_id(), 6)
+        .await
+        .unwrap());
+}
+
+#[tokio::test]
+async fn endless_lost_races_give_up_as_unavailable() {
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs
+        .expect_load()
+        .times(MAX_RACE_ATTEMPTS)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: waiting(),
+                version: 1,
+            }))
+        });
+    handoffs
+        .expect_swap()
+        .times(MAX_RACE_ATTEMPTS)
+        .returning(|_, _| Ok(SwapOutcome::Lost));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let err = store
+        .attach_interactive_handoff(&handoff_id())
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+}
+
+#[tokio::test]
+async fn unknown_ids_and_parents_are_not_found() {
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_load().returning(|_| Ok(None));
+    let mut parents = MockParentRegistry::new();
+    parents.expect_load_parent().returning(|_| Ok(None));
+    let store = build(handoffs, parents, clock_at(T0));
+    assert!(store
+        .attach_interactive_handoff(&handoff_id())
+        .await
+        .unwrap_err()
+        .is_not_found());
+    assert!(store
+        .open_interactive_handoff(request())
+        .await
+        .unwrap_err()
+        .is_not_found());
+    assert!(store
+        .get_interactive_handoff(&handoff_id())
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn creating_an_existing_parent_is_idempotent_only_when_equal() {
+    let mut parents = MockParentRegistry::new();
+    parents
+        .expect_insert_parent()
+        .returning(|_, _| Ok(ParentInsert::AlreadyExists));
+    parents.expect_load_parent().returning(|_| {
+        Ok(Some(Versioned {
+            value: Parent::Wave(wave()),
+            version: 1,
+        }))
+    });
+    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
+    store.create_wave(&wave()).await.unwrap();
+    let other = Wave::new(wave().id().clone(), "other".into(), "/src/other".into());
+    assert!(store.create_wave(&other).await.unwrap_err().is_conflict());
+}
+
+#[tokio::test]
+async fn a_lost_body_race_is_retried() {
+    let mut parents = MockParentRegistry::new();
+    let mut seq = mockall::Sequence::new();
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave()),
+                version: 1,
+            }))
+        });
+    parents
+        .expect_swap_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(SwapOutcome::Lost));
+    // The winner recorded generation 2 already: recording it again is a replay.
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave().with_latest_process(test_process(2))),
+                version: 2,
+            }))
+        });
+    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
+    let parent = store
+        .record_body(
+            &InteractiveHandoffParent::Wave(wave().id().clone()),
+            test_process(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(parent.body_generation(), 2);
+}
