@@ -1,1 +1,78 @@
-//! placeholder
+//! # lf-handoff adapters
+//!
+//! Storage backends for the lf-handoff registry, and [`open_store`], the one
+//! call an orchestrator needs:
+//!
+//! ```
+//! # async fn example() -> Result<(), lf_handoff_adapters::StoreError> {
+//! use lf_handoff_adapters::{open_store, StorageConfig};
+//! let dir = std::env::temp_dir().join(format!("lf-doc-{}", std::process::id()));
+//! let store = open_store(&StorageConfig::sqlite(dir.join("registry.db"))).await?;
+//! assert!(store.list_interactive_handoffs(None).await?.is_empty());
+//! # std::fs::remove_dir_all(dir).ok();
+//! # Ok(())
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(example()).unwrap();
+//! ```
+//!
+//! ## Backends
+//!
+//! - **SQLite** (`sqlite:///abs/path.db`, the default): one file, several
+//!   processes on one machine. See [`sqlite`](crate::StorageConfig::sqlite).
+//!
+//! Every backend implements the same two ports
+//! ([`HandoffRepository`](lf_handoff_application::HandoffRepository) and
+//! [`ParentRegistry`](lf_handoff_application::ParentRegistry)) and passes
+//! the same conformance suite (the `lf-handoff-conformance` crate).
+//!
+//! ## Design decisions
+//!
+//! - **Adapters store, the domain decides.** No backend contains a
+//!   transition rule; each stores what the domain decided with a
+//!   compare-and-swap the engine itself settles.
+//! - **Engine errors are mapped in one place per backend** into
+//!   [`StoreError::Unavailable`] with a message that names the file or
+//!   server and says what to do; no sqlx type crosses the boundary.
+//! - **Everything an orchestrator needs is re-exported here**, so it
+//!   depends on this crate alone.
+
+#![deny(missing_docs)]
+
+mod config;
+mod sql;
+mod sqlite;
+
+use std::sync::Arc;
+
+pub use config::{
+    parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
+    DEFAULT_BUSY_TIMEOUT,
+};
+pub use lf_handoff_application::{
+    domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,
+};
+
+use crate::sql::SqlStore;
+use crate::sqlite::SqliteEngine;
+
+/// Opens (creating when missing) the store `config` names.
+///
+/// # Errors
+/// `Unavailable` when the backend cannot be used: a file that is corrupt,
+/// not an lf-handoff store, written by a newer version or locked; a server
+/// that cannot be reached. The message names the file or server and says
+/// what to do, and nothing on disk was changed.
+pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
+    match config {
+        StorageConfig::Sqlite(sqlite) => {
+            let storage = Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await?));
+            Ok(Store::new(
+                "sqlite",
+                storage.clone(),
+                storage,
+                Arc::new(SystemClock),
+                Arc::new(UuidV7Ids),
+            ))
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The relational schema shared by the SQL backends, as numbered migrations.
+//!
+//! The same DDL runs on SQLite and PostgreSQL. Timestamps are BIGINT
+//! microseconds since the Unix epoch (UTC), the precision the domain keeps;
+//! the environment and the attach argv are JSON text; a parent is its JSON
+//! record beside the columns used to find it.
+//!
+//! Version rules (contract C11): a store records the number of migrations
+//! applied. Opening one that records more than [`LATEST_VERSION`] (written by
+//! a newer build) is refused and the store is not touched; one that records
+//! fewer is migrated forward in a single transaction.
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
+pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE parents (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        wave_id TEXT NOT NULL,
+        version BIGINT NOT NULL,
+        record TEXT NOT NULL
+    )",
+    "CREATE TABLE task_prs (
+        id TEXT PRIMARY KEY,
+        task_session_id TEXT NOT NULL REFERENCES parents (id),
+        record TEXT NOT NULL
+    )",
+    "CREATE TABLE handoffs (
+        id TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        parent_kind TEXT NOT NULL,
+        parent_id TEXT NOT NULL REFERENCES parents (id),
+        wave_id TEXT NOT NULL,
+        home TEXT NOT NULL,
+        cwd TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        provider_session_id TEXT,
+        body_generation BIGINT NOT NULL,
+        reason TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        attach_argv TEXT NOT NULL,
+        status TEXT NOT NULL,
+        outcome_text TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        attached_at BIGINT,
+        terminal_at BIGINT,
+        wake_claimed_at BIGINT,
+        wake_claimed_by_generation BIGINT
+    )",
+    // Invariant I6, enforced by the engine: one non-terminal handoff per parent.
+    "CREATE UNIQUE INDEX handoffs_one_active_per_parent
+        ON handoffs (parent_id) WHERE status IN ('waiting', 'attached')",
+    "CREATE INDEX handoffs_by_parent ON handoffs (parent_id, created_at, id)",
+    "CREATE INDEX handoffs_active ON handoffs (created_at, id)
+        WHERE status IN ('waiting', 'attached')",
+    "CREATE INDEX handoffs_by_created ON handoffs (created_at, id)",
+    "CREATE INDEX task_prs_by_task ON task_prs (task_session_id)",
+]];
+
+/// The schema version this build writes and understands.
+pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

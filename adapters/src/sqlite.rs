@@ -1,0 +1,355 @@
+//! The SQLite backend (the default): one file, several processes.
+//!
+//! - **Durability:** WAL journal, `synchronous=FULL` by default (a commit is
+//!   on disk before the call returns, across power loss); `NORMAL` is an
+//!   explicit opt-in.
+//! - **Concurrency:** every write is a single autocommit statement, or a
+//!   batch opened with `BEGIN IMMEDIATE`, so a writer takes the write lock
+//!   before it reads and can never deadlock into `SQLITE_BUSY`; it waits up
+//!   to the busy timeout for another process's lock.
+//! - **Files:** the database is created with mode 0600 (and a missing
+//!   directory with 0700); SQLite gives its `-wal` and `-shm` files the same
+//!   mode.
+//! - **Refusing what is not ours (C11):** before SQLite touches a file, its
+//!   header is checked: a non-empty file that is not SQLite, or is shorter
+//!   than its header says, is refused unchanged. A SQLite file that is not
+//!   an lf-handoff store (another `application_id`, or tables but no
+//!   version) is refused unchanged. A store written by a newer schema is
+//!   refused unchanged. An empty file is a new store.
+
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use lf_handoff_application::{StoreError, StoreResult};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions as _, Connection as _};
+
+use crate::config::{SqliteConfig, Synchronous};
+use crate::sql::schema::{LATEST_VERSION, MIGRATIONS};
+use crate::sql::{sql_engine, EngineError};
+
+/// `PRAGMA application_id` of an lf-handoff store: "LFH1".
+pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
+
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// The SQLite engine: a connection pool on one file.
+#[derive(Debug)]
+pub(crate) struct SqliteEngine {
+    pool: SqlitePool,
+    path: PathBuf,
+    busy_timeout: Duration,
+}
+
+sql_engine!(SqliteEngine, sqlx::Sqlite, "BEGIN IMMEDIATE");
+
+impl SqliteEngine {
+    /// Opens (creating when missing) and migrates the store at `config.path`.
+    pub(crate) async fn open(config: &SqliteConfig) -> StoreResult<Self> {
+        let path = config.path.clone();
+        let is_new = prepare_file(&path)?;
+        // Check an existing file on a read-only connection first: a refused
+        // store must not be modified, and a read-write connection would
+        // checkpoint the WAL into the file when it closes.
+        let current = if is_new {
+            false
+        } else {
+            let mut probe = SqliteConnectOptions::new()
+                .filename(&path)
+                .read_only(true)
+                .busy_timeout(config.busy_timeout)
+                .connect()
+                .await
+                .map_err(|e| open_error(&path, e))?;
+            let version = schema_version(&path, &mut probe).await;
+            probe.close().await.map_err(|e| open_error(&path, e))?;
+            version? == LATEST_VERSION
+        };
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(false)
+            .busy_timeout(config.busy_timeout)
+            .synchronous(match config.synchronous {
+                Synchronous::Full => SqliteSynchronous::Full,
+                Synchronous::Normal => SqliteSynchronous::Normal,
+            })
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(config.max_connections.max(1))
+            .min_connections(0)
+            .acquire_timeout(config.busy_timeout + Duration::from_secs(5))
+            .connect_with(options)
+            .await
+            .map_err(|e| open_error(&path, e))?;
+        let engine = Self {
+            pool,
+            path,
+            busy_timeout: config.busy_timeout,
+        };
+        if !current {
+            engine.migrate().await?;
+        }
+        Ok(engine)
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await.map_err(|e| self.unavailable(e))?;
+        let version = schema_version(&self.path, &mut conn).await?;
+        if version == LATEST_VERSION {
+            return Ok(());
+        }
+        // A new store: switch to WAL first. Changing the journal mode needs an
+        // exclusive lock that the busy handler does not wait for, so retry.
+        let deadline = Instant::now() + self.busy_timeout;
+        loop {
+            match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
+                .fetch_one(&mut *conn)
+                .await
+            {
+                Ok(mode) if mode.eq_ignore_ascii_case("wal") => break,
+                Ok(mode) => {
+                    return Err(StoreError::unavailable(format!(
+                        "{}: SQLite refused WAL mode (journal mode is {mode})",
+                        self.path.display()
+                    )))
+                }
+                Err(e) if is_busy(&e) && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(self.unavailable(e)),
+            }
+        }
+        let mut tx = conn
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        // Another process may have migrated while we waited for the lock.
+        let version = schema_version(&self.path, &mut tx).await?;
+        for statements in MIGRATIONS
+            .iter()
+            .skip(usize::try_from(version).unwrap_or(0))
+        {
+            for statement in *statements {
+                sqlx::query(statement)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+            }
+        }
+        // PRAGMA values cannot be bound; both are integer constants.
+        sqlx::query(&format!("PRAGMA application_id = {APPLICATION_ID}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        sqlx::query(&format!("PRAGMA user_version = {LATEST_VERSION}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        tx.commit().await.map_err(|e| self.unavailable(e))?;
+        Ok(())
+    }
+
+    fn unavailable(&self, error: sqlx::Error) -> StoreError {
+        match self.map_error(error) {
+            EngineError::Failed(error) => error,
+            EngineError::Unique(detail) => StoreError::unavailable(format!(
+                "{}: unexpected unique constraint violation: {detail}",
+                self.path.display()
+            )),
+        }
+    }
+
+    /// Maps every sqlx error of this backend, in one place.
+    fn map_error(&self, error: sqlx::Error) -> EngineError {
+        let path = self.path.display();
+        if let sqlx::Error::Database(db) = &error {
+            if db.is_unique_violation() {
+                return EngineError::Unique(db.message().to_string());
+            }
+            let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
+            let message = match code & 0xff {
+                5 | 6 => format!(
+                    "{path} is busy: another process held its write lock longer than the busy \
+                     timeout ({} ms)",
+                    self.busy_timeout.as_millis()
+                ),
+                11 | 26 => format!(
+                    "{path} is damaged or not an lf-handoff store ({}); it was left unchanged",
+                    db.message()
+                ),
+                8 => format!("{path} is read-only: {}", db.message()),
+                13 => format!("{path}: the disk is full"),
+                14 => format!("cannot open {path}: {}", db.message()),
+                _ => format!("{path}: SQLite error: {}", db.message()),
+            };
+            return EngineError::Failed(StoreError::unavailable_because(message, error));
+        }
+        let message = match &error {
+            sqlx::Error::PoolTimedOut => {
+                format!("{path}: timed out waiting for a database connection")
+            }
+            sqlx::Error::Io(io) => format!("{path}: {io}"),
+            other => format!("{path}: {other}"),
+        };
+        EngineError::Failed(StoreError::unavailable_because(message, error))
+    }
+}
+
+/// Reads the schema version, refusing a store this build must not touch.
+async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> StoreResult<i64> {
+    let read = |e: sqlx::Error| {
+        StoreError::unavailable_because(
+            format!(
+                "{} is damaged or not an lf-handoff store ({e}); it was left unchanged",
+                path.display()
+            ),
+            e,
+        )
+    };
+    let application_id: i64 = sqlx::query_scalar("PRAGMA application_id")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(read)?;
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(read)?;
+    let shown = path.display();
+    if application_id == APPLICATION_ID {
+        if version > LATEST_VERSION {
+            return Err(StoreError::unavailable(format!(
+                "{shown} was written by a newer lf-handoff (schema version {version}; this \
+                 build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
+                 The file was left unchanged"
+            )));
+        }
+        return Ok(version);
+    }
+    let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(read)?;
+    if application_id == 0 && version == 0 && tables == 0 {
+        return Ok(0);
+    }
+    Err(StoreError::unavailable(format!(
+        "{shown} is a SQLite database but not an lf-handoff store (application id \
+         {application_id:#x}); point the store at another file. The file was left unchanged"
+    )))
+}
+
+fn is_busy(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db)
+        if matches!(db.code().and_then(|c| c.parse::<i32>().ok()).map(|c| c & 0xff), Some(5 | 6)))
+}
+
+fn open_error(path: &Path, error: sqlx::Error) -> StoreError {
+    StoreError::unavailable_because(
+        format!("cannot open SQLite store {}: {error}", path.display()),
+        error,
+    )
+}
+
+/// Creates the file (0600) and its directory (0700) when missing, and checks
+/// an existing file's header before SQLite sees it. Returns true if and only
+/// if the file is new (empty).
+fn prepare_file(path: &Path) -> StoreResult<bool> {
+    let shown = path.display();
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        if !dir.exists() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    StoreError::unavailable_because(
+                        format!("cannot create the store directory {}: {e}", dir.display()),
+                        e,
+                    )
+                })?;
+        }
+    }
+    match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(file) => {
+            // Make the new (empty) file's directory entry durable too.
+            file.sync_all()
+                .map_err(|e| StoreError::unavailable_because(format!("{shown}: {e}"), e))?;
+            return Ok(true);
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(StoreError::unavailable_because(
+                format!("cannot create the store file {shown}: {e}"),
+                e,
+            ))
+        }
+    }
+    check_header(path)
+}
+
+/// Refuses a non-empty file that is not a whole SQLite database. Returns
+/// true if and only if the file is empty (a new store).
+fn check_header(path: &Path) -> StoreResult<bool> {
+    let shown = path.display();
+    let io_error =
+        |e: std::io::Error| StoreError::unavailable_because(format!("cannot read {shown}: {e}"), e);
+    let metadata = fs::metadata(path).map_err(io_error)?;
+    if !metadata.is_file() {
+        return Err(StoreError::unavailable(format!(
+            "{shown} is not a regular file; a SQLite store URL must name a file"
+        )));
+    }
+    let length = metadata.len();
+    if length == 0 {
+        return Ok(true);
+    }
+    let mut header = [0u8; 100];
+    let mut file = fs::File::open(path).map_err(io_error)?;
+    let read = read_up_to(&mut file, &mut header).map_err(io_error)?;
+    if read < header.len() || &header[..16] != SQLITE_MAGIC {
+        return Err(StoreError::unavailable(format!(
+            "{shown} is not an lf-handoff store: it is not a SQLite database (corrupt, truncated \
+             or another kind of file). It was left unchanged"
+        )));
+    }
+    // While a WAL holds pages not yet copied back, the main file may
+    // legitimately be shorter than its header says.
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    let wal_has_frames = fs::metadata(&wal).map(|m| m.len() > 0).unwrap_or(false);
+    let change_counter = u32::from_be_bytes([header[24], header[25], header[26], header[27]]);
+    let valid_for = u32::from_be_bytes([header[92], header[93], header[94], header[95]]);
+    let page_count = u64::from(u32::from_be_bytes([
+        header[28], header[29], header[30], header[31],
+    ]));
+    let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        size => u64::from(size),
+    };
+    if !wal_has_frames && change_counter == valid_for && page_count * page_size > length {
+        return Err(StoreError::unavailable(format!(
+            "{shown} is truncated: its header describes {} bytes but the file holds {length}. \
+             It was left unchanged; restore it from a backup",
+            page_count * page_size
+        )));
+    }
+    Ok(false)
+}
+
+fn read_up_to(file: &mut fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match file.read(&mut buffer[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,130 @@
+//! The SQLite backend under test, and the damaged files C11 must refuse.
+
+use std::path::{Path, PathBuf};
+
+use lf_handoff_adapters::{open_store, StorageConfig};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection};
+
+use crate::fixtures::open_on_new_wave;
+use crate::{Backend, BoxFuture, Unusable};
+
+/// SQLite files in the test's temporary directory.
+#[derive(Debug)]
+pub struct SqliteBackend;
+
+/// Builds the SQLite backend; it needs nothing and never skips.
+pub async fn sqlite() -> Result<Box<dyn Backend>, String> {
+    Ok(Box::new(SqliteBackend))
+}
+
+impl Backend for SqliteBackend {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn config(&self, location: PathBuf) -> StorageConfig {
+        StorageConfig::sqlite(location)
+    }
+
+    fn shares_across_processes(&self) -> bool {
+        true
+    }
+
+    fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
+        Box::pin(async move {
+            let mut cases = Vec::new();
+
+            let garbage = dir.join("garbage.db");
+            std::fs::write(&garbage, b"this is not a database\n".repeat(200)).unwrap();
+            cases.push(unusable(
+                "a file of garbage",
+                &garbage,
+                "not a SQLite database",
+            ));
+
+            let header_only = dir.join("header-only.db");
+            std::fs::write(&header_only, b"SQLite format 3\0").unwrap();
+            cases.push(unusable(
+                "a 16-byte file",
+                &header_only,
+                "not a SQLite database",
+            ));
+
+            let truncated = dir.join("truncated.db");
+            populated_store(&truncated).await;
+            let length = std::fs::metadata(&truncated).unwrap().len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&truncated)
+                .unwrap()
+                .set_len(length / 2)
+                .unwrap();
+            cases.push(unusable("a store cut in half", &truncated, "truncated"));
+
+            let newer = dir.join("newer.db");
+            populated_store(&newer).await;
+            raw_sql(&newer, &["PRAGMA user_version = 99"]).await;
+            cases.push(unusable("a store from a newer schema", &newer, "newer"));
+
+            let foreign = dir.join("foreign.db");
+            raw_sql(
+                &foreign,
+                &["CREATE TABLE accounts (id INTEGER PRIMARY KEY)"],
+            )
+            .await;
+            cases.push(unusable(
+                "another program's database",
+                &foreign,
+                "not an lf-handoff store",
+            ));
+
+            let directory = dir.join("a-directory.db");
+            std::fs::create_dir(&directory).unwrap();
+            cases.push(Unusable {
+                what: "a directory".into(),
+                config: StorageConfig::sqlite(directory.clone()),
+                message_names: "not a regular file".into(),
+                guarded: Vec::new(),
+            });
+            cases
+        })
+    }
+}
+
+fn unusable(what: &str, path: &Path, message_names: &str) -> Unusable {
+    Unusable {
+        what: what.into(),
+        config: StorageConfig::sqlite(path.to_path_buf()),
+        message_names: message_names.into(),
+        guarded: vec![path.to_path_buf()],
+    }
+}
+
+/// A real store with a few handoffs, checkpointed so the main file holds
+/// everything.
+async fn populated_store(path: &Path) {
+    let store = open_store(&StorageConfig::sqlite(path.to_path_buf()))
+        .await
+        .unwrap();
+    let dir = path.parent().unwrap();
+    for _ in 0..20 {
+        open_on_new_wave(&store, dir).await;
+    }
+    drop(store);
+    raw_sql(path, &["PRAGMA wal_checkpoint(TRUNCATE)"]).await;
+}
+
+/// Runs statements on `path` with a plain SQLite connection.
+async fn raw_sql(path: &Path, statements: &[&str]) {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .unwrap();
+    for statement in statements {
+        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+}

@@ -1,0 +1,85 @@
+//! Driving worker processes: separate OS processes that use one store, for
+//! the cross-process races and the `kill -9` durability scenario.
+//!
+//! The worker binary (`lf-handoff-conformance-worker`) opens the store named
+//! by a URL, prints `ready`, waits for a line on stdin, performs one
+//! operation and prints its result; or, for `churn`, runs lifecycles and
+//! prints `ack <step> <id>` after every write the store acknowledged.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+static WORKER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Records where the worker binary is (the test's `CARGO_BIN_EXE_...`).
+pub fn set_worker(path: &str) {
+    let _ = WORKER.set(PathBuf::from(path));
+}
+
+/// The worker binary.
+pub fn worker_path() -> PathBuf {
+    WORKER
+        .get()
+        .cloned()
+        .expect("the conformance macro sets the worker path")
+}
+
+/// A running worker with its output lines.
+#[derive(Debug)]
+pub struct Worker {
+    pub child: Child,
+    pub lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Worker {
+    /// Starts `worker <url> <args...>`.
+    pub fn spawn(url: &str, args: &[String]) -> Worker {
+        let mut child = Command::new(worker_path())
+            .arg(url)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("worker starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        Worker {
+            child,
+            lines: BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// The next line the worker printed.
+    pub async fn line(&mut self) -> Option<String> {
+        self.lines
+            .next_line()
+            .await
+            .expect("worker output is readable")
+    }
+}
+
+/// Starts one worker per argument list, waits until every one has opened
+/// the store, releases them together, and returns each one's result line.
+pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
+    let mut workers: Vec<Worker> = runs.iter().map(|args| Worker::spawn(url, args)).collect();
+    for worker in &mut workers {
+        assert_eq!(worker.line().await.as_deref(), Some("ready"));
+    }
+    for worker in &mut workers {
+        let stdin = worker.child.stdin.as_mut().expect("piped stdin");
+        stdin.write_all(b"go\n").await.expect("worker reads stdin");
+        stdin.flush().await.expect("worker reads stdin");
+    }
+    let mut results = Vec::new();
+    for worker in &mut workers {
+        results.push(worker.line().await.unwrap_or_else(|| "no output".into()));
+        let status = worker.child.wait().await.expect("worker exits");
+        assert!(status.success(), "worker failed: {status}");
+    }
+    results
+}
