@@ -76,3 +76,8 @@ pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
         }
     }
 }
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
