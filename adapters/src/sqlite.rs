@@ -278,10 +278,19 @@ fn prepare_file(path: &Path) -> StoreResult<bool> {
         .mode(0o600)
         .open(path)
     {
-        Ok(file) => {
-            // Make the new (empty) file's directory entry durable too.
-            file.sync_all()
-                .map_err(|e| StoreError::unavailable_because(format!("{shown}: {e}"), e))?;
+        Ok(_) => {
+            // SQLite syncs the file's contents, but the directory entry of a
+            // file it did not create is ours to make durable.
+            if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                fs::File::open(dir)
+                    .and_then(|dir| dir.sync_all())
+                    .map_err(|e| {
+                        StoreError::unavailable_because(
+                            format!("cannot sync the directory of {shown}: {e}"),
+                            e,
+                        )
+                    })?;
+            }
             return Ok(true);
         }
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}

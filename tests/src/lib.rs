@@ -79,8 +79,10 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// Runs `scenario` against the backend `make` builds, then cleans up even
-/// when the scenario panics (and re-raises the panic).
-pub async fn run<M, S>(make: M, scenario: S)
+/// when the scenario panics (and re-raises the panic). A backend that cannot
+/// run here is skipped with its reason written straight to stderr, past the
+/// test harness's output capture, so `cargo test` shows it.
+pub async fn run<M, S>(test: &str, make: M, scenario: S)
 where
     M: Future<Output = Result<Box<dyn Backend>, String>>,
     S: FnOnce(Arc<dyn Backend>) -> BoxFuture<'static, ()>,
@@ -88,8 +90,8 @@ where
     let backend: Arc<dyn Backend> = match make.await {
         Ok(backend) => Arc::from(backend),
         Err(reason) => {
-            eprintln!("skipped: {reason}");
-            println!("skipped: {reason}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{test}: skipped: {reason}");
             return;
         }
     };
@@ -143,7 +145,7 @@ macro_rules! conformance_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $name() {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
-            $crate::run($backend(), |backend| {
+            $crate::run(concat!(module_path!(), "::", stringify!($name)), $backend(), |backend| {
                 Box::pin(async move { $crate::seed::$name(&*backend).await })
             })
             .await;
@@ -153,7 +155,7 @@ macro_rules! conformance_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $name() {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
-            $crate::run($backend(), |backend| {
+            $crate::run(concat!(module_path!(), "::", stringify!($name)), $backend(), |backend| {
                 Box::pin(async move { $crate::contract::$name(&*backend).await })
             })
             .await;
