@@ -34,6 +34,7 @@ pub mod seed;
 pub mod worker;
 
 use std::future::Future;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -90,7 +91,10 @@ where
     let backend: Arc<B> = match make.await {
         Ok(backend) => Arc::from(backend),
         Err(reason) => {
-            eprintln!("skipped: {reason}");
+            // Written to stderr directly, past the test harness's capture,
+            // so a plain `cargo test` shows which tests skipped and why.
+            let test = std::thread::current().name().unwrap_or("test").to_string();
+            let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
             println!("skipped: {reason}");
             return;
         }
