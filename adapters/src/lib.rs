@@ -19,6 +19,9 @@
 //!
 //! - **SQLite** (`sqlite:///abs/path.db`, the default): one file, several
 //!   processes on one machine. See [`sqlite`](crate::StorageConfig::sqlite).
+//! - **PostgreSQL** (`postgres://user@host:port/db`): one server that
+//!   processes on several machines share. See
+//!   [`postgres`](crate::StorageConfig::postgres).
 //!
 //! Every backend implements the same two ports
 //! ([`HandoffRepository`](lf_handoff_application::HandoffRepository) and
@@ -39,6 +42,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod postgres;
 mod sql;
 mod sqlite;
 
@@ -48,11 +52,15 @@ pub use config::{
     parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
     DEFAULT_BUSY_TIMEOUT,
 };
+pub use config::{
+    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+};
 pub use lf_handoff_application::{
     domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,
 };
 
-use crate::sql::SqlStore;
+use crate::postgres::PostgresEngine;
+use crate::sql::{SqlEngine, SqlStore};
 use crate::sqlite::SqliteEngine;
 
 /// Opens (creating when missing) the store `config` names.
@@ -64,17 +72,23 @@ use crate::sqlite::SqliteEngine;
 /// what to do, and nothing on disk was changed.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
     match config {
-        StorageConfig::Sqlite(sqlite) => {
-            let storage = Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await?));
-            Ok(Store::new(
-                "sqlite",
-                storage.clone(),
-                storage,
-                Arc::new(SystemClock),
-                Arc::new(UuidV7Ids),
-            ))
+        StorageConfig::Sqlite(sqlite) => Ok(sql_store("sqlite", SqliteEngine::open(sqlite).await?)),
+        StorageConfig::Postgres(postgres) => {
+            Ok(sql_store("postgres", PostgresEngine::open(postgres).await?))
         }
     }
+}
+
+/// A `Store` over the shared SQL repository on `engine`.
+fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
+    let storage = Arc::new(SqlStore::new(engine));
+    Store::new(
+        backend,
+        storage.clone(),
+        storage,
+        Arc::new(SystemClock),
+        Arc::new(UuidV7Ids),
+    )
 }
 
 /// The README's examples, compiled and run as doctests.

@@ -66,6 +66,20 @@ impl Worker {
 /// Starts one worker per argument list, waits until every one has opened
 /// the store, releases them together, and returns each one's result line.
 pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
+    race_all(url, runs)
+        .await
+        .into_iter()
+        .map(|lines| {
+            lines
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| "no output".into())
+        })
+        .collect()
+}
+
+/// Like [`race`], returning every line each worker printed after `ready`.
+pub async fn race_all(url: &str, runs: &[Vec<String>]) -> Vec<Vec<String>> {
     let mut workers: Vec<Worker> = runs.iter().map(|args| Worker::spawn(url, args)).collect();
     for worker in &mut workers {
         assert_eq!(worker.line().await.as_deref(), Some("ready"));
@@ -77,7 +91,11 @@ pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
     }
     let mut results = Vec::new();
     for worker in &mut workers {
-        results.push(worker.line().await.unwrap_or_else(|| "no output".into()));
+        let mut lines = Vec::new();
+        while let Some(line) = worker.line().await {
+            lines.push(line);
+        }
+        results.push(lines);
         let status = worker.child.wait().await.expect("worker exits");
         assert!(status.success(), "worker failed: {status}");
     }

@@ -6,3 +6,29 @@ mod sqlite {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
     lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::sqlite);
 }
+
+mod postgres {
+    use lf_handoff_conformance::backends::postgres::{scenarios, PostgresBackend};
+
+    lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::postgres);
+    lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::postgres);
+
+    /// The scenarios only PostgreSQL has, run like the shared ones.
+    macro_rules! postgres_tests {
+        ($($name:ident),* $(,)?) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                lf_handoff_conformance::run(PostgresBackend::connect(), |backend| {
+                    Box::pin(async move { scenarios::$name(&backend).await })
+                })
+                .await;
+            }
+        )*};
+    }
+
+    postgres_tests!(
+        newer_schema_is_left_untouched,
+        foreign_schema_is_left_untouched,
+        each_schema_is_a_separate_store,
+    );
+}

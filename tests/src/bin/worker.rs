@@ -56,6 +56,29 @@ async fn run(args: Vec<String>) {
                 Err(e) => println!("error {e}"),
             }
         }
+        "finish-each" => {
+            // finish-each N ID...: finishes every id, in order, with outcome N.
+            let n: usize = args[2].parse().unwrap();
+            let ids: Vec<InteractiveHandoffId> = args[3..]
+                .iter()
+                .map(|id| InteractiveHandoffId::parse(id).unwrap())
+                .collect();
+            wait_for_go();
+            for id in &ids {
+                match store.finish_interactive_handoff(id, &outcome(n)).await {
+                    Ok(_) => println!("{id} ok {n}"),
+                    Err(StoreError::Conflict(_)) => println!("{id} conflict"),
+                    Err(e) => println!("{id} error {e}"),
+                }
+            }
+        }
+        "list" => {
+            wait_for_go();
+            match store.list_interactive_handoffs(None).await {
+                Ok(all) => println!("listed {}", all.len()),
+                Err(e) => println!("error {e}"),
+            }
+        }
         "churn" => churn(&store, PathBuf::from(&args[2])).await,
         other => panic!("unknown worker operation {other}"),
     }
