@@ -42,6 +42,7 @@ use std::process::{Command as Process, ExitCode};
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
+use lf_handoff_adapters::domain::parent::Parent;
 
 use crate::args::{Cli, Command, ProjectCommand, TaskCommand, WaveCommand};
 use crate::context::Context;
@@ -113,7 +114,11 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
                 .await
                 .map_err(|e| ctx.fail(e))?;
             if ctx.json {
-                emit_json(&recorded.parent)?;
+                match &recorded.parent {
+                    Parent::Wave(wave) => emit_json(wave)?,
+                    Parent::Project(project) => emit_json(project)?,
+                    Parent::Task(task) => emit_json(task)?,
+                }
             } else {
                 let verb = if recorded.changed {
                     "recorded"
