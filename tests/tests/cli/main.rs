@@ -9,5 +9,6 @@ mod attach;
 mod commands;
 mod config;
 mod handoffs;
+mod readme;
 mod support;
 mod wait;
