@@ -3,18 +3,16 @@
 
 use crate::support::{binary, Run, Sandbox};
 
-/// The walk-through's text: the section of README.md, or the file it is
-/// kept in until it is merged there.
+/// The walk-through's text: its section of README.md.
 fn walkthrough() -> String {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap_or_default();
-    if let Some(start) = readme.find("## Using lf-handoff") {
-        let rest = &readme[start + 2..];
-        let end = rest.find("\n## ").map_or(rest.len(), |end| end + 1);
-        return rest[..end].to_string();
-    }
-    std::fs::read_to_string(format!("{root}/docs/README-using.md"))
-        .expect("the walk-through is in README.md or docs/README-using.md")
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let start = readme
+        .find("## Using lf-handoff")
+        .expect("README.md has a \"Using lf-handoff\" section");
+    let rest = &readme[start + 2..];
+    let end = rest.find("\n## ").map_or(rest.len(), |end| end + 1);
+    rest[..end].to_string()
 }
 
 /// The lines of its `sh` blocks, less the build and PATH set-up (the test
