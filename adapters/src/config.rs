@@ -5,6 +5,7 @@
 //! | URL | backend |
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s]` | SQLite file |
+//! | `sled:///abs/path/dir` | sled directory (one process only) |
 //!
 //! Paths must be absolute; `%XX` escapes are decoded (so a path may hold any
 //! byte, including spaces and non-UTF-8). An orchestrator embeds the same
@@ -27,7 +28,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use serde::{Deserialize, Deserializer};
 
 /// The URL schemes this build accepts, for error messages.
-pub const ACCEPTED_SCHEMES: &str = "sqlite://";
+pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://";
 
 /// Which backend to open, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,15 @@ pub const ACCEPTED_SCHEMES: &str = "sqlite://";
 pub enum StorageConfig {
     /// An embedded SQLite file (the default backend).
     Sqlite(SqliteConfig),
+    /// An embedded sled directory, usable by one process at a time.
+    Sled(SledConfig),
+}
+
+/// Settings of the sled backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledConfig {
+    /// The store directory; created (mode 0700) when missing.
+    pub path: PathBuf,
 }
 
 /// Settings of the SQLite backend.
@@ -96,6 +106,12 @@ impl StorageConfig {
         })
     }
 
+    /// An embedded sled store in the directory `path`. Only one process may
+    /// open it at a time; every write is synced to disk before it returns.
+    pub fn sled(path: impl Into<PathBuf>) -> Self {
+        Self::Sled(SledConfig { path: path.into() })
+    }
+
     /// Parses a store URL (see the module docs).
     ///
     /// # Errors
@@ -111,11 +127,22 @@ impl StorageConfig {
             "sqlite" => {
                 let (path, query) = split_query(rest);
                 let mut config = Self::sqlite(absolute_path(url, path)?);
-                let Self::Sqlite(sqlite) = &mut config;
-                for (key, value) in query_pairs(url, query)? {
-                    sqlite.set(&key, &value)?;
+                if let Self::Sqlite(sqlite) = &mut config {
+                    for (key, value) in query_pairs(url, query)? {
+                        sqlite.set(&key, &value)?;
+                    }
                 }
                 Ok(config)
+            }
+            "sled" => {
+                let (path, query) = split_query(rest);
+                let path = decode_absolute(url, path, "sled:///abs/path/dir")?;
+                if let Some((key, _)) = query_pairs(url, query)?.first() {
+                    return Err(invalid(format!(
+                        "unknown sled store option {key:?}; sled stores take no options"
+                    )));
+                }
+                Ok(Self::sled(path))
             }
             other => Err(invalid(format!(
                 "store URL scheme {other:?} is unknown; accepted schemes: {ACCEPTED_SCHEMES}"
@@ -123,10 +150,11 @@ impl StorageConfig {
         }
     }
 
-    /// The backend's name: `sqlite`.
+    /// The backend's name: `sqlite` or `sled`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Sqlite(_) => "sqlite",
+            Self::Sled(_) => "sled",
         }
     }
 
@@ -152,6 +180,7 @@ impl StorageConfig {
                 }
                 url
             }
+            Self::Sled(sled) => format!("sled://{}", encode_path(&sled.path)),
         }
     }
 }
@@ -257,6 +286,17 @@ fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
 }
 
 fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
+    let path = decode_absolute(url, encoded, "sqlite:///abs/path/registry.db")?;
+    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
+        return Err(invalid(format!(
+            "store URL {url:?} names a directory; name a file"
+        )));
+    }
+    Ok(path)
+}
+
+/// Decodes the path of a URL, which must be absolute and free of NUL bytes.
+fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
     let bytes = percent_decode(url, encoded)?;
     if bytes.contains(&0) {
         return Err(invalid(format!(
@@ -266,12 +306,7 @@ fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
     let path = PathBuf::from(OsString::from_vec(bytes));
     if !path.is_absolute() {
         return Err(invalid(format!(
-            "store URL {url:?} must name an absolute path, as in sqlite:///abs/path/registry.db"
-        )));
-    }
-    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
-        return Err(invalid(format!(
-            "store URL {url:?} names a directory; name a file"
+            "store URL {url:?} must name an absolute path, as in {example}"
         )));
     }
     Ok(path)
@@ -350,12 +385,21 @@ impl<'de> Deserialize<'de> for StorageConfig {
 impl StorageConfig {
     fn from_table(table: ConfigTable) -> StoreResult<Self> {
         let mut config = Self::from_url(&table.url)?;
-        let Self::Sqlite(sqlite) = &mut config;
-        if let Some(value) = &table.synchronous {
-            sqlite.set("synchronous", value)?;
-        }
-        if let Some(value) = &table.busy_timeout {
-            sqlite.set("busy_timeout", value)?;
+        let sqlite_options = [
+            ("synchronous", &table.synchronous),
+            ("busy_timeout", &table.busy_timeout),
+        ];
+        for (key, value) in sqlite_options {
+            let Some(value) = value else { continue };
+            match &mut config {
+                Self::Sqlite(sqlite) => sqlite.set(key, value)?,
+                other => {
+                    return Err(invalid(format!(
+                        "store option {key:?} applies only to sqlite stores, not to {}",
+                        other.backend()
+                    )))
+                }
+            }
         }
         Ok(config)
     }
@@ -374,7 +418,9 @@ mod tests {
             "sqlite:///tmp/my%20dir/r.db?synchronous=normal&busy_timeout=2s",
         )
         .unwrap();
-        let StorageConfig::Sqlite(sqlite) = &tuned;
+        let StorageConfig::Sqlite(sqlite) = &tuned else {
+            panic!("{tuned:?}")
+        };
         assert_eq!(sqlite.path, PathBuf::from("/tmp/my dir/r.db"));
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(2));
@@ -386,7 +432,9 @@ mod tests {
         let path = PathBuf::from(OsString::from_vec(b"/tmp/\xff\xfe/r.db".to_vec()));
         let config = StorageConfig::sqlite(path.clone());
         let parsed = StorageConfig::from_url(&config.url()).unwrap();
-        let StorageConfig::Sqlite(sqlite) = parsed;
+        let StorageConfig::Sqlite(sqlite) = parsed else {
+            panic!("{parsed:?}")
+        };
         assert_eq!(sqlite.path, path);
     }
 
@@ -414,6 +462,49 @@ mod tests {
             assert!(err.is_invalid_input(), "{url}: {err}");
             assert!(err.to_string().contains(needle), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn sled_urls_parse_round_trip_and_take_no_options() {
+        let config = StorageConfig::from_url("sled:///var/lib/lf/registry").unwrap();
+        assert_eq!(config, StorageConfig::sled("/var/lib/lf/registry"));
+        assert_eq!(config.backend(), "sled");
+        assert_eq!(config.url(), "sled:///var/lib/lf/registry");
+        let odd = StorageConfig::sled(PathBuf::from(OsString::from_vec(
+            b"/tmp/my dir/\xff?#%/store".to_vec(),
+        )));
+        assert_eq!(StorageConfig::from_url(&odd.url()).unwrap(), odd);
+        assert_eq!(
+            StorageConfig::from_url("sled:///tmp/store/").unwrap(),
+            StorageConfig::sled("/tmp/store")
+        );
+        for (url, needle) in [
+            ("sled://relative/store", "sled:///abs/path/dir"),
+            ("sled:///tmp/store?cache=1", "sled stores take no options"),
+            ("sled:///tmp/st%00re", "NUL"),
+        ] {
+            let err = StorageConfig::from_url(url).unwrap_err();
+            assert!(err.is_invalid_input(), "{url}: {err}");
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+        let err = StorageConfig::from_url("ftp://x").unwrap_err();
+        assert!(err.to_string().contains("sled://"), "{err}");
+    }
+
+    #[test]
+    fn sled_config_deserializes_and_refuses_sqlite_options() {
+        #[derive(Deserialize, Debug)]
+        struct File {
+            store: StorageConfig,
+        }
+        let from_url: File = toml::from_str("store = \"sled:///tmp/s\"").unwrap();
+        assert_eq!(from_url.store, StorageConfig::sled("/tmp/s"));
+        let from_table: File = toml::from_str("[store]\nurl = \"sled:///tmp/s\"\n").unwrap();
+        assert_eq!(from_table.store, StorageConfig::sled("/tmp/s"));
+        let err =
+            toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("only to sqlite"), "{err}");
     }
 
     #[test]
@@ -449,7 +540,9 @@ mod tests {
             "[store]\nurl = \"sqlite:///tmp/a.db\"\nsynchronous = \"normal\"\nbusy_timeout = \"5s\"\n",
         )
         .unwrap();
-        let StorageConfig::Sqlite(sqlite) = &from_table.store;
+        let StorageConfig::Sqlite(sqlite) = &from_table.store else {
+            panic!("{:?}", from_table.store)
+        };
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(5));
         assert!(toml::from_str::<File>("store = \"ftp://x\"").is_err());

@@ -19,6 +19,9 @@
 //!
 //! - **SQLite** (`sqlite:///abs/path.db`, the default): one file, several
 //!   processes on one machine. See [`sqlite`](crate::StorageConfig::sqlite).
+//! - **sled** (`sled:///abs/path/dir`): one directory, one process; a second
+//!   process gets a clear "locked by another process" error. See
+//!   [`sled`](crate::StorageConfig::sled).
 //!
 //! Every backend implements the same two ports
 //! ([`HandoffRepository`](lf_handoff_application::HandoffRepository) and
@@ -39,19 +42,21 @@
 #![deny(missing_docs)]
 
 mod config;
+mod sled;
 mod sql;
 mod sqlite;
 
 use std::sync::Arc;
 
 pub use config::{
-    parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
+    parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
     DEFAULT_BUSY_TIMEOUT,
 };
 pub use lf_handoff_application::{
     domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,
 };
 
+use crate::sled::SledStore;
 use crate::sql::SqlStore;
 use crate::sqlite::SqliteEngine;
 
@@ -68,6 +73,16 @@ pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
             let storage = Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await?));
             Ok(Store::new(
                 "sqlite",
+                storage.clone(),
+                storage,
+                Arc::new(SystemClock),
+                Arc::new(UuidV7Ids),
+            ))
+        }
+        StorageConfig::Sled(sled) => {
+            let storage = Arc::new(SledStore::open(sled).await?);
+            Ok(Store::new(
+                "sled",
                 storage.clone(),
                 storage,
                 Arc::new(SystemClock),
