@@ -1,6 +1,8 @@
 //! The backends the suite runs against. Each factory returns the backend, or
 //! the reason it cannot run here (the test then prints that it skipped).
 
+pub mod sled;
 mod sqlite;
 
+pub use sled::{sled, SledBackend};
 pub use sqlite::{sqlite, SqliteBackend};
