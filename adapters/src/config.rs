@@ -6,6 +6,7 @@
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s]` | SQLite file |
 //! | `postgres://user@host:port/db[?schema=name&pool_size=N&acquire_timeout=5s]` | PostgreSQL server (also `postgresql://`) |
+//! | `sled:///abs/path/dir` | sled directory (one process only) |
 //!
 //! Paths must be absolute; `%XX` escapes are decoded (so a path may hold any
 //! byte, including spaces and non-UTF-8). An orchestrator embeds the same
@@ -42,7 +43,7 @@ pub use crate::postgres::config::{
 };
 
 /// The URL schemes this build accepts, for error messages.
-pub const ACCEPTED_SCHEMES: &str = "sqlite://, postgres://, postgresql://";
+pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://, postgres://, postgresql://";
 
 /// Which backend to open, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,15 @@ pub enum StorageConfig {
     Sqlite(SqliteConfig),
     /// A PostgreSQL server, shared by several machines.
     Postgres(PostgresConfig),
+    /// An embedded sled directory, usable by one process at a time.
+    Sled(SledConfig),
+}
+
+/// Settings of the sled backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledConfig {
+    /// The store directory; created (mode 0700) when missing.
+    pub path: PathBuf,
 }
 
 /// Settings of the SQLite backend.
@@ -125,6 +135,12 @@ impl StorageConfig {
         PostgresConfig::from_url(url).map(Self::Postgres)
     }
 
+    /// An embedded sled store in the directory `path`. Only one process may
+    /// open it at a time; every write is synced to disk before it returns.
+    pub fn sled(path: impl Into<PathBuf>) -> Self {
+        Self::Sled(SledConfig { path: path.into() })
+    }
+
     /// Parses a store URL (see the module docs).
     ///
     /// # Errors
@@ -146,17 +162,26 @@ impl StorageConfig {
                 Ok(config)
             }
             "postgres" | "postgresql" => Self::postgres(url),
+            "sled" => {
+                let (path, query) = split_query(rest);
+                let mut config = Self::sled(decode_absolute(url, path, "sled:///abs/path/dir")?);
+                for (key, value) in query_pairs(url, query)? {
+                    config.set(&key, &value)?;
+                }
+                Ok(config)
+            }
             other => Err(invalid(format!(
                 "store URL scheme {other:?} is unknown; accepted schemes: {ACCEPTED_SCHEMES}"
             ))),
         }
     }
 
-    /// The backend's name: `sqlite` or `postgres`.
+    /// The backend's name: `sqlite`, `sled` or `postgres`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Sqlite(_) => "sqlite",
             Self::Postgres(_) => "postgres",
+            Self::Sled(_) => "sled",
         }
     }
 
@@ -165,6 +190,9 @@ impl StorageConfig {
         match self {
             Self::Sqlite(sqlite) => sqlite.set(key, value),
             Self::Postgres(postgres) => postgres.set(key, value),
+            Self::Sled(_) => Err(invalid(format!(
+                "unknown sled store option {key:?}; sled stores take no options"
+            ))),
         }
     }
 
@@ -192,6 +220,7 @@ impl StorageConfig {
                 }
                 url
             }
+            Self::Sled(sled) => format!("sled://{}", encode_path(&sled.path)),
         }
     }
 }
@@ -301,6 +330,17 @@ fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
 }
 
 fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
+    let path = decode_absolute(url, encoded, "sqlite:///abs/path/registry.db")?;
+    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
+        return Err(invalid(format!(
+            "store URL {url:?} names a directory; name a file"
+        )));
+    }
+    Ok(path)
+}
+
+/// Decodes the path of a URL, which must be absolute and free of NUL bytes.
+fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
     let bytes = percent_decode(url, encoded)?;
     if bytes.contains(&0) {
         return Err(invalid(format!(
@@ -310,12 +350,7 @@ fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
     let path = PathBuf::from(OsString::from_vec(bytes));
     if !path.is_absolute() {
         return Err(invalid(format!(
-            "store URL {url:?} must name an absolute path, as in sqlite:///abs/path/registry.db"
-        )));
-    }
-    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
-        return Err(invalid(format!(
-            "store URL {url:?} names a directory; name a file"
+            "store URL {url:?} must name an absolute path, as in {example}"
         )));
     }
     Ok(path)
@@ -470,6 +505,52 @@ mod tests {
             assert!(err.is_invalid_input(), "{url}: {err}");
             assert!(err.to_string().contains(needle), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn sled_urls_parse_round_trip_and_take_no_options() {
+        let config = StorageConfig::from_url("sled:///var/lib/lf/registry").unwrap();
+        assert_eq!(config, StorageConfig::sled("/var/lib/lf/registry"));
+        assert_eq!(config.backend(), "sled");
+        assert_eq!(config.url(), "sled:///var/lib/lf/registry");
+        let odd = StorageConfig::sled(PathBuf::from(OsString::from_vec(
+            b"/tmp/my dir/\xff?#%/store".to_vec(),
+        )));
+        assert_eq!(StorageConfig::from_url(&odd.url()).unwrap(), odd);
+        assert_eq!(
+            StorageConfig::from_url("sled:///tmp/store/").unwrap(),
+            StorageConfig::sled("/tmp/store")
+        );
+        for (url, needle) in [
+            ("sled://relative/store", "sled:///abs/path/dir"),
+            ("sled:///tmp/store?cache=1", "sled stores take no options"),
+            ("sled:///tmp/st%00re", "NUL"),
+        ] {
+            let err = StorageConfig::from_url(url).unwrap_err();
+            assert!(err.is_invalid_input(), "{url}: {err}");
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+        let err = StorageConfig::from_url("ftp://x").unwrap_err();
+        assert!(err.to_string().contains("sled://"), "{err}");
+    }
+
+    #[test]
+    fn sled_config_deserializes_and_refuses_sqlite_options() {
+        #[derive(Deserialize, Debug)]
+        struct File {
+            store: StorageConfig,
+        }
+        let from_url: File = toml::from_str("store = \"sled:///tmp/s\"").unwrap();
+        assert_eq!(from_url.store, StorageConfig::sled("/tmp/s"));
+        let from_table: File = toml::from_str("[store]\nurl = \"sled:///tmp/s\"\n").unwrap();
+        assert_eq!(from_table.store, StorageConfig::sled("/tmp/s"));
+        let err =
+            toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("sled stores take no options"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //!
 //! - **SQLite** (`sqlite:///abs/path.db`, the default): one file, several
 //!   processes on one machine. See [`sqlite`](crate::StorageConfig::sqlite).
+//! - **sled** (`sled:///abs/path/dir`): one directory, one process; a second
+//!   process gets a clear "locked by another process" error. See
+//!   [`sled`](crate::StorageConfig::sled).
 //! - **PostgreSQL** (`postgres://user@host:port/db`): one server that
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
@@ -43,13 +46,16 @@
 
 mod config;
 mod postgres;
+mod sled;
 mod sql;
 mod sqlite;
 
 use std::sync::Arc;
 
+use lf_handoff_application::{HandoffRepository, ParentRegistry};
+
 pub use config::{
-    parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
+    parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
     DEFAULT_BUSY_TIMEOUT,
 };
 pub use config::{
@@ -60,6 +66,7 @@ pub use lf_handoff_application::{
 };
 
 use crate::postgres::PostgresEngine;
+use crate::sled::SledStore;
 use crate::sql::{SqlEngine, SqlStore};
 use crate::sqlite::SqliteEngine;
 
@@ -76,12 +83,18 @@ pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
         StorageConfig::Postgres(postgres) => {
             Ok(sql_store("postgres", PostgresEngine::open(postgres).await?))
         }
+        StorageConfig::Sled(sled) => Ok(store_on("sled", SledStore::open(sled).await?)),
     }
 }
 
 /// A `Store` over the shared SQL repository on `engine`.
 fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
-    let storage = Arc::new(SqlStore::new(engine));
+    store_on(backend, SqlStore::new(engine))
+}
+
+/// A `Store` whose both ports are `storage`, with the system clock and ids.
+fn store_on<S: HandoffRepository + ParentRegistry>(backend: &'static str, storage: S) -> Store {
+    let storage = Arc::new(storage);
     Store::new(
         backend,
         storage.clone(),

@@ -5,6 +5,11 @@
 //! by a URL, prints `ready`, waits for a line on stdin, performs one
 //! operation and prints its result; or, for `churn`, runs lifecycles and
 //! prints `ack <step> <id>` after every write the store acknowledged.
+//!
+//! For single-process backends (sled), `hold` keeps the store open from
+//! `ready` until it reads a line (then prints `released`), and `probe [id]`
+//! only tries to open the store: `opened [status]` and exit 0, or
+//! `unavailable <message>` and exit 5 (the CLI's code for `Unavailable`).
 
 use std::path::PathBuf;
 use std::process::Stdio;

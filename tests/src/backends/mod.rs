@@ -2,7 +2,9 @@
 //! the reason it cannot run here (the test then prints that it skipped).
 
 pub mod postgres;
+pub mod sled;
 mod sqlite;
 
 pub use postgres::{postgres, PostgresBackend};
+pub use sled::{sled, SledBackend};
 pub use sqlite::{sqlite, SqliteBackend};
