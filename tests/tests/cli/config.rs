@@ -144,3 +144,49 @@ fn bad_store_urls_and_config_files_exit_2_naming_the_accepted_schemes() {
         "no fallback past a bad source"
     );
 }
+
+#[test]
+fn an_unreachable_postgres_server_exits_5_with_one_line_naming_it() {
+    let sandbox = Sandbox::new();
+    let error = sandbox.fails(
+        &["--store", "postgres://postgres@127.0.0.1:1/none", "list"],
+        5,
+    );
+    assert!(error.contains("127.0.0.1:1"), "{error}");
+}
+
+#[test]
+fn every_backend_is_reached_through_the_store_flag() {
+    let sandbox = Sandbox::new();
+    let sled = format!("sled://{}", sandbox.path("sled-store").display());
+    let sqlite = format!("sqlite://{}", sandbox.path("other.db").display());
+    for store in [sled, sqlite] {
+        let wave = sandbox.ok(&[
+            "--store", &store, "wave", "create", "--name", "w", "--repo", "/r",
+        ]);
+        let cwd = sandbox.mkdir("work");
+        let opened = sandbox.ok(&[
+            "--store",
+            &store,
+            "open",
+            "--parent",
+            &format!("wave:{}", wave.trim()),
+            "--home",
+            "jack@local",
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--provider",
+            "codex",
+            "--generation",
+            "1",
+            "--reason",
+            "login",
+            "--",
+            "true",
+        ]);
+        let listed = sandbox.ok(&["--store", &store, "list"]);
+        assert!(listed.contains(opened.trim()), "{store}: {listed}");
+    }
+    // Nothing went to the default store.
+    assert!(!sandbox.default_store().exists());
+}
