@@ -26,10 +26,9 @@
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
-//! Every backend implements the same two ports
-//! ([`HandoffRepository`](lf_handoff_application::HandoffRepository) and
-//! [`ParentRegistry`](lf_handoff_application::ParentRegistry)) and passes
-//! the same conformance suite (the `lf-handoff-conformance` crate).
+//! Every backend implements the same two ports ([`HandoffRepository`] and
+//! [`ParentRegistry`]) and passes the same conformance suite (the
+//! `lf-handoff-conformance` crate).
 //!
 //! ## Design decisions
 //!
