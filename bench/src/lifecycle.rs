@@ -121,9 +121,9 @@ pub async fn measure(
     {
         if turn % 2 == 0 {
             store_side.record(store_lifecycle(&store, store_wave).await?);
-            raw_side.record(raw_lifecycle(raw.as_ref(), raw_wave).await?);
+            raw_side.record(raw_lifecycle(raw.as_ref(), raw_wave).await?.0);
         } else {
-            raw_side.record(raw_lifecycle(raw.as_ref(), raw_wave).await?);
+            raw_side.record(raw_lifecycle(raw.as_ref(), raw_wave).await?.0);
             store_side.record(store_lifecycle(&store, store_wave).await?);
         }
     }
@@ -152,7 +152,7 @@ pub async fn measure(
     })
 }
 
-async fn create_waves(store: &Store, count: usize) -> BenchResult<Vec<Wave>> {
+pub(crate) async fn create_waves(store: &Store, count: usize) -> BenchResult<Vec<Wave>> {
     let mut waves = Vec::with_capacity(count);
     for n in 0..count {
         let wave = Wave::new(
@@ -226,13 +226,18 @@ async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4
     ])
 }
 
-/// The raw lifecycle: the record a caller would build, one INSERT and
-/// three guarded UPDATEs (or the engine's equivalents).
-async fn raw_lifecycle(raw: &dyn RawEngine, wave: &Wave) -> BenchResult<[Duration; 4]> {
+/// The raw lifecycle: the records a caller would build (plain field
+/// updates), one INSERT and three guarded UPDATEs (or the engine's
+/// equivalents).
+pub(crate) async fn raw_lifecycle(
+    raw: &dyn RawEngine,
+    wave: &Wave,
+) -> BenchResult<([Duration; 4], InteractiveHandoff)> {
     let request = request(wave)?;
+    let now = || truncate_to_micros(OffsetDateTime::now_utc());
     let start = Instant::now();
-    let now = truncate_to_micros(OffsetDateTime::now_utc());
-    let handoff = InteractiveHandoff {
+    let created = now();
+    let waiting = InteractiveHandoff {
         id: InteractiveHandoffId::new(),
         parent: request.parent,
         wave_id: wave.id().clone(),
@@ -246,25 +251,50 @@ async fn raw_lifecycle(raw: &dyn RawEngine, wave: &Wave) -> BenchResult<[Duratio
         attach_argv: request.attach_argv,
         status: InteractiveHandoffStatus::Waiting,
         outcome: None,
-        created_at: now,
-        updated_at: now,
+        created_at: created,
+        updated_at: created,
         attached_at: None,
         terminal_at: None,
         wake_claimed_at: None,
         wake_claimed_by_generation: None,
     };
-    raw.insert(&handoff).await?;
+    raw.insert(&waiting).await?;
     let opened = Instant::now();
-    raw.attach(&handoff).await?;
-    let attached = Instant::now();
-    raw.finish(&handoff, SUMMARY).await?;
-    let finished = Instant::now();
-    raw.claim(&handoff, 1).await?;
+    let at = now();
+    let attached = InteractiveHandoff {
+        status: InteractiveHandoffStatus::Attached,
+        attached_at: Some(at),
+        updated_at: at,
+        ..waiting.clone()
+    };
+    raw.attach(&waiting, &attached).await?;
+    let attached_done = Instant::now();
+    let at = now();
+    let finished = InteractiveHandoff {
+        status: InteractiveHandoffStatus::Completed,
+        outcome: Some(InteractiveHandoffOutcome::Completed {
+            summary: SUMMARY.into(),
+        }),
+        terminal_at: Some(at),
+        updated_at: at,
+        ..attached.clone()
+    };
+    raw.finish(&attached, &finished).await?;
+    let finished_done = Instant::now();
+    let at = now();
+    let claimed = InteractiveHandoff {
+        wake_claimed_at: Some(at),
+        wake_claimed_by_generation: Some(1),
+        updated_at: at,
+        ..finished.clone()
+    };
+    raw.claim(&finished, &claimed).await?;
     let done = Instant::now();
-    Ok([
+    let timings = [
         opened - start,
-        attached - opened,
-        finished - attached,
-        done - finished,
-    ])
+        attached_done - opened,
+        finished_done - attached_done,
+        done - finished_done,
+    ];
+    Ok((timings, claimed))
 }

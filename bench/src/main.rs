@@ -31,6 +31,7 @@ mod latency;
 mod lifecycle;
 mod population;
 mod race;
+mod raw_sled;
 mod raw_sql;
 mod report;
 mod stats;
@@ -43,7 +44,7 @@ use clap::Parser;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use crate::backends::{BenchBackend, SqliteBench};
+use crate::backends::{BenchBackend, PostgresBench, SledBench, SqliteBench};
 use crate::error::{BenchResult, Context, Failure};
 use crate::report::{BackendReport, Growth, Machine, Report};
 
@@ -89,6 +90,11 @@ struct Args {
         default_value = "fsync,lifecycle,latency,race"
     )]
     phases: Vec<String>,
+    /// The PostgreSQL server (default: `LF_HANDOFF_TEST_POSTGRES_URL`, else
+    /// the local test server); every store is a fresh schema, dropped at
+    /// the end.
+    #[arg(long, env = "LF_HANDOFF_TEST_POSTGRES_URL", default_value = backends::DEFAULT_POSTGRES_URL)]
+    postgres_url: String,
     /// Keep the store files (and the scratch directory) for inspection.
     #[arg(long)]
     keep: bool,
@@ -156,7 +162,7 @@ async fn run(args: Args) -> BenchResult<()> {
         total_seconds: 0.0,
     };
     for name in &args.backends {
-        let backend_report = match make_backend(name, &scratch) {
+        let backend_report = match make_backend(name, &scratch, &args).await {
             Ok(backend) => measure_backend(backend.as_ref(), &args).await,
             Err(reason) => BackendReport {
                 name: name.clone(),
@@ -182,17 +188,23 @@ async fn run(args: Args) -> BenchResult<()> {
     Ok(())
 }
 
-/// The backend called `name`, or why this build cannot measure it.
-fn make_backend(name: &str, scratch: &std::path::Path) -> Result<Box<dyn BenchBackend>, String> {
+/// The backend called `name`, or why it cannot be measured here.
+async fn make_backend(
+    name: &str,
+    scratch: &std::path::Path,
+    args: &Args,
+) -> Result<Box<dyn BenchBackend>, String> {
+    let dir = scratch.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     match name {
-        "sqlite" => {
-            let dir = scratch.join("sqlite");
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            Ok(Box::new(SqliteBench::new(dir)))
-        }
-        "sled" | "postgres" => Err(format!(
-            "the {name} adapter is not part of this build of lf-handoff yet"
-        )),
+        "sqlite" => Ok(Box::new(SqliteBench::new(dir))),
+        "sled" => Ok(Box::new(SledBench::new(dir))),
+        "postgres" => PostgresBench::connect(&args.postgres_url, dir)
+            .await
+            .map(|backend| Box::new(backend) as Box<dyn BenchBackend>)
+            .map_err(|error| {
+                format!("{error}; pass --postgres-url or set LF_HANDOFF_TEST_POSTGRES_URL")
+            }),
         other => Err(format!(
             "unknown backend {other:?}; known: sqlite, sled, postgres"
         )),
@@ -226,7 +238,7 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
                 report.durable_bound_per_sec = report
                     .fsync
                     .as_ref()
-                    .map(|f| f.per_sec / f64::from(lifecycle::COMMITS_PER_LIFECYCLE));
+                    .map(|f| f.overwrite_per_sec / f64::from(lifecycle::COMMITS_PER_LIFECYCLE));
                 report.lifecycle = Some(figures);
             }
             Err(error) => report.errors.push(format!("lifecycle: {error}")),

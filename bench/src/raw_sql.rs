@@ -29,6 +29,8 @@ use crate::population::{version_of, Population};
 pub enum RawSql {
     /// SQLite (WAL, `synchronous` as the adapter sets it).
     Sqlite(Mutex<sqlx::SqliteConnection>),
+    /// PostgreSQL (the server's settings, the store's schema).
+    Postgres(Mutex<sqlx::PgConnection>),
 }
 
 /// Runs `$body` with `$conn` bound to the engine's typed connection
@@ -37,6 +39,11 @@ macro_rules! on_conn {
     ($raw:expr, |$conn:ident| $body:expr) => {
         match $raw {
             RawSql::Sqlite(conn) => {
+                let mut guard = conn.lock().await;
+                let $conn = &mut *guard;
+                $body
+            }
+            RawSql::Postgres(conn) => {
                 let mut guard = conn.lock().await;
                 let $conn = &mut *guard;
                 $body
@@ -67,7 +74,7 @@ const CLAIM: &str = "UPDATE handoffs SET version = version + 1, wake_claimed_at 
 const HANDOFFS_PER_STATEMENT: usize = 100;
 /// Parent rows per multi-row INSERT of the bulk loader (4 parameters each).
 const PARENTS_PER_STATEMENT: usize = 400;
-/// Handoffs per bulk-load transaction.
+/// Handoffs per bulk-load transaction (one commit, so one sync, each).
 pub const HANDOFFS_PER_TRANSACTION: u64 = 100_000;
 
 /// A handoff in column form (the adapter's encoding).
@@ -186,10 +193,11 @@ fn multi_insert(table: &str, columns: &str, width: usize, rows: usize, numbered:
     sql
 }
 
-fn micros_now() -> i64 {
-    to_unix_micros(lf_handoff_adapters::domain::timestamp::truncate_to_micros(
-        OffsetDateTime::now_utc(),
-    ))
+fn micros(instant: Option<OffsetDateTime>) -> BenchResult<i64> {
+    match instant {
+        Some(instant) => Ok(to_unix_micros(instant)),
+        None => fail("raw transition without its timestamp"),
+    }
 }
 
 fn expect_one(affected: u64, what: &str, id: &str) -> BenchResult<()> {
@@ -215,12 +223,16 @@ impl RawEngine for RawSql {
         expect_one(affected, "insert", &row.id)
     }
 
-    async fn attach(&self, handoff: &InteractiveHandoff) -> BenchResult<()> {
-        let id = handoff.id.as_str();
-        let now = micros_now();
+    async fn attach(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()> {
+        let id = current.id.as_str();
+        let at = micros(next.attached_at)?;
         let affected = on_conn!(self, |conn| sqlx::query(ATTACH)
             .bind(id)
-            .bind(now)
+            .bind(at)
             .execute(&mut *conn)
             .await
             .context("raw attach")?
@@ -228,14 +240,18 @@ impl RawEngine for RawSql {
         expect_one(affected, "attach", id)
     }
 
-    async fn finish(&self, handoff: &InteractiveHandoff, summary: &str) -> BenchResult<()> {
-        let id = handoff.id.as_str();
-        let now = micros_now();
+    async fn finish(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()> {
+        let id = current.id.as_str();
+        let at = micros(next.terminal_at)?;
         let affected = on_conn!(self, |conn| sqlx::query(FINISH)
             .bind(id)
-            .bind("completed")
-            .bind(summary)
-            .bind(now)
+            .bind(next.status.as_str())
+            .bind(next.outcome.as_ref().map(|o| o.text()))
+            .bind(at)
             .execute(&mut *conn)
             .await
             .context("raw finish")?
@@ -243,13 +259,17 @@ impl RawEngine for RawSql {
         expect_one(affected, "finish", id)
     }
 
-    async fn claim(&self, handoff: &InteractiveHandoff, generation: u32) -> BenchResult<()> {
-        let id = handoff.id.as_str();
-        let generation = i64::from(generation);
-        let now = micros_now();
+    async fn claim(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()> {
+        let id = current.id.as_str();
+        let at = micros(next.wake_claimed_at)?;
+        let generation = next.wake_claimed_by_generation.map(i64::from);
         let affected = on_conn!(self, |conn| sqlx::query(CLAIM)
             .bind(id)
-            .bind(now)
+            .bind(at)
             .bind(generation)
             .execute(&mut *conn)
             .await
@@ -276,14 +296,21 @@ impl RawEngine for RawSql {
             self.insert_handoffs(population, start..end).await?;
             start = end;
         }
-        #[allow(irrefutable_let_patterns)] // Until a second SQL engine lands.
-        if let RawSql::Sqlite(conn) = self {
+        match self {
             // Copy the WAL back into the file, as SQLite's automatic
             // checkpoint would have done along the way.
-            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            RawSql::Sqlite(conn) => sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
                 .execute(&mut *conn.lock().await)
                 .await
-                .context("checkpoint after bulk load")?;
+                .map(drop)
+                .context("checkpoint after bulk load")?,
+            // Gather the planner statistics autovacuum would gather after
+            // so many inserts.
+            RawSql::Postgres(conn) => sqlx::query("ANALYZE handoffs, parents")
+                .execute(&mut *conn.lock().await)
+                .await
+                .map(drop)
+                .context("analyze after bulk load")?,
         }
         Ok(())
     }
@@ -291,6 +318,9 @@ impl RawEngine for RawSql {
     async fn close(self: Box<Self>) {
         match *self {
             RawSql::Sqlite(conn) => {
+                let _ = conn.into_inner().close().await;
+            }
+            RawSql::Postgres(conn) => {
                 let _ = conn.into_inner().close().await;
             }
         }
@@ -303,6 +333,7 @@ impl RawSql {
     fn numbered(&self) -> bool {
         match self {
             RawSql::Sqlite(_) => false,
+            RawSql::Postgres(_) => true,
         }
     }
 

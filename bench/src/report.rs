@@ -67,8 +67,8 @@ pub struct BackendReport {
     pub fsync: Option<FsyncRate>,
     /// Lifecycle throughput, store and raw.
     pub lifecycle: Option<LifecycleFigures>,
-    /// fsync rate / commits per lifecycle: the most lifecycles a second the
-    /// disk allows when commits are not grouped.
+    /// Overwrite fsync rate / commits per lifecycle: the most lifecycles a
+    /// second the disk allows when commits are not grouped.
     pub durable_bound_per_sec: Option<f64>,
     /// Read latency per size.
     pub latency: Vec<LatencyAt>,
@@ -233,6 +233,9 @@ impl Report {
     }
 }
 
+/// A read's name, how to pick its figures, and its growth ratio.
+type ReadRow = (&'static str, fn(&LatencyAt) -> Summary, Option<f64>);
+
 fn backend_table(out: &mut String, backend: &BackendReport) {
     let _ = writeln!(out, "== {} ==", backend.name);
     if let Some(reason) = &backend.skipped {
@@ -247,8 +250,12 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         Some(fsync) => {
             let _ = writeln!(
                 out,
-                "  disk fsync rate: {:.0}/s (4 KiB append + fdatasync, median {:.0} µs, in {})",
-                fsync.per_sec, fsync.median_us, fsync.dir
+                "  disk fsync rate (4 KiB write + fdatasync, in {}):\n    overwrite {:.0}/s (median {:.0} µs), append {:.0}/s (median {:.0} µs)",
+                fsync.dir,
+                fsync.overwrite_per_sec,
+                fsync.overwrite_median_us,
+                fsync.append_per_sec,
+                fsync.append_median_us
             );
         }
         None => {
@@ -298,7 +305,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         if let Some(bound) = backend.durable_bound_per_sec {
             let _ = writeln!(
                 out,
-                "  durable bound: {COMMITS_PER_LIFECYCLE} commits per lifecycle at the fsync rate = {bound:.0} lifecycles/s"
+                "  durable bound: {COMMITS_PER_LIFECYCLE} synced commits per lifecycle at the overwrite fsync rate = at most {bound:.0} lifecycles/s"
             );
         }
     }
@@ -315,7 +322,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             ));
         }
         let _ = writeln!(out, "{header}");
-        let rows: [(&str, fn(&LatencyAt) -> Summary, Option<f64>); 3] = [
+        let rows: [ReadRow; 3] = [
             ("get", |at| at.get, backend.growth.as_ref().map(|g| g.get)),
             (
                 "list --parent",

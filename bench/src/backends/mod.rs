@@ -5,6 +5,8 @@
 //! store with the same durability settings: the baseline the store is
 //! compared with, and the bulk loader for the big stores.
 
+mod postgres;
+mod sled;
 mod sqlite;
 
 use std::ops::Range;
@@ -17,6 +19,8 @@ use lf_handoff_adapters::StorageConfig;
 use crate::error::BenchResult;
 use crate::population::Population;
 
+pub use postgres::{PostgresBench, DEFAULT_URL as DEFAULT_POSTGRES_URL};
+pub use sled::SledBench;
 pub use sqlite::SqliteBench;
 
 /// One storage engine under benchmark.
@@ -54,16 +58,34 @@ pub trait BenchBackend: Send + Sync {
 }
 
 /// The engine under a store, used directly.
+///
+/// Each transition gets the record before (`current`) and after (`next`)
+/// it, built by the caller with plain field updates: the raw side decides
+/// nothing, it only writes, guarded the way a careful direct user would
+/// guard it (a status or version check in the same atomic write).
 #[async_trait]
 pub trait RawEngine: Send + Sync {
-    /// Inserts a fresh waiting handoff (the raw `open`).
+    /// Inserts a fresh waiting handoff (the raw `open`), refusing a second
+    /// active handoff for the parent.
     async fn insert(&self, handoff: &InteractiveHandoff) -> BenchResult<()>;
-    /// Marks a waiting handoff attached.
-    async fn attach(&self, handoff: &InteractiveHandoff) -> BenchResult<()>;
-    /// Finishes an active handoff as completed with `summary`.
-    async fn finish(&self, handoff: &InteractiveHandoff, summary: &str) -> BenchResult<()>;
-    /// Claims a terminal handoff's wake for `generation`.
-    async fn claim(&self, handoff: &InteractiveHandoff, generation: u32) -> BenchResult<()>;
+    /// Writes the attach of a waiting handoff.
+    async fn attach(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()>;
+    /// Writes the finish of an active handoff (freeing the parent's slot).
+    async fn finish(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()>;
+    /// Writes the wake claim of a terminal handoff.
+    async fn claim(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+    ) -> BenchResult<()>;
     /// Writes waves `parents` and handoffs `handoffs` of `population` as
     /// fast as the engine allows, each write a valid record.
     async fn bulk_load(
@@ -75,6 +97,9 @@ pub trait RawEngine: Send + Sync {
     /// Releases the engine.
     async fn close(self: Box<Self>);
 }
+
+#[cfg(test)]
+mod tests;
 
 /// Removes `path` and the files SQLite keeps beside it.
 pub fn remove_sqlite_files(path: &Path) {
