@@ -3,6 +3,8 @@
 //! - **Durability:** WAL journal, `synchronous=FULL` by default (a commit is
 //!   on disk before the call returns, across power loss); `NORMAL` is an
 //!   explicit opt-in.
+//! - **Connections:** a few per store handle (`max_connections`), the most
+//!   recently used first, with no health pings (module `connections`).
 //! - **Concurrency:** every write is a single autocommit statement, or a
 //!   batch opened with `BEGIN IMMEDIATE`, so a writer takes the write lock
 //!   before it reads and can never deadlock into `SQLITE_BUSY`; it waits up
@@ -24,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lf_handoff_application::{StoreError, StoreResult};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous};
@@ -36,10 +38,14 @@ pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// The SQLite engine: a connection pool on one file.
+mod connections;
+
+use connections::SqliteConnections;
+
+/// The SQLite engine: a few connections to one file.
 #[derive(Debug)]
 pub(crate) struct SqliteEngine {
-    pool: SqlitePool,
+    pool: SqliteConnections,
     path: PathBuf,
     busy_timeout: Duration,
 }
@@ -77,13 +83,13 @@ impl SqliteEngine {
                 Synchronous::Normal => SqliteSynchronous::Normal,
             })
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(config.max_connections.max(1))
-            .min_connections(0)
-            .acquire_timeout(config.busy_timeout + Duration::from_secs(5))
-            .connect_with(options)
-            .await
-            .map_err(|e| open_error(&path, e))?;
+        let pool = SqliteConnections::open(
+            options,
+            config.max_connections,
+            config.busy_timeout + Duration::from_secs(5),
+        )
+        .await
+        .map_err(|e| open_error(&path, e))?;
         let engine = Self {
             pool,
             path,

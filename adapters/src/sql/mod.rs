@@ -18,6 +18,8 @@ pub(crate) mod schema;
 mod statements;
 
 use std::fmt::Debug;
+use std::future::Future;
+use std::ops::DerefMut;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
@@ -100,6 +102,39 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         statements: &[Statement<'_>],
     ) -> Result<Option<usize>, EngineError>;
 }
+
+/// Where an engine's statements get their connection: a sqlx pool
+/// (PostgreSQL), or an engine's own connections (SQLite's, see
+/// `sqlite/connections.rs`). [`sql_engine!`] takes every connection from
+/// its engine's `pool` field through this.
+pub(crate) trait ConnectionSource<DB: sqlx::Database>: Send + Sync {
+    /// A lent connection, given back when dropped.
+    type Lease<'a>: DerefMut<Target = DB::Connection> + LeaseHealth + Send
+    where
+        Self: 'a;
+
+    /// Waits for a connection.
+    fn lend(&self) -> impl Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send;
+}
+
+/// Told when a statement failed on a lent connection, so a source can
+/// stop reusing a broken one. sqlx's pool checks for itself.
+pub(crate) trait LeaseHealth {
+    /// A statement on this connection failed with `error`.
+    fn failed(&mut self, error: &sqlx::Error) {
+        let _ = error;
+    }
+}
+
+impl<DB: sqlx::Database> ConnectionSource<DB> for sqlx::Pool<DB> {
+    type Lease<'a> = sqlx::pool::PoolConnection<DB>;
+
+    fn lend(&self) -> impl Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send {
+        self.acquire()
+    }
+}
+
+impl<DB: sqlx::Database> LeaseHealth for sqlx::pool::PoolConnection<DB> {}
 
 /// Both storage ports over any [`SqlEngine`].
 #[derive(Debug)]
@@ -377,9 +412,10 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
     }
 }
 
-/// Implements [`SqlEngine`] for a backend struct with a `pool` field of the
-/// given sqlx pool type and a `map_error(&self, sqlx::Error) -> EngineError`
-/// method. `$begin` is the statement that opens a write transaction.
+/// Implements [`SqlEngine`] for a backend struct with a `pool` field (a
+/// [`ConnectionSource`] of the given sqlx database) and a
+/// `map_error(&self, sqlx::Error) -> EngineError` method. `$begin` is the
+/// statement that opens a write transaction.
 macro_rules! sql_engine {
     ($engine:ty, $db:ty, $begin:expr) => {
         impl $engine {
@@ -397,6 +433,31 @@ macro_rules! sql_engine {
                 }
                 query
             }
+
+            /// Lends a connection from the engine's source.
+            async fn lend(
+                &self,
+            ) -> Result<
+                impl std::ops::DerefMut<Target = <$db as sqlx::Database>::Connection>
+                    + $crate::sql::LeaseHealth
+                    + Send
+                    + '_,
+                $crate::sql::EngineError,
+            > {
+                $crate::sql::ConnectionSource::<$db>::lend(&self.pool)
+                    .await
+                    .map_err(|e| self.map_error(e))
+            }
+
+            /// Maps a statement's error, telling the connection's source.
+            fn statement_failed(
+                &self,
+                conn: &mut impl $crate::sql::LeaseHealth,
+                error: sqlx::Error,
+            ) -> $crate::sql::EngineError {
+                conn.failed(&error);
+                self.map_error(error)
+            }
         }
 
         #[async_trait::async_trait]
@@ -407,10 +468,15 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::HandoffRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let rows = Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&self.pool)
+                let mut conn = self.lend().await?;
+                let rows = match Self::bind(sqlx::query(sql), params)
+                    .fetch_all(&mut *conn)
                     .await
-                    .map_err(|e| self.map_error(e))?;
+                {
+                    Ok(rows) => rows,
+                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
+                };
+                drop(conn);
                 let decode = |row: &<$db as sqlx::Database>::Row| -> Result<$crate::sql::HandoffRow, sqlx::Error> {
                     Ok($crate::sql::HandoffRow {
                         id: row.try_get(0)?,
@@ -447,10 +513,15 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::RecordRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let rows = Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&self.pool)
+                let mut conn = self.lend().await?;
+                let rows = match Self::bind(sqlx::query(sql), params)
+                    .fetch_all(&mut *conn)
                     .await
-                    .map_err(|e| self.map_error(e))?;
+                {
+                    Ok(rows) => rows,
+                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
+                };
+                drop(conn);
                 rows.iter()
                     .map(|row| {
                         Ok($crate::sql::RecordRow {
@@ -466,31 +537,38 @@ macro_rules! sql_engine {
                 sql: &'static str,
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<u64, $crate::sql::EngineError> {
-                Self::bind(sqlx::query(sql), params)
-                    .execute(&self.pool)
+                let mut conn = self.lend().await?;
+                match Self::bind(sqlx::query(sql), params)
+                    .execute(&mut *conn)
                     .await
-                    .map(|done| done.rows_affected())
-                    .map_err(|e| self.map_error(e))
+                {
+                    Ok(done) => Ok(done.rows_affected()),
+                    Err(e) => Err(self.statement_failed(&mut conn, e)),
+                }
             }
 
             async fn execute_batch(
                 &self,
                 statements: &[$crate::sql::Statement<'_>],
             ) -> Result<Option<usize>, $crate::sql::EngineError> {
-                let mut tx = self.pool.begin_with($begin).await.map_err(|e| self.map_error(e))?;
-                for (index, statement) in statements.iter().enumerate() {
-                    let affected = Self::bind(sqlx::query(statement.sql), &statement.params)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| self.map_error(e))?
-                        .rows_affected();
-                    if affected != 1 {
-                        tx.rollback().await.map_err(|e| self.map_error(e))?;
-                        return Ok(Some(index));
+                let mut conn = self.lend().await?;
+                let result = async {
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await?;
+                    for (index, statement) in statements.iter().enumerate() {
+                        let affected = Self::bind(sqlx::query(statement.sql), &statement.params)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        if affected != 1 {
+                            tx.rollback().await?;
+                            return Ok(Some(index));
+                        }
                     }
+                    tx.commit().await?;
+                    Ok(None)
                 }
-                tx.commit().await.map_err(|e| self.map_error(e))?;
-                Ok(None)
+                .await;
+                result.map_err(|e| self.statement_failed(&mut conn, e))
             }
         }
     };
