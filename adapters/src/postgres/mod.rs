@@ -56,6 +56,9 @@ use crate::postgres::config::PostgresConfig;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
 
+/// A pooled connection idle for this long is pinged before it is lent.
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
+
 /// How long a migration waits for another process's migration lock.
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
 
@@ -86,6 +89,20 @@ impl PostgresEngine {
             .max_connections(config.pool_size)
             .min_connections(0)
             .acquire_timeout(config.acquire_timeout)
+            // sqlx pings every connection before lending it: a network
+            // round trip in front of every statement. A connection it lends
+            // was pinged when it came back (sqlx always does that), so only
+            // one that has sat idle since then - long enough for a server
+            // restart or an idle timeout to have closed it - is pinged now.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= IDLE_CHECK_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_lazy_with(options);
         Ok(Self { pool, server })
     }
