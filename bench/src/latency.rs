@@ -48,6 +48,9 @@ pub struct LatencyAt {
     pub list_parent: Summary,
     /// `list --active` (the same active set at every size).
     pub list_active: Summary,
+    /// The engine's own read of a random handoff's row or record, without
+    /// the store (no decoding, no checks), on a freshly opened engine.
+    pub raw_get: Summary,
 }
 
 /// What the latency phase leaves behind for the cold-start figure.
@@ -124,18 +127,36 @@ pub async fn measure(
             sample(sized, &population, share, true).await?;
         }
     }
+    let mut figures = Vec::new();
+    for sized in stores {
+        let Sized {
+            size,
+            store,
+            load_seconds,
+            get,
+            list_parent,
+            list_active,
+            ..
+        } = sized;
+        figures.push(LatencyAt {
+            handoffs: size,
+            load_seconds,
+            get: Summary::of(&get),
+            list_parent: Summary::of(&list_parent),
+            list_active: Summary::of(&list_active),
+            raw_get: Summary::default(),
+        });
+        // sled allows one open Db per directory: close the store first.
+        drop(store);
+    }
+    progress("sampling the raw engine's reads");
+    for (figure, config) in figures.iter_mut().zip(&configs) {
+        figure.raw_get =
+            raw_gets(backend, config, &population, figure.handoffs, samples.get).await?;
+    }
     let largest = sizes.last().copied().unwrap_or(0);
     Ok(Grown {
-        sizes: stores
-            .iter()
-            .map(|sized| LatencyAt {
-                handoffs: sized.size,
-                load_seconds: sized.load_seconds,
-                get: Summary::of(&sized.get),
-                list_parent: Summary::of(&sized.list_parent),
-                list_active: Summary::of(&sized.list_active),
-            })
-            .collect(),
+        sizes: figures,
         configs,
         sample_id: population.handoff_id(largest / 2).to_string(),
     })
@@ -174,6 +195,34 @@ async fn sample(
         }
     }
     Ok(())
+}
+
+/// Samples `count` raw reads of random handoffs on a freshly opened engine,
+/// after the same untimed warm-up the store had.
+async fn raw_gets(
+    backend: &dyn BenchBackend,
+    config: &StorageConfig,
+    population: &Population,
+    size: u64,
+    count: usize,
+) -> BenchResult<Summary> {
+    let raw = backend.raw(config).await?;
+    let mut rng = Rng::new(size ^ 0x5EED);
+    let mut timings = Vec::with_capacity(count);
+    for n in 0..count + 50 {
+        let id = population.handoff_id(rng.below(size));
+        let start = Instant::now();
+        let found = raw.get(&id).await?;
+        let elapsed = start.elapsed();
+        if !found {
+            return fail(format!("raw get {id}: the loaded handoff was not found"));
+        }
+        if n >= 50 {
+            timings.push(elapsed);
+        }
+    }
+    raw.close().await;
+    Ok(Summary::of(&timings))
 }
 
 async fn get(store: &Store, population: &Population, i: u64) -> BenchResult<Duration> {

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffParent,
 };
@@ -176,6 +177,14 @@ impl RawEngine for RawSled {
                 .map_err(|e| tx_failed("insert", e))?;
             raw.durable()
         }
+    }
+
+    async fn get(&self, id: &InteractiveHandoffId) -> BenchResult<bool> {
+        let found = self
+            .handoffs
+            .get(id.as_str().as_bytes())
+            .context("raw sled get")?;
+        Ok(found.is_some())
     }
 
     async fn attach(

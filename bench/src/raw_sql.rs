@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::timestamp::to_unix_micros;
@@ -58,6 +59,8 @@ pub const COLUMNS: &str = "id, version, parent_kind, parent_id, wave_id, home, c
      wake_claimed_by_generation";
 const COLUMN_COUNT: usize = 21;
 
+static SELECT_ONE: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM handoffs WHERE id = $1"));
 static INSERT_ONE: LazyLock<String> =
     LazyLock::new(|| multi_insert("handoffs", COLUMNS, COLUMN_COUNT, 1, true));
 
@@ -221,6 +224,16 @@ impl RawEngine for RawSql {
         .context("raw insert")?
         .rows_affected());
         expect_one(affected, "insert", &row.id)
+    }
+
+    async fn get(&self, id: &InteractiveHandoffId) -> BenchResult<bool> {
+        let found = on_conn!(self, |conn| sqlx::query(SELECT_ONE.as_str())
+            .bind(id.as_str())
+            .fetch_optional(&mut *conn)
+            .await
+            .context("raw get")?
+            .is_some());
+        Ok(found)
     }
 
     async fn attach(

@@ -97,6 +97,8 @@ pub struct Growth {
     pub list_active: f64,
     /// The same ratios of the p99s: get, list --parent, list --active.
     pub p99: [f64; 3],
+    /// The raw engine's get, median ratio (for comparison, not a goal).
+    pub raw_get: f64,
 }
 
 impl Growth {
@@ -119,6 +121,7 @@ impl Growth {
                 p99(|f| f.list_parent),
                 p99(|f| f.list_active),
             ],
+            raw_get: median(|f| f.raw_get),
         })
     }
 }
@@ -322,7 +325,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             ));
         }
         let _ = writeln!(out, "{header}");
-        let rows: [ReadRow; 3] = [
+        let rows: [ReadRow; 4] = [
             ("get", |at| at.get, backend.growth.as_ref().map(|g| g.get)),
             (
                 "list --parent",
@@ -334,6 +337,11 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
                 |at| at.list_active,
                 backend.growth.as_ref().map(|g| g.list_active),
             ),
+            (
+                "raw engine get",
+                |at| at.raw_get,
+                backend.growth.as_ref().map(|g| g.raw_get),
+            ),
         ];
         for (name, pick, growth) in rows {
             let mut line = format!("  {name:<16}");
@@ -341,7 +349,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
                 let s = pick(at);
                 line.push_str(&format!(
                     " {:>17}",
-                    format!("{:.0} / {:.0}", s.median_us, s.p99_us)
+                    format!("{} / {}", micros(s.median_us), micros(s.p99_us))
                 ));
             }
             if let Some(growth) = growth {
@@ -397,6 +405,15 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         let _ = writeln!(out, "  ERROR: {error}");
     }
     let _ = writeln!(out);
+}
+
+/// Microseconds for a table cell: one decimal below 10, none above.
+fn micros(us: f64) -> String {
+    if us < 10.0 {
+        format!("{us:.1}")
+    } else {
+        format!("{us:.0}")
+    }
 }
 
 /// 1000 -> "1k", 1000000 -> "1M".

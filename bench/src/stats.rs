@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// Median and 99th percentile of a set of timings, in microseconds.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Summary {
     /// How many timings.
     pub samples: usize,

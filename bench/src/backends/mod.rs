@@ -13,6 +13,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::StorageConfig;
 
@@ -86,6 +87,9 @@ pub trait RawEngine: Send + Sync {
         current: &InteractiveHandoff,
         next: &InteractiveHandoff,
     ) -> BenchResult<()>;
+    /// Reads handoff `id`'s stored row or record, undecoded; true if and
+    /// only if it exists.
+    async fn get(&self, id: &InteractiveHandoffId) -> BenchResult<bool>;
     /// Writes waves `parents` and handoffs `handoffs` of `population` as
     /// fast as the engine allows, each write a valid record.
     async fn bulk_load(
