@@ -4,7 +4,7 @@
 //!   on disk before the call returns, across power loss); `NORMAL` is an
 //!   explicit opt-in.
 //! - **Connections:** a few per store handle (`max_connections`), the most
-//!   recently used first, with no health pings (module `connections`).
+//!   recently used first, never pinged (see `sql/connections.rs`).
 //! - **Concurrency:** every write is a single autocommit statement, or a
 //!   batch opened with `BEGIN IMMEDIATE`, so a writer takes the write lock
 //!   before it reads and can never deadlock into `SQLITE_BUSY`; it waits up
@@ -30,6 +30,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous};
+use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
 
@@ -38,14 +39,10 @@ pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-mod connections;
-
-use connections::SqliteConnections;
-
 /// The SQLite engine: a few connections to one file.
 #[derive(Debug)]
 pub(crate) struct SqliteEngine {
-    pool: SqliteConnections,
+    pool: Connections<sqlx::SqliteConnection>,
     path: PathBuf,
     busy_timeout: Duration,
 }
@@ -83,13 +80,16 @@ impl SqliteEngine {
                 Synchronous::Normal => SqliteSynchronous::Normal,
             })
             .foreign_keys(true);
-        let pool = SqliteConnections::open(
+        // The first connection is opened now, so a file SQLite cannot use
+        // is reported by open_store.
+        let first = options.connect().await.map_err(|e| open_error(&path, e))?;
+        let pool = Connections::new(
             options,
             config.max_connections,
             config.busy_timeout + Duration::from_secs(5),
-        )
-        .await
-        .map_err(|e| open_error(&path, e))?;
+            None,
+        );
+        pool.give(first);
         let engine = Self {
             pool,
             path,

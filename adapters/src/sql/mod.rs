@@ -13,6 +13,7 @@
 //! parent even from another process. Each is a single atomic statement, so
 //! there is no read-then-write gap to lose.
 
+pub(crate) mod connections;
 mod row;
 pub(crate) mod schema;
 mod statements;
@@ -103,10 +104,9 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     ) -> Result<Option<usize>, EngineError>;
 }
 
-/// Where an engine's statements get their connection: a sqlx pool
-/// (PostgreSQL), or an engine's own connections (SQLite's, see
-/// `sqlite/connections.rs`). [`sql_engine!`] takes every connection from
-/// its engine's `pool` field through this.
+/// Where an engine's statements get their connection (see
+/// [`connections`]). [`sql_engine!`] takes every connection from its
+/// engine's `pool` field through this.
 pub(crate) trait ConnectionSource<DB: sqlx::Database>: Send + Sync {
     /// A lent connection, given back when dropped.
     type Lease<'a>: DerefMut<Target = DB::Connection> + LeaseHealth + Send
@@ -117,24 +117,12 @@ pub(crate) trait ConnectionSource<DB: sqlx::Database>: Send + Sync {
     fn lend(&self) -> impl Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send;
 }
 
-/// Told when a statement failed on a lent connection, so a source can
-/// stop reusing a broken one. sqlx's pool checks for itself.
+/// Told when a statement failed on a lent connection, so its source can
+/// stop reusing a broken one.
 pub(crate) trait LeaseHealth {
     /// A statement on this connection failed with `error`.
-    fn failed(&mut self, error: &sqlx::Error) {
-        let _ = error;
-    }
+    fn failed(&mut self, error: &sqlx::Error);
 }
-
-impl<DB: sqlx::Database> ConnectionSource<DB> for sqlx::Pool<DB> {
-    type Lease<'a> = sqlx::pool::PoolConnection<DB>;
-
-    fn lend(&self) -> impl Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send {
-        self.acquire()
-    }
-}
-
-impl<DB: sqlx::Database> LeaseHealth for sqlx::pool::PoolConnection<DB> {}
 
 /// Both storage ports over any [`SqlEngine`].
 #[derive(Debug)]
