@@ -33,6 +33,8 @@ pub struct Samples {
     pub list_parent: usize,
     /// `list --active` calls.
     pub list_active: usize,
+    /// Untimed `get` and `list --parent` calls per store before sampling.
+    pub warm_up: usize,
 }
 
 /// The figures at one store size.
@@ -111,9 +113,10 @@ pub async fn measure(
     for sized in &mut stores {
         // Untimed warm-up: the first reads load the engine's caches.
         let share = Samples {
-            get: 50,
-            list_parent: 50,
+            get: samples.warm_up,
+            list_parent: samples.warm_up,
             list_active: 5,
+            warm_up: 0,
         };
         sample(sized, &population, share, false).await?;
     }
@@ -123,6 +126,7 @@ pub async fn measure(
                 get: samples.get.div_ceil(ROUNDS),
                 list_parent: samples.list_parent.div_ceil(ROUNDS),
                 list_active: samples.list_active.div_ceil(ROUNDS),
+                warm_up: 0,
             };
             sample(sized, &population, share, true).await?;
         }
@@ -151,8 +155,7 @@ pub async fn measure(
     }
     progress("sampling the raw engine's reads");
     for (figure, config) in figures.iter_mut().zip(&configs) {
-        figure.raw_get =
-            raw_gets(backend, config, &population, figure.handoffs, samples.get).await?;
+        figure.raw_get = raw_gets(backend, config, &population, figure.handoffs, samples).await?;
     }
     let largest = sizes.last().copied().unwrap_or(0);
     Ok(Grown {
@@ -197,19 +200,19 @@ async fn sample(
     Ok(())
 }
 
-/// Samples `count` raw reads of random handoffs on a freshly opened engine,
-/// after the same untimed warm-up the store had.
+/// Samples `samples.get` raw reads of random handoffs on a freshly opened
+/// engine, after the same untimed warm-up the store had.
 async fn raw_gets(
     backend: &dyn BenchBackend,
     config: &StorageConfig,
     population: &Population,
     size: u64,
-    count: usize,
+    samples: Samples,
 ) -> BenchResult<Summary> {
     let raw = backend.raw(config).await?;
     let mut rng = Rng::new(size ^ 0x5EED);
-    let mut timings = Vec::with_capacity(count);
-    for n in 0..count + 50 {
+    let mut timings = Vec::with_capacity(samples.get);
+    for n in 0..samples.warm_up + samples.get {
         let id = population.handoff_id(rng.below(size));
         let start = Instant::now();
         let found = raw.get(&id).await?;
@@ -217,7 +220,7 @@ async fn raw_gets(
         if !found {
             return fail(format!("raw get {id}: the loaded handoff was not found"));
         }
-        if n >= 50 {
+        if n >= samples.warm_up {
             timings.push(elapsed);
         }
     }

@@ -68,6 +68,11 @@ struct Args {
     /// Races of the racing-finisher figure.
     #[arg(long, default_value_t = 30)]
     races: usize,
+    /// Untimed reads (`get` and `list --parent` each) on every store before
+    /// its latency is sampled. The default leaves the engine's own cache as
+    /// a freshly opened store has it; a large value shows a warmed-up one.
+    #[arg(long, default_value_t = 50)]
+    warm_reads: usize,
     /// Runs per command of the cold-start figure.
     #[arg(long, default_value_t = 30)]
     cold_runs: usize,
@@ -157,6 +162,13 @@ async fn run(args: Args) -> BenchResult<()> {
     let mut report = Report {
         machine: Machine::describe(&scratch, date),
         sizes: args.sizes.clone(),
+        settings: report::Settings {
+            lifecycles: args.lifecycles,
+            get_samples: samples(&args).get,
+            warm_reads: args.warm_reads,
+            races: args.races,
+            cold_runs: args.cold_runs,
+        },
         backends: Vec::new(),
         goals: Vec::new(),
         total_seconds: 0.0,
@@ -211,6 +223,25 @@ async fn make_backend(
     }
 }
 
+/// How many reads the latency phase samples per store.
+fn samples(args: &Args) -> latency::Samples {
+    if args.quick {
+        latency::Samples {
+            get: 300,
+            list_parent: 200,
+            list_active: 50,
+            warm_up: args.warm_reads,
+        }
+    } else {
+        latency::Samples {
+            get: 3_000,
+            list_parent: 1_500,
+            list_active: 300,
+            warm_up: args.warm_reads,
+        }
+    }
+}
+
 fn progress(backend: &str, what: &str) {
     eprintln!("[{backend}] {what}");
 }
@@ -260,19 +291,7 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
 async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {
     let name = backend.name();
 
-    let samples = if args.quick {
-        latency::Samples {
-            get: 300,
-            list_parent: 200,
-            list_active: 50,
-        }
-    } else {
-        latency::Samples {
-            get: 3_000,
-            list_parent: 1_500,
-            list_active: 300,
-        }
-    };
+    let samples = samples(args);
     match latency::measure(backend, &args.sizes, samples, |what| progress(name, what)).await {
         Ok(grown) => {
             report.growth = Growth::of(&grown.sizes);

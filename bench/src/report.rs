@@ -27,12 +27,30 @@ pub struct Report {
     pub machine: Machine,
     /// Store sizes of the latency figures.
     pub sizes: Vec<u64>,
+    /// How much was measured.
+    pub settings: Settings,
     /// Per backend.
     pub backends: Vec<BackendReport>,
     /// Each goal, with its figure.
     pub goals: Vec<Goal>,
     /// Wall time of the whole run.
     pub total_seconds: f64,
+}
+
+/// How much the run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// Lifecycles per side.
+    pub lifecycles: usize,
+    /// `get` samples per store size (`list --parent` takes half,
+    /// `list --active` a tenth).
+    pub get_samples: usize,
+    /// Untimed reads per store before sampling.
+    pub warm_reads: usize,
+    /// Racing-finisher races.
+    pub races: usize,
+    /// Runs per cold-start command.
+    pub cold_runs: usize,
 }
 
 /// The machine.
@@ -213,6 +231,17 @@ impl Report {
             m.memory_bytes as f64 / (1u64 << 30) as f64,
             m.kernel,
             m.disk
+        );
+        let settings = &self.settings;
+        let _ = writeln!(
+            out,
+            "settings: {} lifecycles per side; {} get samples per size after {} untimed warm-up \
+             reads; {} races; {} cold starts per command\n",
+            settings.lifecycles,
+            settings.get_samples,
+            settings.warm_reads,
+            settings.races,
+            settings.cold_runs
         );
         for backend in &self.backends {
             backend_table(&mut out, backend);
