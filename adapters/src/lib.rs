@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 pub use config::{
     parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
-    DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT,
 };
 pub use lf_handoff_application::{
     domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,

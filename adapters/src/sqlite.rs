@@ -27,7 +27,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::config::{SqliteConfig, Synchronous};
+use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::schema::{LATEST_VERSION, MIGRATIONS};
 use crate::sql::{sql_engine, EngineError};
 
@@ -50,6 +50,9 @@ impl SqliteEngine {
     /// Opens (creating when missing) and migrates the store at `config.path`.
     pub(crate) async fn open(config: &SqliteConfig) -> StoreResult<Self> {
         let path = config.path.clone();
+        // SQLite keeps its busy timeout in an `int` of milliseconds; a longer
+        // value set directly on the struct would make the driver panic.
+        let busy_timeout = config.busy_timeout.min(MAX_BUSY_TIMEOUT);
         let is_new = prepare_file(&path)?;
         // Check an existing file on a read-only connection first: a refused
         // store must not be modified, and a read-write connection would
@@ -60,7 +63,7 @@ impl SqliteEngine {
             let mut probe = SqliteConnectOptions::new()
                 .filename(&path)
                 .read_only(true)
-                .busy_timeout(config.busy_timeout)
+                .busy_timeout(busy_timeout)
                 .connect()
                 .await
                 .map_err(|e| open_error(&path, e))?;
@@ -71,7 +74,7 @@ impl SqliteEngine {
         let options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(false)
-            .busy_timeout(config.busy_timeout)
+            .busy_timeout(busy_timeout)
             .synchronous(match config.synchronous {
                 Synchronous::Full => SqliteSynchronous::Full,
                 Synchronous::Normal => SqliteSynchronous::Normal,
@@ -80,14 +83,14 @@ impl SqliteEngine {
         let pool = SqlitePoolOptions::new()
             .max_connections(config.max_connections.max(1))
             .min_connections(0)
-            .acquire_timeout(config.busy_timeout + Duration::from_secs(5))
+            .acquire_timeout(busy_timeout + Duration::from_secs(5))
             .connect_with(options)
             .await
             .map_err(|e| open_error(&path, e))?;
         let engine = Self {
             pool,
             path,
-            busy_timeout: config.busy_timeout,
+            busy_timeout,
         };
         if !current {
             engine.migrate().await?;
