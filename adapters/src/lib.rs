@@ -61,7 +61,9 @@ use crate::sqlite::SqliteEngine;
 /// `Unavailable` when the backend cannot be used: a file that is corrupt,
 /// not an lf-handoff store, written by a newer version or locked; a server
 /// that cannot be reached. The message names the file or server and says
-/// what to do, and nothing on disk was changed.
+/// what to do, and nothing on disk was changed. `InvalidInput` when the
+/// configuration can never work (a SQLite path that is not UTF-8); nothing
+/// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
     match config {
         StorageConfig::Sqlite(sqlite) => {

@@ -9,7 +9,8 @@
 //!   to the busy timeout for another process's lock.
 //! - **Files:** the database is created with mode 0600 (and a missing
 //!   directory with 0700); SQLite gives its `-wal` and `-shm` files the same
-//!   mode.
+//!   mode. The path must be UTF-8 (the driver passes SQLite UTF-8 names);
+//!   another path is refused with `InvalidInput` before anything is created.
 //! - **Refusing what is not ours (C11):** before SQLite touches a file, its
 //!   header is checked: a non-empty file that is not SQLite, or is shorter
 //!   than its header says, is refused unchanged. A SQLite file that is not
@@ -50,6 +51,15 @@ impl SqliteEngine {
     /// Opens (creating when missing) and migrates the store at `config.path`.
     pub(crate) async fn open(config: &SqliteConfig) -> StoreResult<Self> {
         let path = config.path.clone();
+        if path.to_str().is_none() {
+            // sqlx hands SQLite UTF-8 file names only; refuse before anything
+            // is created on disk.
+            return Err(StoreError::InvalidInput(format!(
+                "the SQLite store path {} is not valid UTF-8, which SQLite cannot open; \
+                 choose a UTF-8 path",
+                path.display()
+            )));
+        }
         // SQLite keeps its busy timeout in an `int` of milliseconds; a longer
         // value set directly on the struct would make the driver panic.
         let busy_timeout = config.busy_timeout.min(MAX_BUSY_TIMEOUT);

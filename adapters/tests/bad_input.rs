@@ -230,3 +230,29 @@ async fn an_enormous_busy_timeout_set_in_code_opens_the_store() {
             .is_empty());
     }
 }
+
+/// SQLite only opens UTF-8 file names. A store URL may name any path, so a
+/// non-UTF-8 one must be refused as input before anything is created; it
+/// used to create the directory and an empty file, then fail in the driver.
+#[tokio::test]
+async fn a_non_utf8_sqlite_path_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir
+        .path()
+        .join(OsString::from_vec(b"odd-\xff\xfe".to_vec()));
+    let config = StorageConfig::sqlite(odd.join("registry.db"));
+    assert_eq!(StorageConfig::from_url(&config.url()).unwrap(), config);
+    match open_store(&config).await {
+        Err(StoreError::InvalidInput(message)) => {
+            assert!(message.contains("not valid UTF-8"), "{message}")
+        }
+        other => panic!("expected InvalidInput, got {:?}", other.map(|_| ())),
+    }
+    assert!(!odd.exists(), "the refused open created {}", odd.display());
+    let file = dir.path().join(OsString::from_vec(b"odd-\xff.db".to_vec()));
+    assert!(open_store(&StorageConfig::sqlite(file.clone()))
+        .await
+        .unwrap_err()
+        .is_invalid_input());
+    assert!(!file.exists());
+}
