@@ -38,5 +38,7 @@ pub mod crash_child;
 pub mod program;
 pub mod race;
 pub mod requests;
-pub mod rng;
 pub mod target;
+
+/// The seeded random source, shared with the conformance suite.
+pub use lf_handoff_conformance::rng;

@@ -43,7 +43,7 @@ async fn handles(backend: &dyn Backend, dir: &TempDir, count: usize) -> Vec<Stor
 }
 
 #[track_caller]
-fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+pub(crate) fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
     match result {
         Err(StoreError::InvalidInput(_)) => {}
         other => panic!("{what}: expected InvalidInput, got {other:?}"),

@@ -1,9 +1,10 @@
-//! A small seeded random source for the harnesses.
+//! A small seeded random source for scenarios and the reliability harnesses.
 //!
-//! The harnesses need repeatable choices from a seed (which lifecycle steps
-//! a child takes, when the parent kills it, which racer gets which outcome),
-//! not statistical or cryptographic quality. SplitMix64 is ten lines and
-//! well studied, so it is written here instead of adding a dependency.
+//! They need repeatable choices from a seed (how a store file is damaged,
+//! which lifecycle steps a harness child takes, when it is killed, which
+//! racer gets which outcome), not statistical or cryptographic quality.
+//! SplitMix64 is ten lines and well studied, so it is written here instead
+//! of adding a dependency.
 
 /// SplitMix64: a 64-bit state stepped by a constant and mixed on output.
 #[derive(Debug, Clone)]
