@@ -5,6 +5,8 @@
 //! | URL | backend |
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s]` | SQLite file |
+//! | `postgres://user@host:port/db[?schema=name&pool_size=N&acquire_timeout=5s]` | PostgreSQL server (also `postgresql://`) |
+//! | `sled:///abs/path/dir` | sled directory (one process only) |
 //!
 //! Paths must be absolute; `%XX` escapes are decoded (so a path may hold any
 //! byte, including spaces and non-UTF-8). An orchestrator embeds the same
@@ -16,6 +18,16 @@
 //! synchronous = "normal"   # optional; overrides the URL's query
 //! busy_timeout = "30s"     # optional
 //! ```
+//!
+//! or, for PostgreSQL:
+//!
+//! ```toml
+//! [store]
+//! url = "postgres://lf@db.internal:5432/lf"
+//! schema = "lf_handoff"    # optional; overrides the URL's query
+//! pool_size = 4            # optional
+//! acquire_timeout = "5s"   # optional
+//! ```
 
 use std::ffi::OsString;
 use std::fmt;
@@ -26,8 +38,12 @@ use std::time::Duration;
 use lf_handoff_application::{StoreError, StoreResult};
 use serde::{Deserialize, Deserializer};
 
+pub use crate::postgres::config::{
+    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+};
+
 /// The URL schemes this build accepts, for error messages.
-pub const ACCEPTED_SCHEMES: &str = "sqlite://";
+pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://, postgres://, postgresql://";
 
 /// Which backend to open, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +51,17 @@ pub const ACCEPTED_SCHEMES: &str = "sqlite://";
 pub enum StorageConfig {
     /// An embedded SQLite file (the default backend).
     Sqlite(SqliteConfig),
+    /// A PostgreSQL server, shared by several machines.
+    Postgres(PostgresConfig),
+    /// An embedded sled directory, usable by one process at a time.
+    Sled(SledConfig),
+}
+
+/// Settings of the sled backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SledConfig {
+    /// The store directory; created (mode 0700) when missing.
+    pub path: PathBuf,
 }
 
 /// Settings of the SQLite backend.
@@ -102,6 +129,24 @@ impl StorageConfig {
         })
     }
 
+    /// A PostgreSQL store named by a `postgres://` (or `postgresql://`) URL,
+    /// as in `postgres://lf@db.internal:5432/lf?schema=team_a`. Options:
+    /// `schema` (default `lf_handoff`), `pool_size` (default 4),
+    /// `acquire_timeout` (default 5s), and the driver's libpq-style options
+    /// such as `sslmode` or `application_name`.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a malformed URL or an unknown or bad option.
+    pub fn postgres(url: &str) -> StoreResult<Self> {
+        PostgresConfig::from_url(url).map(Self::Postgres)
+    }
+
+    /// An embedded sled store in the directory `path`. Only one process may
+    /// open it at a time; every write is synced to disk before it returns.
+    pub fn sled(path: impl Into<PathBuf>) -> Self {
+        Self::Sled(SledConfig { path: path.into() })
+    }
+
     /// Parses a store URL (see the module docs).
     ///
     /// # Errors
@@ -117,9 +162,17 @@ impl StorageConfig {
             "sqlite" => {
                 let (path, query) = split_query(rest);
                 let mut config = Self::sqlite(absolute_path(url, path)?);
-                let Self::Sqlite(sqlite) = &mut config;
                 for (key, value) in query_pairs(url, query)? {
-                    sqlite.set(&key, &value)?;
+                    config.set(&key, &value)?;
+                }
+                Ok(config)
+            }
+            "postgres" | "postgresql" => Self::postgres(url),
+            "sled" => {
+                let (path, query) = split_query(rest);
+                let mut config = Self::sled(decode_absolute(url, path, "sled:///abs/path/dir")?);
+                for (key, value) in query_pairs(url, query)? {
+                    config.set(&key, &value)?;
                 }
                 Ok(config)
             }
@@ -129,17 +182,32 @@ impl StorageConfig {
         }
     }
 
-    /// The backend's name: `sqlite`.
+    /// The backend's name: `sqlite`, `sled` or `postgres`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Sqlite(_) => "sqlite",
+            Self::Postgres(_) => "postgres",
+            Self::Sled(_) => "sled",
+        }
+    }
+
+    /// Sets one backend option from its text form.
+    fn set(&mut self, key: &str, value: &str) -> StoreResult<()> {
+        match self {
+            Self::Sqlite(sqlite) => sqlite.set(key, value),
+            Self::Postgres(postgres) => postgres.set(key, value),
+            Self::Sled(_) => Err(invalid(format!(
+                "unknown sled store option {key:?}; sled stores take no options"
+            ))),
         }
     }
 
     /// The canonical URL of this configuration; `from_url(config.url())`
-    /// gives back an equal configuration.
+    /// gives back an equal configuration. A PostgreSQL URL keeps its
+    /// password here (a second process needs it); `Display` hides it.
     pub fn url(&self) -> String {
         match self {
+            Self::Postgres(postgres) => postgres.url(),
             Self::Sqlite(sqlite) => {
                 let mut url = format!("sqlite://{}", encode_path(&sqlite.path));
                 let mut options = Vec::new();
@@ -158,13 +226,18 @@ impl StorageConfig {
                 }
                 url
             }
+            Self::Sled(sled) => format!("sled://{}", encode_path(&sled.path)),
         }
     }
 }
 
+/// The URL, with any password replaced by `***`.
 impl fmt::Display for StorageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.url())
+        match self {
+            Self::Postgres(postgres) => f.write_str(&postgres.redacted_url()),
+            _ => f.write_str(&self.url()),
+        }
     }
 }
 
@@ -252,7 +325,7 @@ fn invalid(message: String) -> StoreError {
     StoreError::InvalidInput(message)
 }
 
-fn split_query(rest: &str) -> (&str, &str) {
+pub(crate) fn split_query(rest: &str) -> (&str, &str) {
     rest.split_once('?').unwrap_or((rest, ""))
 }
 
@@ -277,6 +350,17 @@ fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
 }
 
 fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
+    let path = decode_absolute(url, encoded, "sqlite:///abs/path/registry.db")?;
+    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
+        return Err(invalid(format!(
+            "store URL {url:?} names a directory; name a file"
+        )));
+    }
+    Ok(path)
+}
+
+/// Decodes the path of a URL, which must be absolute and free of NUL bytes.
+fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
     let bytes = percent_decode(url, encoded)?;
     if bytes.contains(&0) {
         return Err(invalid(format!(
@@ -286,12 +370,7 @@ fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
     let path = PathBuf::from(OsString::from_vec(bytes));
     if !path.is_absolute() {
         return Err(invalid(format!(
-            "store URL {url:?} must name an absolute path, as in sqlite:///abs/path/registry.db"
-        )));
-    }
-    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
-        return Err(invalid(format!(
-            "store URL {url:?} names a directory; name a file"
+            "store URL {url:?} must name an absolute path, as in {example}"
         )));
     }
     Ok(path)
@@ -322,7 +401,7 @@ fn percent_decode(url: &str, text: &str) -> StoreResult<Vec<u8>> {
     Ok(out)
 }
 
-fn percent_decode_utf8(url: &str, text: &str) -> StoreResult<String> {
+pub(crate) fn percent_decode_utf8(url: &str, text: &str) -> StoreResult<String> {
     String::from_utf8(percent_decode(url, text)?)
         .map_err(|_| invalid(format!("store URL {url:?}: options must be UTF-8")))
 }
@@ -355,6 +434,9 @@ struct ConfigTable {
     url: String,
     synchronous: Option<String>,
     busy_timeout: Option<String>,
+    schema: Option<String>,
+    pool_size: Option<u32>,
+    acquire_timeout: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for StorageConfig {
@@ -370,12 +452,17 @@ impl<'de> Deserialize<'de> for StorageConfig {
 impl StorageConfig {
     fn from_table(table: ConfigTable) -> StoreResult<Self> {
         let mut config = Self::from_url(&table.url)?;
-        let Self::Sqlite(sqlite) = &mut config;
-        if let Some(value) = &table.synchronous {
-            sqlite.set("synchronous", value)?;
-        }
-        if let Some(value) = &table.busy_timeout {
-            sqlite.set("busy_timeout", value)?;
+        let options = [
+            ("synchronous", table.synchronous),
+            ("busy_timeout", table.busy_timeout),
+            ("schema", table.schema),
+            ("pool_size", table.pool_size.map(|size| size.to_string())),
+            ("acquire_timeout", table.acquire_timeout),
+        ];
+        for (key, value) in options {
+            if let Some(value) = value {
+                config.set(key, &value)?;
+            }
         }
         Ok(config)
     }
@@ -394,7 +481,9 @@ mod tests {
             "sqlite:///tmp/my%20dir/r.db?synchronous=normal&busy_timeout=2s",
         )
         .unwrap();
-        let StorageConfig::Sqlite(sqlite) = &tuned;
+        let StorageConfig::Sqlite(sqlite) = &tuned else {
+            panic!("not sqlite: {tuned:?}")
+        };
         assert_eq!(sqlite.path, PathBuf::from("/tmp/my dir/r.db"));
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(2));
@@ -406,7 +495,9 @@ mod tests {
         let path = PathBuf::from(OsString::from_vec(b"/tmp/\xff\xfe/r.db".to_vec()));
         let config = StorageConfig::sqlite(path.clone());
         let parsed = StorageConfig::from_url(&config.url()).unwrap();
-        let StorageConfig::Sqlite(sqlite) = parsed;
+        let StorageConfig::Sqlite(sqlite) = parsed else {
+            panic!("not sqlite: {parsed:?}")
+        };
         assert_eq!(sqlite.path, path);
     }
 
@@ -437,6 +528,52 @@ mod tests {
     }
 
     #[test]
+    fn sled_urls_parse_round_trip_and_take_no_options() {
+        let config = StorageConfig::from_url("sled:///var/lib/lf/registry").unwrap();
+        assert_eq!(config, StorageConfig::sled("/var/lib/lf/registry"));
+        assert_eq!(config.backend(), "sled");
+        assert_eq!(config.url(), "sled:///var/lib/lf/registry");
+        let odd = StorageConfig::sled(PathBuf::from(OsString::from_vec(
+            b"/tmp/my dir/\xff?#%/store".to_vec(),
+        )));
+        assert_eq!(StorageConfig::from_url(&odd.url()).unwrap(), odd);
+        assert_eq!(
+            StorageConfig::from_url("sled:///tmp/store/").unwrap(),
+            StorageConfig::sled("/tmp/store")
+        );
+        for (url, needle) in [
+            ("sled://relative/store", "sled:///abs/path/dir"),
+            ("sled:///tmp/store?cache=1", "sled stores take no options"),
+            ("sled:///tmp/st%00re", "NUL"),
+        ] {
+            let err = StorageConfig::from_url(url).unwrap_err();
+            assert!(err.is_invalid_input(), "{url}: {err}");
+            assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+        let err = StorageConfig::from_url("ftp://x").unwrap_err();
+        assert!(err.to_string().contains("sled://"), "{err}");
+    }
+
+    #[test]
+    fn sled_config_deserializes_and_refuses_sqlite_options() {
+        #[derive(Deserialize, Debug)]
+        struct File {
+            store: StorageConfig,
+        }
+        let from_url: File = toml::from_str("store = \"sled:///tmp/s\"").unwrap();
+        assert_eq!(from_url.store, StorageConfig::sled("/tmp/s"));
+        let from_table: File = toml::from_str("[store]\nurl = \"sled:///tmp/s\"\n").unwrap();
+        assert_eq!(from_table.store, StorageConfig::sled("/tmp/s"));
+        let err =
+            toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("sled stores take no options"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn durations_parse_in_common_forms() {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
@@ -463,7 +600,9 @@ mod tests {
     #[test]
     fn busy_timeouts_longer_than_a_day_are_refused() {
         let day = StorageConfig::from_url("sqlite:///tmp/r.db?busy_timeout=24h").unwrap();
-        let StorageConfig::Sqlite(sqlite) = &day;
+        let StorageConfig::Sqlite(sqlite) = &day else {
+            panic!("not sqlite: {day:?}")
+        };
         assert_eq!(sqlite.busy_timeout, MAX_BUSY_TIMEOUT);
         for url in [
             "sqlite:///tmp/r.db?busy_timeout=600h",
@@ -487,10 +626,67 @@ mod tests {
             "[store]\nurl = \"sqlite:///tmp/a.db\"\nsynchronous = \"normal\"\nbusy_timeout = \"5s\"\n",
         )
         .unwrap();
-        let StorageConfig::Sqlite(sqlite) = &from_table.store;
+        let StorageConfig::Sqlite(sqlite) = &from_table.store else {
+            panic!("not sqlite")
+        };
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(5));
         assert!(toml::from_str::<File>("store = \"ftp://x\"").is_err());
         assert!(toml::from_str::<File>("[store]\nurl = \"sqlite:///a.db\"\ncolour = 1\n").is_err());
+    }
+
+    #[test]
+    fn postgres_urls_dispatch_round_trip_and_hide_the_password() {
+        for url in [
+            "postgres://postgres@127.0.0.1:5432/test",
+            "postgresql://lf:pw@db:5432/lf?sslmode=disable&schema=team_a&pool_size=2",
+            "postgres://lf@db/lf?acquire_timeout=250ms",
+        ] {
+            let config = StorageConfig::from_url(url).unwrap();
+            assert_eq!(config.backend(), "postgres");
+            assert_eq!(StorageConfig::postgres(url).unwrap(), config);
+            assert_eq!(
+                StorageConfig::from_url(&config.url()).unwrap(),
+                config,
+                "{url}"
+            );
+        }
+        let config = StorageConfig::from_url("postgres://lf:pw@db:5432/lf").unwrap();
+        assert_eq!(config.to_string(), "postgres://lf:***@db:5432/lf");
+        assert!(StorageConfig::postgres("sqlite:///tmp/a.db")
+            .unwrap_err()
+            .is_invalid_input());
+        let err = StorageConfig::from_url("ftp://x").unwrap_err().to_string();
+        assert!(err.contains("postgres://"), "{err}");
+    }
+
+    #[test]
+    fn postgres_config_deserializes_from_a_table() {
+        #[derive(Deserialize)]
+        struct File {
+            store: StorageConfig,
+        }
+        let file: File = toml::from_str(
+            "[store]\nurl = \"postgres://lf@db:5432/lf?pool_size=8\"\nschema = \"team_b\"\n\
+             pool_size = 3\nacquire_timeout = \"2s\"\n",
+        )
+        .unwrap();
+        let StorageConfig::Postgres(postgres) = &file.store else {
+            panic!("not postgres: {:?}", file.store)
+        };
+        assert_eq!(postgres.schema, "team_b");
+        assert_eq!(postgres.pool_size, 3);
+        assert_eq!(postgres.acquire_timeout, Duration::from_secs(2));
+        assert_eq!(
+            StorageConfig::from_url(&file.store.url()).unwrap(),
+            file.store
+        );
+        for bad in [
+            "[store]\nurl = \"postgres://lf@db/lf\"\nsynchronous = \"normal\"\n",
+            "[store]\nurl = \"postgres://lf@db/lf\"\npool_size = 0\n",
+            "[store]\nurl = \"sqlite:///tmp/a.db\"\nschema = \"x\"\n",
+        ] {
+            assert!(toml::from_str::<File>(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -19,11 +19,16 @@
 //!
 //! - **SQLite** (`sqlite:///abs/path.db`, the default): one file, several
 //!   processes on one machine. See [`sqlite`](crate::StorageConfig::sqlite).
+//! - **sled** (`sled:///abs/path/dir`): one directory, one process; a second
+//!   process gets a clear "locked by another process" error. See
+//!   [`sled`](crate::StorageConfig::sled).
+//! - **PostgreSQL** (`postgres://user@host:port/db`): one server that
+//!   processes on several machines share. See
+//!   [`postgres`](crate::StorageConfig::postgres).
 //!
-//! Every backend implements the same two ports
-//! ([`HandoffRepository`](lf_handoff_application::HandoffRepository) and
-//! [`ParentRegistry`](lf_handoff_application::ParentRegistry)) and passes
-//! the same conformance suite (the `lf-handoff-conformance` crate).
+//! Every backend implements the same two ports ([`HandoffRepository`] and
+//! [`ParentRegistry`]) and passes the same conformance suite (the
+//! `lf-handoff-conformance` crate).
 //!
 //! ## Design decisions
 //!
@@ -39,20 +44,29 @@
 #![deny(missing_docs)]
 
 mod config;
+mod postgres;
+mod sled;
 mod sql;
 mod sqlite;
 
 use std::sync::Arc;
 
+use lf_handoff_application::{HandoffRepository, ParentRegistry};
+
 pub use config::{
-    parse_duration, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
+    parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
     DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT,
+};
+pub use config::{
+    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
 pub use lf_handoff_application::{
     domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,
 };
 
-use crate::sql::SqlStore;
+use crate::postgres::PostgresEngine;
+use crate::sled::SledStore;
+use crate::sql::{SqlEngine, SqlStore};
 use crate::sqlite::SqliteEngine;
 
 /// Opens (creating when missing) the store `config` names.
@@ -66,17 +80,29 @@ use crate::sqlite::SqliteEngine;
 /// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
     match config {
-        StorageConfig::Sqlite(sqlite) => {
-            let storage = Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await?));
-            Ok(Store::new(
-                "sqlite",
-                storage.clone(),
-                storage,
-                Arc::new(SystemClock),
-                Arc::new(UuidV7Ids),
-            ))
+        StorageConfig::Sqlite(sqlite) => Ok(sql_store("sqlite", SqliteEngine::open(sqlite).await?)),
+        StorageConfig::Postgres(postgres) => {
+            Ok(sql_store("postgres", PostgresEngine::open(postgres).await?))
         }
+        StorageConfig::Sled(sled) => Ok(store_on("sled", SledStore::open(sled).await?)),
     }
+}
+
+/// A `Store` over the shared SQL repository on `engine`.
+fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
+    store_on(backend, SqlStore::new(engine))
+}
+
+/// A `Store` whose both ports are `storage`, with the system clock and ids.
+fn store_on<S: HandoffRepository + ParentRegistry>(backend: &'static str, storage: S) -> Store {
+    let storage = Arc::new(storage);
+    Store::new(
+        backend,
+        storage.clone(),
+        storage,
+        Arc::new(SystemClock),
+        Arc::new(UuidV7Ids),
+    )
 }
 
 /// The README's examples, compiled and run as doctests.

@@ -29,7 +29,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSy
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
-use crate::sql::schema::{LATEST_VERSION, MIGRATIONS};
+use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
@@ -141,16 +141,11 @@ impl SqliteEngine {
             .map_err(|e| self.unavailable(e))?;
         // Another process may have migrated while we waited for the lock.
         let version = schema_version(&self.path, &mut tx).await?;
-        for statements in MIGRATIONS
-            .iter()
-            .skip(usize::try_from(version).unwrap_or(0))
-        {
-            for statement in *statements {
-                sqlx::query(statement)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| self.unavailable(e))?;
-            }
+        for statement in statements_after(version) {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
         }
         // PRAGMA values cannot be bound; both are integer constants.
         sqlx::query(&format!("PRAGMA application_id = {APPLICATION_ID}"))
@@ -291,10 +286,19 @@ fn prepare_file(path: &Path) -> StoreResult<bool> {
         .mode(0o600)
         .open(path)
     {
-        Ok(file) => {
-            // Make the new (empty) file's directory entry durable too.
-            file.sync_all()
-                .map_err(|e| StoreError::unavailable_because(format!("{shown}: {e}"), e))?;
+        Ok(_) => {
+            // SQLite syncs the file's contents, but the directory entry of a
+            // file it did not create is ours to make durable.
+            if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+                fs::File::open(dir)
+                    .and_then(|dir| dir.sync_all())
+                    .map_err(|e| {
+                        StoreError::unavailable_because(
+                            format!("cannot sync the directory of {shown}: {e}"),
+                            e,
+                        )
+                    })?;
+            }
             return Ok(true);
         }
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}

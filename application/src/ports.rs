@@ -10,8 +10,8 @@
 //!   compare-and-swap by version, and a unique slot per parent for the
 //!   active handoff (invariant I6).
 //! - Every record read MUST pass `validate()`; a record that does not is
-//!   refused with [`StoreError::Unavailable`], never returned.
-//! - Engine failures are [`StoreError::Unavailable`] with a message a person
+//!   refused with [`StoreError::Unavailable`](crate::StoreError::Unavailable), never returned.
+//! - Engine failures are [`StoreError::Unavailable`](crate::StoreError::Unavailable) with a message a person
 //!   can act on. Ports never return `InvalidInput`, `NotFound` or `Conflict`
 //!   except where a method says so.
 

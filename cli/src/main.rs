@@ -1,1 +1,244 @@
-fn main() {}
+//! # lf-handoff
+//!
+//! The command line of the lf-handoff registry (DESIGN section 6): people
+//! at a terminal and presentation adapters list, attach and finish
+//! interactive handoffs with it; scripts and bodies open them and claim
+//! their wakes.
+//!
+//! The path of every command is config -> `open_store` -> `Store` ->
+//! output. The binary depends on `lf-handoff-adapters` alone and opens
+//! whatever backend the store URL names, so a new backend needs no change
+//! here.
+//!
+//! ## Design decisions
+//!
+//! - **Lean start-up.** One current-thread tokio runtime, the store opened
+//!   only by commands that use it, nothing read past the winning store
+//!   source: `lf-handoff status ID` is one store open and one read.
+//! - **One error line, one exit code.** Every failure, clap's usage errors
+//!   included, is one `error:` line on stderr and exit 2 (usage), 3 (not
+//!   found), 4 (conflict) or 5 (storage unavailable).
+//! - **Data on stdout, narration on stderr.** Human output of the commands
+//!   that create something prints the new id on stdout and a note on
+//!   stderr, so `ID=$(lf-handoff ...)` works without a JSON parser.
+//! - **No shell.** `attach` runs the stored argv with `exec`, never through
+//!   a shell; what it prints for a shell is quoted word by word.
+//!
+//! `docs/CLI.md` records the decisions the specification left open.
+
+mod args;
+mod attach;
+mod context;
+mod demo;
+mod error;
+mod handoffs;
+mod output;
+mod parents;
+mod store_select;
+mod wait;
+
+use std::process::{Command as Process, ExitCode};
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
+use lf_handoff_adapters::domain::parent::Parent;
+
+use crate::args::{Cli, Command, ProjectCommand, TaskCommand, WaveCommand};
+use crate::context::Context;
+use crate::error::{CliError, CliResult, USAGE};
+use crate::output::{emit, emit_json, note};
+use crate::store_select::Environment;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    match run(cli) {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(process)) => attach::exec(process).report(),
+        Err(error) => error.report(),
+    }
+}
+
+/// Runs a command. Returns the process `attach` replaces this one with,
+/// which is started only after the runtime and the store are gone.
+fn run(cli: Cli) -> CliResult<Option<Process>> {
+    if let Command::Completions { shell } = cli.command {
+        let mut command = Cli::command();
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut command, "lf-handoff", &mut script);
+        return emit(&String::from_utf8_lossy(&script)).map(|()| None);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::unavailable(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(dispatch(cli))
+}
+
+async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    if let Command::Demo = cli.command {
+        return demo::demo(cli.store.as_deref(), cli.json)
+            .await
+            .map(|()| None);
+    }
+    let config = store_select::select(
+        cli.store.as_deref(),
+        cli.config.as_deref(),
+        &Environment::from_process(),
+    )?;
+    let ctx = Context::open(&config, cli.json).await?;
+    match cli.command {
+        Command::Wave(WaveCommand::Create { name, repo }) => {
+            let wave = parents::create_wave(&ctx.store, &name, &repo)
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            created(&ctx, "wave", wave.id(), &wave)?;
+        }
+        Command::Project(ProjectCommand::Create(args)) => {
+            let project = parents::create_project(&ctx.store, &args)
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            created(&ctx, "project session", &project.id, &project)?;
+        }
+        Command::Task(TaskCommand::Create(args)) => {
+            let task = parents::create_task(&ctx.store, &args)
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            created(&ctx, "task session", &task.id, &task)?;
+        }
+        Command::Task(TaskCommand::Body(args)) => {
+            let recorded = parents::record_body(&ctx.store, &args)
+                .await
+                .map_err(|e| ctx.fail(e))?;
+            if ctx.json {
+                match &recorded.parent {
+                    Parent::Wave(wave) => emit_json(wave)?,
+                    Parent::Project(project) => emit_json(project)?,
+                    Parent::Task(task) => emit_json(task)?,
+                }
+            } else {
+                let verb = if recorded.changed {
+                    "recorded"
+                } else {
+                    "already at"
+                };
+                emit(&format!(
+                    "{}: {verb} body generation {}\n",
+                    recorded.parent.reference(),
+                    recorded.parent.body_generation()
+                ))?;
+            }
+        }
+        Command::Open(args) => handoffs::open(&ctx, args).await?,
+        Command::List { parent, active } => handoffs::list(&ctx, parent, active).await?,
+        Command::Status { id } => handoffs::status(&ctx, &id).await?,
+        Command::Attach { id, print } => return attach::attach(&ctx, &id, print).await,
+        Command::Complete { id, summary } => {
+            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::Completed { summary }).await?
+        }
+        Command::Back { id, summary } => {
+            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::HandedBack { summary }).await?
+        }
+        Command::Fail { id, reason } => {
+            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
+        }
+        Command::ClaimWake { id, generation } => {
+            handoffs::claim_wake(&ctx, &id, generation).await?
+        }
+        Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
+        Command::Demo | Command::Completions { .. } => {}
+    }
+    Ok(None)
+}
+
+/// Prints a created entity: its JSON, or its id on stdout and a note on
+/// stderr.
+fn created(
+    ctx: &Context,
+    what: &str,
+    id: &impl std::fmt::Display,
+    entity: &impl serde::Serialize,
+) -> CliResult<()> {
+    if ctx.json {
+        return emit_json(entity);
+    }
+    note(&format!("created {what} {id}"));
+    emit(&format!("{id}\n"))
+}
+
+/// Reports a clap error: help and version print as usual (exit 0); every
+/// usage error becomes one `error:` line and exit 2.
+fn usage_error(error: &clap::Error) -> ExitCode {
+    let help = format!("lf-handoff {}--help", command_path());
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            CliError::new(USAGE, "a command is required")
+                .hint(format!("run `{help}` to see them"))
+                .report()
+        }
+        _ => CliError::new(USAGE, clap_one_line(&error.render().to_string()))
+            .hint(format!("see `{help}`"))
+            .report(),
+    }
+}
+
+/// The subcommands named on this process's command line (`open `, `task
+/// body `...), for pointing at the right `--help`.
+fn command_path() -> String {
+    let mut command = Cli::command();
+    let mut path = String::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--store" || arg == "--config" {
+            args.next();
+            continue;
+        }
+        if arg.starts_with('-') {
+            continue;
+        }
+        let Some(sub) = command.find_subcommand(&arg).cloned() else {
+            break;
+        };
+        path.push_str(sub.get_name());
+        path.push(' ');
+        command = sub;
+    }
+    path
+}
+
+/// Folds clap's multi-line error onto one line: the message and its tips,
+/// without the usage block. A line ending in `:` is followed by its list.
+fn clap_one_line(rendered: &str) -> String {
+    let mut text = String::new();
+    let mut listing = false;
+    for line in rendered.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with("Usage:") || line.starts_with("For more information")
+        {
+            continue;
+        }
+        let line = line.strip_prefix("error: ").unwrap_or(line);
+        let item = listing && (line.starts_with('<') || line.starts_with('-'));
+        if !text.is_empty() {
+            text.push_str(if item && text.ends_with(':') {
+                " "
+            } else if item {
+                ", "
+            } else {
+                "; "
+            });
+        }
+        listing = item || line.ends_with(':');
+        text.push_str(line);
+    }
+    text
+}

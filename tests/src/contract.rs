@@ -17,7 +17,7 @@ use lf_handoff_adapters::{open_store, GenerateId, ListQuery, Store, StoreError};
 use tempfile::TempDir;
 
 use crate::fixtures::*;
-use crate::worker::{race, Worker};
+use crate::worker::{race, race_all, Worker};
 use crate::Backend;
 
 /// A fresh store in a fresh temporary directory.
@@ -556,6 +556,62 @@ pub async fn c6_racing_finishers_in_separate_processes(backend: &dyn Backend) {
             .unwrap();
         assert_eq!(stored.outcome, Some(outcome(winners[0])));
     }
+}
+
+/// C6: 8 OS processes finish the same 100 handoffs in the same order, each
+/// with its own outcome: every handoff has exactly one winner, the other
+/// seven get `Conflict`, and the stored outcome is the winner's.
+pub async fn c6_racing_finishers_in_8_processes_over_many_handoffs(backend: &dyn Backend) {
+    const HANDOFFS: usize = 100;
+    let (dir, store) = fresh(backend).await;
+    let url = backend.config(location(dir.path())).url();
+    let mut ids = Vec::new();
+    for _ in 0..HANDOFFS {
+        ids.push(open_on_new_wave(&store, dir.path()).await.id);
+    }
+    let runs: Vec<Vec<String>> = (0..8)
+        .map(|n| {
+            let mut args = vec!["finish-each".to_string(), n.to_string()];
+            args.extend(ids.iter().map(ToString::to_string));
+            args
+        })
+        .collect();
+    let results = race_all(&url, &runs).await;
+    let mut winners: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (n, lines) in results.iter().enumerate() {
+        assert_eq!(lines.len(), HANDOFFS, "worker {n} printed {lines:?}");
+        for line in lines {
+            match line.split(' ').collect::<Vec<_>>()[..] {
+                [id, "ok", won] => {
+                    assert_eq!(won, n.to_string(), "{line}");
+                    winners.entry(id).or_default().push(n);
+                }
+                [_, "conflict"] => {}
+                _ => panic!("worker {n}: {line}"),
+            }
+        }
+    }
+    let mut wins_per_process = [0usize; 8];
+    for id in &ids {
+        let won = winners.get(id.as_str()).cloned().unwrap_or_default();
+        assert_eq!(won.len(), 1, "{id} was won by processes {won:?}");
+        wins_per_process[won[0]] += 1;
+        let stored = store.get_interactive_handoff(id).await.unwrap().unwrap();
+        assert_eq!(stored.outcome, Some(outcome(won[0])), "{id}");
+    }
+    println!("handoffs won per process: {wins_per_process:?}");
+}
+
+/// Eight processes that open a store which does not exist yet all succeed
+/// and share one store: creating and migrating it happens once, safely.
+pub async fn first_opens_from_8_processes_migrate_once(backend: &dyn Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = backend.config(location(dir.path()));
+    let runs = vec![vec!["list".to_string()]; 8];
+    assert_eq!(race(&config.url(), &runs).await, vec!["listed 0"; 8]);
+    let store = open_store(&config).await.unwrap();
+    open_on_new_wave(&store, dir.path()).await;
+    assert_eq!(race(&config.url(), &runs).await, vec!["listed 1"; 8]);
 }
 
 /// C7: generation 0 is invalid, an older generation is stale, a live

@@ -24,8 +24,9 @@
 //!   cross-process scenarios in its own test file with the clear-error
 //!   replacement instead.
 //!
-//! Backends that need a server return `None` from their factory when the
-//! server is not configured, and the test prints why it skipped.
+//! Backends that need a server return `Err(reason)` from their factory when
+//! the server is not configured or not reachable, and the test prints that
+//! it skipped and why.
 // A test-support crate: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -38,6 +39,7 @@ pub mod seed;
 pub mod worker;
 
 use std::future::Future;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -84,16 +86,22 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 /// Runs `scenario` against the backend `make` builds, then cleans up even
-/// when the scenario panics (and re-raises the panic).
-pub async fn run<M, S>(make: M, scenario: S)
+/// when the scenario panics (and re-raises the panic). A backend that cannot
+/// run here is skipped with its reason written straight to stderr, past the
+/// test harness's output capture, so `cargo test` shows it.
+pub async fn run<B, M, S>(make: M, scenario: S)
 where
-    M: Future<Output = Result<Box<dyn Backend>, String>>,
-    S: FnOnce(Arc<dyn Backend>) -> BoxFuture<'static, ()>,
+    B: Backend + ?Sized,
+    M: Future<Output = Result<Box<B>, String>>,
+    S: FnOnce(Arc<B>) -> BoxFuture<'static, ()>,
 {
-    let backend: Arc<dyn Backend> = match make.await {
+    let backend: Arc<B> = match make.await {
         Ok(backend) => Arc::from(backend),
         Err(reason) => {
-            eprintln!("skipped: {reason}");
+            // Written to stderr directly, past the test harness's capture,
+            // so a plain `cargo test` shows which tests skipped and why.
+            let test = std::thread::current().name().unwrap_or("test").to_string();
+            let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
             println!("skipped: {reason}");
             return;
         }
@@ -189,6 +197,8 @@ macro_rules! multi_process_tests {
         $crate::conformance_tests!(@contract $backend;
             c3_racing_opens_from_separate_processes_create_exactly_one,
             c6_racing_finishers_in_separate_processes,
+            c6_racing_finishers_in_8_processes_over_many_handoffs,
+            first_opens_from_8_processes_migrate_once,
         );
     };
 }

@@ -6,6 +6,11 @@
 //! operation and prints its result; or, for `churn`, runs lifecycles and
 //! prints `ack <step> <id>` after every write the store acknowledged; or,
 //! for `populate`, fills the store, prints `populated` and exits.
+//!
+//! For single-process backends (sled), `hold` keeps the store open from
+//! `ready` until it reads a line (then prints `released`), and `probe [id]`
+//! only tries to open the store: `opened [status]` and exit 0, or
+//! `unavailable <message>` and exit 5 (the CLI's code for `Unavailable`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -67,6 +72,20 @@ impl Worker {
 /// Starts one worker per argument list, waits until every one has opened
 /// the store, releases them together, and returns each one's result line.
 pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
+    race_all(url, runs)
+        .await
+        .into_iter()
+        .map(|lines| {
+            lines
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| "no output".into())
+        })
+        .collect()
+}
+
+/// Like [`race`], returning every line each worker printed after `ready`.
+pub async fn race_all(url: &str, runs: &[Vec<String>]) -> Vec<Vec<String>> {
     let mut workers: Vec<Worker> = runs.iter().map(|args| Worker::spawn(url, args)).collect();
     for worker in &mut workers {
         assert_eq!(worker.line().await.as_deref(), Some("ready"));
@@ -78,7 +97,11 @@ pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
     }
     let mut results = Vec::new();
     for worker in &mut workers {
-        results.push(worker.line().await.unwrap_or_else(|| "no output".into()));
+        let mut lines = Vec::new();
+        while let Some(line) = worker.line().await {
+            lines.push(line);
+        }
+        results.push(lines);
         let status = worker.child.wait().await.expect("worker exits");
         assert!(status.success(), "worker failed: {status}");
     }

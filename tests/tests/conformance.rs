@@ -6,3 +6,43 @@ mod sqlite {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
     lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::sqlite);
 }
+
+mod postgres {
+    use lf_handoff_conformance::backends::postgres::{scenarios, PostgresBackend};
+
+    lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::postgres);
+    lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::postgres);
+
+    /// The scenarios only PostgreSQL has, run like the shared ones.
+    macro_rules! postgres_tests {
+        ($($name:ident),* $(,)?) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                lf_handoff_conformance::run(PostgresBackend::connect(), |backend| {
+                    Box::pin(async move { scenarios::$name(&backend).await })
+                })
+                .await;
+            }
+        )*};
+    }
+
+    postgres_tests!(
+        newer_schema_is_left_untouched,
+        foreign_schema_is_left_untouched,
+        each_schema_is_a_separate_store,
+    );
+}
+
+mod sled {
+    lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sled);
+
+    // sled allows one process per store, so instead of the multi-process
+    // scenarios these assert the clear error a second process gets.
+    lf_handoff_conformance::sled_tests!(
+        a_second_process_is_refused_while_the_store_is_open,
+        open_store_is_refused_while_another_process_holds_it,
+        handles_in_one_process_share_the_store,
+        reopening_right_after_the_last_handle_drops_works,
+        a_new_store_directory_is_private,
+    );
+}

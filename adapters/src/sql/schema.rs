@@ -59,3 +59,12 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The statements that bring a store at `version` to [`LATEST_VERSION`], in
+/// order. Each backend runs them in one transaction.
+pub(crate) fn statements_after(version: i64) -> impl Iterator<Item = &'static str> {
+    MIGRATIONS
+        .iter()
+        .skip(usize::try_from(version).unwrap_or(0))
+        .flat_map(|migration| migration.iter().copied())
+}

@@ -57,7 +57,7 @@ pub(crate) const LIST_PARENT_ACTIVE: &str = concat!(
     " ORDER BY created_at, id"
 );
 
-/// Inserts only while the parent is still at the expected version ($22).
+/// Inserts only while the parent is still at the expected version ($21).
 pub(crate) const INSERT_HANDOFF: &str = concat!(
     "INSERT INTO handoffs (",
     handoff_columns!(),
@@ -82,4 +82,7 @@ pub(crate) const PARENT_BY_ID: &str = "SELECT version, record FROM parents WHERE
 pub(crate) const SWAP_PARENT: &str = "UPDATE parents SET version = version + 1, record = $3 \
      WHERE id = $1 AND version = $2";
 
-pub(crate) const TASK_PR_BY_ID: &str = "SELECT 0, record FROM task_prs WHERE id = $1";
+/// The version column is a constant; it is BIGINT so PostgreSQL decodes it
+/// as the same type as the real version columns.
+pub(crate) const TASK_PR_BY_ID: &str =
+    "SELECT CAST(0 AS BIGINT), record FROM task_prs WHERE id = $1";

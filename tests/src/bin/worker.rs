@@ -20,6 +20,9 @@ fn main() {
 
 async fn run(args: Vec<String>) {
     let config = StorageConfig::from_url(&args[0]).unwrap();
+    if args[1] == "probe" {
+        return probe(&config, args.get(2)).await;
+    }
     let store = open_store(&config).await.unwrap();
     match args[1].as_str() {
         "open" => {
@@ -56,6 +59,29 @@ async fn run(args: Vec<String>) {
                 Err(e) => println!("error {e}"),
             }
         }
+        "finish-each" => {
+            // finish-each N ID...: finishes every id, in order, with outcome N.
+            let n: usize = args[2].parse().unwrap();
+            let ids: Vec<InteractiveHandoffId> = args[3..]
+                .iter()
+                .map(|id| InteractiveHandoffId::parse(id).unwrap())
+                .collect();
+            wait_for_go();
+            for id in &ids {
+                match store.finish_interactive_handoff(id, &outcome(n)).await {
+                    Ok(_) => println!("{id} ok {n}"),
+                    Err(StoreError::Conflict(_)) => println!("{id} conflict"),
+                    Err(e) => println!("{id} error {e}"),
+                }
+            }
+        }
+        "list" => {
+            wait_for_go();
+            match store.list_interactive_handoffs(None).await {
+                Ok(all) => println!("listed {}", all.len()),
+                Err(e) => println!("error {e}"),
+            }
+        }
         "churn" => churn(&store, PathBuf::from(&args[2])).await,
         "populate" => {
             lf_handoff_conformance::hostile::populate(&store, &PathBuf::from(&args[2])).await;
@@ -65,8 +91,45 @@ async fn run(args: Vec<String>) {
             // SQLite, the database and its WAL), the same on every run.
             std::process::exit(0);
         }
+        "hold" => {
+            // Keeps the store open until told (or stdin closes), for the
+            // single-process backends' "locked by another process" tests.
+            wait_for_go();
+            drop(store);
+            println!("released");
+        }
         other => panic!("unknown worker operation {other}"),
     }
+}
+
+/// Opens the store and reports how that went, exiting as the CLI does: 0 on
+/// success (printing `opened`, and the status of handoff `id` if given),
+/// else `unavailable <message>` (exit 5), `invalid <message>` (2),
+/// `not-found <message>` (3) or `conflict <message>` (4).
+async fn probe(config: &StorageConfig, id: Option<&String>) {
+    let error = match open_store(config).await {
+        Ok(store) => {
+            match id {
+                None => println!("opened"),
+                Some(id) => {
+                    let id = InteractiveHandoffId::parse(id).unwrap();
+                    let handoff = store.get_interactive_handoff(&id).await.unwrap().unwrap();
+                    println!("opened {}", handoff.status);
+                }
+            }
+            return;
+        }
+        Err(error) => error,
+    };
+    let (word, code, message) = match error {
+        StoreError::Unavailable { message, .. } => ("unavailable", 5, message),
+        StoreError::InvalidInput(message) => ("invalid", 2, message),
+        StoreError::NotFound(message) => ("not-found", 3, message),
+        StoreError::Conflict(message) => ("conflict", 4, message),
+        other => ("error", 1, other.to_string()),
+    };
+    println!("{word} {message}");
+    std::process::exit(code);
 }
 
 /// Runs lifecycles until killed, printing each acknowledged step.

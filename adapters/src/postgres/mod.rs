@@ -1,0 +1,457 @@
+//! The PostgreSQL backend: one registry on a server that several machines
+//! share.
+//!
+//! It reuses the shared SQL repository ([`crate::sql`]) unchanged: this
+//! module only connects, migrates and maps errors. Every port method is the
+//! same statement as on SQLite.
+//!
+//! - **Concurrency:** every write is one autocommit statement (or, for a
+//!   task and its first PR, one transaction). A transition is `UPDATE ...
+//!   WHERE id = $1 AND version = $2`: under READ COMMITTED a second writer
+//!   waits for the first one's row lock, then re-checks the version on the
+//!   new row and updates nothing, so exactly one of several racing writers
+//!   on any number of machines wins. The partial unique index
+//!   `handoffs_one_active_per_parent` refuses a second active handoff for a
+//!   parent (I6).
+//! - **Durability:** a call returns after the server committed, so it is as
+//!   durable as the server is configured to be (with the defaults,
+//!   `fsync=on` and `synchronous_commit=on`, a commit is on the server's
+//!   disk; with synchronous replication, on a standby's too).
+//! - **Where the tables live:** in one schema (`lf_handoff` unless the URL
+//!   says `?schema=...`), created when missing. Several registries can share
+//!   a database in separate schemas. Each connection's `search_path` is that
+//!   schema, set in the startup packet (no extra round trip).
+//! - **Migrations:** the numbered migrations of [`crate::sql::schema`] (the
+//!   same DDL as SQLite). The version lives in the table `lf_handoff_meta`.
+//!   Opening first reads it without writing anything: a store written by a
+//!   newer build, or a schema holding another program's tables, is refused
+//!   and left untouched. Otherwise the migration runs in one transaction
+//!   that first takes a transaction-scoped advisory lock
+//!   (`pg_advisory_xact_lock`) keyed on the schema name and reads the
+//!   version again, so processes on several machines opening a new store at
+//!   once migrate it exactly once.
+//! - **Connections:** the store is opened on one direct connection (so an
+//!   unreachable or refusing server is reported at once, naming host and
+//!   port, and at the latest after `acquire_timeout`), which is closed after
+//!   the version check. Calls then use a lazy pool of at most `pool_size`
+//!   connections; a call that cannot get one within `acquire_timeout` fails
+//!   with `Unavailable`.
+//! - **TLS:** sqlx is built without TLS support, so `sslmode=require` and
+//!   stricter modes are refused when the URL is parsed. Reach a remote
+//!   server over a private network or an SSH tunnel.
+//! - **Errors:** every sqlx error is mapped in one place (`map_error`)
+//!   into an `Unavailable` whose message names the server (host and port,
+//!   database, schema) and says what to do. No message holds the password.
+
+pub(crate) mod config;
+
+use std::fmt;
+use std::time::Duration;
+
+use lf_handoff_application::{StoreError, StoreResult};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions as _, Connection as _};
+
+use crate::postgres::config::PostgresConfig;
+use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::{sql_engine, EngineError};
+
+/// How long a migration waits for another process's migration lock.
+const MIGRATION_LOCK_TIMEOUT: &str = "60s";
+
+/// The PostgreSQL engine: a connection pool on one schema of one database.
+#[derive(Debug)]
+pub(crate) struct PostgresEngine {
+    pool: PgPool,
+    server: Server,
+}
+
+sql_engine!(PostgresEngine, sqlx::Postgres, "BEGIN");
+
+impl PostgresEngine {
+    /// Connects, checks the schema version and migrates when needed.
+    pub(crate) async fn open(config: &PostgresConfig) -> StoreResult<Self> {
+        let options = config.connect_options()?;
+        let server = Server::new(&options, config);
+        let mut conn = tokio::time::timeout(config.acquire_timeout, options.connect())
+            .await
+            .map_err(|_| server.no_answer())?
+            .map_err(|e| server.unavailable(e))?;
+        let result = server.migrate(&mut conn).await;
+        // The version check's connection is not pooled; closing it is
+        // courtesy, and its failure changes nothing.
+        conn.close().await.ok();
+        result?;
+        let pool = PgPoolOptions::new()
+            .max_connections(config.pool_size)
+            .min_connections(0)
+            .acquire_timeout(config.acquire_timeout)
+            .connect_lazy_with(options);
+        Ok(Self { pool, server })
+    }
+
+    /// Maps every sqlx error of this backend, in one place.
+    fn map_error(&self, error: sqlx::Error) -> EngineError {
+        self.server.map_error(error)
+    }
+}
+
+/// What a message says about the store's server: host and port, database,
+/// schema. Never the password.
+#[derive(Debug, Clone)]
+struct Server {
+    /// `host:port`, `[v6]:port`, or the Unix socket.
+    address: String,
+    database: String,
+    user: String,
+    schema: String,
+    pool_size: u32,
+    acquire_timeout: Duration,
+}
+
+/// What the version check found in the store's schema.
+#[derive(Debug, PartialEq, Eq)]
+enum SchemaState {
+    /// No lf-handoff tables yet; the schema itself may not exist.
+    Fresh { schema_exists: bool },
+    /// An lf-handoff store at this schema version.
+    Store { version: i64 },
+}
+
+impl Server {
+    fn new(options: &PgConnectOptions, config: &PostgresConfig) -> Self {
+        let address = match options.get_socket() {
+            Some(socket) => format!("socket {} (port {})", socket.display(), options.get_port()),
+            None if options.get_host().contains(':') && !options.get_host().starts_with('[') => {
+                format!("[{}]:{}", options.get_host(), options.get_port())
+            }
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        };
+        let user = options.get_username().to_string();
+        Self {
+            address,
+            database: options.get_database().unwrap_or(&user).to_string(),
+            user,
+            schema: config.schema.clone(),
+            pool_size: config.pool_size,
+            acquire_timeout: config.acquire_timeout,
+        }
+    }
+
+    /// Reads the version and migrates forward, refusing (and leaving
+    /// untouched) a store from a newer build or another program's schema.
+    async fn migrate(&self, conn: &mut PgConnection) -> StoreResult<()> {
+        let state = tokio::time::timeout(self.acquire_timeout, self.inspect(conn))
+            .await
+            .map_err(|_| self.no_answer())??;
+        if state
+            == (SchemaState::Store {
+                version: LATEST_VERSION,
+            })
+        {
+            return Ok(());
+        }
+        let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
+        for statement in [
+            format!("SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'"),
+            format!("SET LOCAL search_path TO \"{}\"", self.schema),
+        ] {
+            sqlx::query(&statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+        }
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(migration_lock_key(&self.schema))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        // Another process may have migrated while we waited for the lock.
+        let version = match self.inspect(&mut tx).await? {
+            SchemaState::Store { version } => version,
+            SchemaState::Fresh { schema_exists } => {
+                let mut statements = Vec::new();
+                if !schema_exists {
+                    statements.push(format!("CREATE SCHEMA \"{}\"", self.schema));
+                }
+                statements.push(format!(
+                    "CREATE TABLE \"{}\".lf_handoff_meta (name TEXT PRIMARY KEY, value BIGINT \
+                     NOT NULL)",
+                    self.schema
+                ));
+                for statement in statements {
+                    sqlx::query(&statement)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| self.unavailable(e))?;
+                }
+                0
+            }
+        };
+        for statement in statements_after(version) {
+            sqlx::query(statement)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+        }
+        sqlx::query(
+            "INSERT INTO lf_handoff_meta (name, value) VALUES ('schema_version', $1) \
+             ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+        )
+        .bind(LATEST_VERSION)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Reads what the schema holds, without writing anything.
+    ///
+    /// # Errors
+    /// `Unavailable` for a schema written by a newer build, a schema that
+    /// holds another program's tables, or a damaged version table.
+    async fn inspect(&self, conn: &mut PgConnection) -> StoreResult<SchemaState> {
+        let (schema_exists, relations, has_meta): (bool, i64, bool) = sqlx::query_as(
+            "SELECT \
+               EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1), \
+               (SELECT count(*) FROM pg_catalog.pg_class c \
+                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                  WHERE n.nspname = $1), \
+               EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                  WHERE n.nspname = $1 AND c.relname = 'lf_handoff_meta' AND c.relkind = 'r')",
+        )
+        .bind(&self.schema)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        if !has_meta {
+            if relations > 0 {
+                return Err(StoreError::unavailable(format!(
+                    "schema {} of {} holds {relations} tables or indexes of another program and \
+                     no lf-handoff store; name another schema with ?schema=NAME in the store \
+                     URL. Nothing was changed",
+                    self.schema, self
+                )));
+            }
+            return Ok(SchemaState::Fresh { schema_exists });
+        }
+        let version: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT value FROM \"{}\".lf_handoff_meta WHERE name = 'schema_version'",
+            self.schema
+        ))
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| self.unavailable(e))?;
+        match version {
+            Some(version) if version > LATEST_VERSION => Err(StoreError::unavailable(format!(
+                "{self} holds a store written by a newer lf-handoff (schema version {version}; \
+                 this build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
+                 Nothing was changed"
+            ))),
+            Some(version) if version >= 0 => Ok(SchemaState::Store { version }),
+            _ => Err(StoreError::unavailable(format!(
+                "{self}: the table lf_handoff_meta holds no valid schema version; the store may \
+                 be damaged. Nothing was changed"
+            ))),
+        }
+    }
+
+    fn no_answer(&self) -> StoreError {
+        StoreError::unavailable(format!(
+            "cannot reach PostgreSQL at {}: no answer within {:?}; check that the server is \
+             running and that this machine can reach that host and port (acquire_timeout in the \
+             store URL sets how long to wait)",
+            self.address, self.acquire_timeout
+        ))
+    }
+
+    fn unavailable(&self, error: sqlx::Error) -> StoreError {
+        match self.map_error(error) {
+            EngineError::Failed(error) => error,
+            EngineError::Unique(detail) => StoreError::unavailable(format!(
+                "{self}: unexpected unique constraint violation: {detail}"
+            )),
+        }
+    }
+
+    /// Maps one sqlx error to what the shared repository understands: a
+    /// unique violation, or an actionable `Unavailable`.
+    fn map_error(&self, error: sqlx::Error) -> EngineError {
+        let address = &self.address;
+        if let sqlx::Error::Database(db) = &error {
+            if db.is_unique_violation() {
+                return EngineError::Unique(db.message().to_string());
+            }
+            let code = db.code().map(|code| code.into_owned()).unwrap_or_default();
+            let detail = db.message();
+            let message = match code.as_str() {
+                "28P01" | "28000" => format!(
+                    "PostgreSQL at {address} refused user {} ({detail}); check the user and \
+                     password in the store URL and the server's pg_hba.conf",
+                    self.user
+                ),
+                "3D000" => format!(
+                    "database {} does not exist on PostgreSQL at {address}; create it \
+                     (createdb {}) or name another database in the store URL",
+                    self.database, self.database
+                ),
+                "53300" => format!(
+                    "PostgreSQL at {address} has no free connections ({detail}); lower \
+                     pool_size in the store URL or raise the server's max_connections"
+                ),
+                "57P01" | "57P02" | "57P03" => format!(
+                    "PostgreSQL at {address} is shutting down or starting up ({detail}); retry \
+                     once it is up"
+                ),
+                "42501" => format!(
+                    "{self}: permission denied ({detail}); grant user {} CREATE on the \
+                     database (or have an administrator create schema {} for it) and USAGE on \
+                     the schema",
+                    self.user, self.schema
+                ),
+                "42P01" | "3F000" => format!(
+                    "{self}: the store's tables are missing ({detail}); the schema was dropped \
+                     while in use. Open the store again to recreate it"
+                ),
+                "55P03" => format!(
+                    "{self}: another process held the store's migration lock for over \
+                     {MIGRATION_LOCK_TIMEOUT} ({detail}); retry, and check for a stuck process"
+                ),
+                "25006" => format!(
+                    "{self} is read-only ({detail}); point the store URL at the primary server"
+                ),
+                "53100" => format!("{self}: the server's disk is full ({detail})"),
+                code if code.starts_with("08") => {
+                    format!("lost the connection to PostgreSQL at {address}: {detail}")
+                }
+                code => format!("{self}: PostgreSQL error {code}: {detail}"),
+            };
+            return EngineError::Failed(StoreError::unavailable_because(message, error));
+        }
+        let message = match &error {
+            sqlx::Error::PoolTimedOut => format!(
+                "no connection to PostgreSQL at {address} within {:?}: the server is down, \
+                 unreachable or out of connections (max_connections), or all {} pooled \
+                 connections stayed busy; check the server, or raise acquire_timeout or \
+                 pool_size in the store URL",
+                self.acquire_timeout, self.pool_size
+            ),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => format!(
+                "cannot connect to PostgreSQL at {address}: connection refused; check that the \
+                 server is running and listening on that host and port"
+            ),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => format!(
+                "{address} closed the connection unexpectedly ({io}); check that the store URL's \
+                 host and port name a PostgreSQL server and that it is up"
+            ),
+            sqlx::Error::Io(io) => format!("cannot talk to PostgreSQL at {address}: {io}"),
+            sqlx::Error::Tls(tls) => format!(
+                "PostgreSQL at {address} needs TLS ({tls}), but this build of lf-handoff has no \
+                 TLS support; use sslmode=disable or prefer, through a private network or an \
+                 SSH tunnel"
+            ),
+            sqlx::Error::Protocol(detail) => format!(
+                "{address} does not answer like a PostgreSQL server ({detail}); check the host \
+                 and port in the store URL"
+            ),
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::Decode(_) => format!(
+                "{self}: a stored value is unreadable ({error}); the store may be damaged or \
+                 changed by another program"
+            ),
+            other => format!("{self}: {other}"),
+        };
+        EngineError::Failed(StoreError::unavailable_because(message, error))
+    }
+}
+
+impl fmt::Display for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "PostgreSQL at {} (database {}, schema {})",
+            self.address, self.database, self.schema
+        )
+    }
+}
+
+/// The advisory lock key of `schema`'s migrations: a stable 64-bit FNV-1a
+/// hash, the same in every build and on every machine.
+fn migration_lock_key(schema: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in b"lf-handoff migrate ".iter().chain(schema.as_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    i64::from_be_bytes(hash.to_be_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{open_store, StorageConfig};
+
+    #[tokio::test]
+    async fn a_refusing_server_is_unavailable_naming_its_address() {
+        let config = StorageConfig::postgres("postgres://postgres@127.0.0.1:1/none").unwrap();
+        match open_store(&config).await {
+            Err(StoreError::Unavailable { message, .. }) => {
+                assert!(message.contains("127.0.0.1:1"), "{message}");
+                assert!(message.contains("connection refused"), "{message}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("a store opened on port 1"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unresolvable_host_is_unavailable_naming_it() {
+        let config =
+            StorageConfig::postgres("postgres://postgres@no-such-host.invalid:5433/none").unwrap();
+        match open_store(&config).await {
+            Err(StoreError::Unavailable { message, .. }) => {
+                assert!(message.contains("no-such-host.invalid:5433"), "{message}")
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("a store opened on an unresolvable host"),
+        }
+    }
+
+    #[test]
+    fn messages_name_the_server_by_host_and_port_or_socket() {
+        for (url, address) in [
+            ("postgres://lf@db.internal:6543/lf", "db.internal:6543"),
+            ("postgres://lf@[::1]:5432/lf", "[::1]:5432"),
+            (
+                "postgres:///lf?host=/var/run/postgresql&user=lf&port=5432",
+                "socket /var/run/postgresql (port 5432)",
+            ),
+        ] {
+            let config = PostgresConfig::from_url(url).unwrap();
+            let server = Server::new(&config.connect_options().unwrap(), &config);
+            assert_eq!(server.address, address, "{url}");
+            assert_eq!(
+                server.to_string(),
+                format!("PostgreSQL at {address} (database lf, schema lf_handoff)")
+            );
+        }
+    }
+
+    #[test]
+    fn the_migration_lock_key_is_stable_and_per_schema() {
+        assert_eq!(
+            migration_lock_key("lf_handoff"),
+            migration_lock_key("lf_handoff")
+        );
+        assert_ne!(
+            migration_lock_key("lf_handoff"),
+            migration_lock_key("other")
+        );
+        // The key must never change between builds: processes of different
+        // versions migrate under the same lock.
+        assert_eq!(migration_lock_key(""), 0xf067_d355_798c_db67_u64 as i64);
+    }
+}

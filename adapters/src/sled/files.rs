@@ -1,0 +1,309 @@
+//! The store directory: creating it, recognising it, and refusing what is
+//! not a usable lf-handoff store *before* sled sees it.
+//!
+//! sled repairs whatever it is given when it opens a directory: it rewrites
+//! a missing or short `conf`, and treats a log it cannot read as a torn
+//! tail to truncate or zero. So every check that decides whether a store may
+//! be opened happens here, on plain reads, and a refused store is left byte
+//! for byte as it was (contract C11):
+//!
+//! - the path must be a directory (created with mode 0700 when missing);
+//! - a non-empty directory must hold the marker file [`MARKER`], which names
+//!   the store's record format; a newer format is refused;
+//! - when sled's log `db` holds data, sled's `conf` must be whole (its CRC
+//!   matches) and name sled 0.34, and at least one log segment must start
+//!   with a valid header (a file of garbage has none).
+//!
+//! A new store's marker is written (temporary file, `fsync`, rename,
+//! `fsync` of the directory) before sled creates anything, so a crash at
+//! any point leaves either an empty directory or a recognisable store.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use lf_handoff_application::{StoreError, StoreResult};
+
+use super::record::FORMAT;
+
+/// The marker file that makes a directory an lf-handoff sled store.
+pub(crate) const MARKER: &str = "lf-handoff-store";
+/// The marker while it is being written.
+const MARKER_TEMP: &str = "lf-handoff-store.tmp";
+/// The first line of the marker.
+const MARKER_TITLE: &str = "lf-handoff sled store";
+/// sled's log file inside the store directory.
+pub(super) const LOG: &str = "db";
+/// sled's settings file inside the store directory.
+const SLED_CONF: &str = "conf";
+/// The sled on-disk version this build reads, as `conf` records it.
+const SLED_VERSION: &str = "0.34";
+/// Length of the header that starts every sled log segment.
+const SEGMENT_HEADER_LEN: u64 = 20;
+
+/// Makes `path` ready for sled and returns its canonical form: creates a
+/// missing directory (0700) with its marker, or checks an existing one.
+///
+/// # Errors
+/// `Unavailable` naming the path and what to do when it is not a
+/// directory, not an lf-handoff store, written by a newer format, or
+/// damaged; nothing was changed.
+pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
+    let shown = path.display();
+    match fs::metadata(path) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => {
+            return Err(StoreError::unavailable(format!(
+                "{shown} is not a directory: a sled store URL must name a directory (sled \
+                 keeps several files in it). It was left unchanged; name a new or empty \
+                 directory instead"
+            )))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => create_dir(path)?,
+        Err(e) => return Err(io_error(format!("cannot read {shown}"), e)),
+    }
+    let dir = fs::canonicalize(path).map_err(|e| io_error(format!("cannot resolve {shown}"), e))?;
+    match read_marker(&dir)? {
+        Some(format) => check_format(&dir, format)?,
+        None if is_empty(&dir)? => write_marker(&dir)?,
+        None => {
+            return Err(StoreError::unavailable(format!(
+                "{} is not an lf-handoff store: the directory holds files but no {MARKER} \
+                 marker. It was left unchanged; name a new or empty directory",
+                dir.display()
+            )))
+        }
+    }
+    check_sled_files(&dir)?;
+    Ok(dir)
+}
+
+/// Creates `path` and any missing ancestors with mode 0700, and syncs the
+/// directories that gained an entry, so the new store's directory survives
+/// a crash along with what is written in it.
+fn create_dir(path: &Path) -> StoreResult<()> {
+    let existing = path
+        .ancestors()
+        .skip(1)
+        .find(|ancestor| ancestor.is_dir())
+        .map(Path::to_path_buf);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| {
+            io_error(
+                format!("cannot create the store directory {}", path.display()),
+                e,
+            )
+        })?;
+    if let Some(existing) = existing {
+        for dir in path.ancestors().skip(1) {
+            sync_dir(dir)?;
+            if dir == existing {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Syncs the directory itself, so entries created in it survive a crash.
+///
+/// # Errors
+/// `Unavailable` on an I/O error.
+pub(super) fn sync_dir(dir: &Path) -> StoreResult<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| {
+        io_error(
+            format!("cannot sync the store directory {}", dir.display()),
+            e,
+        )
+    })
+}
+
+/// The marker's format number, or `None` when there is no marker.
+fn read_marker(dir: &Path) -> StoreResult<Option<u64>> {
+    let path = dir.join(MARKER);
+    let text = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(format!("cannot read {}", path.display()), e)),
+    };
+    let parsed = std::str::from_utf8(&text).ok().and_then(|text| {
+        let mut lines = text.lines();
+        let title = lines.next()?;
+        let format = lines.next()?.strip_prefix("format ")?.parse::<u64>().ok()?;
+        (title == MARKER_TITLE && lines.next().is_none()).then_some(format)
+    });
+    match parsed {
+        Some(format) => Ok(Some(format)),
+        None => Err(StoreError::unavailable(format!(
+            "{} is damaged: its marker {MARKER} is unreadable. It was left unchanged; restore \
+             it from a backup",
+            dir.display()
+        ))),
+    }
+}
+
+fn check_format(dir: &Path, format: u64) -> StoreResult<()> {
+    let current = u64::from(FORMAT);
+    if format > current {
+        return Err(StoreError::unavailable(format!(
+            "{} was written by a newer lf-handoff (store format {format}; this build \
+             understands up to {current}); upgrade lf-handoff to use it. It was left unchanged",
+            dir.display()
+        )));
+    }
+    if format < current {
+        return Err(StoreError::unavailable(format!(
+            "{} is damaged: its marker names store format {format}, which no lf-handoff \
+             wrote. It was left unchanged",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// True when the directory holds nothing but, perhaps, a half-written
+/// marker from a crashed creation.
+fn is_empty(dir: &Path) -> StoreResult<bool> {
+    let entries =
+        fs::read_dir(dir).map_err(|e| io_error(format!("cannot list {}", dir.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(format!("cannot list {}", dir.display()), e))?;
+        if entry.file_name() != MARKER_TEMP {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn write_marker(dir: &Path) -> StoreResult<()> {
+    let temp = dir.join(MARKER_TEMP);
+    let write = || -> std::io::Result<()> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)?;
+        writeln!(file, "{MARKER_TITLE}")?;
+        writeln!(file, "format {FORMAT}")?;
+        file.sync_all()?;
+        fs::rename(&temp, dir.join(MARKER))
+    };
+    write().map_err(|e| io_error(format!("cannot create the store in {}", dir.display()), e))?;
+    sync_dir(dir)
+}
+
+/// Refuses sled files that sled would "repair" on open. A store whose log
+/// is missing or empty holds nothing and is fine.
+fn check_sled_files(dir: &Path) -> StoreResult<()> {
+    let log_path = dir.join(LOG);
+    let log_len = match fs::metadata(&log_path) {
+        Ok(metadata) if metadata.is_file() => metadata.len(),
+        Ok(_) => {
+            return Err(damaged(dir, &format!("its sled log {LOG} is not a file")));
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error(format!("cannot read {}", log_path.display()), e)),
+    };
+    if log_len == 0 {
+        return Ok(());
+    }
+    let segment_size = read_sled_conf(dir)?;
+    let log = File::open(&log_path)
+        .map_err(|e| io_error(format!("cannot read {}", log_path.display()), e))?;
+    let whole = log_len / segment_size;
+    let segments = whole + u64::from(log_len % segment_size >= SEGMENT_HEADER_LEN);
+    for index in 0..segments {
+        let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
+        log.read_exact_at(&mut header, index * segment_size)
+            .map_err(|e| io_error(format!("cannot read {}", log_path.display()), e))?;
+        if segment_header_is_valid(&header) {
+            return Ok(());
+        }
+    }
+    Err(damaged(
+        dir,
+        &format!(
+            "its sled log {LOG} ({log_len} bytes) holds no valid segment: it is corrupt or not \
+             a sled log"
+        ),
+    ))
+}
+
+/// Checks sled's `conf` (text, then a little-endian CRC32 of the text) and
+/// returns its segment size.
+fn read_sled_conf(dir: &Path) -> StoreResult<u64> {
+    let path = dir.join(SLED_CONF);
+    let mut bytes = Vec::new();
+    match File::open(&path) {
+        Ok(mut file) => file
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(format!("cannot read {}", path.display()), e))?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(damaged(
+                dir,
+                &format!("its sled log exists but {SLED_CONF} is missing"),
+            ))
+        }
+        Err(e) => return Err(io_error(format!("cannot read {}", path.display()), e)),
+    };
+    let broken = || {
+        damaged(
+            dir,
+            &format!("its sled settings file {SLED_CONF} is corrupt"),
+        )
+    };
+    let Some((text, crc)) = bytes.split_last_chunk::<4>() else {
+        return Err(broken());
+    };
+    if crc32fast::hash(text) != u32::from_le_bytes(*crc) {
+        return Err(broken());
+    }
+    let text = std::str::from_utf8(text).map_err(|_| broken())?;
+    let mut segment_size = None;
+    let mut version = None;
+    for line in text.lines() {
+        let (key, value) = line.split_once(": ").ok_or_else(broken)?;
+        match key {
+            "segment_size" => segment_size = value.parse::<u64>().ok(),
+            "version" => version = Some(value),
+            _ => {}
+        }
+    }
+    match version {
+        Some(SLED_VERSION) => {}
+        Some(other) => {
+            return Err(StoreError::unavailable(format!(
+                "{} was written by sled {other}; this build uses sled {SLED_VERSION}. It was \
+                 left unchanged",
+                dir.display()
+            )))
+        }
+        None => return Err(broken()),
+    }
+    segment_size
+        .filter(|size| *size >= SEGMENT_HEADER_LEN)
+        .ok_or_else(broken)
+}
+
+/// sled 0.34's segment header: a CRC32 (xor all ones, little-endian) of the
+/// 16 bytes that follow it.
+fn segment_header_is_valid(header: &[u8; SEGMENT_HEADER_LEN as usize]) -> bool {
+    let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) ^ 0xFFFF_FFFF;
+    crc32fast::hash(&header[4..]) == stored
+}
+
+fn damaged(dir: &Path, detail: &str) -> StoreError {
+    StoreError::unavailable(format!(
+        "{} is damaged: {detail}. It was left unchanged; restore it from a backup",
+        dir.display()
+    ))
+}
+
+fn io_error(context: String, error: std::io::Error) -> StoreError {
+    StoreError::unavailable_because(format!("{context}: {error}"), error)
+}

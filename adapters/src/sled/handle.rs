@@ -1,0 +1,193 @@
+//! One open `sled::Db` per store directory per process.
+//!
+//! sled takes an exclusive `flock` on its log when it opens a directory, and
+//! that lock belongs to the open file, so even a second open *in the same
+//! process* would be refused. Store handles therefore share one [`Shared`]
+//! through a process-wide registry keyed by the canonical directory, which
+//! holds only weak references: the `Db` closes when the last handle drops.
+//!
+//! Opening waits briefly for the lock before reporting it: a `Db` that is
+//! still closing on another thread (its last handle just dropped) holds the
+//! lock for a moment. A lock that outlasts [`LOCK_PATIENCE`] belongs to
+//! another process, and the error says so.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use ::sled::transaction::TransactionError;
+use ::sled::{Db, Tree};
+use lf_handoff_application::{StoreError, StoreResult};
+
+use super::error::{engine, io, is_locked, locked, settle, Abort};
+use super::files::{self, LOG};
+use super::keys;
+
+/// How long an open waits for sled's file lock before reporting that
+/// another process holds it.
+pub(super) const LOCK_PATIENCE: Duration = Duration::from_secs(1);
+/// The first pause between lock attempts; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(2);
+const MAX_PAUSE: Duration = Duration::from_millis(100);
+
+/// The open stores of this process, by canonical directory.
+static OPEN: Mutex<BTreeMap<PathBuf, Weak<Shared>>> = Mutex::new(BTreeMap::new());
+
+/// An open store: the `Db`, its trees, and the log file to `fdatasync`.
+pub(super) struct Shared {
+    /// The canonical store directory, for messages.
+    pub dir: PathBuf,
+    pub db: Db,
+    pub handoffs: Tree,
+    pub by_created: Tree,
+    pub by_parent: Tree,
+    pub active: Tree,
+    pub slots: Tree,
+    pub parents: Tree,
+    pub task_prs: Tree,
+    /// sled's log, opened a second time (without a lock) only to sync it.
+    log: File,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared").field("dir", &self.dir).finish()
+    }
+}
+
+impl Shared {
+    /// Makes every write committed so far durable, across power loss: sled
+    /// writes its log buffer (`Db::flush`), then the log is `fdatasync`ed.
+    ///
+    /// sled's own flush on Linux ends with `sync_file_range`, which neither
+    /// flushes the drive's write cache nor records a grown file's length,
+    /// hence the explicit `fdatasync`.
+    pub(super) fn make_durable(&self) -> StoreResult<()> {
+        self.db.flush().map_err(|e| engine(&self.dir, e))?;
+        self.log
+            .sync_data()
+            .map_err(|e| io(&self.dir, "cannot sync the sled log", e))
+    }
+
+    /// Settles a write transaction: when it committed, makes it durable
+    /// before returning `Ok(Ok(value))`; an expected abort is `Ok(Err(_))`,
+    /// anything else an error.
+    pub(super) fn commit<T>(
+        &self,
+        result: Result<T, TransactionError<Abort>>,
+    ) -> StoreResult<Result<T, Abort>> {
+        let outcome = settle(&self.dir, result)?;
+        if outcome.is_ok() {
+            self.make_durable()?;
+        }
+        Ok(outcome)
+    }
+
+    /// Reads one key of `tree` and decodes it with `decode`, once the read
+    /// is settled (see [`Shared::settle_reads`]).
+    pub(super) fn get<T>(
+        &self,
+        tree: &Tree,
+        key: &[u8],
+        decode: impl FnOnce(&[u8]) -> StoreResult<T>,
+    ) -> StoreResult<Option<T>> {
+        let stored = tree.get(key).map_err(|e| engine(&self.dir, e))?;
+        self.settle_reads()?;
+        stored.map(|bytes| decode(&bytes)).transpose()
+    }
+
+    /// Before a read returns: writes sled's log buffer, so a read never
+    /// reports a write that only exists in memory. A no-op when nothing is
+    /// pending.
+    pub(super) fn settle_reads(&self) -> StoreResult<()> {
+        self.db.flush().map(drop).map_err(|e| engine(&self.dir, e))
+    }
+}
+
+/// The open store at `path`, shared with this process's other handles on
+/// it, or opened (and created when missing).
+///
+/// # Errors
+/// `Unavailable` when the directory is refused (see `files`), when another
+/// process holds it, or when sled fails.
+pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
+    let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+    open.retain(|_, weak| weak.strong_count() > 0);
+    if let Ok(dir) = std::fs::canonicalize(path) {
+        if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
+            return Ok(shared);
+        }
+    }
+    let dir = files::prepare(path)?;
+    if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
+        return Ok(shared);
+    }
+    let shared = Arc::new(open_db(dir.clone())?);
+    open.insert(dir, Arc::downgrade(&shared));
+    Ok(shared)
+}
+
+fn open_db(dir: PathBuf) -> StoreResult<Shared> {
+    let db = lock_and_open(&dir)?;
+    let tree = |name: &[u8]| db.open_tree(name).map_err(|e| engine(&dir, e));
+    let log = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(LOG))
+        .map_err(|e| io(&dir, "cannot open the sled log", e))?;
+    let shared = Shared {
+        handoffs: tree(keys::HANDOFFS)?,
+        by_created: tree(keys::BY_CREATED)?,
+        by_parent: tree(keys::BY_PARENT)?,
+        active: tree(keys::ACTIVE)?,
+        slots: tree(keys::ACTIVE_SLOTS)?,
+        parents: tree(keys::PARENTS)?,
+        task_prs: tree(keys::TASK_PRS)?,
+        log,
+        db,
+        dir,
+    };
+    // Whatever opening wrote (a new store's trees, a recovery) is made
+    // durable now, and so are the files sled created in the directory.
+    shared.make_durable()?;
+    files::sync_dir(&shared.dir)?;
+    Ok(shared)
+}
+
+/// Opens the `Db`, retrying sled's file lock with a short, bounded backoff.
+fn lock_and_open(dir: &Path) -> StoreResult<Db> {
+    let deadline = Instant::now() + LOCK_PATIENCE;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let config = ::sled::Config::new().path(dir);
+        // sled asserts on some damage it meets while recovering; report a
+        // panic as a damaged store instead of unwinding into the caller.
+        let attempt = catch_unwind(AssertUnwindSafe(|| config.open())).map_err(|panic| {
+            let detail = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message");
+            StoreError::unavailable(format!(
+                "{} could not be opened: sled failed while recovering it ({detail}); the store \
+                 may be damaged. Restore it from a backup",
+                dir.display()
+            ))
+        })?;
+        match attempt {
+            Ok(db) => return Ok(db),
+            Err(error) if is_locked(&error) => {
+                if Instant::now() >= deadline {
+                    return Err(locked(dir, error));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Err(error) => return Err(engine(dir, error)),
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Tree names and key encoding of the sled backend.
+//!
+//! Every key is built here, so the layout documented in the parent module
+//! is the layout on disk. Keys are byte strings compared lexicographically
+//! by sled, so every number in a key is big-endian and every variable part
+//! sits last or ends at a separator: byte order is sort order.
+
+use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::timestamp::to_unix_micros;
+use time::OffsetDateTime;
+
+/// Handoff id -> handoff record.
+pub(super) const HANDOFFS: &[u8] = b"handoffs";
+/// `created_at ++ id` -> empty: every handoff, in list order.
+pub(super) const BY_CREATED: &[u8] = b"handoffs_by_created";
+/// `parent ++ 0x00 ++ created_at ++ id` -> empty: one parent's handoffs.
+pub(super) const BY_PARENT: &[u8] = b"handoffs_by_parent";
+/// `created_at ++ id` -> empty: only the non-terminal handoffs.
+pub(super) const ACTIVE: &[u8] = b"handoffs_active";
+/// Parent reference -> id of its non-terminal handoff (invariant I6).
+pub(super) const ACTIVE_SLOTS: &[u8] = b"active_slots";
+/// Parent reference -> parent record.
+pub(super) const PARENTS: &[u8] = b"parents";
+/// Task PR id -> task PR record.
+pub(super) const TASK_PRS: &[u8] = b"task_prs";
+
+/// Ends the parent part of a [`BY_PARENT`] key. References are ASCII, so
+/// they never hold it, and one parent's keys never prefix another's.
+const PARENT_END: u8 = 0x00;
+
+/// The key of a handoff record: its id text (`ih_<uuid v7>`).
+pub(super) fn handoff(id: &InteractiveHandoffId) -> Vec<u8> {
+    id.as_str().as_bytes().to_vec()
+}
+
+/// The key of a parent record and of its active slot: the reference text
+/// (`wave:wv_...`, `project:ps_...`, `task:ts_...`).
+pub(super) fn parent(reference: &InteractiveHandoffParent) -> Vec<u8> {
+    reference.to_string().into_bytes()
+}
+
+/// The key of a task PR record: its id text.
+pub(super) fn task_pr(id: &str) -> Vec<u8> {
+    id.as_bytes().to_vec()
+}
+
+/// `created_at ++ id`, the key of [`BY_CREATED`] and [`ACTIVE`].
+pub(super) fn created(created_at: OffsetDateTime, id: &InteractiveHandoffId) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + id.as_str().len());
+    key.extend_from_slice(&micros_key(created_at));
+    key.extend_from_slice(id.as_str().as_bytes());
+    key
+}
+
+/// The prefix every [`BY_PARENT`] key of `reference` starts with.
+pub(super) fn by_parent_prefix(reference: &InteractiveHandoffParent) -> Vec<u8> {
+    let mut key = parent(reference);
+    key.push(PARENT_END);
+    key
+}
+
+/// `parent ++ 0x00 ++ created_at ++ id`, the key of [`BY_PARENT`].
+pub(super) fn by_parent(
+    reference: &InteractiveHandoffParent,
+    created_at: OffsetDateTime,
+    id: &InteractiveHandoffId,
+) -> Vec<u8> {
+    let mut key = by_parent_prefix(reference);
+    key.extend_from_slice(&created(created_at, id));
+    key
+}
+
+/// The handoff id at the end of an index key whose first `skip` bytes are
+/// the parent prefix (0 for [`BY_CREATED`] and [`ACTIVE`]).
+///
+/// # Errors
+/// `Unavailable` when the key is too short or its id does not parse: the
+/// index was not written by this backend.
+pub(super) fn id_in_index(
+    tree: &[u8],
+    key: &[u8],
+    skip: usize,
+) -> StoreResult<InteractiveHandoffId> {
+    let damaged = || {
+        StoreError::unavailable(format!(
+            "index {} holds a malformed key {}; the store may be damaged",
+            String::from_utf8_lossy(tree),
+            String::from_utf8_lossy(key)
+        ))
+    };
+    let id = key.get(skip + 8..).ok_or_else(damaged)?;
+    let id = std::str::from_utf8(id).map_err(|_| damaged())?;
+    InteractiveHandoffId::parse(id).map_err(|_| damaged())
+}
+
+/// The handoff id an active slot of `parent` holds.
+///
+/// # Errors
+/// `Unavailable` when the slot does not hold a handoff id.
+pub(super) fn id_in_slot(
+    parent: &InteractiveHandoffParent,
+    holder: &[u8],
+) -> StoreResult<InteractiveHandoffId> {
+    std::str::from_utf8(holder)
+        .ok()
+        .and_then(|id| InteractiveHandoffId::parse(id).ok())
+        .ok_or_else(|| {
+            StoreError::unavailable(format!(
+                "the active slot of {parent} holds {}, not a handoff id; the store may be damaged",
+                String::from_utf8_lossy(holder)
+            ))
+        })
+}
+
+/// An instant as 8 big-endian bytes that sort in time order: microseconds
+/// since the epoch with the sign bit flipped, so negative (pre-1970)
+/// instants sort before positive ones.
+fn micros_key(instant: OffsetDateTime) -> [u8; 8] {
+    // Reinterpreting the two's-complement bits is the point here.
+    #[allow(clippy::cast_sign_loss)]
+    let bits = to_unix_micros(instant) as u64;
+    (bits ^ (1 << 63)).to_be_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lf_handoff_domain::id::TaskSessionId;
+    use time::macros::datetime;
+
+    fn handoff_id(n: u8) -> InteractiveHandoffId {
+        InteractiveHandoffId::parse(&format!("ih_0190a000-0000-7000-8000-0000000000{n:02x}"))
+            .unwrap()
+    }
+
+    #[test]
+    fn created_keys_sort_by_time_then_id() {
+        let early = handoff_id(1);
+        let late = handoff_id(2);
+        let mut keys = [
+            created(datetime!(2026-01-01 00:00:00.000_002 UTC), &early),
+            created(datetime!(1960-01-01 00:00:00 UTC), &late),
+            created(datetime!(2026-01-01 00:00:00.000_001 UTC), &late),
+            created(datetime!(2026-01-01 00:00:00.000_001 UTC), &early),
+            created(datetime!(1970-01-01 00:00:00 UTC), &early),
+        ];
+        keys.sort();
+        let order: Vec<(i64, InteractiveHandoffId)> = keys
+            .iter()
+            .map(|key| {
+                let bits = u64::from_be_bytes(key[..8].try_into().unwrap()) ^ (1 << 63);
+                (bits as i64, id_in_index(ACTIVE, key, 0).unwrap())
+            })
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (-315_619_200_000_000, late.clone()),
+                (0, early.clone()),
+                (1_767_225_600_000_001, early.clone()),
+                (1_767_225_600_000_001, late),
+                (1_767_225_600_000_002, early),
+            ]
+        );
+    }
+
+    #[test]
+    fn parent_keys_never_prefix_another_parents() {
+        let parent = InteractiveHandoffParent::Task(
+            TaskSessionId::parse("ts_0190a000-0000-7000-8000-000000000007").unwrap(),
+        );
+        let id = handoff_id(3);
+        let key = by_parent(&parent, datetime!(2026-01-01 0:00 UTC), &id);
+        let prefix = by_parent_prefix(&parent);
+        assert!(key.starts_with(&prefix));
+        assert_eq!(id_in_index(BY_PARENT, &key, prefix.len()).unwrap(), id);
+        assert!(id_in_index(BY_PARENT, &prefix, prefix.len()).is_err());
+    }
+}

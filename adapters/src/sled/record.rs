@@ -1,0 +1,169 @@
+//! The stored form of a record, and the strict reading of it.
+//!
+//! Every value in the `handoffs`, `parents` and `task_prs` trees is
+//!
+//! ```text
+//! +--------+----------------------+------------------------------+
+//! | format | version              | JSON of the domain record    |
+//! | 1 byte | 8 bytes, big-endian  | (serde form of the domain)   |
+//! +--------+----------------------+------------------------------+
+//! ```
+//!
+//! `format` is [`FORMAT`]; a record with any other format byte is refused
+//! with `Unavailable` (contract C11), never guessed at. `version` is the
+//! compare-and-swap version: 1 when inserted, one more with every swap
+//! (task PRs, which never change, stay at 1).
+//!
+//! Reading is strict: a record that is truncated, does not parse, is stored
+//! under another key than its own id, or fails `validate()` is refused with
+//! `Unavailable`, never returned.
+
+use std::fmt::Display;
+
+use lf_handoff_application::ports::Versioned;
+use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskPr;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The record format this build writes and reads. The store's marker file
+/// names the same number (see `files`).
+pub(crate) const FORMAT: u8 = 1;
+
+/// Format byte plus version.
+const HEADER_LEN: usize = 9;
+
+/// The stored bytes of `value` at `version`.
+///
+/// # Errors
+/// `InvalidInput` when the value cannot be encoded as JSON (a path that is
+/// not UTF-8; the domain refuses those earlier).
+pub(super) fn encode<T: Serialize>(version: u64, value: &T) -> StoreResult<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.push(FORMAT);
+    bytes.extend_from_slice(&version.to_be_bytes());
+    serde_json::to_writer(&mut bytes, value)
+        .map_err(|e| StoreError::InvalidInput(format!("cannot encode record: {e}")))?;
+    Ok(bytes)
+}
+
+/// The version a successful swap from `expected` stores.
+///
+/// # Errors
+/// `Unavailable` when `expected` is the last representable version.
+pub(super) fn next_version(what: &dyn Display, expected: u64) -> StoreResult<u64> {
+    expected
+        .checked_add(1)
+        .ok_or_else(|| StoreError::unavailable(format!("{what} is at its last version")))
+}
+
+/// Reads a stored handoff, refusing anything but a valid record of `id`.
+///
+/// # Errors
+/// `Unavailable` naming the handoff and what is wrong.
+pub(super) fn handoff(
+    id: &InteractiveHandoffId,
+    bytes: &[u8],
+) -> StoreResult<Versioned<InteractiveHandoff>> {
+    let what = format!("handoff {id}");
+    let record: Versioned<InteractiveHandoff> = decode(&what, bytes)?;
+    if record.value.id != *id {
+        return Err(damaged(
+            &what,
+            &format!("the record holds handoff {}", record.value.id),
+        ));
+    }
+    record.value.validate().map_err(|violation| {
+        StoreError::unavailable(format!(
+            "stored {violation}; the store may be damaged and was left unchanged"
+        ))
+    })?;
+    Ok(record)
+}
+
+/// Reads a stored parent, refusing anything but a record of `reference`.
+///
+/// # Errors
+/// `Unavailable` naming the parent and what is wrong.
+pub(super) fn parent(
+    reference: &InteractiveHandoffParent,
+    bytes: &[u8],
+) -> StoreResult<Versioned<Parent>> {
+    let what = format!("parent {reference}");
+    let record: Versioned<Parent> = decode(&what, bytes)?;
+    if record.value.reference() != *reference {
+        return Err(damaged(
+            &what,
+            &format!("the record holds {}", record.value.reference()),
+        ));
+    }
+    Ok(record)
+}
+
+/// Reads a stored task PR, refusing anything but a record of `id`.
+///
+/// # Errors
+/// `Unavailable` naming the PR and what is wrong.
+pub(super) fn task_pr(id: &str, bytes: &[u8]) -> StoreResult<TaskPr> {
+    let what = format!("task PR {id}");
+    let record: Versioned<TaskPr> = decode(&what, bytes)?;
+    if record.value.id.as_str() != id {
+        return Err(damaged(
+            &what,
+            &format!("the record holds task PR {}", record.value.id),
+        ));
+    }
+    Ok(record.value)
+}
+
+/// Only the version of a stored record, for a compare-and-swap that does
+/// not need the rest.
+///
+/// # Errors
+/// `Unavailable` for a truncated record or an unknown format.
+pub(super) fn version(what: &dyn Display, bytes: &[u8]) -> StoreResult<u64> {
+    header(what, bytes).map(|(version, _)| version)
+}
+
+fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> StoreResult<Versioned<T>> {
+    let (version, body) = header(&what, bytes)?;
+    let value = serde_json::from_slice(body).map_err(|e| damaged(&what, &e.to_string()))?;
+    Ok(Versioned { value, version })
+}
+
+fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8])> {
+    let Some((&format, rest)) = bytes.split_first() else {
+        return Err(damaged(what, "the record is empty"));
+    };
+    if format > FORMAT {
+        return Err(StoreError::unavailable(format!(
+            "stored {what} has record format {format}, newer than this build understands \
+             ({FORMAT}); upgrade lf-handoff to read this store. Nothing was changed"
+        )));
+    }
+    if format != FORMAT {
+        return Err(damaged(what, &format!("unknown record format {format}")));
+    }
+    let Some((version, body)) = rest.split_first_chunk::<8>() else {
+        return Err(damaged(
+            what,
+            &format!("{} bytes, shorter than a record header", bytes.len()),
+        ));
+    };
+    let version = u64::from_be_bytes(*version);
+    if version == 0 {
+        return Err(damaged(what, "version 0"));
+    }
+    debug_assert_eq!(bytes.len() - body.len(), HEADER_LEN);
+    Ok((version, body))
+}
+
+fn damaged(what: &dyn Display, detail: &str) -> StoreError {
+    StoreError::unavailable(format!(
+        "stored {what} is unreadable ({detail}); the store may be damaged or written by \
+         another program, and was left unchanged"
+    ))
+}

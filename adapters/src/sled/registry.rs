@@ -1,0 +1,110 @@
+//! [`ParentRegistry`] on sled: parents and task PRs, each a versioned record.
+
+use ::sled::transaction::Transactional as _;
+use async_trait::async_trait;
+use lf_handoff_application::ports::{ParentInsert, ParentRegistry, SwapOutcome, Versioned};
+use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_domain::id::TaskPrId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskPr;
+
+use super::error::{abort, failed, Abort};
+use super::{keys, record, SledStore};
+
+#[async_trait]
+impl ParentRegistry for SledStore {
+    async fn insert_parent<'a>(
+        &self,
+        parent: &Parent,
+        first_pr: Option<&'a TaskPr>,
+    ) -> StoreResult<ParentInsert> {
+        let parent_key = keys::parent(&parent.reference());
+        let parent_record = record::encode(1, parent)?;
+        let pr = first_pr
+            .map(|pr| {
+                Ok::<_, StoreError>((
+                    pr.id.clone(),
+                    keys::task_pr(pr.id.as_str()),
+                    record::encode(1, pr)?,
+                ))
+            })
+            .transpose()?;
+        self.run(move |shared| {
+            let result = (&shared.parents, &shared.task_prs).transaction(|(parents, task_prs)| {
+                if parents.get(&parent_key)?.is_some() {
+                    return abort(Abort::Exists);
+                }
+                if let Some((_, pr_key, _)) = &pr {
+                    if task_prs.get(pr_key)?.is_some() {
+                        return abort(Abort::PrTaken);
+                    }
+                }
+                parents.insert(parent_key.as_slice(), parent_record.as_slice())?;
+                if let Some((_, pr_key, pr_record)) = &pr {
+                    task_prs.insert(pr_key.as_slice(), pr_record.as_slice())?;
+                }
+                Ok(())
+            });
+            match shared.commit(result)? {
+                Ok(()) => Ok(ParentInsert::Inserted),
+                Err(Abort::PrTaken) => Err(StoreError::Conflict(format!(
+                    "task PR {} already exists",
+                    pr.as_ref()
+                        .map(|(id, _, _)| id.to_string())
+                        .unwrap_or_default()
+                ))),
+                Err(_) => Ok(ParentInsert::AlreadyExists),
+            }
+        })
+        .await
+    }
+
+    async fn load_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<Parent>>> {
+        let reference = reference.clone();
+        self.run(move |shared| {
+            shared.get(&shared.parents, &keys::parent(&reference), |bytes| {
+                record::parent(&reference, bytes)
+            })
+        })
+        .await
+    }
+
+    async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {
+        let reference = parent.reference();
+        let next = record::next_version(&format_args!("parent {reference}"), expected)?;
+        let stored = record::encode(next, parent)?;
+        self.run(move |shared| {
+            let key = keys::parent(&reference);
+            let result = shared.parents.transaction(|parents| {
+                let Some(current) = parents.get(&key)? else {
+                    return abort(Abort::Lost);
+                };
+                let version = record::version(&reference, &current).map_err(failed)?;
+                if version != expected {
+                    return abort(Abort::Lost);
+                }
+                parents.insert(key.as_slice(), stored.as_slice())?;
+                Ok(())
+            });
+            match shared.commit(result)? {
+                Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+                Err(_) => Ok(SwapOutcome::Lost),
+            }
+        })
+        .await
+    }
+
+    async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        let id = id.clone();
+        self.run(move |shared| {
+            shared.get(&shared.task_prs, &keys::task_pr(id.as_str()), |bytes| {
+                record::task_pr(id.as_str(), bytes)
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,305 @@
+//! [`HandoffRepository`] on sled: one multi-tree transaction per write,
+//! index trees for every list.
+
+use ::sled::transaction::{Transactional as _, TransactionalTree};
+use ::sled::Tree;
+use async_trait::async_trait;
+use lf_handoff_application::ports::{HandoffRepository, InsertOutcome, SwapOutcome, Versioned};
+use lf_handoff_application::{ListQuery, StoreError, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+
+use super::error::{abort, failed, settle, Abort};
+use super::handle::Shared;
+use super::{keys, record, SledStore};
+
+#[async_trait]
+impl HandoffRepository for SledStore {
+    async fn load(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+        let id = id.clone();
+        self.run(move |shared| {
+            shared.get(&shared.handoffs, &keys::handoff(&id), |bytes| {
+                record::handoff(&id, bytes)
+            })
+        })
+        .await
+    }
+
+    async fn load_active(
+        &self,
+        parent: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+        let parent = parent.clone();
+        self.run(move |shared| {
+            let active = active_of(shared, &parent)?;
+            shared.settle_reads()?;
+            Ok(active)
+        })
+        .await
+    }
+
+    async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
+        let query = query.clone();
+        self.run(move |shared| {
+            let handoffs = match (&query.parent, query.active_only) {
+                (Some(parent), true) => active_of(shared, parent)?
+                    .map(|active| active.value)
+                    .into_iter()
+                    .collect(),
+                (Some(parent), false) => {
+                    let prefix = keys::by_parent_prefix(parent);
+                    let keys = shared.by_parent.scan_prefix(&prefix);
+                    let handoffs = read_indexed(shared, &shared.by_parent, keys, prefix.len())?;
+                    if let Some(stray) = handoffs.iter().find(|h| h.parent != *parent) {
+                        return Err(StoreError::unavailable(format!(
+                            "index {} lists handoff {} under {parent}, but it belongs to {}; \
+                             the store may be damaged",
+                            String::from_utf8_lossy(keys::BY_PARENT),
+                            stray.id,
+                            stray.parent
+                        )));
+                    }
+                    handoffs
+                }
+                (None, true) => {
+                    let mut handoffs =
+                        read_indexed(shared, &shared.active, shared.active.iter(), 0)?;
+                    // A handoff finished between the index read and the
+                    // record read is no longer active.
+                    handoffs.retain(InteractiveHandoff::is_active);
+                    handoffs
+                }
+                (None, false) => {
+                    read_indexed(shared, &shared.by_created, shared.by_created.iter(), 0)?
+                }
+            };
+            shared.settle_reads()?;
+            Ok(handoffs)
+        })
+        .await
+    }
+
+    async fn insert(
+        &self,
+        handoff: &InteractiveHandoff,
+        parent_version: u64,
+    ) -> StoreResult<InsertOutcome> {
+        let stored = record::encode(1, handoff)?;
+        let handoff = handoff.clone();
+        self.run(move |shared| {
+            let id_key = keys::handoff(&handoff.id);
+            let parent_key = keys::parent(&handoff.parent);
+            let index = IndexKeys::of(&handoff);
+            let trees = (
+                &shared.parents,
+                &shared.slots,
+                &shared.handoffs,
+                &shared.by_created,
+                &shared.by_parent,
+                &shared.active,
+            );
+            let result = trees.transaction(
+                |(parents, slots, handoffs, by_created, by_parent, active)| {
+                    let Some(parent) = parents.get(&parent_key)? else {
+                        return abort(Abort::ParentChanged);
+                    };
+                    let version = record::version(&handoff.parent, &parent).map_err(failed)?;
+                    if version != parent_version {
+                        return abort(Abort::ParentChanged);
+                    }
+                    if handoff.is_active() && slots.get(&parent_key)?.is_some() {
+                        return abort(Abort::ParentBusy);
+                    }
+                    if handoffs.get(&id_key)?.is_some() {
+                        return abort(Abort::Failed(StoreError::unavailable(format!(
+                            "handoff id {} is already stored; refusing to overwrite it",
+                            handoff.id
+                        ))));
+                    }
+                    handoffs.insert(id_key.as_slice(), stored.as_slice())?;
+                    index.add(by_created, by_parent, active, slots, &id_key)?;
+                    Ok(())
+                },
+            );
+            match shared.commit(result)? {
+                Ok(()) => Ok(InsertOutcome::Inserted),
+                Err(Abort::ParentBusy) => Ok(InsertOutcome::ParentBusy),
+                Err(_) => Ok(InsertOutcome::ParentChanged),
+            }
+        })
+        .await
+    }
+
+    async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome> {
+        let next = record::next_version(&format_args!("handoff {}", handoff.id), expected)?;
+        let stored = record::encode(next, handoff)?;
+        let handoff = handoff.clone();
+        self.run(move |shared| {
+            let id_key = keys::handoff(&handoff.id);
+            let new_index = IndexKeys::of(&handoff);
+            let trees = (
+                &shared.handoffs,
+                &shared.by_created,
+                &shared.by_parent,
+                &shared.active,
+                &shared.slots,
+            );
+            let result = trees.transaction(|(handoffs, by_created, by_parent, active, slots)| {
+                let Some(current) = handoffs.get(&id_key)? else {
+                    return abort(Abort::Lost);
+                };
+                let current = record::handoff(&handoff.id, &current).map_err(failed)?;
+                if current.version != expected {
+                    return abort(Abort::Lost);
+                }
+                let old_index = IndexKeys::of(&current.value);
+                if old_index != new_index {
+                    old_index.remove(by_created, by_parent, active, slots, &id_key)?;
+                    new_index.add(by_created, by_parent, active, slots, &id_key)?;
+                }
+                handoffs.insert(id_key.as_slice(), stored.as_slice())?;
+                Ok(())
+            });
+            match shared.commit(result)? {
+                Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+                Err(_) => Ok(SwapOutcome::Lost),
+            }
+        })
+        .await
+    }
+}
+
+/// The index entries a handoff has: always `by_created` and `by_parent`;
+/// `active` and the parent's slot while it is not terminal.
+#[derive(Debug, PartialEq, Eq)]
+struct IndexKeys {
+    created: Vec<u8>,
+    by_parent: Vec<u8>,
+    /// The parent's slot key, when the handoff is active.
+    slot: Option<Vec<u8>>,
+}
+
+type TxResult = Result<(), ::sled::transaction::ConflictableTransactionError<Abort>>;
+
+impl IndexKeys {
+    fn of(handoff: &InteractiveHandoff) -> Self {
+        Self {
+            created: keys::created(handoff.created_at, &handoff.id),
+            by_parent: keys::by_parent(&handoff.parent, handoff.created_at, &handoff.id),
+            slot: handoff.is_active().then(|| keys::parent(&handoff.parent)),
+        }
+    }
+
+    /// Writes the entries, taking the parent's slot; a slot held by another
+    /// handoff would break invariant I6 and aborts.
+    fn add(
+        &self,
+        by_created: &TransactionalTree,
+        by_parent: &TransactionalTree,
+        active: &TransactionalTree,
+        slots: &TransactionalTree,
+        id_key: &[u8],
+    ) -> TxResult {
+        by_created.insert(self.created.as_slice(), &[][..])?;
+        by_parent.insert(self.by_parent.as_slice(), &[][..])?;
+        if let Some(slot) = &self.slot {
+            if let Some(holder) = slots.get(slot)? {
+                if holder != id_key {
+                    return abort(Abort::Failed(StoreError::unavailable(format!(
+                        "refusing a second active handoff for {}: {} holds its slot (I6)",
+                        String::from_utf8_lossy(slot),
+                        String::from_utf8_lossy(&holder)
+                    ))));
+                }
+            }
+            active.insert(self.created.as_slice(), &[][..])?;
+            slots.insert(slot.as_slice(), id_key)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the entries, freeing the parent's slot if this handoff holds it.
+    fn remove(
+        &self,
+        by_created: &TransactionalTree,
+        by_parent: &TransactionalTree,
+        active: &TransactionalTree,
+        slots: &TransactionalTree,
+        id_key: &[u8],
+    ) -> TxResult {
+        by_created.remove(self.created.as_slice())?;
+        by_parent.remove(self.by_parent.as_slice())?;
+        if let Some(slot) = &self.slot {
+            active.remove(self.created.as_slice())?;
+            if slots.get(slot)?.is_some_and(|holder| holder == id_key) {
+                slots.remove(slot.as_slice())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parent's active handoff, read through its slot in one transaction
+/// so the slot and the record agree.
+fn active_of(
+    shared: &Shared,
+    parent: &InteractiveHandoffParent,
+) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+    let slot_key = keys::parent(parent);
+    let result = (&shared.slots, &shared.handoffs).transaction(|(slots, handoffs)| {
+        let Some(holder) = slots.get(&slot_key)? else {
+            return Ok(None);
+        };
+        let id = keys::id_in_slot(parent, &holder).map_err(failed)?;
+        let Some(bytes) = handoffs.get(&holder)? else {
+            return abort(Abort::Failed(missing(keys::ACTIVE_SLOTS, &id)));
+        };
+        let active = record::handoff(&id, &bytes).map_err(failed)?;
+        if active.value.parent != *parent || !active.value.is_active() {
+            return abort(Abort::Failed(StoreError::unavailable(format!(
+                "the active slot of {parent} names handoff {id}, which is {} and belongs to \
+                 {}; the store may be damaged",
+                active.value.status, active.value.parent
+            ))));
+        }
+        Ok(Some(active))
+    });
+    match settle(&shared.dir, result)? {
+        Ok(active) => Ok(active),
+        Err(other) => Err(StoreError::unavailable(format!(
+            "reading the active slot of {parent} stopped unexpectedly ({other:?})"
+        ))),
+    }
+}
+
+/// Reads the records an index names, in index order.
+fn read_indexed(
+    shared: &Shared,
+    index: &Tree,
+    entries: ::sled::Iter,
+    skip: usize,
+) -> StoreResult<Vec<InteractiveHandoff>> {
+    let name = index.name();
+    let mut handoffs = Vec::new();
+    for entry in entries {
+        let (key, _) = entry.map_err(|e| shared.engine(e))?;
+        let id = keys::id_in_index(&name, &key, skip)?;
+        let bytes = shared
+            .handoffs
+            .get(keys::handoff(&id))
+            .map_err(|e| shared.engine(e))?
+            .ok_or_else(|| missing(&name, &id))?;
+        handoffs.push(record::handoff(&id, &bytes)?.value);
+    }
+    Ok(handoffs)
+}
+
+fn missing(index: &[u8], id: &InteractiveHandoffId) -> StoreError {
+    StoreError::unavailable(format!(
+        "index {} names handoff {id}, which is not stored; the store may be damaged",
+        String::from_utf8_lossy(index)
+    ))
+}

@@ -1,0 +1,307 @@
+//! The command line grammar (DESIGN section 6), declared with clap derive,
+//! and the parsing of values clap cannot parse on its own.
+//!
+//! Values are parsed into domain types here (ids, homes, parent
+//! references), so a malformed value is a usage error (exit 2) before any
+//! store is opened.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
+use lf_handoff_adapters::domain::interactive_handoff::{check_env_key, InteractiveHandoffParent};
+use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_adapters::parse_duration;
+
+/// `lf-handoff`: list, attach and finish the interactive handoffs of an
+/// agent orchestrator.
+#[derive(Debug, Parser)]
+#[command(
+    name = "lf-handoff",
+    version,
+    about = "List, attach and finish the interactive handoffs of an agent orchestrator",
+    after_help = "The store is chosen by --store, then LF_HANDOFF_STORE, then the config file \
+                  (key store.url), then $LF_HOME/registry.db or the user's data directory.\n\
+                  Exit codes: 0 ok, 2 invalid input, 3 not found, 4 conflict, 5 storage unavailable."
+)]
+pub struct Cli {
+    /// The store to use, as a URL such as sqlite:///abs/path/registry.db.
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
+    /// Read the store URL from this file (key store.url) instead of
+    /// $XDG_CONFIG_HOME/lf-handoff/config.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create waves.
+    #[command(subcommand)]
+    Wave(WaveCommand),
+    /// Create project sessions.
+    #[command(subcommand)]
+    Project(ProjectCommand),
+    /// Create task sessions and record their bodies.
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Open a handoff for a parent (or get back its active one).
+    Open(OpenArgs),
+    /// List handoffs, oldest first.
+    List {
+        /// Only this parent's handoffs (wave:ID, project:ID or task:ID).
+        #[arg(long, value_name = "REF", value_parser = parse_parent)]
+        parent: Option<InteractiveHandoffParent>,
+        /// Only handoffs that are not finished.
+        #[arg(long)]
+        active: bool,
+    },
+    /// Show one handoff.
+    Status {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+    },
+    /// Record that you attach, then run the handoff's command in its
+    /// directory with its environment.
+    Attach {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// Record the attach and print what to run instead of running it.
+        #[arg(long)]
+        print: bool,
+    },
+    /// Finish a handoff: the work is done.
+    Complete {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// What was done.
+        #[arg(long)]
+        summary: String,
+    },
+    /// Finish a handoff: hand the work back to the agent.
+    Back {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// What the agent should continue from.
+        #[arg(long)]
+        summary: String,
+    },
+    /// Finish a handoff: the work could not be done.
+    Fail {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Claim the wake of a finished handoff for a body generation (exit 0
+    /// whether or not it wins; `claimed` says which).
+    ClaimWake {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// The claiming body's generation.
+        #[arg(long, value_name = "G")]
+        generation: u32,
+    },
+    /// Block until a handoff is finished, then print it (exit 4 on timeout).
+    Wait {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        /// Give up after this long (500ms, 30s, 2m, 1h, 1m30s); default: never.
+        #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+        timeout: Option<Duration>,
+    },
+    /// Narrate a full handoff lifecycle on a throwaway SQLite store (or on
+    /// the store given with --store).
+    Demo,
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `wave ...`
+#[derive(Debug, Subcommand)]
+pub enum WaveCommand {
+    /// Create a wave and print its id.
+    Create {
+        /// The wave's name.
+        #[arg(long)]
+        name: String,
+        /// The repository it works on (stored as given).
+        #[arg(long, value_name = "PATH")]
+        repo: String,
+    },
+}
+
+/// `project ...`
+#[derive(Debug, Subcommand)]
+pub enum ProjectCommand {
+    /// Create a project session under a wave and print its id.
+    Create(ProjectCreateArgs),
+}
+
+/// `project create`
+#[derive(Debug, Args)]
+pub struct ProjectCreateArgs {
+    /// The owning wave (wv_...).
+    #[arg(long, value_name = "ID", value_parser = parse_wave_id)]
+    pub wave: WaveId,
+    /// The project's name.
+    #[arg(long)]
+    pub name: String,
+    /// The model provider its bodies use.
+    #[arg(long, value_name = "P")]
+    pub provider: String,
+    /// The provider's conversation id, when it keeps one.
+    #[arg(long = "provider-session", value_name = "S")]
+    pub provider_session: Option<String>,
+    /// The generation of its current body.
+    #[arg(long, value_name = "G")]
+    pub generation: u32,
+}
+
+/// `task ...`
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Create a task session under a project session and print its id.
+    Create(TaskCreateArgs),
+    /// Record a new body process for a task (or any parent).
+    Body(TaskBodyArgs),
+}
+
+/// `task create`
+#[derive(Debug, Args)]
+pub struct TaskCreateArgs {
+    /// The owning project session (ps_...).
+    #[arg(long, value_name = "ID", value_parser = parse_project_id)]
+    pub project: ProjectSessionId,
+    /// The task's git worktree (absolute); its handoffs run there.
+    #[arg(long, value_name = "PATH")]
+    pub worktree: PathBuf,
+    /// The model provider its bodies use.
+    #[arg(long, value_name = "P")]
+    pub provider: String,
+    /// The provider's conversation id, when it keeps one.
+    #[arg(long = "provider-session", value_name = "S")]
+    pub provider_session: Option<String>,
+    /// The generation of its current body.
+    #[arg(long, value_name = "G")]
+    pub generation: u32,
+    /// The issue identifier, such as W2-175.
+    #[arg(long, value_name = "W2-175")]
+    pub identifier: Option<String>,
+    /// The issue title.
+    #[arg(long, value_name = "T")]
+    pub title: Option<String>,
+}
+
+/// `task body`
+#[derive(Debug, Args)]
+pub struct TaskBodyArgs {
+    /// The task (ts_... or task:ts_...); wave:ID and project:ID work too.
+    #[arg(value_name = "ID", value_parser = parse_parent)]
+    pub parent: InteractiveHandoffParent,
+    /// The new body's generation (higher than the current one).
+    #[arg(long, value_name = "G")]
+    pub generation: u32,
+    /// The new body's provider; default: the parent's.
+    #[arg(long, value_name = "P")]
+    pub provider: Option<String>,
+    /// The new body's provider conversation; default: the parent's.
+    #[arg(long = "provider-session", value_name = "S")]
+    pub provider_session: Option<String>,
+}
+
+/// `open`
+#[derive(Debug, Args)]
+pub struct OpenArgs {
+    /// The waiting parent: wave:ID, project:ID or task:ID.
+    #[arg(long, value_name = "REF", value_parser = parse_parent)]
+    pub parent: InteractiveHandoffParent,
+    /// Where the work runs: user@local, or ssh://user@host[:port].
+    #[arg(long, value_name = "HOME", value_parser = parse_home)]
+    pub home: WaveHome,
+    /// The absolute directory to attach in (a task's worktree).
+    #[arg(long, value_name = "PATH")]
+    pub cwd: PathBuf,
+    /// The model provider (the parent's).
+    #[arg(long, value_name = "P")]
+    pub provider: String,
+    /// The provider's conversation id (the parent's, when it has one).
+    #[arg(long = "provider-session", value_name = "S")]
+    pub provider_session: Option<String>,
+    /// The generation of the body opening the handoff.
+    #[arg(long, value_name = "G")]
+    pub generation: u32,
+    /// Why a person is needed.
+    #[arg(long, value_name = "R")]
+    pub reason: String,
+    /// Environment to add when attaching (repeatable).
+    #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
+    pub env: Vec<(String, String)>,
+    /// The attach command, after `--`; it is run without a shell.
+    #[arg(last = true, required = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
+
+/// Parses a parent reference: `wave:ID`, `project:ID`, `task:ID`, or a bare
+/// prefixed id (`wv_...`, `ps_...`, `ts_...`).
+pub fn parse_parent(text: &str) -> Result<InteractiveHandoffParent, String> {
+    if text.contains(':') {
+        return InteractiveHandoffParent::parse(text).map_err(|e| e.to_string());
+    }
+    let kind = if text.starts_with("wv_") {
+        "wave"
+    } else if text.starts_with("ps_") {
+        "project"
+    } else if text.starts_with("ts_") {
+        "task"
+    } else {
+        return Err(format!(
+            "{text:?} is not a parent: use wave:wv_..., project:ps_... or task:ts_..."
+        ));
+    };
+    InteractiveHandoffParent::parse(&format!("{kind}:{text}")).map_err(|e| e.to_string())
+}
+
+/// Parses a wave id, written `wv_...` or `wave:wv_...`.
+fn parse_wave_id(text: &str) -> Result<WaveId, String> {
+    let bare = text.strip_prefix("wave:").unwrap_or(text);
+    WaveId::parse(bare).map_err(|e| e.to_string())
+}
+
+/// Parses a project session id, written `ps_...` or `project:ps_...`.
+fn parse_project_id(text: &str) -> Result<ProjectSessionId, String> {
+    let bare = text.strip_prefix("project:").unwrap_or(text);
+    ProjectSessionId::parse(bare).map_err(|e| e.to_string())
+}
+
+fn parse_home(text: &str) -> Result<WaveHome, String> {
+    WaveHome::parse(text).map_err(|e| e.to_string())
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| match e {
+        lf_handoff_adapters::StoreError::InvalidInput(message) => message,
+        other => other.to_string(),
+    })
+}
+
+/// Parses one `--env K=V` pair; the key must not be blank.
+fn parse_env_pair(text: &str) -> Result<(String, String), String> {
+    let Some((key, value)) = text.split_once('=') else {
+        return Err(format!("{text:?} must be KEY=VALUE"));
+    };
+    check_env_key(key).map_err(|e| e.to_string())?;
+    Ok((key.to_string(), value.to_string()))
+}

@@ -1,0 +1,122 @@
+//! `attach`: records the attach, then joins the work.
+//!
+//! - `--print` prints the descriptor (after recording the attach) and runs
+//!   nothing: for a person who wants to see the command, or a presentation
+//!   adapter that runs it in its own terminal.
+//! - A local home runs the attach argv directly, with no shell, so nothing
+//!   in it is ever re-parsed: the process *replaces* `lf-handoff` (`exec`),
+//!   with the descriptor's environment added and its cwd set. The exit code
+//!   is then the command's own, signals reach it as if it had been started
+//!   directly, and no `lf-handoff` process lingers while a person works.
+//! - A remote home (`ssh://...`) prints the `ssh` command that attaches on
+//!   that host, every word quoted for a shell, instead of running anything.
+
+use std::io::ErrorKind;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::interactive_handoff::AttachDescriptor;
+use lf_handoff_adapters::domain::wave_home::WaveHome;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::{CliError, CliResult, CANNOT_EXECUTE, COMMAND_NOT_FOUND};
+use crate::output::{descriptor_block, emit, emit_json, note, printable, shell_line, shell_words};
+
+/// The JSON of `attach` on a remote home.
+#[derive(Debug, Serialize)]
+pub struct RemoteAttach<'a> {
+    /// The command to run in a local shell to attach.
+    pub ssh_command: String,
+    /// What the command does on the remote host.
+    pub descriptor: &'a AttachDescriptor,
+}
+
+/// Records the attach and prints or prepares what to run. Returns the
+/// command to `exec` for a local attach without `--print`.
+///
+/// # Errors
+/// Exit 3 for an unknown id, 4 for a finished handoff, 126 when the
+/// handoff's directory does not exist here.
+pub async fn attach(
+    ctx: &Context,
+    id: &InteractiveHandoffId,
+    print: bool,
+) -> CliResult<Option<Command>> {
+    let handoff = ctx
+        .store
+        .attach_interactive_handoff(id)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let descriptor = handoff.attach_descriptor();
+    if print {
+        if ctx.json {
+            emit_json(&descriptor)?;
+        } else {
+            emit(&descriptor_block(&descriptor, &handoff.home))?;
+        }
+        return Ok(None);
+    }
+    if let WaveHome::Ssh { .. } = handoff.home {
+        let ssh_command = shell_line(&descriptor, &handoff.home);
+        if ctx.json {
+            emit_json(&RemoteAttach {
+                ssh_command,
+                descriptor: &descriptor,
+            })?;
+        } else {
+            note(&format!(
+                "{} runs on {}; attach recorded. Run this to join it:",
+                handoff.id, handoff.home
+            ));
+            emit(&format!("{ssh_command}\n"))?;
+        }
+        return Ok(None);
+    }
+    if !descriptor.cwd.is_dir() {
+        return Err(CliError::new(
+            CANNOT_EXECUTE,
+            format!(
+                "the handoff's directory {} is not a directory on this machine; \
+                 the attach was recorded, but the command cannot run here",
+                printable(&descriptor.cwd.display().to_string())
+            ),
+        ));
+    }
+    let Some((program, arguments)) = descriptor.argv.split_first() else {
+        return Err(CliError::new(
+            CANNOT_EXECUTE,
+            format!("handoff {id} has no attach command"),
+        ));
+    };
+    if !ctx.json {
+        note(&format!(
+            "attaching to {}: {} (in {})",
+            handoff.id,
+            shell_words(&descriptor.argv),
+            printable(&descriptor.cwd.display().to_string())
+        ));
+    }
+    let mut command = Command::new(program);
+    command
+        .args(arguments)
+        .envs(&descriptor.environment)
+        .current_dir(&descriptor.cwd);
+    Ok(Some(command))
+}
+
+/// Replaces this process with `command`. Returns only when that fails.
+pub fn exec(mut command: Command) -> CliError {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let error = command.exec();
+    let program = printable(&program).into_owned();
+    match error.kind() {
+        ErrorKind::NotFound => CliError::new(
+            COMMAND_NOT_FOUND,
+            format!("cannot run {program:?}: command not found"),
+        )
+        .hint("install it, or check PATH and the handoff's attach command"),
+        _ => CliError::new(CANNOT_EXECUTE, format!("cannot run {program:?}: {error}")),
+    }
+}

@@ -1,0 +1,358 @@
+//! `demo`: a narrated full lifecycle on a throwaway SQLite store.
+//!
+//! Every step goes through the same `Store` calls and builders the other
+//! commands use, checks what it got (a replay that changed something, or a
+//! claim with the wrong result, fails the demo), and says what happened.
+//! The store lives in a temporary directory removed at the end; the store
+//! selection (`LF_HANDOFF_STORE`, config file, default) is ignored, except
+//! an explicit `--store URL`, which runs the demo on that backend and
+//! leaves its records there.
+
+use std::collections::BTreeMap;
+
+use lf_handoff_adapters::domain::interactive_handoff::{
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
+};
+use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_adapters::StorageConfig;
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+
+use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
+use crate::context::Context;
+use crate::error::{CliError, CliResult, CONFLICT};
+use crate::output::{descriptor_block, emit, emit_json, table};
+use crate::{parents, store_select};
+
+/// Runs the demo; `store_flag` is the `--store` flag, when given.
+///
+/// # Errors
+/// Any step's error, with its exit code; exit 4 when a step's result is
+/// not what the contract promises.
+pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
+    let dir = tempfile::Builder::new()
+        .prefix("lf-handoff-demo-")
+        .tempdir()
+        .map_err(|e| {
+            CliError::unavailable(format!("cannot create a temporary directory: {e}"))
+                .hint("set TMPDIR to a writable directory")
+        })?;
+    let throwaway = store_flag.is_none();
+    let config = match store_flag {
+        Some(url) => store_select::parse_url(url, "--store")?,
+        None => StorageConfig::sqlite(dir.path().join("registry.db")),
+    };
+    let ctx = Context::open(&config, json).await?;
+    let store = &ctx.store;
+    let mut say = Narrator::new(json);
+    if !json {
+        emit("lf-handoff demo: one handoff's whole life, step by step\n\n")?;
+    }
+    say.step(
+        "open_store",
+        if throwaway {
+            format!("Opened a throwaway {} store: {}", store.backend(), ctx.url)
+        } else {
+            format!("Opened the {} store {}", store.backend(), ctx.url)
+        },
+        None,
+        &serde_json::json!({ "url": ctx.url, "backend": store.backend() }),
+    )?;
+
+    let repo = dir.path().join("repo");
+    let worktree = dir.path().join("worktree");
+    for path in [&repo, &worktree] {
+        std::fs::create_dir_all(path)
+            .map_err(|e| CliError::unavailable(format!("cannot create {}: {e}", path.display())))?;
+    }
+    let wave = parents::create_wave(store, "demo wave", &repo.display().to_string()).await?;
+    say.step(
+        "create_wave",
+        format!(
+            "Created wave {} (\"demo wave\", repo {})",
+            wave.id(),
+            wave.repo()
+        ),
+        None,
+        &wave,
+    )?;
+
+    let project = parents::create_project(
+        store,
+        &ProjectCreateArgs {
+            wave: wave.id().clone(),
+            name: "Demo project".to_string(),
+            provider: "codex".to_string(),
+            provider_session: Some("project-thread".to_string()),
+            generation: 1,
+        },
+    )
+    .await?;
+    say.step(
+        "create_project",
+        format!(
+            "Created project session {} under the wave (provider codex, body generation 1)",
+            project.id
+        ),
+        None,
+        &project,
+    )?;
+
+    let task = parents::create_task(
+        store,
+        &TaskCreateArgs {
+            project: project.id.clone(),
+            worktree: worktree.clone(),
+            provider: "codex".to_string(),
+            provider_session: Some("task-thread".to_string()),
+            generation: 1,
+            identifier: Some("W2-175".to_string()),
+            title: Some("Log in to the provider".to_string()),
+        },
+    )
+    .await?;
+    say.step(
+        "create_task",
+        format!(
+            "Created task session {} (W2-175) in worktree {}, body generation 1",
+            task.id,
+            worktree.display()
+        ),
+        None,
+        &task,
+    )?;
+
+    let parent = InteractiveHandoffParent::Task(task.id.clone());
+    let request = OpenInteractiveHandoff {
+        parent: parent.clone(),
+        home: WaveHome::Local {
+            user: "demo".to_string(),
+        },
+        cwd: worktree.clone(),
+        provider: "codex".to_string(),
+        provider_session_id: Some("task-thread".to_string()),
+        body_generation: 1,
+        reason: "The provider needs an OAuth login in a browser".to_string(),
+        environment: BTreeMap::from([(
+            "DEMO_TOKEN".to_string(),
+            "only-the-attaching-person-sees-this".to_string(),
+        )]),
+        attach_argv: vec![
+            "tmux".to_string(),
+            "attach-session".to_string(),
+            "-t".to_string(),
+            "lf-demo-w2-175".to_string(),
+        ],
+    };
+    let (opened, created) = store.open_interactive_handoff(request.clone()).await?;
+    expect(created, "the first open must create a handoff")?;
+    say.step(
+        "open",
+        format!(
+            "Body generation 1 of {parent} needs a person: opened handoff {} ({}): {}",
+            opened.id,
+            opened.status.describe(),
+            opened.reason
+        ),
+        None,
+        &opened,
+    )?;
+
+    let (replayed, created) = store.open_interactive_handoff(request).await?;
+    expect(
+        !created && replayed == opened,
+        "a replayed open must return the same record and write nothing",
+    )?;
+    say.step(
+        "replay_open",
+        format!(
+            "Replayed the same open (as a restarted body would): got {} back with created=false; \
+             nothing was written (updated_at still {})",
+            replayed.id,
+            replayed
+                .updated_at
+                .format(&Rfc3339)
+                .unwrap_or_else(|_| replayed.updated_at.to_string())
+        ),
+        None,
+        &serde_json::json!({ "created": created, "handoff": replayed }),
+    )?;
+
+    let attached = store.attach_interactive_handoff(&opened.id).await?;
+    let descriptor = attached.attach_descriptor();
+    say.step(
+        "attach",
+        format!(
+            "A person attached: status {}. This is what `lf-handoff attach --print` shows \
+             (the demo does not run it):",
+            attached.status.describe()
+        ),
+        Some(descriptor_block(&descriptor, &attached.home)),
+        &descriptor,
+    )?;
+
+    let outcome = InteractiveHandoffOutcome::HandedBack {
+        summary: "Logged in; continue from the login step".to_string(),
+    };
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &outcome)
+        .await?;
+    say.step(
+        "hand_back",
+        format!(
+            "The person handed the work back: status {}, summary \"{}\"",
+            finished.status.describe(),
+            outcome.text()
+        ),
+        None,
+        &finished,
+    )?;
+
+    let body = |generation| TaskBodyArgs {
+        parent: parent.clone(),
+        generation,
+        provider: None,
+        provider_session: None,
+    };
+    let recorded = parents::record_body(store, &body(2)).await?;
+    say.step(
+        "new_body",
+        format!(
+            "The task's next body started: {parent} is now at generation {}",
+            recorded.parent.body_generation()
+        ),
+        None,
+        &serde_json::json!({ "parent": parent, "generation": recorded.parent.body_generation() }),
+    )?;
+
+    let (claimed, after) = store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
+        .await?;
+    expect(claimed, "the first claim on a finished handoff must win")?;
+    say.step(
+        "claim_wake",
+        format!(
+            "Generation 2 claimed the wake of {} (claimed=true) and resumes from the summary",
+            after.id
+        ),
+        None,
+        &serde_json::json!({ "claimed": claimed, "handoff": after }),
+    )?;
+
+    let (again, _) = store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
+        .await?;
+    expect(again, "a retry by the winning generation must still win")?;
+    say.step(
+        "claim_retry",
+        "Generation 2 asked again, as after a lost reply: still claimed=true".to_string(),
+        None,
+        &serde_json::json!({ "claimed": again }),
+    )?;
+
+    parents::record_body(store, &body(3)).await?;
+    let (lost, after) = store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 3)
+        .await?;
+    expect(!lost, "a second generation's claim must lose")?;
+    say.step(
+        "claim_lost",
+        format!(
+            "A later body, generation 3, tried to claim the same wake: claimed=false, \
+             because generation {} holds it",
+            after
+                .wake_claimed_by_generation
+                .map_or_else(|| "none".to_string(), |g| g.to_string())
+        ),
+        None,
+        &serde_json::json!({ "claimed": lost, "handoff": after }),
+    )?;
+
+    let row = after.list_row(store.now());
+    say.step(
+        "census",
+        "The census row, as `lf-handoff list` shows it (never the environment or the command):"
+            .to_string(),
+        Some(table(std::slice::from_ref(&row), None)),
+        &row,
+    )?;
+
+    let last = if throwaway {
+        "Done; the throwaway store is removed.".to_string()
+    } else {
+        format!("Done; the records stay in {}.", ctx.url)
+    };
+    say.finish(&last)
+}
+
+/// Fails the demo (exit 4) when the contract was not kept.
+fn expect(holds: bool, promise: &str) -> CliResult<()> {
+    if holds {
+        Ok(())
+    } else {
+        Err(CliError::new(
+            CONFLICT,
+            format!("demo: the store broke its contract: {promise}"),
+        ))
+    }
+}
+
+/// One step in `demo --json`.
+#[derive(Debug, Serialize)]
+struct Step {
+    step: usize,
+    action: &'static str,
+    message: String,
+    data: serde_json::Value,
+}
+
+/// Prints each step as it happens, or collects them for `--json`.
+struct Narrator {
+    json: bool,
+    steps: Vec<Step>,
+}
+
+impl Narrator {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            steps: Vec::new(),
+        }
+    }
+
+    fn step(
+        &mut self,
+        action: &'static str,
+        message: String,
+        detail: Option<String>,
+        data: &impl Serialize,
+    ) -> CliResult<()> {
+        let number = self.steps.len() + 1;
+        let data = serde_json::to_value(data)
+            .map_err(|e| CliError::unavailable(format!("cannot encode JSON: {e}")))?;
+        if !self.json {
+            let mut text = format!("{number:>2}. {message}\n");
+            for line in detail.iter().flat_map(|detail| detail.lines()) {
+                text.push_str("      ");
+                text.push_str(line);
+                text.push('\n');
+            }
+            emit(&text)?;
+        }
+        self.steps.push(Step {
+            step: number,
+            action,
+            message,
+            data,
+        });
+        Ok(())
+    }
+
+    fn finish(self, last: &str) -> CliResult<()> {
+        if self.json {
+            emit_json(&self.steps)
+        } else {
+            emit(&format!("\n{last}\n"))
+        }
+    }
+}

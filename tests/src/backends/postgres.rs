@@ -1,0 +1,377 @@
+//! The PostgreSQL backend under test, on the server named by
+//! `LF_HANDOFF_TEST_POSTGRES_URL` (for example
+//! `postgres://postgres@127.0.0.1:5432/test`).
+//!
+//! Every test gets a fresh schema (`lft_` and 32 hex digits), so tests run in
+//! parallel without seeing each other; [`Backend::cleanup`] drops it, and the
+//! schemas C11 prepares beside it, so nothing is left behind.
+//!
+//! **Connections are bounded.** Store handles use pools of
+//! [`TEST_POOL_SIZE`] connections, and at most [`SLOTS`] PostgreSQL tests
+//! run at once against one server, whatever runs them (threads of one test
+//! binary, or one process per test as with nextest): a test first takes one
+//! of the slots, a session-level advisory lock held by its admin connection
+//! until cleanup. A test uses at most about 20 connections (9 store handles
+//! of 2, or a handle and 8 worker processes), so the tests stay well inside
+//! the server's default `max_connections` of 100.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use lf_handoff_adapters::domain::id::WaveId;
+use lf_handoff_adapters::{open_store, GenerateId, PostgresConfig, StorageConfig};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::Mutex;
+
+use crate::fixtures::open_on_new_wave;
+use crate::{Backend, BoxFuture, Unusable};
+
+/// The environment variable naming the test server.
+pub const TEST_URL_VAR: &str = "LF_HANDOFF_TEST_POSTGRES_URL";
+
+/// How many PostgreSQL tests may run at once against one server.
+pub const SLOTS: i32 = 4;
+
+/// The pool size of every store handle in the tests.
+pub const TEST_POOL_SIZE: u32 = 2;
+
+/// The advisory lock class of the slots ("LFTT").
+const SLOT_LOCK_CLASS: i32 = 0x4C46_5454;
+
+/// A fresh schema on the test server, dropped in cleanup.
+#[derive(Debug)]
+pub struct PostgresBackend {
+    base: PostgresConfig,
+    schema: String,
+    /// Holds the test's slot lock; runs the raw SQL of the tests.
+    admin: Mutex<Option<PgConnection>>,
+}
+
+/// Builds the PostgreSQL backend, or says why it cannot run here.
+pub async fn postgres() -> Result<Box<dyn Backend>, String> {
+    PostgresBackend::connect()
+        .await
+        .map(|backend| backend as Box<dyn Backend>)
+}
+
+impl PostgresBackend {
+    /// Connects to the test server, takes a slot and names a fresh schema.
+    ///
+    /// # Errors
+    /// Why the tests cannot run: the variable is unset or malformed, or the
+    /// server cannot be reached.
+    pub async fn connect() -> Result<Box<Self>, String> {
+        let url = std::env::var(TEST_URL_VAR).map_err(|_| {
+            format!(
+                "{TEST_URL_VAR} is not set; set it to a PostgreSQL server, as in \
+                 {TEST_URL_VAR}=postgres://postgres@127.0.0.1:5432/test, to run the PostgreSQL \
+                 tests"
+            )
+        })?;
+        let StorageConfig::Postgres(mut base) = StorageConfig::from_url(&url)
+            .map_err(|e| format!("{TEST_URL_VAR} is not a usable PostgreSQL URL: {e}"))?
+        else {
+            return Err(format!("{TEST_URL_VAR} must be a postgres:// URL"));
+        };
+        base.pool_size = TEST_POOL_SIZE;
+        let options = PgConnectOptions::from_str(&base.connection)
+            .map_err(|e| format!("{TEST_URL_VAR} is malformed: {e}"))?;
+        let shown = StorageConfig::Postgres(base.clone()).to_string();
+        let mut admin = tokio::time::timeout(Duration::from_secs(10), options.connect())
+            .await
+            .map_err(|_| format!("the server of {TEST_URL_VAR} ({shown}) does not answer"))?
+            .map_err(|e| format!("cannot connect to {TEST_URL_VAR} ({shown}): {e}"))?;
+        take_slot(&mut admin).await?;
+        let schema = format!("lft_{}", hex_of(WaveId::new().as_str()));
+        Ok(Box::new(Self {
+            base,
+            schema,
+            admin: Mutex::new(Some(admin)),
+        }))
+    }
+
+    /// The test's own schema.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The configuration of a store in `schema` on the test server.
+    pub fn config_in(&self, schema: &str) -> StorageConfig {
+        let mut config = self.base.clone();
+        config.schema = schema.to_string();
+        StorageConfig::Postgres(config)
+    }
+
+    /// Runs `statement` on the admin connection.
+    pub async fn execute(&self, statement: &str) {
+        let mut admin = self.admin.lock().await;
+        let conn = admin
+            .as_mut()
+            .expect("the admin connection is open until cleanup");
+        sqlx::query(statement)
+            .execute(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+
+    /// The first column of every row `query` returns, as text.
+    pub async fn texts(&self, query: &str) -> Vec<Option<String>> {
+        let mut admin = self.admin.lock().await;
+        let conn = admin
+            .as_mut()
+            .expect("the admin connection is open until cleanup");
+        sqlx::query_scalar(query)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e}"))
+    }
+
+    /// A text fingerprint of everything in `schema`: its relations and
+    /// every row of its tables.
+    pub async fn fingerprint(&self, schema: &str) -> Vec<Option<String>> {
+        let mut rows = self
+            .texts(&format!(
+                "SELECT c.relname::text || ':' || c.relkind::text FROM pg_catalog.pg_class c \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = '{schema}' ORDER BY c.relname"
+            ))
+            .await;
+        let tables = self
+            .texts(&format!(
+                "SELECT c.relname::text FROM pg_catalog.pg_class c \
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = '{schema}' AND c.relkind = 'r' ORDER BY c.relname"
+            ))
+            .await;
+        for table in tables.into_iter().flatten() {
+            rows.extend(
+                self.texts(&format!(
+                    "SELECT t::text FROM \"{schema}\".\"{table}\" t ORDER BY t::text"
+                ))
+                .await,
+            );
+        }
+        rows
+    }
+
+    /// Creates a store in `schema` holding a few handoffs, then marks it as
+    /// written by a newer lf-handoff (schema version 99).
+    pub async fn newer_store(&self, schema: &str, dir: &Path) {
+        let store = open_store(&self.config_in(schema)).await.unwrap();
+        for _ in 0..5 {
+            open_on_new_wave(&store, dir).await;
+        }
+        drop(store);
+        self.execute(&format!(
+            "UPDATE \"{schema}\".lf_handoff_meta SET value = 99 WHERE name = 'schema_version'"
+        ))
+        .await;
+    }
+
+    /// Creates `schema` holding another program's table.
+    pub async fn foreign_schema(&self, schema: &str) {
+        self.execute(&format!("CREATE SCHEMA \"{schema}\"")).await;
+        self.execute(&format!(
+            "CREATE TABLE \"{schema}\".accounts (id INTEGER PRIMARY KEY, owner TEXT)"
+        ))
+        .await;
+        self.execute(&format!(
+            "INSERT INTO \"{schema}\".accounts VALUES (1, 'someone else')"
+        ))
+        .await;
+    }
+}
+
+impl Backend for PostgresBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn config(&self, _location: PathBuf) -> StorageConfig {
+        self.config_in(&self.schema)
+    }
+
+    fn shares_across_processes(&self) -> bool {
+        true
+    }
+
+    fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
+        Box::pin(async move {
+            let mut cases = vec![Unusable {
+                what: "an unreachable server".into(),
+                config: StorageConfig::from_url("postgres://postgres@127.0.0.1:1/none").unwrap(),
+                message_names: "127.0.0.1:1".into(),
+                guarded: Vec::new(),
+            }];
+
+            let newer = format!("{}_newer", self.schema);
+            self.newer_store(&newer, dir).await;
+            cases.push(Unusable {
+                what: "a schema written by a newer version".into(),
+                config: self.config_in(&newer),
+                message_names: "newer".into(),
+                guarded: Vec::new(),
+            });
+
+            let foreign = format!("{}_foreign", self.schema);
+            self.foreign_schema(&foreign).await;
+            cases.push(Unusable {
+                what: "a schema holding another program's tables".into(),
+                config: self.config_in(&foreign),
+                message_names: "another program".into(),
+                guarded: Vec::new(),
+            });
+
+            let mut missing = self.base.clone();
+            missing
+                .connection
+                .push(if missing.connection.contains('?') {
+                    '&'
+                } else {
+                    '?'
+                });
+            missing
+                .connection
+                .push_str("dbname=lf_handoff_no_such_database");
+            cases.push(Unusable {
+                what: "a database that does not exist".into(),
+                config: StorageConfig::Postgres(missing),
+                message_names: "lf_handoff_no_such_database does not exist".into(),
+                guarded: Vec::new(),
+            });
+            cases
+        })
+    }
+
+    fn cleanup(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let Some(mut admin) = self.admin.lock().await.take() else {
+                return;
+            };
+            let schema = &self.schema;
+            let drop = format!(
+                "DROP SCHEMA IF EXISTS \"{schema}\", \"{schema}_newer\", \"{schema}_foreign\" \
+                 CASCADE"
+            );
+            sqlx::query(&drop)
+                .execute(&mut admin)
+                .await
+                .unwrap_or_else(|e| panic!("cleanup left schema {schema} behind: {e}"));
+            // Closing the session releases the slot.
+            admin.close().await.ok();
+        })
+    }
+}
+
+/// Waits for one of the [`SLOTS`] advisory locks and keeps it on `admin`.
+async fn take_slot(admin: &mut PgConnection) -> Result<(), String> {
+    loop {
+        for slot in 0..SLOTS {
+            let taken: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+                .bind(SLOT_LOCK_CLASS)
+                .bind(slot)
+                .fetch_one(&mut *admin)
+                .await
+                .map_err(|e| format!("cannot take a test slot on {TEST_URL_VAR}: {e}"))?;
+            if taken {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn hex_of(id: &str) -> String {
+    let uuid = id.split_once('_').map_or(id, |(_, uuid)| uuid);
+    uuid.chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
+/// The tests only PostgreSQL has: what "nothing was changed" means on a
+/// server, and that a schema is a store of its own.
+pub mod scenarios {
+    use super::*;
+    use lf_handoff_adapters::StoreError;
+
+    /// A store from a newer version is refused and not one relation or row
+    /// of its schema changes.
+    pub async fn newer_schema_is_left_untouched(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let newer = format!("{}_newer", backend.schema());
+        backend.newer_store(&newer, dir.path()).await;
+        let before = backend.fingerprint(&newer).await;
+        assert!(before.len() > 10, "the store holds handoffs: {before:?}");
+        let refused = open_store(&backend.config_in(&newer)).await;
+        assert!(
+            matches!(&refused, Err(StoreError::Unavailable { message, .. })
+                if message.contains("newer") && message.contains("version 99")),
+            "{:?}",
+            refused.err()
+        );
+        assert_eq!(backend.fingerprint(&newer).await, before);
+    }
+
+    /// A schema holding another program's tables is refused and left as it
+    /// was: no lf-handoff table appears in it.
+    pub async fn foreign_schema_is_left_untouched(backend: &PostgresBackend) {
+        let foreign = format!("{}_foreign", backend.schema());
+        backend.foreign_schema(&foreign).await;
+        let before = backend.fingerprint(&foreign).await;
+        let refused = open_store(&backend.config_in(&foreign)).await;
+        assert!(
+            matches!(&refused, Err(StoreError::Unavailable { message, .. })
+                if message.contains(&foreign)),
+            "{:?}",
+            refused.err()
+        );
+        assert_eq!(backend.fingerprint(&foreign).await, before);
+    }
+
+    /// The schema named in the URL is created and holds the tables; two
+    /// schemas on one server are separate registries.
+    pub async fn each_schema_is_a_separate_store(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let own = backend.schema().to_string();
+        let other = format!("{own}_newer");
+        let first = open_store(&backend.config_in(&own)).await.unwrap();
+        let second = open_store(&backend.config_in(&other)).await.unwrap();
+        let opened = open_on_new_wave(&first, dir.path()).await;
+        assert_eq!(
+            first.list_interactive_handoffs(None).await.unwrap(),
+            vec![opened.clone()]
+        );
+        assert!(second
+            .list_interactive_handoffs(None)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            second.get_interactive_handoff(&opened.id).await.unwrap(),
+            None
+        );
+        let tables = backend
+            .texts(&format!(
+                "SELECT tablename::text FROM pg_catalog.pg_tables WHERE schemaname = '{own}' \
+                 ORDER BY tablename"
+            ))
+            .await;
+        let tables: Vec<&str> = tables.iter().flatten().map(String::as_str).collect();
+        for table in ["handoffs", "lf_handoff_meta", "parents", "task_prs"] {
+            assert!(
+                tables.contains(&table),
+                "{table} is not in {own}: {tables:?}"
+            );
+        }
+        let version = backend
+            .texts(&format!(
+                "SELECT value::text FROM \"{own}\".lf_handoff_meta WHERE name = 'schema_version'"
+            ))
+            .await;
+        let version: i64 = version[0].as_deref().unwrap().parse().unwrap();
+        assert!(version >= 1, "schema version {version}");
+    }
+}

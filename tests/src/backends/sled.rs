@@ -1,0 +1,330 @@
+//! The sled backend under test, the stores C11 must refuse, and the
+//! scenarios that replace the cross-process ones (sled allows one process).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use lf_handoff_adapters::{open_store, StorageConfig, StoreError};
+use tokio::io::AsyncWriteExt;
+
+use crate::fixtures::{location, open_on_new_wave, outcome};
+use crate::worker::Worker;
+use crate::{Backend, BoxFuture, Unusable};
+
+/// Expands to one `#[tokio::test]` per sled-only scenario of this module
+/// (`sled::a_second_process_is_refused_while_the_store_is_open`, ...).
+#[macro_export]
+macro_rules! sled_tests {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::backends::sled::$name().await;
+        }
+    )*};
+}
+
+/// sled directories in the test's temporary directory.
+#[derive(Debug, Default)]
+pub struct SledBackend {
+    /// Worker processes holding a store open for the "locked" C11 case;
+    /// stopped by `cleanup` (and killed if dropped first).
+    holders: Mutex<Vec<Worker>>,
+}
+
+/// Builds the sled backend; it needs nothing and never skips.
+pub async fn sled() -> Result<Box<dyn Backend>, String> {
+    Ok(Box::new(SledBackend::default()))
+}
+
+/// The exit code the worker uses for `Unavailable`, as the CLI does.
+pub const EXIT_UNAVAILABLE: i32 = 5;
+
+/// What a second process's error must say.
+pub const LOCKED_WORDS: [&str; 4] = [
+    "locked by another process",
+    "only one process",
+    "SQLite",
+    "PostgreSQL",
+];
+
+impl Backend for SledBackend {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn config(&self, location: PathBuf) -> StorageConfig {
+        StorageConfig::sled(location)
+    }
+
+    fn shares_across_processes(&self) -> bool {
+        false
+    }
+
+    fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
+        Box::pin(async move {
+            let mut cases = Vec::new();
+
+            let file = dir.join("a-file");
+            std::fs::write(&file, b"not a directory\n").unwrap();
+            cases.push(Unusable {
+                what: "a regular file".into(),
+                config: StorageConfig::sled(file.clone()),
+                message_names: "not a directory".into(),
+                guarded: vec![file],
+            });
+
+            let foreign = dir.join("foreign");
+            std::fs::create_dir(&foreign).unwrap();
+            std::fs::write(foreign.join("conf"), b"segment_size: 524288\n").unwrap();
+            std::fs::write(foreign.join("db"), b"someone else's data\n".repeat(100)).unwrap();
+            cases.push(unusable(
+                "a directory of someone else's files",
+                &foreign,
+                "not an lf-handoff store",
+            ));
+
+            let garbage = dir.join("garbage-log");
+            populated_store(&garbage).await;
+            let log = garbage.join("db");
+            let length = std::fs::metadata(&log).unwrap().len() as usize;
+            std::fs::write(&log, b"garbage!".repeat(length / 8 + 1)).unwrap();
+            cases.push(unusable(
+                "a store whose log is garbage",
+                &garbage,
+                "no valid segment",
+            ));
+
+            let bad_conf = dir.join("bad-conf");
+            populated_store(&bad_conf).await;
+            std::fs::write(bad_conf.join("conf"), b"segment_size: 1\n").unwrap();
+            cases.push(unusable(
+                "a store whose sled settings are corrupt",
+                &bad_conf,
+                "settings file conf is corrupt",
+            ));
+
+            let newer = dir.join("newer");
+            populated_store(&newer).await;
+            std::fs::write(
+                newer.join("lf-handoff-store"),
+                b"lf-handoff sled store\nformat 99\n",
+            )
+            .unwrap();
+            cases.push(unusable("a store from a newer format", &newer, "newer"));
+
+            let locked = dir.join("locked");
+            populated_store(&locked).await;
+            let mut holder =
+                Worker::spawn(&StorageConfig::sled(locked.clone()).url(), &["hold".into()]);
+            assert_eq!(holder.line().await.as_deref(), Some("ready"));
+            self.holders.lock().unwrap().push(holder);
+            cases.push(unusable(
+                "a store another process holds",
+                &locked,
+                "locked by another process",
+            ));
+            cases
+        })
+    }
+
+    fn cleanup(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let holders: Vec<Worker> = std::mem::take(&mut *self.holders.lock().unwrap());
+            for mut holder in holders {
+                release(&mut holder).await;
+            }
+        })
+    }
+}
+
+/// A refused store whose every file must stay byte-for-byte unchanged.
+fn unusable(what: &str, dir: &Path, message_names: &str) -> Unusable {
+    Unusable {
+        what: what.into(),
+        config: StorageConfig::sled(dir.to_path_buf()),
+        message_names: message_names.into(),
+        guarded: files_in(dir),
+    }
+}
+
+/// Every file under `dir`, recursively, in a stable order.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_in(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+/// A real store with a few handoffs, closed, then opened and closed once
+/// more so that sled has nothing left to tidy when it is next opened.
+async fn populated_store(dir: &Path) {
+    let config = StorageConfig::sled(dir.to_path_buf());
+    let store = open_store(&config).await.unwrap();
+    for _ in 0..5 {
+        open_on_new_wave(&store, dir.parent().unwrap()).await;
+    }
+    drop(store);
+    drop(open_store(&config).await.unwrap());
+}
+
+/// Tells a `hold` worker to close its store and waits for it to exit 0.
+async fn release(holder: &mut Worker) {
+    let mut stdin = holder.child.stdin.take().expect("piped stdin");
+    stdin.write_all(b"release\n").await.unwrap();
+    stdin.flush().await.unwrap();
+    drop(stdin);
+    assert_eq!(holder.line().await.as_deref(), Some("released"));
+    let status = holder.child.wait().await.unwrap();
+    assert!(status.success(), "the holder exited with {status}");
+}
+
+#[track_caller]
+fn assert_locked_message(message: &str, dir: &Path) {
+    for word in LOCKED_WORDS {
+        assert!(message.contains(word), "{message:?} does not say {word:?}");
+    }
+    let canonical = std::fs::canonicalize(dir).unwrap();
+    assert!(
+        message.contains(&canonical.display().to_string()),
+        "{message:?} does not name {}",
+        canonical.display()
+    );
+}
+
+/// Replaces C3/C6 across processes: while this process has the store open,
+/// a second process's open fails with `Unavailable` saying the store is
+/// locked and why, and the worker exits with the unavailable code (5). The
+/// holder's store keeps working, and once it is closed a second process
+/// opens the store and sees everything.
+pub async fn a_second_process_is_refused_while_the_store_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig::sled(location(dir.path()));
+    let store = open_store(&config).await.unwrap();
+    let opened = open_on_new_wave(&store, dir.path()).await;
+
+    let mut probe = Worker::spawn(&config.url(), &["probe".into()]);
+    let line = probe.line().await.unwrap();
+    let message = line
+        .strip_prefix("unavailable ")
+        .unwrap_or_else(|| panic!("the probe printed {line:?}"));
+    assert_locked_message(message, &location(dir.path()));
+    let status = probe.child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(EXIT_UNAVAILABLE), "{status}");
+
+    // The refused process changed nothing for the holder.
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .await
+        .unwrap();
+    drop(store);
+
+    let mut probe = Worker::spawn(&config.url(), &["probe".into(), opened.id.to_string()]);
+    assert_eq!(
+        probe.line().await.as_deref(),
+        Some(format!("opened {}", finished.status).as_str())
+    );
+    assert!(probe.child.wait().await.unwrap().success());
+}
+
+/// The other direction: while another process holds the store, this
+/// process's `open_store` is `Unavailable` with the same message (after the
+/// bounded wait for the lock); once the holder exits, it opens.
+pub async fn open_store_is_refused_while_another_process_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig::sled(location(dir.path()));
+    let store = open_store(&config).await.unwrap();
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    drop(store);
+
+    let mut holder = Worker::spawn(&config.url(), &["hold".into()]);
+    assert_eq!(holder.line().await.as_deref(), Some("ready"));
+    for _ in 0..2 {
+        match open_store(&config).await {
+            Err(StoreError::Unavailable { message, .. }) => {
+                assert_locked_message(&message, &location(dir.path()))
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("a second process opened a held sled store"),
+        }
+    }
+    release(&mut holder).await;
+
+    let store = open_store(&config).await.unwrap();
+    assert_eq!(
+        store.get_interactive_handoff(&opened.id).await.unwrap(),
+        Some(opened)
+    );
+}
+
+/// Handles in one process share one `Db`: opening the same directory many
+/// times, by differently spelled paths, never reports a lock, and every
+/// handle sees every other handle's writes at once.
+pub async fn handles_in_one_process_share_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = location(dir.path());
+    let first = open_store(&StorageConfig::sled(path.clone()))
+        .await
+        .unwrap();
+    let spellings = [
+        path.clone(),
+        dir.path().join(".").join("registry.db"),
+        path.join("."),
+    ];
+    for spelling in spellings {
+        let other = open_store(&StorageConfig::sled(spelling)).await.unwrap();
+        let opened = open_on_new_wave(&other, dir.path()).await;
+        assert_eq!(
+            first.get_interactive_handoff(&opened.id).await.unwrap(),
+            Some(opened)
+        );
+    }
+}
+
+/// Dropping every handle and reopening at once works, again and again:
+/// the lock a closing `Db` still holds is waited for, not reported.
+pub async fn reopening_right_after_the_last_handle_drops_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig::sled(location(dir.path()));
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let store = open_store(&config).await.unwrap();
+        ids.push(open_on_new_wave(&store, dir.path()).await.id);
+        assert_eq!(
+            store.list_interactive_handoffs(None).await.unwrap().len(),
+            ids.len()
+        );
+    }
+    let store = open_store(&config).await.unwrap();
+    let listed: Vec<_> = store
+        .list_interactive_handoffs(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|handoff| handoff.id)
+        .collect();
+    assert_eq!(listed, ids);
+}
+
+/// A new store's directory is private to its owner (mode 0700).
+pub async fn a_new_store_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested").join("store");
+    drop(
+        open_store(&StorageConfig::sled(path.clone()))
+            .await
+            .unwrap(),
+    );
+    for created in [path.clone(), dir.path().join("nested")] {
+        let mode = std::fs::metadata(&created).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}: {mode:o}", created.display());
+    }
+}

@@ -1,0 +1,218 @@
+//! `attach`: running the stored argv with its environment in its cwd, with
+//! no shell in between; and the ssh command of a remote home.
+
+use std::path::Path;
+
+use crate::support::{script, Run, Sandbox};
+
+/// Arguments a shell would mangle; each must reach the command as is.
+const TRICKY: &[&str] = &[
+    "a;b",
+    "$(touch pwned)",
+    "`touch pwned2`",
+    "it's \"quoted\"",
+    "*",
+    "two  words",
+    "--flag=x y",
+    "back\\slash",
+    "ünïcode",
+];
+
+/// A script that records its arguments, `$SECRET`, `$INHERITED` and its
+/// working directory into `$OUT`, then exits 7.
+fn recorder(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("recorder.sh");
+    script(
+        &path,
+        r#"pwd -P > "$OUT/cwd"
+printf '%s' "$SECRET" > "$OUT/secret"
+printf '%s' "$INHERITED" > "$OUT/inherited"
+n=0
+for arg in "$@"; do
+  n=$((n + 1))
+  printf '%s' "$arg" > "$OUT/arg$n"
+done
+echo "$n" > "$OUT/argc"
+exit 7
+"#,
+    );
+    path
+}
+
+fn recorded_args(out: &Path) -> Vec<String> {
+    let count: usize = std::fs::read_to_string(out.join("argc"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (1..=count)
+        .map(|n| std::fs::read_to_string(out.join(format!("arg{n}"))).unwrap())
+        .collect()
+}
+
+const SECRET: &str = "s p$HOME'\"`x`";
+
+#[test]
+fn attach_runs_the_argv_without_a_shell_with_its_env_and_cwd() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("work dir");
+    let out = sandbox.mkdir("out");
+    let recorder = recorder(sandbox.dir.path());
+    let mut argv = vec![recorder.to_str().unwrap()];
+    argv.extend(TRICKY);
+    let out_env = format!("OUT={}", out.display());
+    let secret_env = format!("SECRET={SECRET}");
+    let handoff = sandbox.open_on_wave(&work, &[&out_env, &secret_env], &argv);
+    let id = handoff["id"].as_str().unwrap();
+
+    let mut command = sandbox.command(&["attach", id]);
+    command.env("INHERITED", "from the caller");
+    let run = Run::from_output(command.output().unwrap());
+    assert_eq!(run.code, 7, "attach exits with the command's code: {run:?}");
+
+    assert_eq!(
+        recorded_args(&out),
+        TRICKY,
+        "every argument arrives exactly"
+    );
+    assert_eq!(std::fs::read_to_string(out.join("secret")).unwrap(), SECRET);
+    assert_eq!(
+        std::fs::read_to_string(out.join("inherited")).unwrap(),
+        "from the caller",
+        "the caller's environment is kept"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("cwd")).unwrap().trim_end(),
+        work.canonicalize().unwrap().to_str().unwrap()
+    );
+    for pwned in ["pwned", "pwned2"] {
+        assert!(!work.join(pwned).exists(), "nothing was run by a shell");
+        assert!(!sandbox.path(pwned).exists(), "nothing was run by a shell");
+    }
+    let status = sandbox.json(&["status", id]);
+    assert_eq!(
+        status["status"], "attached",
+        "the attach was recorded first"
+    );
+}
+
+#[test]
+fn attach_exits_with_the_command_own_code_including_zero() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("work");
+    let ok = sandbox.open_on_wave(&work, &[], &["true"]);
+    let run = sandbox.run(&["attach", ok["id"].as_str().unwrap()]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let failing = sandbox.open_on_wave(&work, &[], &["sh", "-c", "exit 42"]);
+    let run = sandbox.run(&["attach", failing["id"].as_str().unwrap()]);
+    assert_eq!(run.code, 42, "{run:?}");
+}
+
+#[test]
+fn attach_that_cannot_run_exits_127_or_126_with_an_error_line() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("work");
+    let missing = sandbox.open_on_wave(&work, &[], &["lf-no-such-command-anywhere"]);
+    let run = sandbox.run(&["attach", missing["id"].as_str().unwrap()]);
+    assert_eq!(run.code, 127, "{run:?}");
+    let last = run.stderr.lines().last().unwrap();
+    assert!(last.starts_with("error: "), "{run:?}");
+    assert!(last.contains("lf-no-such-command-anywhere"), "{run:?}");
+
+    let gone = sandbox.open_on_wave(&sandbox.path("no/such/dir"), &[], &["true"]);
+    let run = sandbox.run(&["attach", gone["id"].as_str().unwrap()]);
+    assert_eq!(run.code, 126, "{run:?}");
+    assert!(run.stderr.starts_with("error: "), "{run:?}");
+    assert!(run.stderr.contains("no/such/dir"), "{run:?}");
+
+    let finished = sandbox.handoff();
+    sandbox.ok(&["complete", &finished, "--summary", "done"]);
+    sandbox.fails(&["attach", &finished], 4);
+}
+
+#[test]
+fn a_remote_home_prints_an_ssh_command_that_reaches_the_argv_exactly() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("remote work");
+    let out = sandbox.mkdir("out");
+    let bin = sandbox.mkdir("bin");
+    let recorder = recorder(sandbox.dir.path());
+    // A stand-in for ssh: records its arguments and runs the remote
+    // command with a shell, as sshd does on the far side.
+    script(
+        &bin.join("ssh"),
+        r#"n=0
+for arg in "$@"; do n=$((n + 1)); printf '%s\n' "$arg" >> "$OUT/ssh-args"; last=$arg; done
+exec sh -c "$last"
+"#,
+    );
+    let wave = sandbox.wave();
+    let out_env = format!("OUT={}", out.display());
+    let secret_env = format!("SECRET={SECRET}");
+    let mut args = vec![
+        "open",
+        "--parent",
+        &wave,
+        "--home",
+        "jack@build-1:2222",
+        "--cwd",
+        work.to_str().unwrap(),
+        "--provider",
+        "codex",
+        "--generation",
+        "1",
+        "--reason",
+        "remote login",
+        "--env",
+        &out_env,
+        "--env",
+        &secret_env,
+        "--",
+        recorder.to_str().unwrap(),
+    ];
+    args.extend(TRICKY);
+    let id = sandbox.ok(&args).trim().to_string();
+
+    let printed = sandbox.run(&["attach", &id]);
+    assert_eq!(printed.code, 0, "{printed:?}");
+    let line = printed.stdout.trim_end();
+    assert_eq!(printed.stdout.lines().count(), 1, "{printed:?}");
+    assert!(
+        line.starts_with("ssh -t -p 2222 jack@build-1 -- "),
+        "{line}"
+    );
+    assert!(
+        printed.stderr.contains("ssh://jack@build-1:2222"),
+        "{printed:?}"
+    );
+    let json = sandbox.json(&["attach", &id]);
+    assert_eq!(json["ssh_command"], line);
+    assert_eq!(json["descriptor"]["host"], "build-1");
+    assert_eq!(json["descriptor"]["status"], "attached");
+
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let ran = std::process::Command::new("sh")
+        .args(["-c", line])
+        .env("PATH", path)
+        .env("OUT", &out)
+        .env("INHERITED", "")
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(7), "{ran:?}");
+    let ssh_args = std::fs::read_to_string(out.join("ssh-args")).unwrap();
+    assert!(
+        ssh_args.starts_with("-t\n-p\n2222\njack@build-1\n--\n"),
+        "{ssh_args}"
+    );
+    assert_eq!(
+        recorded_args(&out),
+        TRICKY,
+        "every argument arrives exactly"
+    );
+    assert_eq!(std::fs::read_to_string(out.join("secret")).unwrap(), SECRET);
+    assert_eq!(
+        std::fs::read_to_string(out.join("cwd")).unwrap().trim_end(),
+        work.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert!(!work.join("pwned").exists() && !work.join("pwned2").exists());
+}

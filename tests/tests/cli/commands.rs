@@ -1,0 +1,396 @@
+//! Parents, usage errors, help, completions, the demo and storage errors.
+
+use crate::support::{assert_error, assert_timestamp, keys, sorted, Sandbox};
+
+#[test]
+fn wave_create_prints_the_id_or_the_wave() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["wave", "create", "--name", "product", "--repo", "/srv/repo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let id = run.stdout.trim();
+    assert!(id.starts_with("wv_"), "{run:?}");
+    assert_eq!(run.stdout, format!("{id}\n"), "stdout holds only the id");
+    assert!(run.stderr.contains("created wave"), "{run:?}");
+
+    let wave = sandbox.json(&["wave", "create", "--name", "product", "--repo", "/srv/repo"]);
+    assert_eq!(
+        keys(&wave),
+        sorted(&["id", "name", "repo", "status", "latest_process"])
+    );
+    assert!(wave["id"].as_str().unwrap().starts_with("wv_"));
+    assert_eq!(wave["name"], "product");
+    assert_eq!(wave["repo"], "/srv/repo");
+    assert_eq!(wave["status"], "active");
+    assert!(wave["latest_process"].is_null());
+
+    let error = sandbox.fails(&["wave", "create", "--name", " ", "--repo", "/r"], 2);
+    assert!(error.contains("name"), "{error}");
+}
+
+#[test]
+fn project_and_task_create_print_the_created_sessions() {
+    let sandbox = Sandbox::new();
+    let wave = sandbox.wave();
+    let project = sandbox.json(&[
+        "project",
+        "create",
+        "--wave",
+        &wave,
+        "--name",
+        "Loopflow API",
+        "--provider",
+        "codex",
+        "--provider-session",
+        "thread-1",
+        "--generation",
+        "3",
+    ]);
+    let project_id = project["id"].as_str().unwrap().to_string();
+    assert!(project_id.starts_with("ps_"));
+    assert_eq!(project["wave_id"], wave.as_str());
+    assert_eq!(project["provider"], "codex");
+    assert_eq!(project["provider_session_id"], "thread-1");
+    assert_eq!(project["status"], "running");
+    assert_eq!(project["launch"]["project"]["name"], "Loopflow API");
+    assert_eq!(project["launch"]["project"]["slug"], "loopflow-api");
+    assert_eq!(project["latest_process"]["generation"], 3);
+    assert_eq!(project["latest_process"]["provider"], "codex");
+    assert_eq!(project["latest_process"]["provider_session_id"], "thread-1");
+    assert_timestamp(&project["created_at"]);
+
+    let worktree = sandbox.mkdir("worktree");
+    let task = sandbox.json(&[
+        "task",
+        "create",
+        "--project",
+        &project_id,
+        "--worktree",
+        worktree.to_str().unwrap(),
+        "--provider",
+        "codex",
+        "--provider-session",
+        "task-thread",
+        "--generation",
+        "4",
+        "--identifier",
+        "W2-175",
+        "--title",
+        "Hand work to a human",
+    ]);
+    assert!(task["id"].as_str().unwrap().starts_with("ts_"));
+    assert_eq!(task["project_session_id"], project_id.as_str());
+    assert_eq!(task["wave_id"], wave.as_str());
+    assert_eq!(task["worktree"], worktree.to_str().unwrap());
+    assert_eq!(task["provider_session_id"], "task-thread");
+    assert_eq!(task["latest_process"]["generation"], 4);
+    assert_eq!(task["launch"]["issue"]["identifier"], "W2-175");
+    assert_eq!(task["launch"]["issue"]["title"], "Hand work to a human");
+    assert_eq!(task["launch"]["project"]["name"], "Loopflow API");
+    assert_eq!(task["workspace_slug"], "w2-175");
+
+    let missing = "ps_01a23770-7ddd-7406-89b2-f78da53555de";
+    let error = sandbox.fails(
+        &[
+            "task",
+            "create",
+            "--project",
+            missing,
+            "--worktree",
+            "/w",
+            "--provider",
+            "codex",
+            "--generation",
+            "1",
+        ],
+        3,
+    );
+    assert!(error.contains(missing), "{error}");
+    sandbox.fails(
+        &[
+            "task",
+            "create",
+            "--project",
+            &project_id,
+            "--worktree",
+            "relative",
+            "--provider",
+            "codex",
+            "--generation",
+            "1",
+        ],
+        2,
+    );
+    sandbox.fails(
+        &[
+            "project",
+            "create",
+            "--wave",
+            "wv_01a23770-7ddd-7406-89b2-f78da53555de",
+            "--name",
+            "p",
+            "--provider",
+            "codex",
+            "--generation",
+            "1",
+        ],
+        3,
+    );
+}
+
+#[test]
+fn task_body_records_higher_generations_and_replays_the_current_one() {
+    let sandbox = Sandbox::new();
+    let wave = sandbox.wave();
+    let project = sandbox.ok(&[
+        "project",
+        "create",
+        "--wave",
+        &wave,
+        "--name",
+        "p",
+        "--provider",
+        "codex",
+        "--generation",
+        "1",
+    ]);
+    let task = sandbox.ok(&[
+        "task",
+        "create",
+        "--project",
+        project.trim(),
+        "--worktree",
+        "/w",
+        "--provider",
+        "codex",
+        "--provider-session",
+        "t-1",
+        "--generation",
+        "1",
+    ]);
+    let task = task.trim();
+
+    let recorded = sandbox.json(&["task", "body", task, "--generation", "2"]);
+    assert_eq!(recorded["id"], task);
+    assert_eq!(recorded["latest_process"]["generation"], 2);
+    assert_eq!(recorded["latest_process"]["provider"], "codex");
+    assert_eq!(
+        recorded["latest_process"]["provider_session_id"], "t-1",
+        "the conversation is inherited"
+    );
+
+    let replayed = sandbox.json(&["task", "body", &format!("task:{task}"), "--generation", "2"]);
+    assert_eq!(
+        replayed, recorded,
+        "recording the current body again writes nothing"
+    );
+    let human = sandbox.ok(&["task", "body", task, "--generation", "2"]);
+    assert!(human.contains("already at body generation 2"), "{human}");
+
+    let error = sandbox.fails(&["task", "body", task, "--generation", "1"], 4);
+    assert!(error.contains("generation"), "{error}");
+    sandbox.fails(
+        &[
+            "task",
+            "body",
+            task,
+            "--generation",
+            "3",
+            "--provider",
+            "claude",
+        ],
+        4,
+    );
+    sandbox.fails(
+        &[
+            "task",
+            "body",
+            "ts_01a23770-7ddd-7406-89b2-f78da53555de",
+            "--generation",
+            "2",
+        ],
+        3,
+    );
+    let error = sandbox.fails(&["task", "body", &wave, "--generation", "2"], 2);
+    assert!(error.contains("--provider"), "{error}");
+    let recorded = sandbox.json(&[
+        "task",
+        "body",
+        &wave,
+        "--generation",
+        "2",
+        "--provider",
+        "codex",
+    ]);
+    assert_eq!(recorded["latest_process"]["generation"], 2);
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_error_line() {
+    let sandbox = Sandbox::new();
+    let cases: &[&[&str]] = &[
+        &[],
+        &["frobnicate"],
+        &["wave"],
+        &["status"],
+        &["status", "not-an-id"],
+        &["status", "wv_01a23770-7ddd-7406-89b2-f78da53555de"],
+        &["list", "--parent", "nobody"],
+        &["list", "--bogus"],
+        &[
+            "wait",
+            "ih_01a23770-7ddd-7406-89b2-f78da53555de",
+            "--timeout",
+            "soon",
+        ],
+        &[
+            "claim-wake",
+            "ih_01a23770-7ddd-7406-89b2-f78da53555de",
+            "--generation",
+            "-1",
+        ],
+        &["completions", "tcsh"],
+    ];
+    for args in cases {
+        let run = sandbox.run(args);
+        assert_error(&run, 2, &format!("{args:?}"));
+        assert!(
+            run.stderr.contains("--help"),
+            "{args:?} names where help is: {run:?}"
+        );
+    }
+    let run = sandbox.run(&["status"]);
+    assert!(run.stderr.contains("lf-handoff status --help"), "{run:?}");
+    assert!(
+        !sandbox.default_store().exists(),
+        "a usage error opens no store"
+    );
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let sandbox = Sandbox::new();
+    let help = sandbox.ok(&["--help"]);
+    for command in [
+        "wave",
+        "project",
+        "task",
+        "open",
+        "list",
+        "status",
+        "attach",
+        "complete",
+        "back",
+        "fail",
+        "claim-wake",
+        "wait",
+        "demo",
+        "completions",
+    ] {
+        assert!(help.contains(command), "--help lists {command}: {help}");
+    }
+    let help = sandbox.ok(&["open", "--help"]);
+    assert!(help.contains("--env"), "{help}");
+    let version = sandbox.ok(&["--version"]);
+    assert!(version.starts_with("lf-handoff "), "{version}");
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    let sandbox = Sandbox::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = sandbox.ok(&["completions", shell]);
+        assert!(script.contains("lf-handoff"), "{shell}");
+        assert!(script.contains("claim-wake"), "{shell}");
+    }
+    assert!(
+        !sandbox.default_store().exists(),
+        "completions open no store"
+    );
+}
+
+#[test]
+fn demo_narrates_every_step_on_a_throwaway_store() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["demo"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for phrase in [
+        "throwaway sqlite store",
+        "Created wave wv_",
+        "Created project session ps_",
+        "Created task session ts_",
+        "opened handoff ih_",
+        "created=false",
+        "A person attached",
+        "DEMO_TOKEN=",
+        "handed the work back",
+        "generation 2",
+        "claimed=true",
+        "claimed=false",
+        "census row",
+        "handed_back",
+    ] {
+        assert!(
+            run.stdout.contains(phrase),
+            "demo says {phrase:?}: {}",
+            run.stdout
+        );
+    }
+    assert!(
+        !sandbox.default_store().exists(),
+        "the demo leaves the configured store alone"
+    );
+
+    let steps = sandbox.json(&["demo"]);
+    let actions: Vec<&str> = steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "open_store",
+            "create_wave",
+            "create_project",
+            "create_task",
+            "open",
+            "replay_open",
+            "attach",
+            "hand_back",
+            "new_body",
+            "claim_wake",
+            "claim_retry",
+            "claim_lost",
+            "census",
+        ]
+    );
+    assert_eq!(steps[5]["data"]["created"], false);
+    assert_eq!(steps[9]["data"]["claimed"], true);
+    assert_eq!(steps[11]["data"]["claimed"], false);
+    assert_eq!(steps[12]["data"]["status"], "handed_back");
+}
+
+#[test]
+fn demo_runs_on_the_store_given_with_the_flag() {
+    let sandbox = Sandbox::new();
+    let store = sandbox.path("demo.db");
+    let url = format!("sqlite://{}", store.display());
+    let run = sandbox.run(&["demo", "--store", &url]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(&url), "{}", run.stdout);
+    let rows = sandbox.json(&["list", "--store", &url]);
+    assert_eq!(rows.as_array().unwrap().len(), 1, "the records stay there");
+}
+
+#[test]
+fn storage_failures_exit_5_and_leave_the_file_alone() {
+    let sandbox = Sandbox::new();
+    let store = sandbox.path("garbage.db");
+    let garbage = b"this is not a database, it is a grocery list\n".repeat(20);
+    std::fs::write(&store, &garbage).unwrap();
+    let url = format!("sqlite://{}", store.display());
+    let error = sandbox.fails(&["list", "--store", &url], 5);
+    assert!(error.contains(store.to_str().unwrap()), "{error}");
+    assert_eq!(std::fs::read(&store).unwrap(), garbage);
+}
