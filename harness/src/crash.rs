@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -119,7 +119,7 @@ pub struct CrashFigures {
     /// The first problems found, described.
     pub problems: Vec<String>,
     /// Where the store was kept after a failure.
-    pub kept_store: Option<PathBuf>,
+    pub kept_store: Option<String>,
 }
 
 impl CrashFigures {
@@ -195,11 +195,8 @@ impl CrashFigures {
         for problem in &self.problems {
             out += &format!("[{b}] {problem}\n");
         }
-        if let Some(dir) = &self.kept_store {
-            out += &format!(
-                "[{b}] the store was kept for inspection in {}\n",
-                dir.display()
-            );
+        if let Some(place) = &self.kept_store {
+            out += &format!("[{b}] the store was kept for inspection in {place}\n");
         }
         out
     }

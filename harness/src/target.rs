@@ -1,23 +1,52 @@
 //! Where a harness run keeps its store.
 //!
-//! Every run gets a fresh store: a new temporary directory for the embedded
-//! backends, so nothing a previous run left can hide or cause a failure.
-//! When a run fails, the directory is kept and its path printed, so the
-//! store can be inspected.
+//! Every run gets a fresh store, so nothing a previous run left can hide or
+//! cause a failure: a new temporary directory for the embedded backends
+//! (SQLite, sled), a new schema on the server for PostgreSQL, dropped when
+//! the run ends. When a run fails its store is kept, and its place printed,
+//! so it can be inspected.
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
-use lf_handoff_adapters::StorageConfig;
+use lf_handoff_adapters::{GenerateId, StorageConfig};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection};
 use tempfile::TempDir;
 
 /// The backends this build can exercise, in the order runs report them.
-pub const BACKENDS: &[&str] = &["sqlite"];
+pub const BACKENDS: &[&str] = &["sqlite", "sled", "postgres"];
+
+/// The PostgreSQL server used when neither `--postgres-url` nor
+/// `LF_HANDOFF_TEST_POSTGRES_URL` names one.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+/// Connections each PostgreSQL store handle of a run may open. Kept small:
+/// a race runs up to 64 worker processes against one server.
+const POSTGRES_POOL_SIZE: u32 = 2;
 
 /// Settings that say where stores are made.
 #[derive(Debug, Clone)]
 pub struct Placement {
     /// The directory under which each run's temporary directory is made.
     pub base_dir: PathBuf,
+    /// The PostgreSQL server (a `postgres://` URL) in which each run makes a
+    /// fresh schema.
+    pub postgres_url: String,
+}
+
+impl Placement {
+    /// `base_dir`, and the PostgreSQL server from `postgres_url`, else
+    /// `LF_HANDOFF_TEST_POSTGRES_URL`, else [`DEFAULT_POSTGRES_URL`].
+    pub fn new(base_dir: PathBuf, postgres_url: Option<String>) -> Self {
+        let postgres_url = postgres_url
+            .or_else(|| std::env::var("LF_HANDOFF_TEST_POSTGRES_URL").ok())
+            .unwrap_or_else(|| DEFAULT_POSTGRES_URL.to_string());
+        Self {
+            base_dir,
+            postgres_url,
+        }
+    }
 }
 
 /// A fresh store for one backend, removed when the run is done.
@@ -25,7 +54,11 @@ pub struct Placement {
 pub struct StoreTarget {
     backend: &'static str,
     config: StorageConfig,
+    /// Always made: the handoffs' working directory, and the embedded
+    /// backends' store.
     dir: TempDir,
+    /// For PostgreSQL: the server connection options and the run's schema.
+    schema: Option<(PgConnectOptions, String)>,
 }
 
 impl StoreTarget {
@@ -33,7 +66,8 @@ impl StoreTarget {
     ///
     /// # Errors
     /// A sentence naming the problem: an unknown backend (naming the known
-    /// ones) or a directory that cannot be made.
+    /// ones), a directory that cannot be made, a PostgreSQL URL that is not
+    /// usable or a server that cannot be reached.
     pub async fn create(backend: &str, placement: &Placement) -> Result<Self, String> {
         let backend = parse_backend(backend)?;
         let dir = tempfile::Builder::new()
@@ -45,14 +79,20 @@ impl StoreTarget {
                     placement.base_dir.display()
                 )
             })?;
-        let config = match backend {
-            "sqlite" => StorageConfig::sqlite(dir.path().join("registry.db")),
+        let (config, schema) = match backend {
+            "sqlite" => (StorageConfig::sqlite(dir.path().join("registry.db")), None),
+            "sled" => (StorageConfig::sled(dir.path().join("registry.sled")), None),
+            "postgres" => {
+                let (config, options, schema) = fresh_schema(&placement.postgres_url).await?;
+                (config, Some((options, schema)))
+            }
             other => return Err(format!("backend {other} has no store placement")),
         };
         Ok(Self {
             backend,
             config,
             dir,
+            schema,
         })
     }
 
@@ -81,14 +121,70 @@ impl StoreTarget {
         self.backend != "sled"
     }
 
-    /// Removes the store, or keeps it when `keep` and returns where it is.
-    pub async fn finish(self, keep: bool) -> Option<PathBuf> {
+    /// Removes the store, or keeps it when `keep` and says where it is.
+    pub async fn finish(self, keep: bool) -> Option<String> {
         if keep {
-            Some(self.dir.keep())
-        } else {
-            None
+            let dir = self.dir.keep();
+            return Some(match self.schema {
+                Some((_, schema)) => {
+                    format!("schema {schema} of {} (and {})", self.config, dir.display())
+                }
+                None => dir.display().to_string(),
+            });
         }
+        if let Some((options, schema)) = &self.schema {
+            if let Err(message) = drop_schema(options, schema).await {
+                eprintln!("warning: {message}");
+            }
+        }
+        None
     }
+}
+
+/// Names a fresh schema on the server of `url` (checking the server
+/// answers), with a small pool per store handle.
+async fn fresh_schema(url: &str) -> Result<(StorageConfig, PgConnectOptions, String), String> {
+    let Ok(StorageConfig::Postgres(mut config)) = StorageConfig::from_url(url) else {
+        return Err(format!(
+            "the PostgreSQL URL {url:?} is not usable; pass --postgres-url postgres://user@host:port/db"
+        ));
+    };
+    let options = PgConnectOptions::from_str(&config.connection)
+        .map_err(|e| format!("the PostgreSQL URL is malformed: {e}"))?;
+    let shown = StorageConfig::Postgres(config.clone()).to_string();
+    let conn = tokio::time::timeout(config.acquire_timeout, options.connect())
+        .await
+        .map_err(|_| format!("the PostgreSQL server {shown} does not answer"))?
+        .map_err(|e| {
+            format!(
+                "cannot reach the PostgreSQL server {shown}: {e}; start it, pass --postgres-url, \
+                 or leave postgres out of --backends"
+            )
+        })?;
+    let _ = conn.close().await;
+    // A fresh name: the id generator's UUID v7, hex digits only.
+    let unique: String = lf_handoff_adapters::domain::id::WaveId::new()
+        .as_str()
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .collect();
+    let schema = format!("lf_harness_{unique}");
+    config.schema = schema.clone();
+    config.pool_size = POSTGRES_POOL_SIZE;
+    Ok((StorageConfig::Postgres(config), options, schema))
+}
+
+async fn drop_schema(options: &PgConnectOptions, schema: &str) -> Result<(), String> {
+    let mut conn = options
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to drop schema {schema}: {e}"))?;
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .execute(&mut conn)
+        .await
+        .map_err(|e| format!("cannot drop schema {schema}: {e}"))?;
+    let _ = conn.close().await;
+    Ok(())
 }
 
 /// Checks a backend name against [`BACKENDS`].

@@ -201,3 +201,37 @@ fn unknown_backends_and_bad_counts_are_usage_errors() {
     assert_eq!(race(&["--processes", "65"]).status.code(), Some(2));
     assert_eq!(crash(&["--max-delay", "soon"]).status.code(), Some(2));
 }
+
+#[test]
+fn sled_is_crashed_and_raced_with_handles_in_one_process() {
+    let output = crash(&["--backends", "sled", "--trials", "3", "--min-acks", "3"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert_eq!(figure(&text, "[sled] trials run:"), 3, "{text}");
+    assert_eq!(figure(&text, "[sled] transitions lost:"), 0, "{text}");
+
+    let output = race(&["--backends", "sled", "--processes", "3", "--handoffs", "3"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("sled allows one process per store, so a cross-process race does not apply"),
+        "{text}"
+    );
+    assert_eq!(
+        figure(&text, "claim races with exactly one winner:"),
+        3,
+        "{text}"
+    );
+
+    let output = race(&[
+        "--backends",
+        "sled",
+        "--mode",
+        "processes",
+        "--handoffs",
+        "1",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("race it with handles instead"), "{text}");
+}

@@ -49,6 +49,11 @@ struct Args {
     /// Directory in which each run's temporary store is made.
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// PostgreSQL server in which each run makes (and then drops) a fresh
+    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
+    /// postgres://postgres@127.0.0.1:5432/test].
+    #[arg(long)]
+    postgres_url: Option<String>,
     /// Print a line per trial.
     #[arg(long)]
     verbose: bool,
@@ -77,7 +82,7 @@ fn main() -> ExitCode {
         min_acks: args.min_acks,
         max_delay: args.max_delay,
         time_limit: args.time_limit,
-        placement: Placement { base_dir: args.dir },
+        placement: Placement::new(args.dir, args.postgres_url),
         verbose: args.verbose,
         fake_acks: args.self_test_fake_acks,
     };

@@ -46,6 +46,11 @@ struct Args {
     /// Directory in which each run's temporary store is made.
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// PostgreSQL server in which each run makes (and then drops) a fresh
+    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
+    /// postgres://postgres@127.0.0.1:5432/test].
+    #[arg(long)]
+    postgres_url: Option<String>,
     /// Self-test: racers that lose a finish claim they won, to show the
     /// harness reports double winners (it must then exit 1).
     #[arg(long, hide = true)]
@@ -85,7 +90,7 @@ fn main() -> ExitCode {
             Mode::Handles => RacerMode::Handles,
         },
         time_limit: args.time_limit,
-        placement: Placement { base_dir: args.dir },
+        placement: Placement::new(args.dir, args.postgres_url),
         false_wins: args.self_test_false_wins,
     };
     println!(
