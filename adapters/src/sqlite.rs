@@ -217,14 +217,17 @@ async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> Store
             e,
         )
     };
-    let application_id: i64 = sqlx::query_scalar("PRAGMA application_id")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(read)?;
-    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(read)?;
+    // One statement, so the three values come from one snapshot: read one
+    // by one, another process's first migration could commit in between
+    // and make a new store look like someone else's database.
+    let (application_id, version, tables): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT application_id FROM pragma_application_id), \
+                (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_master)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(read)?;
     let shown = path.display();
     if application_id == APPLICATION_ID {
         if version > LATEST_VERSION {
@@ -236,10 +239,6 @@ async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> Store
         }
         return Ok(version);
     }
-    let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(read)?;
     if application_id == 0 && version == 0 && tables == 0 {
         return Ok(0);
     }
