@@ -418,6 +418,8 @@ pub fn quote(word: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -447,6 +449,35 @@ mod tests {
         assert_eq!(quote_posix(""), "''");
         assert_eq!(quote_posix("it's"), r"'it'\''s'");
         assert_eq!(quote_posix("a\nb\x1b"), "'a\nb\x1b'");
+    }
+
+    /// What `shell -c "printf %s WORD"` prints.
+    fn echoed(shell: &str, quoted: &str) -> String {
+        let output = std::process::Command::new(shell)
+            .arg("-c")
+            .arg(format!("printf %s {quoted}"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{shell} refused {quoted:?}: {output:?}"
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any word (no NUL: an argument cannot hold one) comes back from a
+        /// POSIX sh exactly as quoted by `quote_posix`, and from bash as
+        /// quoted by `quote`.
+        #[test]
+        fn quoted_words_reach_the_shell_exactly(
+            word in any::<String>().prop_filter("no NUL", |w| !w.contains('\0'))
+        ) {
+            prop_assert_eq!(echoed("sh", &quote_posix(&word)), word.clone());
+            prop_assert_eq!(echoed("bash", &quote(&word)), word);
+        }
     }
 
     #[test]
