@@ -7,8 +7,9 @@
 //! 1. start the child ([`crate::crash_child`]) on the backend's store;
 //! 2. wait a random delay, usually measured from the child's `ready` (the
 //!    store is open and lifecycles are running), in one trial of eight from
-//!    the spawn itself (so some kills land while the store is being opened
-//!    or created);
+//!    the spawn itself, within one and a half times the child's last
+//!    measured startup (so most of those kills land while the store is
+//!    being opened or created);
 //! 3. SIGKILL it, wait for it, and read every line it printed;
 //! 4. reopen the store in this process (for sled only now: the child, which
 //!    held the store's lock, is dead) and check:
@@ -49,8 +50,9 @@ use crate::target::{Placement, StoreTarget};
 /// How long a child may take to open the store before the trial fails.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The window, from the spawn, in which an early kill lands.
-const EARLY_WINDOW_MS: u64 = 60;
+/// How long a child is assumed to take to open the store until a trial has
+/// measured it.
+const FIRST_STARTUP: Duration = Duration::from_millis(60);
 
 /// How many problem messages a run keeps for its report.
 const KEPT_PROBLEMS: usize = 20;
@@ -287,18 +289,21 @@ async fn run_backend(
         }
     };
     let mut ledger = Ledger::default();
+    let mut startup = FIRST_STARTUP;
     for trial in 0..options.trials {
         if started.elapsed() >= options.time_limit {
             figures.stopped_by_time_limit = true;
             break;
         }
-        let lines = match kill_one_child(&target, options, exe, &mut rng, &mut figures).await {
-            Ok(lines) => lines,
-            Err(message) => {
-                figures.fail(format!("trial {trial}: {message}"));
-                break;
-            }
-        };
+        let lines =
+            match kill_one_child(&target, options, exe, &mut rng, &mut startup, &mut figures).await
+            {
+                Ok(lines) => lines,
+                Err(message) => {
+                    figures.fail(format!("trial {trial}: {message}"));
+                    break;
+                }
+            };
         figures.trials_run += 1;
         let store = match open_store(target.config()).await {
             Ok(store) => store,
@@ -336,16 +341,21 @@ async fn kill_one_child(
     options: &CrashOptions,
     exe: &Path,
     rng: &mut Rng,
+    startup: &mut Duration,
     figures: &mut CrashFigures,
 ) -> Result<Vec<String>, String> {
     let child_seed = rng.next_u64();
     let early = rng.chance(1, 8) && options.min_acks == 0;
     let max_delay_ms = u64::try_from(options.max_delay.as_millis()).unwrap_or(u64::MAX);
+    // An early kill lands within one and a half times the last measured
+    // startup, so about two in three land before the store is open.
+    let startup_ms = u64::try_from(startup.as_millis()).unwrap_or(u64::MAX);
     let delay = Duration::from_millis(if early {
-        rng.below(EARLY_WINDOW_MS + 1)
+        rng.below(startup_ms.saturating_mul(3) / 2 + 1)
     } else {
         rng.below(max_delay_ms.saturating_add(1))
     });
+    let spawned = Instant::now();
     let mut command = Command::new(exe);
     command
         .arg(CHILD_ARG)
@@ -386,6 +396,9 @@ async fn kill_one_child(
             let mut ready = false;
             let mut acks = 0;
             while let Some(line) = receiver.recv().await {
+                if line == "ready" && !ready {
+                    *startup = spawned.elapsed();
+                }
                 ready |= line == "ready";
                 acks += usize::from(line.starts_with("ack "));
                 lines.push(line);

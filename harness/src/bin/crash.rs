@@ -36,7 +36,7 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     lanes: usize,
     /// Acknowledged transitions to wait for before the kill delay starts
-    /// (with 0, one trial in 8 kills within 60 ms of the spawn instead).
+    /// (with 0, one trial in 8 kills during the child's startup instead).
     #[arg(long, default_value_t = 0)]
     min_acks: usize,
     /// Longest delay between the child's `ready` (and --min-acks) and the
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         fake_acks: args.self_test_fake_acks,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, kill 0-{} ms after ready (1 trial in 8: 0-60 ms after spawn)",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, kill 0-{} ms after ready (1 trial in 8: during startup)",
         options.seed,
         options.trials,
         options.backends.join(", "),
