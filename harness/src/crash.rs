@@ -11,8 +11,10 @@
 //!    measured startup (so most of those kills land while the store is
 //!    being opened or created);
 //! 3. SIGKILL it, wait for it, and read every line it printed;
-//! 4. reopen the store in this process (for sled only now: the child, which
-//!    held the store's lock, is dead) and check:
+//! 4. once the child is dead (and, on a server, once the server has ended
+//!    its sessions, so a statement it was running has committed or rolled
+//!    back), reopen the store in this process (for sled only now: the
+//!    child held the store's lock) and check:
 //!    - every acknowledged transition is there: the stored record is the
 //!      acknowledged one or further along, never behind or different
 //!      ([`crate::check`]);
@@ -305,6 +307,10 @@ async fn run_backend(
                 }
             };
         figures.trials_run += 1;
+        if let Err(message) = target.settle().await {
+            figures.fail(format!("trial {trial}: {message}"));
+            break;
+        }
         let store = match open_store(target.config()).await {
             Ok(store) => store,
             Err(e) => {
@@ -359,7 +365,7 @@ async fn kill_one_child(
     let mut command = Command::new(exe);
     command
         .arg(CHILD_ARG)
-        .arg(target.url())
+        .arg(target.child_url())
         .arg(child_seed.to_string())
         .arg(options.lanes.to_string())
         .arg(target.work_dir());

@@ -59,6 +59,10 @@ pub struct StoreTarget {
     dir: TempDir,
     /// For PostgreSQL: the server connection options and the run's schema.
     schema: Option<(PgConnectOptions, String)>,
+    /// The configuration child processes use: for PostgreSQL it names their
+    /// sessions (`application_name`), so [`settle`](Self::settle) can wait
+    /// for them to end.
+    child_config: StorageConfig,
 }
 
 impl StoreTarget {
@@ -88,12 +92,77 @@ impl StoreTarget {
             }
             other => return Err(format!("backend {other} has no store placement")),
         };
+        let child_config = match (&config, &schema) {
+            (StorageConfig::Postgres(postgres), Some((_, schema))) => {
+                let mut child = postgres.clone();
+                let separator = if child.connection.contains('?') {
+                    '&'
+                } else {
+                    '?'
+                };
+                child.connection = format!(
+                    "{}{separator}application_name={}",
+                    child.connection,
+                    child_session_name(schema)
+                );
+                StorageConfig::Postgres(child)
+            }
+            _ => config.clone(),
+        };
         Ok(Self {
             backend,
             config,
             dir,
             schema,
+            child_config,
         })
+    }
+
+    /// The URL child processes open: the store's, naming their sessions on
+    /// a server.
+    pub fn child_url(&self) -> String {
+        self.child_config.url()
+    }
+
+    /// Waits until every child process's work has reached the store.
+    ///
+    /// An embedded store is settled once the child is dead. A server may
+    /// still be running a killed client's last statement, and commit it,
+    /// after the client is gone; this waits (up to a minute) until the
+    /// server has no session of a child left, so a later check sees the
+    /// final state.
+    ///
+    /// # Errors
+    /// A sentence naming why it could not tell.
+    pub async fn settle(&self) -> Result<(), String> {
+        let Some((options, schema)) = &self.schema else {
+            return Ok(());
+        };
+        let name = child_session_name(schema);
+        let mut conn = options
+            .connect()
+            .await
+            .map_err(|e| format!("cannot connect to see the children's sessions end: {e}"))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let sessions: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            )
+            .bind(&name)
+            .fetch_one(&mut conn)
+            .await
+            .map_err(|e| format!("cannot read the server's sessions: {e}"))?;
+            if sessions == 0 {
+                let _ = conn.close().await;
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{sessions} session(s) of a killed child still open on the server after 60 s"
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// The backend's name.
@@ -172,6 +241,11 @@ async fn fresh_schema(url: &str) -> Result<(StorageConfig, PgConnectOptions, Str
     config.schema = schema.clone();
     config.pool_size = POSTGRES_POOL_SIZE;
     Ok((StorageConfig::Postgres(config), options, schema))
+}
+
+/// The `application_name` of child sessions in `schema`'s run.
+fn child_session_name(schema: &str) -> String {
+    format!("{schema}_child")
 }
 
 async fn drop_schema(options: &PgConnectOptions, schema: &str) -> Result<(), String> {

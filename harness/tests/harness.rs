@@ -6,18 +6,24 @@
 
 use std::process::{Command, Output};
 
-fn crash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lf-handoff-crash"))
+/// Runs a harness binary with its stores in a directory of the test's own,
+/// so a store kept after a (deliberate) failure is removed with it.
+fn harness(binary: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    Command::new(binary)
         .args(args)
+        .arg("--dir")
+        .arg(dir.path())
         .output()
         .unwrap()
 }
 
+fn crash(args: &[&str]) -> Output {
+    harness(env!("CARGO_BIN_EXE_lf-handoff-crash"), args)
+}
+
 fn race(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lf-handoff-race"))
-        .args(args)
-        .output()
-        .unwrap()
+    harness(env!("CARGO_BIN_EXE_lf-handoff-race"), args)
 }
 
 fn stdout(output: &Output) -> String {
