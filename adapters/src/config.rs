@@ -71,7 +71,8 @@ pub struct SqliteConfig {
     pub path: PathBuf,
     /// How hard each commit waits for the disk.
     pub synchronous: Synchronous,
-    /// How long a writer waits for another process's write lock.
+    /// How long a writer waits for another process's write lock; at most
+    /// [`MAX_BUSY_TIMEOUT`] (a longer value is treated as that).
     pub busy_timeout: Duration,
     /// The most connections one store handle opens.
     pub max_connections: u32,
@@ -110,6 +111,11 @@ impl Synchronous {
 
 /// The default time a SQLite writer waits for another process's lock.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest busy timeout a store URL or config file may ask for. SQLite
+/// counts its busy timeout in milliseconds in a C `int`; a day is far
+/// inside that and far beyond any sensible wait.
+pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 impl StorageConfig {
     /// An embedded SQLite store at `path` with the default settings:
@@ -239,7 +245,15 @@ impl SqliteConfig {
     fn set(&mut self, key: &str, value: &str) -> StoreResult<()> {
         match key {
             "synchronous" => self.synchronous = Synchronous::parse(value)?,
-            "busy_timeout" => self.busy_timeout = parse_duration(value)?,
+            "busy_timeout" => {
+                let timeout = parse_duration(value)?;
+                if timeout > MAX_BUSY_TIMEOUT {
+                    return Err(invalid(format!(
+                        "busy_timeout {value:?} is too long: the most is 24h"
+                    )));
+                }
+                self.busy_timeout = timeout;
+            }
             other => {
                 return Err(invalid(format!(
                     "unknown sqlite store option {other:?}; accepted: synchronous, busy_timeout"
@@ -251,7 +265,8 @@ impl SqliteConfig {
 }
 
 /// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`. A bare
-/// number is seconds.
+/// number is seconds. The whole duration must fit in a `u64` count of
+/// milliseconds, so its canonical `<n>ms` form parses back to it.
 ///
 /// # Errors
 /// `InvalidInput` naming the accepted forms.
@@ -268,8 +283,10 @@ pub fn parse_duration(text: &str) -> StoreResult<Duration> {
     if text.bytes().all(|b| b.is_ascii_digit()) {
         return text
             .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|_| error());
+            .ok()
+            .and_then(|seconds| seconds.checked_mul(1000))
+            .map(Duration::from_millis)
+            .ok_or_else(error);
     }
     let mut total = Duration::ZERO;
     let mut rest = text;
@@ -297,6 +314,9 @@ pub fn parse_duration(text: &str) -> StoreResult<Duration> {
             _ => return Err(error()),
         };
         total = total.checked_add(part).ok_or_else(error)?;
+    }
+    if u64::try_from(total.as_millis()).is_err() {
+        return Err(invalid(format!("duration {text:?} is too long")));
     }
     Ok(total)
 }
@@ -569,8 +589,28 @@ mod tests {
             "1.5s",
             "99999999999999999999h",
             "10 s",
+            // Whole, but longer than u64::MAX milliseconds.
+            "18446744073709552s",
+            "18446744073709552",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn busy_timeouts_longer_than_a_day_are_refused() {
+        let day = StorageConfig::from_url("sqlite:///tmp/r.db?busy_timeout=24h").unwrap();
+        let StorageConfig::Sqlite(sqlite) = &day else {
+            panic!("not sqlite: {day:?}")
+        };
+        assert_eq!(sqlite.busy_timeout, MAX_BUSY_TIMEOUT);
+        for url in [
+            "sqlite:///tmp/r.db?busy_timeout=600h",
+            "sqlite:///tmp/r.db?busy_timeout=18446744073709551615s",
+        ] {
+            let err = StorageConfig::from_url(url).unwrap_err();
+            assert!(err.is_invalid_input(), "{url}: {err}");
+            assert!(err.to_string().contains("too long"), "{url}: {err}");
         }
     }
 

@@ -55,7 +55,7 @@ use lf_handoff_application::{HandoffRepository, ParentRegistry};
 
 pub use config::{
     parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
-    DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT,
 };
 pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
@@ -75,7 +75,9 @@ use crate::sqlite::SqliteEngine;
 /// `Unavailable` when the backend cannot be used: a file that is corrupt,
 /// not an lf-handoff store, written by a newer version or locked; a server
 /// that cannot be reached. The message names the file or server and says
-/// what to do, and nothing on disk was changed.
+/// what to do, and nothing on disk was changed. `InvalidInput` when the
+/// configuration can never work (a SQLite path that is not UTF-8); nothing
+/// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
     match config {
         StorageConfig::Sqlite(sqlite) => Ok(sql_store("sqlite", SqliteEngine::open(sqlite).await?)),

@@ -11,7 +11,8 @@
 //!   to the busy timeout for another process's lock.
 //! - **Files:** the database is created with mode 0600 (and a missing
 //!   directory with 0700); SQLite gives its `-wal` and `-shm` files the same
-//!   mode.
+//!   mode. The path must be UTF-8 (the driver passes SQLite UTF-8 names);
+//!   another path is refused with `InvalidInput` before anything is created.
 //! - **Refusing what is not ours (C11):** before SQLite touches a file, its
 //!   header is checked: a non-empty file that is not SQLite, or is shorter
 //!   than its header says, is refused unchanged. A SQLite file that is not
@@ -29,7 +30,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::config::{SqliteConfig, Synchronous};
+use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
@@ -53,6 +54,18 @@ impl SqliteEngine {
     /// Opens (creating when missing) and migrates the store at `config.path`.
     pub(crate) async fn open(config: &SqliteConfig) -> StoreResult<Self> {
         let path = config.path.clone();
+        if path.to_str().is_none() {
+            // sqlx hands SQLite UTF-8 file names only; refuse before anything
+            // is created on disk.
+            return Err(StoreError::InvalidInput(format!(
+                "the SQLite store path {} is not valid UTF-8, which SQLite cannot open; \
+                 choose a UTF-8 path",
+                path.display()
+            )));
+        }
+        // SQLite keeps its busy timeout in an `int` of milliseconds; a longer
+        // value set directly on the struct would make the driver panic.
+        let busy_timeout = config.busy_timeout.min(MAX_BUSY_TIMEOUT);
         let state = prepare_file(&path)?;
         // Check an existing file on a read-only connection first: a refused
         // store must not be modified, and a read-write connection would
@@ -66,7 +79,7 @@ impl SqliteEngine {
             let mut probe = SqliteConnectOptions::new()
                 .filename(&path)
                 .read_only(true)
-                .busy_timeout(config.busy_timeout)
+                .busy_timeout(busy_timeout)
                 .connect()
                 .await
                 .map_err(|e| open_error(&path, e))?;
@@ -77,7 +90,7 @@ impl SqliteEngine {
         let options = SqliteConnectOptions::new()
             .filename(&path)
             .create_if_missing(false)
-            .busy_timeout(config.busy_timeout)
+            .busy_timeout(busy_timeout)
             .synchronous(match config.synchronous {
                 Synchronous::Full => SqliteSynchronous::Full,
                 Synchronous::Normal => SqliteSynchronous::Normal,
@@ -89,14 +102,14 @@ impl SqliteEngine {
         let pool = Connections::new(
             options,
             config.max_connections,
-            config.busy_timeout + Duration::from_secs(5),
+            busy_timeout + Duration::from_secs(5),
             None,
         );
         pool.give(first);
         let engine = Self {
             pool,
             path,
-            busy_timeout: config.busy_timeout,
+            busy_timeout,
         };
         if !current {
             engine.migrate().await?;
@@ -213,9 +226,9 @@ async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> Store
             e,
         )
     };
-    // One statement, so one read snapshot: read separately, the three could
-    // straddle another process's migration commit and show its tables
-    // without its application id.
+    // One statement, so the three values come from one snapshot: read one
+    // by one, another process's first migration could commit in between
+    // and make a new store look like someone else's database.
     let (application_id, version, tables): (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT application_id FROM pragma_application_id), \
                 (SELECT user_version FROM pragma_user_version), \

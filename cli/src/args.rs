@@ -305,3 +305,115 @@ fn parse_env_pair(text: &str) -> Result<(String, String), String> {
     check_env_key(key).map_err(|e| e.to_string())?;
     Ok((key.to_string(), value.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Bad input, property-tested: the command line's own parsers never
+    //! panic, and refuse or return a value that prints back to its input.
+
+    use lf_handoff_adapters::domain::interactive_handoff::check_env_key;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Arbitrary text, or text shaped like `K=V` with odd keys and values.
+    fn pair_like() -> impl Strategy<Value = String> {
+        let near = (
+            prop_oneof![
+                Just(String::new()),
+                Just(" ".to_string()),
+                "[A-Za-z_][A-Za-z0-9_]{0,8}",
+                any::<String>(),
+            ],
+            prop::sample::select(vec!["=", "==", "", " = "]),
+            prop_oneof![
+                Just(String::new()),
+                Just("a=b=c".to_string()),
+                Just("$(id); `x` 'q' \"d\"".to_string()),
+                any::<String>(),
+            ],
+        )
+            .prop_map(|(key, separator, value)| format!("{key}{separator}{value}"));
+        prop_oneof![any::<String>(), near]
+    }
+
+    /// Arbitrary text, or a parent reference, or a bare prefixed id.
+    fn parent_like() -> impl Strategy<Value = String> {
+        let uuid = any::<u128>().prop_map(|n| {
+            let hex = format!("{n:032x}");
+            format!(
+                "{}-{}-{}-{}-{}",
+                &hex[..8],
+                &hex[8..12],
+                &hex[12..16],
+                &hex[16..20],
+                &hex[20..]
+            )
+        });
+        let near = (
+            prop::sample::select(vec!["wave:", "project:", "task:", "", "ship:", "wave::"]),
+            prop::sample::select(vec!["wv_", "ps_", "ts_", "ih_", "pr_", ""]),
+            uuid,
+        )
+            .prop_map(|(kind, prefix, uuid)| format!("{kind}{prefix}{uuid}"));
+        prop_oneof![any::<String>(), near]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        #[test]
+        fn env_pairs_split_at_the_first_equals_sign_or_refuse(text in pair_like()) {
+            match parse_env_pair(&text) {
+                Ok((key, value)) => {
+                    prop_assert_eq!(format!("{key}={value}"), text.clone());
+                    prop_assert!(check_env_key(&key).is_ok());
+                    prop_assert!(!key.contains('='));
+                }
+                Err(message) => {
+                    let refused_key = text
+                        .split_once('=')
+                        .map(|(key, _)| check_env_key(key).is_err());
+                    prop_assert!(refused_key.unwrap_or(true), "{text:?}: {message}");
+                }
+            }
+        }
+
+        #[test]
+        fn parents_round_trip_or_refuse(text in parent_like()) {
+            if let Ok(parent) = parse_parent(&text) {
+                prop_assert_eq!(parse_parent(&parent.to_string()).unwrap(), parent.clone());
+                let bare = parent.id_str().to_string();
+                prop_assert_eq!(parse_parent(&bare).unwrap(), parent.clone());
+                prop_assert!(
+                    text.to_ascii_lowercase() == parent.to_string() || text.to_ascii_lowercase() == bare
+                );
+            }
+        }
+
+        #[test]
+        fn timeouts_round_trip_through_milliseconds(text in any::<String>(), millis in any::<u64>()) {
+            if let Ok(duration) = parse_timeout(&text) {
+                let shown = format!("{}ms", duration.as_millis());
+                prop_assert_eq!(parse_timeout(&shown).unwrap(), duration);
+            }
+            prop_assert_eq!(
+                parse_timeout(&format!("{millis}ms")).unwrap(),
+                Duration::from_millis(millis)
+            );
+        }
+
+        #[test]
+        fn ids_and_homes_given_on_the_command_line_round_trip_or_refuse(text in parent_like()) {
+            if let Ok(wave) = parse_wave_id(&text) {
+                prop_assert_eq!(parse_wave_id(wave.as_str()).unwrap(), wave);
+            }
+            if let Ok(project) = parse_project_id(&text) {
+                prop_assert_eq!(parse_project_id(project.as_str()).unwrap(), project);
+            }
+            if let Ok(home) = parse_home(&text) {
+                prop_assert_eq!(parse_home(&home.to_string()).unwrap(), home);
+            }
+        }
+    }
+}

@@ -307,7 +307,7 @@ pub fn descriptor_block(descriptor: &AttachDescriptor, home: &WaveHome) -> Strin
 /// the same there. Every word is quoted, so nothing in it is re-parsed.
 pub fn shell_line(descriptor: &AttachDescriptor, home: &WaveHome) -> String {
     match home {
-        WaveHome::Local { .. } => local_command(descriptor, false),
+        WaveHome::Local { .. } => local_command(descriptor, false, quote),
         WaveHome::Ssh { user, host, port } => {
             let mut words = vec!["ssh".to_string(), "-t".to_string()];
             if let Some(port) = port {
@@ -318,14 +318,24 @@ pub fn shell_line(descriptor: &AttachDescriptor, home: &WaveHome) -> String {
             words.push("--".to_string());
             let mut line = shell_words(&words);
             line.push(' ');
-            line.push_str(&quote(&local_command(descriptor, true)));
+            // The far side runs the command with the account's login shell,
+            // which may be a plain POSIX sh (dash): quote it for any POSIX
+            // shell there. Only the outer word, read by the shell the person
+            // pastes into, may use `$'...'` escapes.
+            line.push_str(&quote(&local_command(descriptor, true, quote_posix)));
             line
         }
     }
 }
 
-/// `cd -- DIR && [exec] [env K=V...] ARGV...`, every word quoted.
-fn local_command(descriptor: &AttachDescriptor, exec: bool) -> String {
+/// `cd -- DIR && [exec] [env K=V...] ARGV...`, every word quoted with
+/// `quote_word`.
+fn local_command(
+    descriptor: &AttachDescriptor,
+    exec: bool,
+    quote_word: fn(&str) -> Cow<'_, str>,
+) -> String {
+    let quote = quote_word;
     let mut line = format!("cd -- {} && ", quote(&descriptor.cwd.display().to_string()));
     if exec {
         line.push_str("exec ");
@@ -337,7 +347,8 @@ fn local_command(descriptor: &AttachDescriptor, exec: bool) -> String {
             line.push(' ');
         }
     }
-    line.push_str(&shell_words(&descriptor.argv));
+    let words: Vec<Cow<'_, str>> = descriptor.argv.iter().map(|word| quote(word)).collect();
+    line.push_str(&words.join(" "));
     line
 }
 
@@ -350,17 +361,30 @@ pub fn shell_words<S: AsRef<str>>(words: &[S]) -> String {
         .join(" ")
 }
 
+/// One word quoted for any POSIX shell (dash included): left bare when it
+/// holds only characters no shell treats specially, else single-quoted,
+/// with control characters kept as they are inside the quotes.
+fn quote_posix(word: &str) -> Cow<'_, str> {
+    if is_plain(word) {
+        return Cow::Borrowed(word);
+    }
+    Cow::Owned(format!("'{}'", word.replace('\'', r"'\''")))
+}
+
+fn is_plain(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+}
+
 /// One word quoted for a shell: left bare when it holds only characters no
 /// shell treats specially, else single-quoted. A word holding control
 /// characters uses `$'...'` escapes instead (bash, zsh, ksh and POSIX
 /// 2024 shells), so the printed line stays correct and never sends a raw
 /// control character to the terminal.
 pub fn quote(word: &str) -> Cow<'_, str> {
-    let safe = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b));
-    if safe {
+    if is_plain(word) {
         return Cow::Borrowed(word);
     }
     if !word.chars().any(char::is_control) {
@@ -394,6 +418,8 @@ pub fn quote(word: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -415,6 +441,43 @@ mod tests {
         assert_eq!(quote("it's $HOME"), r"'it'\''s $HOME'");
         assert_eq!(quote("$(x);`y`"), "'$(x);`y`'");
         assert_eq!(quote("a\nb'\x1b"), r"$'a\nb\'\x1b'");
+    }
+
+    #[test]
+    fn posix_quoting_keeps_control_characters_inside_single_quotes() {
+        assert_eq!(quote_posix("tmux"), "tmux");
+        assert_eq!(quote_posix(""), "''");
+        assert_eq!(quote_posix("it's"), r"'it'\''s'");
+        assert_eq!(quote_posix("a\nb\x1b"), "'a\nb\x1b'");
+    }
+
+    /// What `shell -c "printf %s WORD"` prints.
+    fn echoed(shell: &str, quoted: &str) -> String {
+        let output = std::process::Command::new(shell)
+            .arg("-c")
+            .arg(format!("printf %s {quoted}"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{shell} refused {quoted:?}: {output:?}"
+        );
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any word (no NUL: an argument cannot hold one) comes back from a
+        /// POSIX sh exactly as quoted by `quote_posix`, and from bash as
+        /// quoted by `quote`.
+        #[test]
+        fn quoted_words_reach_the_shell_exactly(
+            word in any::<String>().prop_filter("no NUL", |w| !w.contains('\0'))
+        ) {
+            prop_assert_eq!(echoed("sh", &quote_posix(&word)), word.clone());
+            prop_assert_eq!(echoed("bash", &quote(&word)), word);
+        }
     }
 
     #[test]

@@ -167,10 +167,13 @@ fn list_row_never_carries_environment_or_argv() {
     h.attach_argv.push("--password=hunter2".into());
     let row = h.list_row(at(90));
     let json = serde_json::to_string(&row).unwrap();
-    assert!(
-        !json.contains("s3cret-value") && !json.contains("hunter2"),
-        "{json}"
-    );
+    let debug = format!("{row:?}");
+    for shown in [&json, &debug] {
+        assert!(
+            !shown.contains("s3cret-value") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
     assert_eq!(row.age_secs, Some(90));
     assert_eq!(row.parent_kind, "task");
     assert_eq!(row.home, "jack@local");

@@ -17,6 +17,9 @@
 //!   import paths and constructor spellings changed.
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
 //!   named after its clause.
+//! - [`hostile`] holds hostile strings (stored exactly or refused),
+//!   randomly damaged store files (refused unchanged or read cleanly) and
+//!   the store files' permissions.
 //! - A backend that cannot serve several processes (sled) lists its
 //!   cross-process scenarios in its own test file with the clear-error
 //!   replacement instead.
@@ -30,6 +33,8 @@
 pub mod backends;
 pub mod contract;
 pub mod fixtures;
+pub mod hostile;
+pub mod rng;
 pub mod seed;
 pub mod worker;
 
@@ -146,6 +151,11 @@ macro_rules! conformance_tests {
             c10_body_generations_only_increase,
             c11_unusable_stores_are_refused_unchanged,
         );
+        $crate::conformance_tests!(@hostile $backend;
+            hostile_strings_are_stored_exactly_or_refused,
+            c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
+            store_files_are_private_to_their_owner,
+        );
     };
     (@seed $backend:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -153,6 +163,16 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::seed::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@hostile $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::hostile::$name(&*backend).await })
             })
             .await;
         }

@@ -4,7 +4,8 @@
 //! The worker binary (`lf-handoff-conformance-worker`) opens the store named
 //! by a URL, prints `ready`, waits for a line on stdin, performs one
 //! operation and prints its result; or, for `churn`, runs lifecycles and
-//! prints `ack <step> <id>` after every write the store acknowledged.
+//! prints `ack <step> <id>` after every write the store acknowledged; or,
+//! for `populate`, fills the store, prints `populated` and exits.
 //!
 //! For single-process backends (sled), `hold` keeps the store open from
 //! `ready` until it reads a line (then prints `released`), and `probe [id]`

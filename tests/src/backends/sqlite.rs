@@ -62,6 +62,19 @@ impl Backend for SqliteBackend {
                 .unwrap();
             cases.push(unusable("a store cut in half", &truncated, "truncated"));
 
+            let corrupt = dir.join("corrupt.db");
+            populated_store(&corrupt).await;
+            // Keep the 100-byte header, overwrite the rest of page 1 (the
+            // schema's b-tree page) with a pattern.
+            let mut bytes = std::fs::read(&corrupt).unwrap();
+            bytes[100..4096].fill(0xA5);
+            std::fs::write(&corrupt, bytes).unwrap();
+            cases.push(unusable(
+                "a store whose schema page is overwritten",
+                &corrupt,
+                "malformed",
+            ));
+
             let newer = dir.join("newer.db");
             populated_store(&newer).await;
             raw_sql(&newer, &["PRAGMA user_version = 99"]).await;

@@ -83,6 +83,14 @@ async fn run(args: Vec<String>) {
             }
         }
         "churn" => churn(&store, PathBuf::from(&args[2])).await,
+        "populate" => {
+            lf_handoff_conformance::hostile::populate(&store, &PathBuf::from(&args[2])).await;
+            println!("populated");
+            // Leave at once, closing nothing, as a crash would: the files
+            // are then exactly what the acknowledged writes left (for
+            // SQLite, the database and its WAL), the same on every run.
+            std::process::exit(0);
+        }
         "hold" => {
             // Keeps the store open until told (or stdin closes), for the
             // single-process backends' "locked by another process" tests.

@@ -16,6 +16,13 @@ const TRICKY: &[&str] = &[
     "--flag=x y",
     "back\\slash",
     "ünïcode",
+    "> pwned3",
+    "a && touch pwned4 || true",
+    "| cat",
+    "line\nbreak",
+    "~",
+    "-c",
+    "%s %n $HOME ${PATH}",
 ];
 
 /// A script that records its arguments, `$SECRET`, `$INHERITED` and its
@@ -85,7 +92,7 @@ fn attach_runs_the_argv_without_a_shell_with_its_env_and_cwd() {
         std::fs::read_to_string(out.join("cwd")).unwrap().trim_end(),
         work.canonicalize().unwrap().to_str().unwrap()
     );
-    for pwned in ["pwned", "pwned2"] {
+    for pwned in ["pwned", "pwned2", "pwned3", "pwned4"] {
         assert!(!work.join(pwned).exists(), "nothing was run by a shell");
         assert!(!sandbox.path(pwned).exists(), "nothing was run by a shell");
     }
@@ -190,8 +197,11 @@ exec sh -c "$last"
     assert_eq!(json["descriptor"]["host"], "build-1");
     assert_eq!(json["descriptor"]["status"], "attached");
 
+    // The person's shell may read `$'...'` (bash, zsh); the far side runs
+    // the command with a plain POSIX sh (the stand-in's `sh -c`, dash on
+    // Debian), where every argument must still arrive exactly.
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let ran = std::process::Command::new("sh")
+    let ran = std::process::Command::new("bash")
         .args(["-c", line])
         .env("PATH", path)
         .env("OUT", &out)
@@ -214,5 +224,7 @@ exec sh -c "$last"
         std::fs::read_to_string(out.join("cwd")).unwrap().trim_end(),
         work.canonicalize().unwrap().to_str().unwrap()
     );
-    assert!(!work.join("pwned").exists() && !work.join("pwned2").exists());
+    for pwned in ["pwned", "pwned2", "pwned3", "pwned4"] {
+        assert!(!work.join(pwned).exists(), "nothing was run by a shell");
+    }
 }

@@ -1,5 +1,8 @@
 //! Parents, usage errors, help, completions, the demo and storage errors.
 
+use lf_handoff_conformance::backends::{SledBackend, SqliteBackend};
+use lf_handoff_conformance::Backend;
+
 use crate::support::{assert_error, assert_timestamp, keys, sorted, Sandbox};
 
 #[test]
@@ -383,14 +386,79 @@ fn demo_runs_on_the_store_given_with_the_flag() {
     assert_eq!(rows.as_array().unwrap().len(), 1, "the records stay there");
 }
 
+/// Every store the conformance suite's C11 refuses for SQLite and sled
+/// (corrupt, truncated, garbage, a newer schema or format, another
+/// program's, locked by another process): reading, opening and finishing
+/// through it each exit 5 with one `error:` line naming the problem, and
+/// every one of its files is byte-for-byte as before.
 #[test]
 fn storage_failures_exit_5_and_leave_the_file_alone() {
-    let sandbox = Sandbox::new();
-    let store = sandbox.path("garbage.db");
-    let garbage = b"this is not a database, it is a grocery list\n".repeat(20);
-    std::fs::write(&store, &garbage).unwrap();
-    let url = format!("sqlite://{}", store.display());
-    let error = sandbox.fails(&["list", "--store", &url], 5);
-    assert!(error.contains(store.to_str().unwrap()), "{error}");
-    assert_eq!(std::fs::read(&store).unwrap(), garbage);
+    lf_handoff_conformance::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let backends: Vec<Box<dyn Backend>> =
+        vec![Box::new(SqliteBackend), Box::new(SledBackend::default())];
+    let ghost = "ih_0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    for backend in backends {
+        let sandbox = Sandbox::new();
+        let cases = runtime.block_on(backend.unusable_stores(sandbox.dir.path()));
+        assert!(
+            cases.len() >= 4,
+            "{} prepares {} cases",
+            backend.name(),
+            cases.len()
+        );
+        for case in &cases {
+            let url = case.config.url();
+            let before: Vec<Vec<u8>> = case
+                .guarded
+                .iter()
+                .map(|p| std::fs::read(p).unwrap())
+                .collect();
+            for args in [
+                vec!["list"],
+                vec!["status", ghost],
+                vec!["complete", ghost, "--summary", "done"],
+                vec![
+                    "open",
+                    "--parent",
+                    "wave:wv_0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+                    "--home",
+                    "jack@local",
+                    "--cwd",
+                    "/srv",
+                    "--provider",
+                    "codex",
+                    "--generation",
+                    "1",
+                    "--reason",
+                    "r",
+                    "--",
+                    "true",
+                ],
+            ] {
+                let mut all = vec!["--store", url.as_str()];
+                all.extend(args);
+                let error = sandbox.fails(&all, 5);
+                assert!(
+                    error.contains(&case.message_names),
+                    "{} {}: {error:?} does not name {:?}",
+                    backend.name(),
+                    case.what,
+                    case.message_names
+                );
+            }
+            let after: Vec<Vec<u8>> = case
+                .guarded
+                .iter()
+                .map(|p| std::fs::read(p).unwrap())
+                .collect();
+            assert!(
+                before == after,
+                "{} {}: a file was modified",
+                backend.name(),
+                case.what
+            );
+        }
+        runtime.block_on(backend.cleanup());
+    }
 }

@@ -218,6 +218,12 @@ fn list_rows_never_carry_environment_or_argv() {
         "done",
     ]);
 
+    for args in [&["--json", "list"][..], &["--json", "list", "--active"][..]] {
+        let raw = sandbox.ok(args);
+        for secret in ["hunter2", "SECRET", "argvmark", "tmux"] {
+            assert!(!raw.contains(secret), "{args:?} shows {secret}: {raw}");
+        }
+    }
     let rows = sandbox.json(&["list"]);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 2);

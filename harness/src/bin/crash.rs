@@ -1,0 +1,109 @@
+//! `lf-handoff-crash`: SIGKILL a process running handoff lifecycles at
+//! random moments and check that nothing acknowledged is lost. See the
+//! `lf_handoff_harness::crash` module and `docs/RELIABILITY.md`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use lf_handoff_harness::crash::{self, CrashFigures, CrashOptions};
+use lf_handoff_harness::crash_child::{self, CHILD_ARG};
+use lf_handoff_harness::program::{act_as, backends_and_exe, duration_arg, runtime, verdict};
+use lf_handoff_harness::target::Placement;
+
+/// Kill a process running handoff lifecycles with SIGKILL at random moments,
+/// reopen the store, and check that every acknowledged transition survived
+/// and every record keeps its invariants.
+///
+/// Exit status: 0 all passed; 1 a transition was lost, an invariant broke or
+/// the harness failed; 2 bad arguments; 3 the time limit stopped a run
+/// before all its trials ran.
+#[derive(Debug, Parser)]
+#[command(name = "lf-handoff-crash", version)]
+struct Args {
+    /// Backends to crash, comma-separated, or `all`.
+    #[arg(long, default_value = "all")]
+    backends: String,
+    /// Kill-and-check trials per backend.
+    #[arg(long, default_value_t = 30)]
+    trials: u64,
+    /// Seed of every choice the harness makes (printed, so a run can be
+    /// repeated; the exact interleaving is up to the operating system).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Concurrent lifecycles in each child.
+    #[arg(long, default_value_t = 4)]
+    lanes: usize,
+    /// Acknowledged transitions to wait for before the kill delay starts
+    /// (with 0, one trial in 8 kills during the child's startup instead).
+    #[arg(long, default_value_t = 0)]
+    min_acks: usize,
+    /// Longest delay between the child's `ready` (and --min-acks) and the
+    /// kill, e.g. 150ms.
+    #[arg(long, default_value = "150ms", value_parser = duration_arg)]
+    max_delay: Duration,
+    /// No new trial starts on a backend after this long on it, e.g. 10m.
+    #[arg(long, default_value = "10m", value_parser = duration_arg)]
+    time_limit: Duration,
+    /// Directory in which each run's temporary store is made.
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    dir: PathBuf,
+    /// PostgreSQL server in which each run makes (and then drops) a fresh
+    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
+    /// postgres://postgres@127.0.0.1:5432/test].
+    #[arg(long)]
+    postgres_url: Option<String>,
+    /// Print a line per trial.
+    #[arg(long)]
+    verbose: bool,
+    /// Self-test: children acknowledge writes they never made, to show the
+    /// harness reports them as lost (it must then exit 1).
+    #[arg(long, hide = true)]
+    self_test_fake_acks: bool,
+}
+
+fn main() -> ExitCode {
+    if let Some(status) = act_as(CHILD_ARG, "crash child", |args| async move {
+        crash_child::run(&args).await
+    }) {
+        return status;
+    }
+    let args = Args::parse();
+    let (backends, exe) = match backends_and_exe(&args.backends) {
+        Ok(found) => found,
+        Err(status) => return status,
+    };
+    let options = CrashOptions {
+        backends,
+        trials: args.trials,
+        seed: args.seed,
+        lanes: args.lanes.max(1),
+        min_acks: args.min_acks,
+        max_delay: args.max_delay,
+        time_limit: args.time_limit,
+        placement: Placement::new(args.dir, args.postgres_url),
+        verbose: args.verbose,
+        fake_acks: args.self_test_fake_acks,
+    };
+    println!(
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, kill 0-{} ms after ready (1 trial in 8: during startup)",
+        options.seed,
+        options.trials,
+        options.backends.join(", "),
+        options.lanes,
+        options.max_delay.as_millis()
+    );
+    let figures = runtime().block_on(crash::run(&options, &exe));
+    let lost: u64 = figures.iter().map(|f| f.lost).sum();
+    let violations: u64 = figures.iter().map(|f| f.violations).sum();
+    let errors: u64 = figures.iter().map(|f| f.errors).sum();
+    verdict(
+        "crash harness",
+        figures.iter().all(CrashFigures::passed),
+        figures.iter().all(|f| !f.stopped_by_time_limit),
+        &format!(
+            "{lost} transitions lost, {violations} invariant violations, {errors} harness errors"
+        ),
+    )
+}

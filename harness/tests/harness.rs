@@ -1,0 +1,243 @@
+//! The harness binaries, run as a user runs them: they pass on a sound
+//! store and print their figures, and they fail (exit 1) when a child lies
+//! about an acknowledged write or a racer lies about winning, which shows the
+//! checks can fail.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+/// Runs a harness binary with its stores in a directory of the test's own,
+/// so a store kept after a (deliberate) failure is removed with it.
+fn harness(binary: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    Command::new(binary)
+        .args(args)
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap()
+}
+
+fn crash(args: &[&str]) -> Output {
+    harness(env!("CARGO_BIN_EXE_lf-handoff-crash"), args)
+}
+
+fn race(args: &[&str]) -> Output {
+    harness(env!("CARGO_BIN_EXE_lf-handoff-race"), args)
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The number after `label` on the line that contains it.
+fn figure(text: &str, label: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|line| line.contains(label))
+        .unwrap_or_else(|| panic!("no {label:?} line in:\n{text}"));
+    let rest = &line[line.find(label).unwrap() + label.len()..];
+    rest.trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("no number after {label:?} in {line:?}"))
+}
+
+#[test]
+fn crash_harness_passes_on_sqlite_and_prints_its_figures() {
+    let output = crash(&[
+        "--backends",
+        "sqlite",
+        "--trials",
+        "4",
+        "--seed",
+        "7",
+        "--min-acks",
+        "5",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert_eq!(figure(&text, "[sqlite] trials run:"), 4, "{text}");
+    assert!(
+        figure(&text, "[sqlite] transitions acknowledged:") >= 20,
+        "{text}"
+    );
+    assert_eq!(figure(&text, "[sqlite] transitions lost:"), 0, "{text}");
+    assert_eq!(figure(&text, "[sqlite] invariant violations:"), 0, "{text}");
+    assert_eq!(figure(&text, "[sqlite] harness errors:"), 0, "{text}");
+    assert!(
+        figure(&text, "records checked after the last trial:") >= 4,
+        "{text}"
+    );
+    assert!(text.contains("crash harness: PASSED"), "{text}");
+}
+
+#[test]
+fn crash_harness_counts_an_acknowledged_write_that_is_not_stored_as_lost() {
+    // With one lane the first three acknowledgements are a wave, its open
+    // and the phantom open, so every trial has at least one lie to catch.
+    let output = crash(&[
+        "--backends",
+        "sqlite",
+        "--trials",
+        "2",
+        "--lanes",
+        "1",
+        "--min-acks",
+        "3",
+        "--self-test-fake-acks",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(figure(&text, "[sqlite] transitions lost:") >= 2, "{text}");
+    assert!(text.contains("is missing"), "{text}");
+    assert!(text.contains("crash harness: FAILED"), "{text}");
+    assert!(text.contains("kept for inspection"), "{text}");
+}
+
+#[test]
+fn race_harness_finds_exactly_one_winner_per_race() {
+    let output = race(&[
+        "--backends",
+        "sqlite",
+        "--processes",
+        "3",
+        "--handoffs",
+        "6",
+        "--seed",
+        "3",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[sqlite] racers: 3 separate OS processes x 6 handoffs"),
+        "{text}"
+    );
+    assert_eq!(
+        figure(&text, "open races with exactly one creator:"),
+        6,
+        "{text}"
+    );
+    assert_eq!(
+        figure(&text, "finish races with exactly one winner:"),
+        6,
+        "{text}"
+    );
+    assert_eq!(
+        figure(&text, "claim races with exactly one winner:"),
+        6,
+        "{text}"
+    );
+    assert_eq!(figure(&text, "[sqlite] errors:"), 0, "{text}");
+    assert_eq!(figure(&text, "losing answers: conflict"), 12, "{text}");
+    assert!(text.contains("race harness: PASSED"), "{text}");
+}
+
+#[test]
+fn race_harness_races_store_handles_when_asked() {
+    let output = race(&[
+        "--backends",
+        "sqlite",
+        "--processes",
+        "4",
+        "--handoffs",
+        "4",
+        "--mode",
+        "handles",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("store handles in one process"), "{text}");
+    assert_eq!(
+        figure(&text, "finish races with exactly one winner:"),
+        4,
+        "{text}"
+    );
+}
+
+#[test]
+fn race_harness_reports_a_double_winner() {
+    let output = race(&[
+        "--backends",
+        "sqlite",
+        "--processes",
+        "3",
+        "--handoffs",
+        "2",
+        "--self-test-false-wins",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert_eq!(
+        figure(&text, "finish races with exactly one winner:"),
+        0,
+        "{text}"
+    );
+    let finish = text
+        .lines()
+        .find(|line| line.contains("finish races"))
+        .unwrap();
+    assert_eq!(figure(finish, "several winners"), 2, "{text}");
+    assert!(text.contains("race harness: FAILED"), "{text}");
+}
+
+#[test]
+fn harnesses_stopped_by_the_time_limit_say_so_and_exit_3() {
+    let output = crash(&["--backends", "sqlite", "--time-limit", "0s"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("[sqlite] trials run: 0 (stopped by the time limit)"),
+        "{text}"
+    );
+    let output = race(&["--backends", "sqlite", "--time-limit", "0s"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stdout(&output));
+}
+
+#[test]
+fn unknown_backends_and_bad_counts_are_usage_errors() {
+    let output = crash(&["--backends", "oracle"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown backend \"oracle\""), "{stderr}");
+    assert!(stderr.contains("sqlite"), "{stderr}");
+    assert_eq!(race(&["--processes", "1"]).status.code(), Some(2));
+    assert_eq!(race(&["--processes", "65"]).status.code(), Some(2));
+    assert_eq!(crash(&["--max-delay", "soon"]).status.code(), Some(2));
+}
+
+#[test]
+fn sled_is_crashed_and_raced_with_handles_in_one_process() {
+    let output = crash(&["--backends", "sled", "--trials", "3", "--min-acks", "3"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert_eq!(figure(&text, "[sled] trials run:"), 3, "{text}");
+    assert_eq!(figure(&text, "[sled] transitions lost:"), 0, "{text}");
+
+    let output = race(&["--backends", "sled", "--processes", "3", "--handoffs", "3"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("sled allows one process per store, so a cross-process race does not apply"),
+        "{text}"
+    );
+    assert_eq!(
+        figure(&text, "claim races with exactly one winner:"),
+        3,
+        "{text}"
+    );
+
+    let output = race(&[
+        "--backends",
+        "sled",
+        "--mode",
+        "processes",
+        "--handoffs",
+        "1",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("race it with handles instead"), "{text}");
+}
