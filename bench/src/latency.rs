@@ -21,8 +21,10 @@ use crate::population::{Population, PER_PARENT};
 use crate::report::short;
 use crate::stats::{Rng, Summary};
 
-/// Sampling rounds; each takes its share of every read at every size.
-const ROUNDS: usize = 10;
+/// Sampling rounds; each takes its share of every read at every size (by
+/// default 10 gets, 5 lists of a parent and one of the active set), so
+/// every size sees the machine in the same state, a few reads apart.
+const ROUNDS: usize = 300;
 
 /// How many samples each read takes at each size.
 #[derive(Debug, Clone, Copy)]
