@@ -197,6 +197,12 @@ async fn run(args: Args) -> BenchResult<()> {
     } else {
         print!("{}", report.table());
     }
+    let failed: usize = report.backends.iter().map(|b| b.errors.len()).sum();
+    if failed > 0 {
+        return Err(Failure(format!(
+            "{failed} measurement(s) failed; the report names each one"
+        )));
+    }
     Ok(())
 }
 
