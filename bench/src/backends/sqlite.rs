@@ -41,7 +41,7 @@ impl BenchBackend for SqliteBench {
     }
 
     fn durability(&self) -> String {
-        "WAL, synchronous=FULL (the default): one fdatasync of the WAL per commit".into()
+        "WAL, synchronous=FULL (the default): one fsync of the WAL per commit".into()
     }
 
     fn disk_dir(&self) -> Option<PathBuf> {
