@@ -3,6 +3,8 @@
 //! - **Durability:** WAL journal, `synchronous=FULL` by default (a commit is
 //!   on disk before the call returns, across power loss); `NORMAL` is an
 //!   explicit opt-in.
+//! - **Connections:** a few per store handle (`max_connections`), the most
+//!   recently used first, never pinged (see `sql/connections.rs`).
 //! - **Concurrency:** every write is a single autocommit statement, or a
 //!   batch opened with `BEGIN IMMEDIATE`, so a writer takes the write lock
 //!   before it reads and can never deadlock into `SQLITE_BUSY`; it waits up
@@ -25,10 +27,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lf_handoff_application::{StoreError, StoreResult};
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
+use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
 
@@ -37,10 +40,10 @@ pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// The SQLite engine: a connection pool on one file.
+/// The SQLite engine: a few connections to one file.
 #[derive(Debug)]
 pub(crate) struct SqliteEngine {
-    pool: SqlitePool,
+    pool: Connections<sqlx::SqliteConnection>,
     path: PathBuf,
     busy_timeout: Duration,
 }
@@ -63,12 +66,15 @@ impl SqliteEngine {
         // SQLite keeps its busy timeout in an `int` of milliseconds; a longer
         // value set directly on the struct would make the driver panic.
         let busy_timeout = config.busy_timeout.min(MAX_BUSY_TIMEOUT);
-        let is_new = prepare_file(&path)?;
+        let state = prepare_file(&path)?;
         // Check an existing file on a read-only connection first: a refused
         // store must not be modified, and a read-write connection would
-        // checkpoint the WAL into the file when it closes.
-        let current = if is_new {
+        // checkpoint the WAL into the file when it closes. A file whose
+        // header alone shows a current store needs no probe.
+        let current = if state == FileState::New {
             false
+        } else if state == FileState::Current {
+            true
         } else {
             let mut probe = SqliteConnectOptions::new()
                 .filename(&path)
@@ -90,13 +96,16 @@ impl SqliteEngine {
                 Synchronous::Normal => SqliteSynchronous::Normal,
             })
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(config.max_connections.max(1))
-            .min_connections(0)
-            .acquire_timeout(busy_timeout + Duration::from_secs(5))
-            .connect_with(options)
-            .await
-            .map_err(|e| open_error(&path, e))?;
+        // The first connection is opened now, so a file SQLite cannot use
+        // is reported by open_store.
+        let first = options.connect().await.map_err(|e| open_error(&path, e))?;
+        let pool = Connections::new(
+            options,
+            config.max_connections,
+            busy_timeout + Duration::from_secs(5),
+            None,
+        );
+        pool.give(first);
         let engine = Self {
             pool,
             path,
@@ -260,10 +269,22 @@ fn open_error(path: &Path, error: sqlx::Error) -> StoreError {
     )
 }
 
+/// What the header check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileState {
+    /// An empty file: a new store.
+    New,
+    /// A SQLite file whose header shows an lf-handoff store at
+    /// [`LATEST_VERSION`], with no write-ahead log frames that could hold a
+    /// newer header.
+    Current,
+    /// A SQLite file whose version must be read through SQLite.
+    Existing,
+}
+
 /// Creates the file (0600) and its directory (0700) when missing, and checks
-/// an existing file's header before SQLite sees it. Returns true if and only
-/// if the file is new (empty).
-fn prepare_file(path: &Path) -> StoreResult<bool> {
+/// an existing file's header before SQLite sees it.
+fn prepare_file(path: &Path) -> StoreResult<FileState> {
     let shown = path.display();
     if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
         if !dir.exists() {
@@ -298,7 +319,7 @@ fn prepare_file(path: &Path) -> StoreResult<bool> {
                         )
                     })?;
             }
-            return Ok(true);
+            return Ok(FileState::New);
         }
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
         Err(e) => {
@@ -311,9 +332,9 @@ fn prepare_file(path: &Path) -> StoreResult<bool> {
     check_header(path)
 }
 
-/// Refuses a non-empty file that is not a whole SQLite database. Returns
-/// true if and only if the file is empty (a new store).
-fn check_header(path: &Path) -> StoreResult<bool> {
+/// Refuses a non-empty file that is not a whole SQLite database, and tells
+/// a new (empty) file and a current store from the others.
+fn check_header(path: &Path) -> StoreResult<FileState> {
     let shown = path.display();
     let io_error =
         |e: std::io::Error| StoreError::unavailable_because(format!("cannot read {shown}: {e}"), e);
@@ -325,7 +346,7 @@ fn check_header(path: &Path) -> StoreResult<bool> {
     }
     let length = metadata.len();
     if length == 0 {
-        return Ok(true);
+        return Ok(FileState::New);
     }
     let mut header = [0u8; 100];
     let mut file = fs::File::open(path).map_err(io_error)?;
@@ -356,7 +377,20 @@ fn check_header(path: &Path) -> StoreResult<bool> {
             page_count * page_size
         )));
     }
-    Ok(false)
+    // With no WAL frames, page 1 on disk is the latest: its header holds the
+    // user version (offset 60) and the application id (offset 68).
+    let field = |at: usize| {
+        i64::from(i32::from_be_bytes([
+            header[at],
+            header[at + 1],
+            header[at + 2],
+            header[at + 3],
+        ]))
+    };
+    if !wal_has_frames && field(68) == APPLICATION_ID && field(60) == LATEST_VERSION {
+        return Ok(FileState::Current);
+    }
+    Ok(FileState::Existing)
 }
 
 fn read_up_to(file: &mut fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
@@ -368,4 +402,47 @@ fn read_up_to(file: &mut fs::File, buffer: &mut [u8]) -> std::io::Result<usize> 
         }
     }
     Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::StorageConfig;
+
+    async fn set_user_version(path: &Path, version: i64) {
+        let mut conn = SqliteConnectOptions::new()
+            .filename(path)
+            .connect()
+            .await
+            .unwrap();
+        sqlx::query(&format!("PRAGMA user_version = {version}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_header_tells_a_current_store_from_one_that_needs_a_probe() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        fs::write(&path, b"").unwrap();
+        assert_eq!(check_header(&path).unwrap(), FileState::New);
+
+        let store = crate::open_store(&StorageConfig::sqlite(path.clone()))
+            .await
+            .unwrap();
+        drop(store);
+        // The last connection closes asynchronously; wait for its WAL to go.
+        for _ in 0..100 {
+            if check_header(&path).unwrap() == FileState::Current {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(check_header(&path).unwrap(), FileState::Current);
+
+        set_user_version(&path, LATEST_VERSION + 1).await;
+        assert_eq!(check_header(&path).unwrap(), FileState::Existing);
+    }
 }

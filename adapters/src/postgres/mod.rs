@@ -32,10 +32,13 @@
 //!   once migrate it exactly once.
 //! - **Connections:** the store is opened on one direct connection (so an
 //!   unreachable or refusing server is reported at once, naming host and
-//!   port, and at the latest after `acquire_timeout`), which is closed after
-//!   the version check. Calls then use a lazy pool of at most `pool_size`
-//!   connections; a call that cannot get one within `acquire_timeout` fails
-//!   with `Unavailable`.
+//!   port, and at the latest after `acquire_timeout`), which becomes the
+//!   first pooled connection after the version check. Calls use at most
+//!   `pool_size` connections, the most recently used first (see
+//!   `sql/connections.rs`); one idle for a second or more is pinged before
+//!   it is lent, and one a statement failed on with an I/O or protocol
+//!   error is dropped. A call that cannot get a connection within
+//!   `acquire_timeout` fails with `Unavailable`.
 //! - **TLS:** sqlx is built without TLS support, so `sslmode=require` and
 //!   stricter modes are refused when the URL is parsed. Reach a remote
 //!   server over a private network or an SSH tunnel.
@@ -49,20 +52,25 @@ use std::fmt;
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::postgres::config::PostgresConfig;
+use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{sql_engine, EngineError};
+
+/// A pooled connection idle for this long is pinged before it is lent, in
+/// case the server restarted or closed it meanwhile.
+const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a migration waits for another process's migration lock.
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
 
-/// The PostgreSQL engine: a connection pool on one schema of one database.
+/// The PostgreSQL engine: a few connections to one schema of one database.
 #[derive(Debug)]
 pub(crate) struct PostgresEngine {
-    pool: PgPool,
+    pool: Connections<PgConnection>,
     server: Server,
 }
 
@@ -77,16 +85,16 @@ impl PostgresEngine {
             .await
             .map_err(|_| server.no_answer())?
             .map_err(|e| server.unavailable(e))?;
-        let result = server.migrate(&mut conn).await;
-        // The version check's connection is not pooled; closing it is
-        // courtesy, and its failure changes nothing.
-        conn.close().await.ok();
-        result?;
-        let pool = PgPoolOptions::new()
-            .max_connections(config.pool_size)
-            .min_connections(0)
-            .acquire_timeout(config.acquire_timeout)
-            .connect_lazy_with(options);
+        server.migrate(&mut conn).await?;
+        // The version check's connection becomes the first pooled one (its
+        // transaction-scoped settings ended with the migration).
+        let pool = Connections::new(
+            options,
+            config.pool_size,
+            config.acquire_timeout,
+            Some(IDLE_CHECK_AFTER),
+        );
+        pool.give(conn);
         Ok(Self { pool, server })
     }
 

@@ -55,11 +55,14 @@
 //! - **Invariant I6 is a key.** Opening writes the record, its index
 //!   entries and the parent's `active_slots` entry in one multi-tree
 //!   transaction that first checks the parent's record is still at the
-//!   expected version and the slot is free. A transition is one
-//!   transaction that checks the record's version, writes the new record
-//!   and moves the index entries (finishing frees the slot). sled runs
-//!   transactions one at a time (a process-wide lock held for the
-//!   microseconds the transaction body runs; the sync comes after it is
+//!   expected version and the slot is free. A transition that moves index
+//!   entries (finishing frees the slot) is one transaction that checks the
+//!   record's version, writes the new record and moves the entries; one
+//!   that moves none (attach, claim) is sled's `compare_and_swap` of the
+//!   record's bytes, read and checked just before. sled runs transactions
+//!   one at a time (a process-wide lock held exclusively for the
+//!   microseconds the transaction body runs, which single-key operations
+//!   such as `compare_and_swap` share; the sync comes after it is
 //!   released), so a lost race is seen by the engine, never through a
 //!   read-then-write gap.
 //! - A list walks its index, then reads each record it names: a handoff that

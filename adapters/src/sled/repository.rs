@@ -140,6 +140,34 @@ impl HandoffRepository for SledStore {
         self.run(move |shared| {
             let id_key = keys::handoff(&handoff.id);
             let new_index = IndexKeys::of(&handoff);
+            // A transition that leaves every index entry where it is
+            // (attach, claim) changes the record alone: sled's
+            // compare-and-swap of the record's bytes just read settles the
+            // race as a transaction would (a concurrent transaction cannot
+            // interleave with it), at a fraction of a multi-tree
+            // transaction's cost.
+            let Some(current_bytes) = shared.handoffs.get(&id_key).map_err(|e| shared.engine(e))?
+            else {
+                return Ok(SwapOutcome::Lost);
+            };
+            let current = record::handoff(&handoff.id, &current_bytes)?;
+            if current.version != expected {
+                return Ok(SwapOutcome::Lost);
+            }
+            if IndexKeys::of(&current.value) == new_index {
+                let swapped = shared
+                    .handoffs
+                    .compare_and_swap(&id_key, Some(current_bytes), Some(stored))
+                    .map_err(|e| shared.engine(e))?;
+                return match swapped {
+                    Ok(()) => {
+                        shared.make_durable()?;
+                        Ok(SwapOutcome::Swapped { version: next })
+                    }
+                    // The bytes changed since the read: another swap won.
+                    Err(_) => Ok(SwapOutcome::Lost),
+                };
+            }
             let trees = (
                 &shared.handoffs,
                 &shared.by_created,
@@ -242,13 +270,23 @@ impl IndexKeys {
     }
 }
 
-/// The parent's active handoff, read through its slot in one transaction
-/// so the slot and the record agree.
+/// The parent's active handoff, read through its slot: an empty slot is
+/// one read; a taken one is read with its record in one transaction, so
+/// the slot and the record agree.
 fn active_of(
     shared: &Shared,
     parent: &InteractiveHandoffParent,
 ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
     let slot_key = keys::parent(parent);
+    // An empty slot is one atomic read and needs nothing more; a taken one
+    // is read again with its record in one transaction, so they agree.
+    if !shared
+        .slots
+        .contains_key(&slot_key)
+        .map_err(|e| shared.engine(e))?
+    {
+        return Ok(None);
+    }
     let result = (&shared.slots, &shared.handoffs).transaction(|(slots, handoffs)| {
         let Some(holder) = slots.get(&slot_key)? else {
             return Ok(None);

@@ -13,11 +13,14 @@
 //! parent even from another process. Each is a single atomic statement, so
 //! there is no read-then-write gap to lose.
 
+pub(crate) mod connections;
 mod row;
 pub(crate) mod schema;
 mod statements;
 
 use std::fmt::Debug;
+use std::future::Future;
+use std::ops::DerefMut;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
@@ -99,6 +102,26 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         &self,
         statements: &[Statement<'_>],
     ) -> Result<Option<usize>, EngineError>;
+}
+
+/// Where an engine's statements get their connection (see
+/// [`connections`]). [`sql_engine!`] takes every connection from its
+/// engine's `pool` field through this.
+pub(crate) trait ConnectionSource<DB: sqlx::Database>: Send + Sync {
+    /// A lent connection, given back when dropped.
+    type Lease<'a>: DerefMut<Target = DB::Connection> + LeaseHealth + Send
+    where
+        Self: 'a;
+
+    /// Waits for a connection.
+    fn lend(&self) -> impl Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send;
+}
+
+/// Told when a statement failed on a lent connection, so its source can
+/// stop reusing a broken one.
+pub(crate) trait LeaseHealth {
+    /// A statement on this connection failed with `error`.
+    fn failed(&mut self, error: &sqlx::Error);
 }
 
 /// Both storage ports over any [`SqlEngine`].
@@ -377,9 +400,10 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
     }
 }
 
-/// Implements [`SqlEngine`] for a backend struct with a `pool` field of the
-/// given sqlx pool type and a `map_error(&self, sqlx::Error) -> EngineError`
-/// method. `$begin` is the statement that opens a write transaction.
+/// Implements [`SqlEngine`] for a backend struct with a `pool` field (a
+/// [`ConnectionSource`] of the given sqlx database) and a
+/// `map_error(&self, sqlx::Error) -> EngineError` method. `$begin` is the
+/// statement that opens a write transaction.
 macro_rules! sql_engine {
     ($engine:ty, $db:ty, $begin:expr) => {
         impl $engine {
@@ -397,6 +421,31 @@ macro_rules! sql_engine {
                 }
                 query
             }
+
+            /// Lends a connection from the engine's source.
+            async fn lend(
+                &self,
+            ) -> Result<
+                impl std::ops::DerefMut<Target = <$db as sqlx::Database>::Connection>
+                    + $crate::sql::LeaseHealth
+                    + Send
+                    + '_,
+                $crate::sql::EngineError,
+            > {
+                $crate::sql::ConnectionSource::<$db>::lend(&self.pool)
+                    .await
+                    .map_err(|e| self.map_error(e))
+            }
+
+            /// Maps a statement's error, telling the connection's source.
+            fn statement_failed(
+                &self,
+                conn: &mut impl $crate::sql::LeaseHealth,
+                error: sqlx::Error,
+            ) -> $crate::sql::EngineError {
+                conn.failed(&error);
+                self.map_error(error)
+            }
         }
 
         #[async_trait::async_trait]
@@ -407,10 +456,15 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::HandoffRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let rows = Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&self.pool)
+                let mut conn = self.lend().await?;
+                let rows = match Self::bind(sqlx::query(sql), params)
+                    .fetch_all(&mut *conn)
                     .await
-                    .map_err(|e| self.map_error(e))?;
+                {
+                    Ok(rows) => rows,
+                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
+                };
+                drop(conn);
                 let decode = |row: &<$db as sqlx::Database>::Row| -> Result<$crate::sql::HandoffRow, sqlx::Error> {
                     Ok($crate::sql::HandoffRow {
                         id: row.try_get(0)?,
@@ -447,10 +501,15 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::RecordRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let rows = Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&self.pool)
+                let mut conn = self.lend().await?;
+                let rows = match Self::bind(sqlx::query(sql), params)
+                    .fetch_all(&mut *conn)
                     .await
-                    .map_err(|e| self.map_error(e))?;
+                {
+                    Ok(rows) => rows,
+                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
+                };
+                drop(conn);
                 rows.iter()
                     .map(|row| {
                         Ok($crate::sql::RecordRow {
@@ -466,31 +525,38 @@ macro_rules! sql_engine {
                 sql: &'static str,
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<u64, $crate::sql::EngineError> {
-                Self::bind(sqlx::query(sql), params)
-                    .execute(&self.pool)
+                let mut conn = self.lend().await?;
+                match Self::bind(sqlx::query(sql), params)
+                    .execute(&mut *conn)
                     .await
-                    .map(|done| done.rows_affected())
-                    .map_err(|e| self.map_error(e))
+                {
+                    Ok(done) => Ok(done.rows_affected()),
+                    Err(e) => Err(self.statement_failed(&mut conn, e)),
+                }
             }
 
             async fn execute_batch(
                 &self,
                 statements: &[$crate::sql::Statement<'_>],
             ) -> Result<Option<usize>, $crate::sql::EngineError> {
-                let mut tx = self.pool.begin_with($begin).await.map_err(|e| self.map_error(e))?;
-                for (index, statement) in statements.iter().enumerate() {
-                    let affected = Self::bind(sqlx::query(statement.sql), &statement.params)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| self.map_error(e))?
-                        .rows_affected();
-                    if affected != 1 {
-                        tx.rollback().await.map_err(|e| self.map_error(e))?;
-                        return Ok(Some(index));
+                let mut conn = self.lend().await?;
+                let result = async {
+                    let mut tx = sqlx::Connection::begin_with(&mut *conn, $begin).await?;
+                    for (index, statement) in statements.iter().enumerate() {
+                        let affected = Self::bind(sqlx::query(statement.sql), &statement.params)
+                            .execute(&mut *tx)
+                            .await?
+                            .rows_affected();
+                        if affected != 1 {
+                            tx.rollback().await?;
+                            return Ok(Some(index));
+                        }
                     }
+                    tx.commit().await?;
+                    Ok(None)
                 }
-                tx.commit().await.map_err(|e| self.map_error(e))?;
-                Ok(None)
+                .await;
+                result.map_err(|e| self.statement_failed(&mut conn, e))
             }
         }
     };

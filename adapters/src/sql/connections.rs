@@ -1,0 +1,283 @@
+//! The SQL engines' connections: a few connections to one database, the
+//! most recently returned one lent first, with nothing between a statement
+//! and its connection.
+//!
+//! sqlx's general-purpose pool pings a connection before lending it and
+//! again, on a spawned task, when it comes back. On SQLite (a file handle
+//! in this process) each ping was a round trip to the connection's worker
+//! thread; on PostgreSQL, to the server; and handing connections back
+//! through a task spread consecutive statements over every connection (in
+//! SQLite's WAL mode each then found another's commit and started with a
+//! cold page cache). The benchmark (`docs/BENCHMARKS.md`) measured that
+//! as most of the store's cost over raw statements.
+//!
+//! Here a statement takes the most recently returned idle connection and
+//! gives it back synchronously when it is done. Health is checked only
+//! where it can fail: a connection a statement failed on with an I/O,
+//! protocol or worker error is dropped, not reused; and, when the engine
+//! asks for it (PostgreSQL, whose server may restart or close idle
+//! sessions), a connection that sat idle for a while is pinged before it
+//! is lent, and replaced if the ping fails.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sqlx::{ConnectOptions as _, Connection};
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+use crate::sql::{ConnectionSource, LeaseHealth};
+
+/// At most `max` connections made from `options`.
+pub(crate) struct Connections<C: Connection> {
+    options: C::Options,
+    idle: Mutex<Vec<Idle<C>>>,
+    slots: Semaphore,
+    acquire_timeout: Duration,
+    check_idle_after: Option<Duration>,
+}
+
+struct Idle<C> {
+    conn: C,
+    since: Instant,
+}
+
+/// A connection lent to one statement or transaction; returned on drop.
+pub(crate) struct Lease<'a, C: Connection> {
+    conn: Option<C>,
+    owner: &'a Connections<C>,
+    broken: bool,
+    _slot: SemaphorePermit<'a>,
+}
+
+impl<C: Connection> Connections<C> {
+    /// No connection yet; up to `max` (at least 1). A lend waits at most
+    /// `acquire_timeout`, connecting included. With `check_idle_after`, a
+    /// connection idle that long is pinged before it is lent.
+    pub(crate) fn new(
+        options: C::Options,
+        max: u32,
+        acquire_timeout: Duration,
+        check_idle_after: Option<Duration>,
+    ) -> Self {
+        Self {
+            options,
+            idle: Mutex::new(Vec::new()),
+            slots: Semaphore::new(usize::try_from(max.max(1)).unwrap_or(1)),
+            acquire_timeout,
+            check_idle_after,
+        }
+    }
+
+    /// Adds an open connection to the idle ones.
+    pub(crate) fn give(&self, conn: C) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+    }
+
+    /// Lends a connection: the most recently returned idle one, else a new
+    /// one while fewer than `max` are lent, else the first one returned.
+    ///
+    /// # Errors
+    /// `PoolTimedOut` after the acquire timeout; the connect error when a
+    /// new connection cannot be opened.
+    pub(crate) async fn acquire(&self) -> Result<Lease<'_, C>, sqlx::Error> {
+        tokio::time::timeout(self.acquire_timeout, self.lend_one())
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+    }
+
+    async fn lend_one(&self) -> Result<Lease<'_, C>, sqlx::Error> {
+        let slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let lease = |conn| Lease {
+            conn: Some(conn),
+            owner: self,
+            broken: false,
+            _slot: slot,
+        };
+        loop {
+            let idle = self
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            let Some(Idle { mut conn, since }) = idle else {
+                break;
+            };
+            let stale = self
+                .check_idle_after
+                .is_some_and(|after| since.elapsed() >= after);
+            if !stale || conn.ping().await.is_ok() {
+                return Ok(lease(conn));
+            }
+            // The server closed it while it was idle: drop it, try the next.
+        }
+        Ok(lease(self.options.connect().await?))
+    }
+}
+
+impl<C: Connection> fmt::Debug for Connections<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connections")
+            .field("available", &self.slots.available_permits())
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Connection> LeaseHealth for Lease<'_, C> {
+    fn failed(&mut self, error: &sqlx::Error) {
+        if matches!(
+            error,
+            sqlx::Error::Io(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::WorkerCrashed
+        ) {
+            self.broken = true;
+        }
+    }
+}
+
+impl<C: Connection> Deref for Lease<'_, C> {
+    type Target = C;
+
+    fn deref(&self) -> &C {
+        match &self.conn {
+            Some(conn) => conn,
+            None => unreachable!("a lease holds its connection until it is dropped"),
+        }
+    }
+}
+
+impl<C: Connection> DerefMut for Lease<'_, C> {
+    fn deref_mut(&mut self) -> &mut C {
+        match &mut self.conn {
+            Some(conn) => conn,
+            None => unreachable!("a lease holds its connection until it is dropped"),
+        }
+    }
+}
+
+impl<C: Connection> Drop for Lease<'_, C> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            if !self.broken {
+                self.owner.give(conn);
+            }
+        }
+    }
+}
+
+/// Lends connections to the shared repository's statements.
+macro_rules! connection_source {
+    ($conn:ty, $db:ty) => {
+        impl ConnectionSource<$db> for Connections<$conn> {
+            type Lease<'a> = Lease<'a, $conn>;
+
+            fn lend(
+                &self,
+            ) -> impl std::future::Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send
+            {
+                self.acquire()
+            }
+        }
+    };
+}
+
+connection_source!(sqlx::sqlite::SqliteConnection, sqlx::Sqlite);
+connection_source!(sqlx::postgres::PgConnection, sqlx::Postgres);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+
+    fn connections(
+        dir: &std::path::Path,
+        max: u32,
+        check_idle_after: Option<Duration>,
+    ) -> Connections<SqliteConnection> {
+        let options = SqliteConnectOptions::new()
+            .filename(dir.join("c.db"))
+            .create_if_missing(true);
+        Connections::new(options, max, Duration::from_millis(200), check_idle_after)
+    }
+
+    /// Each connection has its own temp schema: a marker table tells them apart.
+    async fn marked(lease: &mut Lease<'_, SqliteConnection>) -> bool {
+        let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM temp.sqlite_master")
+            .fetch_one(&mut **lease)
+            .await
+            .unwrap();
+        tables == 1
+    }
+
+    async fn mark(lease: &mut Lease<'_, SqliteConnection>) {
+        sqlx::query("CREATE TEMP TABLE marker (x)")
+            .execute(&mut **lease)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_most_recently_returned_connection_is_lent_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 4, None);
+        mark(&mut pool.acquire().await.unwrap()).await;
+        for _ in 0..3 {
+            assert!(marked(&mut pool.acquire().await.unwrap()).await);
+        }
+        // While one is lent, a second connection is opened.
+        let _first = pool.acquire().await.unwrap();
+        assert!(!marked(&mut pool.acquire().await.unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn lending_past_the_limit_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 1, None);
+        let _held = pool.acquire().await.unwrap();
+        assert!(matches!(
+            pool.acquire().await,
+            Err(sqlx::Error::PoolTimedOut)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_failed_is_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 2, None);
+        {
+            let mut lease = pool.acquire().await.unwrap();
+            mark(&mut lease).await;
+            lease.failed(&sqlx::Error::WorkerCrashed);
+        }
+        assert!(!marked(&mut pool.acquire().await.unwrap()).await);
+        {
+            let mut lease = pool.acquire().await.unwrap();
+            mark(&mut lease).await;
+            // A constraint violation says nothing about the connection.
+            lease.failed(&sqlx::Error::RowNotFound);
+        }
+        assert!(marked(&mut pool.acquire().await.unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_is_pinged_and_kept_when_it_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 2, Some(Duration::ZERO));
+        mark(&mut pool.acquire().await.unwrap()).await;
+        assert!(marked(&mut pool.acquire().await.unwrap()).await);
+    }
+}

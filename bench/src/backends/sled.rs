@@ -1,0 +1,71 @@
+//! sled: a directory in the scratch directory; the raw baseline is sled
+//! opened directly on it (see `raw_sled`).
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use lf_handoff_adapters::{open_store, StorageConfig};
+
+use super::{BenchBackend, RawEngine};
+use crate::error::{fail, BenchResult, Context};
+use crate::raw_sled::RawSled;
+
+/// sled stores under `dir`.
+#[derive(Debug)]
+pub struct SledBench {
+    dir: PathBuf,
+}
+
+impl SledBench {
+    /// Stores go in `dir`.
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+}
+
+fn sled_dir(config: &StorageConfig) -> BenchResult<PathBuf> {
+    match config {
+        StorageConfig::Sled(sled) => Ok(sled.path.clone()),
+        other => fail(format!("not a sled store: {other}")),
+    }
+}
+
+#[async_trait]
+impl BenchBackend for SledBench {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn durability(&self) -> String {
+        "every write: Db::flush, then fdatasync of sled's log".into()
+    }
+
+    fn disk_dir(&self) -> Option<PathBuf> {
+        Some(self.dir.clone())
+    }
+
+    async fn new_store(&self, label: &str) -> BenchResult<StorageConfig> {
+        let path = self.dir.join(label);
+        std::fs::remove_dir_all(&path).ok();
+        let config = StorageConfig::sled(path);
+        let store = open_store(&config)
+            .await
+            .context(format!("create {config}"))?;
+        drop(store);
+        Ok(config)
+    }
+
+    async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {
+        Ok(Box::new(RawSled::open(&sled_dir(config)?).await?))
+    }
+
+    fn raw_get_command(&self, _config: &StorageConfig, _id: &str) -> Option<Vec<String>> {
+        None
+    }
+
+    async fn remove(&self, config: &StorageConfig) {
+        if let Ok(dir) = sled_dir(config) {
+            std::fs::remove_dir_all(dir).ok();
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! Read latency as the registry grows: `get`, `list --parent` and
+//! `list --active` through the `Store` at each store size.
+//!
+//! One store per size (1k, 100k and 1M handoffs by default) is filled by the
+//! backend's raw bulk loader with the same [`Population`]. The reads are
+//! then sampled on random keys from the whole store, in rounds that visit
+//! every size in turn, so a busy moment of the machine hits all sizes alike
+//! and the ratios stay comparable. Every answer is checked (the handoff is
+//! found, the parent has its ten, the active set is complete), so a read
+//! that stops being correct fails the run instead of getting fast.
+
+use std::time::{Duration, Instant};
+
+use lf_handoff_adapters::{open_store, ListQuery, StorageConfig, Store};
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::backends::BenchBackend;
+use crate::error::{fail, BenchResult, Context};
+use crate::population::{Population, PER_PARENT};
+use crate::report::short;
+use crate::stats::{Rng, Summary};
+
+/// Sampling rounds; each takes its share of every read at every size (by
+/// default 10 gets, 5 lists of a parent and one of the active set), so
+/// every size sees the machine in the same state, a few reads apart.
+const ROUNDS: usize = 300;
+
+/// How many samples each read takes at each size.
+#[derive(Debug, Clone, Copy)]
+pub struct Samples {
+    /// `get` calls.
+    pub get: usize,
+    /// `list --parent` calls.
+    pub list_parent: usize,
+    /// `list --active` calls.
+    pub list_active: usize,
+    /// Untimed `get` and `list --parent` calls per store before sampling.
+    pub warm_up: usize,
+}
+
+/// The figures at one store size.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyAt {
+    /// Handoffs stored.
+    pub handoffs: u64,
+    /// Seconds the bulk loader took to fill the store.
+    pub load_seconds: f64,
+    /// `get` of a random handoff.
+    pub get: Summary,
+    /// `list --parent` of a random wave (ten handoffs each).
+    pub list_parent: Summary,
+    /// `list --active` (the same active set at every size).
+    pub list_active: Summary,
+    /// The engine's own read of a random handoff's row or record, without
+    /// the store (no decoding, no checks), on a freshly opened engine.
+    pub raw_get: Summary,
+}
+
+/// What the latency phase leaves behind for the cold-start figure.
+pub struct Grown {
+    /// The figures per size.
+    pub sizes: Vec<LatencyAt>,
+    /// Every store, smallest first.
+    pub configs: Vec<StorageConfig>,
+    /// A handoff in the largest store.
+    pub sample_id: String,
+}
+
+/// One store under measurement.
+struct Sized {
+    size: u64,
+    store: Store,
+    load_seconds: f64,
+    rng: Rng,
+    get: Vec<Duration>,
+    list_parent: Vec<Duration>,
+    list_active: Vec<Duration>,
+}
+
+/// Fills one store per size in `sizes` (ascending) and measures them.
+pub async fn measure(
+    backend: &dyn BenchBackend,
+    sizes: &[u64],
+    samples: Samples,
+    mut progress: impl FnMut(&str),
+) -> BenchResult<Grown> {
+    let population = Population::new(OffsetDateTime::now_utc())?;
+    let mut stores = Vec::new();
+    let mut configs = Vec::new();
+    for &size in sizes {
+        progress(&format!("loading {size} handoffs"));
+        let config = backend
+            .new_store(&format!("latency-{}", short(size)))
+            .await?;
+        configs.push(config.clone());
+        let raw = backend.raw(&config).await?;
+        let start = Instant::now();
+        raw.bulk_load(&population, 0..Population::parents_for(size), 0..size)
+            .await?;
+        let load_seconds = start.elapsed().as_secs_f64();
+        raw.close().await;
+        let store = open_store(&config).await.context("open store")?;
+        stores.push(Sized {
+            size,
+            store,
+            load_seconds,
+            rng: Rng::new(size),
+            get: Vec::new(),
+            list_parent: Vec::new(),
+            list_active: Vec::new(),
+        });
+    }
+    progress("sampling reads, every size in turn");
+    for sized in &mut stores {
+        // Untimed warm-up: the first reads load the engine's caches.
+        let share = Samples {
+            get: samples.warm_up,
+            list_parent: samples.warm_up,
+            list_active: 5,
+            warm_up: 0,
+        };
+        sample(sized, &population, share, false).await?;
+    }
+    for _ in 0..ROUNDS {
+        for sized in &mut stores {
+            let share = Samples {
+                get: samples.get.div_ceil(ROUNDS),
+                list_parent: samples.list_parent.div_ceil(ROUNDS),
+                list_active: samples.list_active.div_ceil(ROUNDS),
+                warm_up: 0,
+            };
+            sample(sized, &population, share, true).await?;
+        }
+    }
+    let mut figures = Vec::new();
+    for sized in stores {
+        let Sized {
+            size,
+            store,
+            load_seconds,
+            get,
+            list_parent,
+            list_active,
+            ..
+        } = sized;
+        figures.push(LatencyAt {
+            handoffs: size,
+            load_seconds,
+            get: Summary::of(&get),
+            list_parent: Summary::of(&list_parent),
+            list_active: Summary::of(&list_active),
+            raw_get: Summary::default(),
+        });
+        // sled allows one open Db per directory: close the store first.
+        drop(store);
+    }
+    progress("sampling the raw engine's reads");
+    for (figure, config) in figures.iter_mut().zip(&configs) {
+        figure.raw_get = raw_gets(backend, config, &population, figure.handoffs, samples).await?;
+    }
+    let largest = sizes.last().copied().unwrap_or(0);
+    Ok(Grown {
+        sizes: figures,
+        configs,
+        sample_id: population.handoff_id(largest / 2).to_string(),
+    })
+}
+
+async fn sample(
+    sized: &mut Sized,
+    population: &Population,
+    samples: Samples,
+    keep: bool,
+) -> BenchResult<()> {
+    let size = sized.size;
+    let parents = Population::parents_for(size);
+    let active = ListQuery {
+        parent: None,
+        active_only: true,
+    };
+    let expected_active = Population::active_in(size) as usize;
+    for _ in 0..samples.get {
+        let elapsed = get(&sized.store, population, sized.rng.below(size)).await?;
+        if keep {
+            sized.get.push(elapsed);
+        }
+    }
+    for _ in 0..samples.list_parent {
+        let p = sized.rng.below(parents);
+        let elapsed = list_parent(&sized.store, population, p, size).await?;
+        if keep {
+            sized.list_parent.push(elapsed);
+        }
+    }
+    for _ in 0..samples.list_active {
+        let elapsed = list_active(&sized.store, &active, expected_active).await?;
+        if keep {
+            sized.list_active.push(elapsed);
+        }
+    }
+    Ok(())
+}
+
+/// Samples `samples.get` raw reads of random handoffs on a freshly opened
+/// engine, after the same untimed warm-up the store had.
+async fn raw_gets(
+    backend: &dyn BenchBackend,
+    config: &StorageConfig,
+    population: &Population,
+    size: u64,
+    samples: Samples,
+) -> BenchResult<Summary> {
+    let raw = backend.raw(config).await?;
+    let mut rng = Rng::new(size ^ 0x5EED);
+    let mut timings = Vec::with_capacity(samples.get);
+    for n in 0..samples.warm_up + samples.get {
+        let id = population.handoff_id(rng.below(size));
+        let start = Instant::now();
+        let found = raw.get(&id).await?;
+        let elapsed = start.elapsed();
+        if !found {
+            return fail(format!("raw get {id}: the loaded handoff was not found"));
+        }
+        if n >= samples.warm_up {
+            timings.push(elapsed);
+        }
+    }
+    raw.close().await;
+    Ok(Summary::of(&timings))
+}
+
+async fn get(store: &Store, population: &Population, i: u64) -> BenchResult<Duration> {
+    let id = population.handoff_id(i);
+    let start = Instant::now();
+    let found = store.get_interactive_handoff(&id).await.context("get")?;
+    let elapsed = start.elapsed();
+    match found {
+        Some(handoff) if handoff.id == id => Ok(elapsed),
+        _ => fail(format!("get {id}: the loaded handoff was not found")),
+    }
+}
+
+async fn list_parent(
+    store: &Store,
+    population: &Population,
+    p: u64,
+    size: u64,
+) -> BenchResult<Duration> {
+    let parent = population.parent_ref(p);
+    let start = Instant::now();
+    let handoffs = store
+        .list_interactive_handoffs(Some(&parent))
+        .await
+        .context("list --parent")?;
+    let elapsed = start.elapsed();
+    let expected = (size - p * PER_PARENT).min(PER_PARENT) as usize;
+    if handoffs.len() != expected {
+        return fail(format!(
+            "list --parent {parent}: {} handoffs, expected {expected}",
+            handoffs.len()
+        ));
+    }
+    Ok(elapsed)
+}
+
+async fn list_active(store: &Store, query: &ListQuery, expected: usize) -> BenchResult<Duration> {
+    let start = Instant::now();
+    let handoffs = store
+        .query_interactive_handoffs(query)
+        .await
+        .context("list --active")?;
+    let elapsed = start.elapsed();
+    if handoffs.len() != expected || handoffs.iter().any(|h| !h.is_active()) {
+        return fail(format!(
+            "list --active: {} handoffs, expected {expected} active ones",
+            handoffs.len()
+        ));
+    }
+    Ok(elapsed)
+}

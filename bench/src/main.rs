@@ -1,0 +1,329 @@
+//! `lf-handoff-bench`: how much the lf-handoff store costs over the engine
+//! underneath it, and whether it stays fast as the registry grows.
+//!
+//! Run it with the one command in `docs/BENCHMARKS.md`:
+//!
+//! ```text
+//! cargo build --release -p lf-handoff-cli -p lf-handoff-bench && target/release/lf-handoff-bench
+//! ```
+//!
+//! For each backend it measures, in one run and side by side (only ratios
+//! are stable on a noisy machine):
+//!
+//! - lifecycle throughput through the `Store` and as raw statements on the
+//!   same engine with the same durability, and their ratio ([`lifecycle`]);
+//! - `get`, `list --parent` and `list --active` latency at growing store
+//!   sizes, and the largest/smallest ratio ([`latency`]);
+//! - eight racing finishers on one handoff ([`race`]);
+//! - the cold start of `lf-handoff status ID` against the engine's own
+//!   client ([`coldstart`]);
+//! - the fsync rate of the disk under the store ([`fsync`]).
+//!
+//! It prints a table, or with `--json` one JSON document. It asserts
+//! nothing about time; it fails only when a figure could not be measured
+//! or an answer was wrong (a lost handoff, two winners of a race).
+
+mod backends;
+mod coldstart;
+mod error;
+mod fsync;
+mod latency;
+mod lifecycle;
+mod population;
+mod race;
+mod raw_sled;
+mod raw_sql;
+mod report;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::backends::{BenchBackend, PostgresBench, SledBench, SqliteBench};
+use crate::error::{BenchResult, Context, Failure};
+use crate::report::{BackendReport, Growth, Machine, Report};
+
+/// Benchmarks the lf-handoff store against the raw engine underneath it.
+#[derive(Debug, Parser)]
+#[command(name = "lf-handoff-bench", version)]
+struct Args {
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Backends to measure.
+    #[arg(long, value_delimiter = ',', default_value = "sqlite,sled,postgres")]
+    backends: Vec<String>,
+    /// Store sizes (handoffs) for the read latency figures, ascending,
+    /// multiples of 10.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
+    sizes: Vec<u64>,
+    /// Lifecycles per side for the throughput figure.
+    #[arg(long, default_value_t = 600)]
+    lifecycles: usize,
+    /// Races of the racing-finisher figure.
+    #[arg(long, default_value_t = 30)]
+    races: usize,
+    /// Untimed reads (`get` and `list --parent` each) on every store before
+    /// its latency is sampled. The default leaves the engine's own cache as
+    /// a freshly opened store has it; a large value shows a warmed-up one.
+    #[arg(long, default_value_t = 50)]
+    warm_reads: usize,
+    /// Runs per command of the cold-start figure.
+    #[arg(long, default_value_t = 30)]
+    cold_runs: usize,
+    /// A small, fast run to check the program works (sizes 1k and 10k,
+    /// fewer samples); its figures are not the documented ones.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the store files (default: a new directory under the
+    /// system temporary directory, removed at the end).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The `lf-handoff` binary (default: beside this program).
+    #[arg(long)]
+    cli: Option<PathBuf>,
+    /// Phases to run (all by default): fsync, lifecycle, latency (with the
+    /// cold start), race.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "fsync,lifecycle,latency,race"
+    )]
+    phases: Vec<String>,
+    /// The PostgreSQL server (default: `LF_HANDOFF_TEST_POSTGRES_URL`, else
+    /// the local test server); every store is a fresh schema, dropped at
+    /// the end.
+    #[arg(long, env = "LF_HANDOFF_TEST_POSTGRES_URL", default_value = backends::DEFAULT_POSTGRES_URL)]
+    postgres_url: String,
+    /// Keep the store files (and the scratch directory) for inspection.
+    #[arg(long)]
+    keep: bool,
+}
+
+impl Args {
+    fn runs(&self, phase: &str) -> bool {
+        self.phases.iter().any(|p| p == phase)
+    }
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    if args.quick {
+        args.sizes = vec![1_000, 10_000];
+        args.lifecycles = args.lifecycles.min(100);
+        args.races = args.races.min(5);
+        args.cold_runs = args.cold_runs.min(5);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> BenchResult<()> {
+    if args.sizes.is_empty()
+        || args.sizes.windows(2).any(|pair| pair[0] >= pair[1])
+        || args.sizes.iter().any(|size| *size == 0 || size % 10 != 0)
+    {
+        return Err(Failure(
+            "--sizes must be ascending, non-zero multiples of 10, e.g. 1000,100000,1000000".into(),
+        ));
+    }
+    let started = Instant::now();
+    let date = OffsetDateTime::now_utc()
+        .format(&Rfc3339)
+        .unwrap_or_default();
+    let (scratch, temporary) = match &args.dir {
+        Some(dir) => (dir.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("lf-handoff-bench-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&scratch).context(format!("create {}", scratch.display()))?;
+    let mut report = Report {
+        machine: Machine::describe(&scratch, date),
+        sizes: args.sizes.clone(),
+        settings: report::Settings {
+            lifecycles: args.lifecycles,
+            get_samples: samples(&args).get,
+            warm_reads: args.warm_reads,
+            races: args.races,
+            cold_runs: args.cold_runs,
+        },
+        backends: Vec::new(),
+        goals: Vec::new(),
+        total_seconds: 0.0,
+    };
+    for name in &args.backends {
+        let backend_report = match make_backend(name, &scratch, &args).await {
+            Ok(backend) => measure_backend(backend.as_ref(), &args).await,
+            Err(reason) => BackendReport {
+                name: name.clone(),
+                skipped: Some(reason),
+                ..BackendReport::default()
+            },
+        };
+        report.backends.push(backend_report);
+    }
+    if temporary && !args.keep {
+        std::fs::remove_dir_all(&scratch).ok();
+    }
+    report.total_seconds = started.elapsed().as_secs_f64();
+    report.evaluate_goals();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).context("encode the report")?
+        );
+    } else {
+        print!("{}", report.table());
+    }
+    let failed: usize = report.backends.iter().map(|b| b.errors.len()).sum();
+    if failed > 0 {
+        return Err(Failure(format!(
+            "{failed} measurement(s) failed; the report names each one"
+        )));
+    }
+    Ok(())
+}
+
+/// The backend called `name`, or why it cannot be measured here.
+async fn make_backend(
+    name: &str,
+    scratch: &std::path::Path,
+    args: &Args,
+) -> Result<Box<dyn BenchBackend>, String> {
+    let dir = scratch.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match name {
+        "sqlite" => Ok(Box::new(SqliteBench::new(dir))),
+        "sled" => Ok(Box::new(SledBench::new(dir))),
+        "postgres" => PostgresBench::connect(&args.postgres_url, dir)
+            .await
+            .map(|backend| Box::new(backend) as Box<dyn BenchBackend>)
+            .map_err(|error| {
+                format!("{error}; pass --postgres-url or set LF_HANDOFF_TEST_POSTGRES_URL")
+            }),
+        other => Err(format!(
+            "unknown backend {other:?}; known: sqlite, sled, postgres"
+        )),
+    }
+}
+
+/// How many reads the latency phase samples per store.
+fn samples(args: &Args) -> latency::Samples {
+    if args.quick {
+        latency::Samples {
+            get: 300,
+            list_parent: 200,
+            list_active: 50,
+            warm_up: args.warm_reads,
+        }
+    } else {
+        latency::Samples {
+            get: 3_000,
+            list_parent: 1_500,
+            list_active: 300,
+            warm_up: args.warm_reads,
+        }
+    }
+}
+
+fn progress(backend: &str, what: &str) {
+    eprintln!("[{backend}] {what}");
+}
+
+async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendReport {
+    let name = backend.name();
+    let mut report = BackendReport {
+        name: name.into(),
+        durability: backend.durability(),
+        notes: backend.notes().await,
+        ..BackendReport::default()
+    };
+    if let Some(dir) = backend.disk_dir().filter(|_| args.runs("fsync")) {
+        progress(name, "measuring the disk's fsync rate");
+        match fsync::measure(&dir, Duration::from_secs(1)) {
+            Ok(rate) => report.fsync = Some(rate),
+            Err(error) => report.errors.push(format!("fsync probe: {error}")),
+        }
+    }
+
+    if args.runs("lifecycle") {
+        progress(name, "lifecycle throughput, store and raw");
+        match lifecycle::measure(backend, args.lifecycles).await {
+            Ok(figures) => {
+                report.durable_bound_per_sec = report
+                    .fsync
+                    .as_ref()
+                    .map(|f| f.overwrite_per_sec / f64::from(lifecycle::COMMITS_PER_LIFECYCLE));
+                report.lifecycle = Some(figures);
+            }
+            Err(error) => report.errors.push(format!("lifecycle: {error}")),
+        }
+    }
+    if args.runs("latency") {
+        latency_phase(backend, args, &mut report).await;
+    }
+    if args.runs("race") {
+        progress(name, "racing finishers");
+        match race::measure(backend, args.races).await {
+            Ok(figures) => report.race = Some(figures),
+            Err(error) => report.errors.push(format!("racing finishers: {error}")),
+        }
+    }
+    report
+}
+
+async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {
+    let name = backend.name();
+
+    let samples = samples(args);
+    match latency::measure(backend, &args.sizes, samples, |what| progress(name, what)).await {
+        Ok(grown) => {
+            report.growth = Growth::of(&grown.sizes);
+            report.latency = grown.sizes;
+            progress(name, "command-line cold start");
+            let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+            let largest = grown.configs.last().cloned();
+            let url = largest.as_ref().map(|c| c.url()).unwrap_or_default();
+            let raw_command = largest
+                .as_ref()
+                .and_then(|c| backend.raw_get_command(c, &grown.sample_id));
+            let (id, runs) = (grown.sample_id.clone(), args.cold_runs);
+            let cold = tokio::task::spawn_blocking(move || {
+                coldstart::measure(cli.as_deref(), &url, &id, raw_command, runs)
+            })
+            .await;
+            match cold {
+                Ok(cold) => report.cold_start = Some(cold),
+                Err(error) => report.errors.push(format!("cold start: {error}")),
+            }
+            if !args.keep {
+                for config in &grown.configs {
+                    backend.remove(config).await;
+                }
+            }
+        }
+        Err(error) => report.errors.push(format!("read latency: {error}")),
+    }
+}
