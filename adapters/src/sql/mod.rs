@@ -437,6 +437,23 @@ macro_rules! sql_engine {
                     .map_err(|e| self.map_error(e))
             }
 
+            /// Runs a query on a lent connection and returns its rows; the
+            /// connection goes back before the rows are decoded.
+            async fn fetch_rows(
+                &self,
+                sql: &'static str,
+                params: &[$crate::sql::Param<'_>],
+            ) -> Result<Vec<<$db as sqlx::Database>::Row>, $crate::sql::EngineError> {
+                let mut conn = self.lend().await?;
+                match Self::bind(sqlx::query(sql), params)
+                    .fetch_all(&mut *conn)
+                    .await
+                {
+                    Ok(rows) => Ok(rows),
+                    Err(e) => Err(self.statement_failed(&mut conn, e)),
+                }
+            }
+
             /// Maps a statement's error, telling the connection's source.
             fn statement_failed(
                 &self,
@@ -456,15 +473,7 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::HandoffRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let mut conn = self.lend().await?;
-                let rows = match Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&mut *conn)
-                    .await
-                {
-                    Ok(rows) => rows,
-                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
-                };
-                drop(conn);
+                let rows = self.fetch_rows(sql, params).await?;
                 let decode = |row: &<$db as sqlx::Database>::Row| -> Result<$crate::sql::HandoffRow, sqlx::Error> {
                     Ok($crate::sql::HandoffRow {
                         id: row.try_get(0)?,
@@ -501,15 +510,7 @@ macro_rules! sql_engine {
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::RecordRow>, $crate::sql::EngineError> {
                 use sqlx::Row as _;
-                let mut conn = self.lend().await?;
-                let rows = match Self::bind(sqlx::query(sql), params)
-                    .fetch_all(&mut *conn)
-                    .await
-                {
-                    Ok(rows) => rows,
-                    Err(e) => return Err(self.statement_failed(&mut conn, e)),
-                };
-                drop(conn);
+                let rows = self.fetch_rows(sql, params).await?;
                 rows.iter()
                     .map(|row| {
                         Ok($crate::sql::RecordRow {
