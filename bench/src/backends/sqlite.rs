@@ -29,7 +29,6 @@ impl SqliteBench {
 fn sqlite_config(config: &StorageConfig) -> BenchResult<&lf_handoff_adapters::SqliteConfig> {
     match config {
         StorageConfig::Sqlite(sqlite) => Ok(sqlite),
-        #[allow(unreachable_patterns)]
         other => fail(format!("not a SQLite store: {other}")),
     }
 }
