@@ -28,7 +28,7 @@ mod system;
 pub use error::{BoxError, StoreError, StoreResult};
 pub use ports::{
     Clock, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource, InsertOutcome,
-    ListQuery, ParentInsert, ParentRegistry, SwapOutcome, Versioned,
+    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS};
 pub use system::{GenerateId, SystemClock, UuidV7Ids};

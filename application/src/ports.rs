@@ -80,6 +80,15 @@ pub struct ListQuery {
     pub active_only: bool,
 }
 
+/// A parent with its version, and its non-terminal handoff if it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentWithActive {
+    /// The parent.
+    pub parent: Versioned<Parent>,
+    /// Its non-terminal handoff.
+    pub active: Option<Versioned<InteractiveHandoff>>,
+}
+
 /// Stores handoff records.
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
@@ -92,17 +101,6 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
     async fn load(
         &self,
         id: &InteractiveHandoffId,
-    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
-
-    /// Loads the parent's non-terminal handoff, if it has one.
-    ///
-    /// MUST be served by an index on the parent's active slot, not a scan.
-    ///
-    /// # Errors
-    /// `Unavailable` on engine failure or an invalid stored record.
-    async fn load_active(
-        &self,
-        parent: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
 
     /// Lists handoffs matching `query`, ordered by `created_at` then id.
@@ -165,6 +163,26 @@ pub trait ParentRegistry: Debug + Send + Sync + 'static {
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Versioned<Parent>>>;
+
+    /// Loads a parent with its version and, in the same read where the
+    /// engine allows it, the parent's non-terminal handoff: the snapshot
+    /// `open` decides from, in one round trip to a server.
+    ///
+    /// The active handoff MUST be found through an index on the parent's
+    /// active slot, not a scan.
+    ///
+    /// The pair need not be one consistent snapshot: `open` writes with
+    /// [`HandoffRepository::insert`], which checks the parent's version and
+    /// its active slot in the engine, so a stale read costs a retry, never
+    /// a wrong write.
+    ///
+    /// # Errors
+    /// MUST return `Ok(None)` for an unknown parent; `Unavailable` on engine
+    /// failure, an unreadable parent or an invalid stored handoff.
+    async fn load_parent_with_active(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<ParentWithActive>>;
 
     /// Replaces a parent if and only if its stored version is `expected`.
     ///

@@ -28,7 +28,7 @@ use time::OffsetDateTime;
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{
     Clock, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
-    SwapOutcome, Versioned,
+    ParentWithActive, SwapOutcome, Versioned,
 };
 
 /// How many lost races in a row one call tolerates before giving up.
@@ -259,7 +259,7 @@ impl Store {
         self.parents
             .load_parent(reference)
             .await?
-            .ok_or_else(|| StoreError::NotFound(format!("parent {reference} does not exist")))
+            .ok_or_else(|| not_found(reference))
     }
 
     // ----- handoffs (contracts C1-C7, C9) -----
@@ -277,8 +277,11 @@ impl Store {
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         request.validate()?;
         for _ in 0..MAX_RACE_ATTEMPTS {
-            let parent = self.require(&request.parent).await?;
-            let active = self.handoffs.load_active(&request.parent).await?;
+            let ParentWithActive { parent, active } = self
+                .parents
+                .load_parent_with_active(&request.parent)
+                .await?
+                .ok_or_else(|| not_found(&request.parent))?;
             let decision = decide_open(
                 &request,
                 &parent.value,
@@ -440,6 +443,10 @@ impl Store {
         }
         Err(lost_too_often(id))
     }
+}
+
+fn not_found(reference: &InteractiveHandoffParent) -> StoreError {
+    StoreError::NotFound(format!("parent {reference} does not exist"))
 }
 
 fn lost_too_often(what: &dyn fmt::Display) -> StoreError {

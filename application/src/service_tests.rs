@@ -21,9 +21,9 @@ use uuid::Uuid;
 
 use crate::ports::{
     InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
-    ParentInsert, SwapOutcome, Versioned,
+    ParentInsert, ParentWithActive, SwapOutcome, Versioned,
 };
-use crate::{Store, StoreError, MAX_RACE_ATTEMPTS};
+use crate::{Store, StoreError, StoreResult, MAX_RACE_ATTEMPTS};
 
 const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
 
@@ -98,14 +98,27 @@ fn build(handoffs: MockHandoffRepository, parents: MockParentRegistry, clock: Mo
     )
 }
 
+/// The snapshot `open` reads: the wave at `version` with `active`.
+fn wave_snapshot(
+    parent: Wave,
+    version: u64,
+    active: Option<InteractiveHandoff>,
+) -> StoreResult<Option<ParentWithActive>> {
+    Ok(Some(ParentWithActive {
+        parent: Versioned {
+            value: Parent::Wave(parent),
+            version,
+        },
+        active: active.map(|value| Versioned { value, version: 1 }),
+    }))
+}
+
+/// A registry whose wave is at `version` with no active handoff.
 fn parents_with_wave(version: u64) -> MockParentRegistry {
     let mut parents = MockParentRegistry::new();
-    parents.expect_load_parent().returning(move |_| {
-        Ok(Some(Versioned {
-            value: Parent::Wave(wave()),
-            version,
-        }))
-    });
+    parents
+        .expect_load_parent_with_active()
+        .returning(move |_| wave_snapshot(wave(), version, None));
     parents
 }
 
@@ -192,12 +205,13 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
 #[tokio::test]
 async fn a_lost_open_race_replays_the_winners_handoff() {
     let mut handoffs = MockHandoffRepository::new();
+    let mut parents = MockParentRegistry::new();
     let mut seq = mockall::Sequence::new();
-    handoffs
-        .expect_load_active()
+    parents
+        .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| Ok(None));
+        .returning(|_| wave_snapshot(wave(), 1, None));
     handoffs
         .expect_insert()
         .times(1)
@@ -206,17 +220,12 @@ async fn a_lost_open_race_replays_the_winners_handoff() {
     let mut winner = waiting();
     winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
     let expected = winner.clone();
-    handoffs
-        .expect_load_active()
+    parents
+        .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_| {
-            Ok(Some(Versioned {
-                value: winner.clone(),
-                version: 1,
-            }))
-        });
-    let store = build(handoffs, parents_with_wave(1), clock_at(T0));
+        .returning(move |_| wave_snapshot(wave(), 1, Some(winner.clone())));
+    let store = build(handoffs, parents, clock_at(T0));
     let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
     assert!(!created);
     assert_eq!(handoff, expected);
@@ -225,7 +234,6 @@ async fn a_lost_open_race_replays_the_winners_handoff() {
 #[tokio::test]
 async fn open_inserts_against_the_loaded_parent_version() {
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_load_active().returning(|_| Ok(None));
     handoffs
         .expect_insert()
         .withf(|handoff, version| {
@@ -246,27 +254,16 @@ async fn a_parent_that_changed_under_open_is_revalidated() {
     let mut parents = MockParentRegistry::new();
     let mut seq = mockall::Sequence::new();
     parents
-        .expect_load_parent()
+        .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave()),
-                version: 1,
-            }))
-        });
+        .returning(|_| wave_snapshot(wave(), 1, None));
     parents
-        .expect_load_parent()
+        .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave().with_latest_process(test_process(2))),
-                version: 2,
-            }))
-        });
+        .returning(|_| wave_snapshot(wave().with_latest_process(test_process(2)), 2, None));
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_load_active().returning(|_| Ok(None));
     handoffs
         .expect_insert()
         .times(1)
@@ -342,7 +339,7 @@ async fn a_repository_failure_surfaces_as_unavailable() {
 
     let mut parents = MockParentRegistry::new();
     parents
-        .expect_load_parent()
+        .expect_load_parent_with_active()
         .returning(|_| Err(StoreError::unavailable("server gone")));
     let store = build(MockHandoffRepository::new(), parents, MockClock::new());
     assert!(store
@@ -382,7 +379,6 @@ async fn the_clocks_value_is_what_gets_stored() {
     );
 
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_load_active().returning(|_| Ok(None));
     handoffs
         .expect_insert()
         .withf(|handoff, _| handoff.created_at == datetime!(2026-12-02 12:34:56.789_123 UTC))
@@ -467,7 +463,9 @@ async fn unknown_ids_and_parents_are_not_found() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs.expect_load().returning(|_| Ok(None));
     let mut parents = MockParentRegistry::new();
-    parents.expect_load_parent().returning(|_| Ok(None));
+    parents
+        .expect_load_parent_with_active()
+        .returning(|_| Ok(None));
     let store = build(handoffs, parents, clock_at(T0));
     assert!(store
         .attach_interactive_handoff(&handoff_id())

@@ -2,7 +2,9 @@
 
 use ::sled::transaction::Transactional as _;
 use async_trait::async_trait;
-use lf_handoff_application::ports::{ParentInsert, ParentRegistry, SwapOutcome, Versioned};
+use lf_handoff_application::ports::{
+    ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
+};
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
@@ -10,6 +12,7 @@ use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
 use super::error::{abort, failed, Abort};
+use super::repository::active_of;
 use super::{keys, record, SledStore};
 
 #[async_trait]
@@ -69,6 +72,25 @@ impl ParentRegistry for SledStore {
             shared.get(&shared.parents, &keys::parent(&reference), |bytes| {
                 record::parent(&reference, bytes)
             })
+        })
+        .await
+    }
+
+    async fn load_parent_with_active(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<ParentWithActive>> {
+        let reference = reference.clone();
+        self.run(move |shared| {
+            let stored = shared.parents.get(keys::parent(&reference));
+            let Some(bytes) = stored.map_err(|e| shared.engine(e))? else {
+                shared.settle_reads()?;
+                return Ok(None);
+            };
+            let parent = record::parent(&reference, &bytes)?;
+            let active = active_of(shared, &reference)?;
+            shared.settle_reads()?;
+            Ok(Some(ParentWithActive { parent, active }))
         })
         .await
     }

@@ -28,19 +28,6 @@ impl HandoffRepository for SledStore {
         .await
     }
 
-    async fn load_active(
-        &self,
-        parent: &InteractiveHandoffParent,
-    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
-        let parent = parent.clone();
-        self.run(move |shared| {
-            let active = active_of(shared, &parent)?;
-            shared.settle_reads()?;
-            Ok(active)
-        })
-        .await
-    }
-
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
         let query = query.clone();
         self.run(move |shared| {
@@ -273,7 +260,7 @@ impl IndexKeys {
 /// The parent's active handoff, read through its slot: an empty slot is
 /// one read; a taken one is read with its record in one transaction, so
 /// the slot and the record agree.
-fn active_of(
+pub(super) fn active_of(
     shared: &Shared,
     parent: &InteractiveHandoffParent,
 ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {

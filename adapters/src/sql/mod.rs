@@ -24,8 +24,8 @@ use std::ops::DerefMut;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry, SwapOutcome,
-    Versioned,
+    HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry, ParentWithActive,
+    SwapOutcome, Versioned,
 };
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
@@ -84,6 +84,15 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         sql: &'static str,
         params: &[Param<'_>],
     ) -> Result<Vec<HandoffRow>, EngineError>;
+
+    /// Runs a query returning `(version, record)` rows, each followed by
+    /// the columns of a handoff or by as many NULLs; `None` for no row.
+    /// More than one row is `Unavailable`.
+    async fn fetch_record_with_handoff(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Option<(RecordRow, Option<HandoffRow>)>, EngineError>;
 
     /// Runs a query returning `(version, record)` rows.
     async fn fetch_records(
@@ -167,6 +176,29 @@ fn failed(error: EngineError) -> StoreError {
     }
 }
 
+/// The parent a `(version, record)` row of `parents` holds, which must be
+/// `reference`'s.
+fn parent_from_row(
+    reference: &InteractiveHandoffParent,
+    row: RecordRow,
+) -> StoreResult<Versioned<Parent>> {
+    let parent: Parent = serde_json::from_str(&row.record).map_err(|e| {
+        StoreError::unavailable(format!(
+            "stored parent {reference} is unreadable ({e}); the store may be damaged"
+        ))
+    })?;
+    if parent.reference() != *reference {
+        return Err(StoreError::unavailable(format!(
+            "stored parent {reference} holds {}; the store may be damaged",
+            parent.reference()
+        )));
+    }
+    Ok(Versioned {
+        value: parent,
+        version: to_version(row.version)?,
+    })
+}
+
 fn to_version(version: i64) -> StoreResult<u64> {
     u64::try_from(version)
         .map_err(|_| StoreError::unavailable(format!("stored version {version} is negative")))
@@ -184,14 +216,6 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
         self.fetch_one(HANDOFF_BY_ID, &[Param::Text(id.as_str())])
-            .await
-    }
-
-    async fn load_active(
-        &self,
-        parent: &InteractiveHandoffParent,
-    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
-        self.fetch_one(ACTIVE_FOR_PARENT, &[Param::Text(parent.id_str())])
             .await
     }
 
@@ -340,23 +364,36 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
             .fetch_records(PARENT_BY_ID, &[Param::Text(reference.id_str())])
             .await
             .map_err(failed)?;
-        let Some(row) = rows.into_iter().next() else {
+        rows.into_iter()
+            .next()
+            .map(|row| parent_from_row(reference, row))
+            .transpose()
+    }
+
+    async fn load_parent_with_active(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<ParentWithActive>> {
+        let Some((parent, active)) = self
+            .engine
+            .fetch_record_with_handoff(PARENT_WITH_ACTIVE, &[Param::Text(reference.id_str())])
+            .await
+            .map_err(failed)?
+        else {
             return Ok(None);
         };
-        let parent: Parent = serde_json::from_str(&row.record).map_err(|e| {
-            StoreError::unavailable(format!(
-                "stored parent {reference} is unreadable ({e}); the store may be damaged"
-            ))
-        })?;
-        if parent.reference() != *reference {
-            return Err(StoreError::unavailable(format!(
-                "stored parent {reference} holds {}; the store may be damaged",
-                parent.reference()
-            )));
-        }
-        Ok(Some(Versioned {
-            value: parent,
-            version: to_version(row.version)?,
+        let active = active
+            .map(|row| {
+                let version = to_version(row.version)?;
+                Ok::<_, StoreError>(Versioned {
+                    value: row.into_domain()?,
+                    version,
+                })
+            })
+            .transpose()?;
+        Ok(Some(ParentWithActive {
+            parent: parent_from_row(reference, parent)?,
+            active,
         }))
     }
 
@@ -454,6 +491,49 @@ macro_rules! sql_engine {
                 }
             }
 
+            /// Decodes the handoff columns (in `handoff_columns!` order)
+            /// that start at column `at`.
+            fn decode_handoff(
+                row: &<$db as sqlx::Database>::Row,
+                at: usize,
+            ) -> Result<$crate::sql::HandoffRow, sqlx::Error> {
+                use sqlx::Row as _;
+                Ok($crate::sql::HandoffRow {
+                    id: row.try_get(at)?,
+                    version: row.try_get(at + 1)?,
+                    parent_kind: row.try_get(at + 2)?,
+                    parent_id: row.try_get(at + 3)?,
+                    wave_id: row.try_get(at + 4)?,
+                    home: row.try_get(at + 5)?,
+                    cwd: row.try_get(at + 6)?,
+                    provider: row.try_get(at + 7)?,
+                    provider_session_id: row.try_get(at + 8)?,
+                    body_generation: row.try_get(at + 9)?,
+                    reason: row.try_get(at + 10)?,
+                    environment: row.try_get(at + 11)?,
+                    attach_argv: row.try_get(at + 12)?,
+                    status: row.try_get(at + 13)?,
+                    outcome_text: row.try_get(at + 14)?,
+                    created_at: row.try_get(at + 15)?,
+                    updated_at: row.try_get(at + 16)?,
+                    attached_at: row.try_get(at + 17)?,
+                    terminal_at: row.try_get(at + 18)?,
+                    wake_claimed_at: row.try_get(at + 19)?,
+                    wake_claimed_by_generation: row.try_get(at + 20)?,
+                })
+            }
+
+            /// Decodes a `(version, record)` pair from columns 0 and 1.
+            fn decode_record(
+                row: &<$db as sqlx::Database>::Row,
+            ) -> Result<$crate::sql::RecordRow, sqlx::Error> {
+                use sqlx::Row as _;
+                Ok($crate::sql::RecordRow {
+                    version: row.try_get(0)?,
+                    record: row.try_get(1)?,
+                })
+            }
+
             /// Maps a statement's error, telling the connection's source.
             fn statement_failed(
                 &self,
@@ -472,36 +552,45 @@ macro_rules! sql_engine {
                 sql: &'static str,
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::HandoffRow>, $crate::sql::EngineError> {
+                let rows = self.fetch_rows(sql, params).await?;
+                rows.iter()
+                    .map(|row| Self::decode_handoff(row, 0).map_err(|e| self.map_error(e)))
+                    .collect()
+            }
+
+            async fn fetch_record_with_handoff(
+                &self,
+                sql: &'static str,
+                params: &[$crate::sql::Param<'_>],
+            ) -> Result<
+                Option<($crate::sql::RecordRow, Option<$crate::sql::HandoffRow>)>,
+                $crate::sql::EngineError,
+            > {
                 use sqlx::Row as _;
                 let rows = self.fetch_rows(sql, params).await?;
-                let decode = |row: &<$db as sqlx::Database>::Row| -> Result<$crate::sql::HandoffRow, sqlx::Error> {
-                    Ok($crate::sql::HandoffRow {
-                        id: row.try_get(0)?,
-                        version: row.try_get(1)?,
-                        parent_kind: row.try_get(2)?,
-                        parent_id: row.try_get(3)?,
-                        wave_id: row.try_get(4)?,
-                        home: row.try_get(5)?,
-                        cwd: row.try_get(6)?,
-                        provider: row.try_get(7)?,
-                        provider_session_id: row.try_get(8)?,
-                        body_generation: row.try_get(9)?,
-                        reason: row.try_get(10)?,
-                        environment: row.try_get(11)?,
-                        attach_argv: row.try_get(12)?,
-                        status: row.try_get(13)?,
-                        outcome_text: row.try_get(14)?,
-                        created_at: row.try_get(15)?,
-                        updated_at: row.try_get(16)?,
-                        attached_at: row.try_get(17)?,
-                        terminal_at: row.try_get(18)?,
-                        wake_claimed_at: row.try_get(19)?,
-                        wake_claimed_by_generation: row.try_get(20)?,
-                    })
+                let row = match rows.as_slice() {
+                    [] => return Ok(None),
+                    [row] => row,
+                    [..] => {
+                        return Err($crate::sql::EngineError::Failed(
+                            lf_handoff_application::StoreError::unavailable(format!(
+                                "a parent has {} active handoffs, where the store allows one; \
+                                 the store may be damaged",
+                                rows.len()
+                            )),
+                        ))
+                    }
                 };
-                rows.iter()
-                    .map(|row| decode(row).map_err(|e| self.map_error(e)))
-                    .collect()
+                let decode = || -> Result<_, sqlx::Error> {
+                    let record = Self::decode_record(row)?;
+                    let handoff_id: Option<String> = row.try_get(2)?;
+                    let handoff = match handoff_id {
+                        None => None,
+                        Some(_) => Some(Self::decode_handoff(row, 2)?),
+                    };
+                    Ok(Some((record, handoff)))
+                };
+                decode().map_err(|e| self.map_error(e))
             }
 
             async fn fetch_records(
@@ -509,15 +598,9 @@ macro_rules! sql_engine {
                 sql: &'static str,
                 params: &[$crate::sql::Param<'_>],
             ) -> Result<Vec<$crate::sql::RecordRow>, $crate::sql::EngineError> {
-                use sqlx::Row as _;
                 let rows = self.fetch_rows(sql, params).await?;
                 rows.iter()
-                    .map(|row| {
-                        Ok($crate::sql::RecordRow {
-                            version: row.try_get(0).map_err(|e| self.map_error(e))?,
-                            record: row.try_get(1).map_err(|e| self.map_error(e))?,
-                        })
-                    })
+                    .map(|row| Self::decode_record(row).map_err(|e| self.map_error(e)))
                     .collect()
             }
 

@@ -22,11 +22,16 @@ pub(crate) const HANDOFF_BY_ID: &str = concat!(
     " FROM handoffs WHERE id = $1"
 );
 
-pub(crate) const ACTIVE_FOR_PARENT: &str = concat!(
-    "SELECT ",
+/// The parent (version, record) and, in the columns after them, its
+/// active handoff or NULLs: the snapshot `open` decides from, in one round
+/// trip. The subquery's condition is the partial index's, so the index
+/// serves it.
+pub(crate) const PARENT_WITH_ACTIVE: &str = concat!(
+    "SELECT p.version, p.record, h.* FROM parents p LEFT JOIN (SELECT ",
     handoff_columns!(),
     " FROM handoffs WHERE parent_id = $1 AND ",
-    active!()
+    active!(),
+    ") h ON TRUE WHERE p.id = $1"
 );
 
 pub(crate) const LIST_ALL: &str = concat!(
