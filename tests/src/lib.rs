@@ -4,7 +4,7 @@
 //! against every storage adapter. An adapter opts in with a few lines in
 //! `tests/conformance.rs`:
 //!
-//! ```ignore
+//! ```text
 //! mod sqlite {
 //!     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
 //! }
