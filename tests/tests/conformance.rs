@@ -31,6 +31,26 @@ mod postgres {
         foreign_schema_is_left_untouched,
         each_schema_is_a_separate_store,
     );
+
+    /// TLS to the test server; skipped, saying why, without
+    /// `LF_HANDOFF_TEST_POSTGRES_TLS_CA`.
+    macro_rules! postgres_tls_tests {
+        ($($name:ident),* $(,)?) => {$(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                lf_handoff_conformance::run(PostgresBackend::connect_tls(), |backend| {
+                    Box::pin(async move { scenarios::$name(&backend).await })
+                })
+                .await;
+            }
+        )*};
+    }
+
+    postgres_tls_tests!(
+        tls_require_encrypts_every_connection,
+        tls_verify_full_connects_by_the_certificates_name,
+        tls_verify_full_refuses_a_host_the_certificate_does_not_name,
+    );
 }
 
 mod sled {

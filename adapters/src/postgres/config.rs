@@ -11,11 +11,12 @@
 //! refused, so a typo never passes silently.
 
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult};
-use sqlx::postgres::{PgConnectOptions, PgSslMode};
+use sqlx::postgres::PgConnectOptions;
 
 use crate::config::{parse_duration, percent_decode_utf8, split_query};
 
@@ -28,6 +29,18 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 /// How long a call waits for a connection (including connecting to the
 /// server) when the URL says nothing.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The driver options that name a certificate or key file, checked when
+/// the URL is read so a typo is an input error, not a failed connection.
+const CERTIFICATE_OPTIONS: &[&str] = &[
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+];
 
 /// The query options handed to the driver; anything else that is not one of
 /// lf-handoff's own options is refused.
@@ -78,8 +91,7 @@ impl PostgresConfig {
     ///
     /// # Errors
     /// `InvalidInput` naming the problem: a malformed URL, an unknown or
-    /// repeated option, a bad schema name, pool size or duration, or a TLS
-    /// mode this build cannot honour.
+    /// repeated option, or a bad schema name, pool size or duration.
     pub fn from_url(url: &str) -> StoreResult<Self> {
         let shown = redact(url);
         let Some((scheme, rest)) = url.split_once("://") else {
@@ -119,6 +131,15 @@ impl PostgresConfig {
             }
             seen.push(key.clone());
             if is_driver_option(&key) {
+                if CERTIFICATE_OPTIONS.contains(&key.as_str()) {
+                    let file = percent_decode_utf8(&shown, raw_value)?;
+                    if !Path::new(&file).is_file() {
+                        return Err(invalid(format!(
+                            "store URL {shown:?}: {key} names {file:?}, which is not a \
+                             readable file; give the path of the PEM file"
+                        )));
+                    }
+                }
                 driver_pairs.push(pair);
             } else {
                 let value = percent_decode_utf8(&shown, raw_value)?;
@@ -201,23 +222,12 @@ impl PostgresConfig {
     /// store's schema.
     ///
     /// # Errors
-    /// `InvalidInput` when the connection URL, the schema or the TLS mode
-    /// is unusable.
+    /// `InvalidInput` when the connection URL or the schema is unusable.
     pub(crate) fn connect_options(&self) -> StoreResult<PgConnectOptions> {
         let shown = redact(&self.connection);
         check_schema(&self.schema)?;
         let options = PgConnectOptions::from_str(&self.connection)
             .map_err(|e| invalid(format!("store URL {shown:?} is malformed: {e}")))?;
-        if matches!(
-            options.get_ssl_mode(),
-            PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull
-        ) {
-            return Err(invalid(format!(
-                "store URL {shown:?} asks for TLS (sslmode), but this build of lf-handoff has no \
-                 TLS support; use sslmode=disable or prefer, and reach a remote server through \
-                 an SSH tunnel or a private network"
-            )));
-        }
         let options = if options.get_application_name().is_none() {
             options.application_name("lf-handoff")
         } else {
@@ -360,13 +370,57 @@ mod tests {
             ("postgres://h/db?pool_size", "key=value"),
             ("postgres://h:notaport/db", "malformed"),
             ("postgres://h/db?sslmode=sometimes", "malformed"),
-            ("postgres://h/db?sslmode=require", "TLS"),
             ("postgres://h/db#x", "#"),
         ] {
             let err = PostgresConfig::from_url(url).unwrap_err();
             assert!(err.is_invalid_input(), "{url}: {err}");
             assert!(err.to_string().contains(needle), "{url}: {err}");
         }
+    }
+
+    #[test]
+    fn certificate_files_must_exist_when_the_url_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        for key in CERTIFICATE_OPTIONS {
+            let url = format!("postgres://h/db?sslmode=verify-full&{key}={}", ca.display());
+            assert!(PostgresConfig::from_url(&url).is_ok(), "{url}");
+            let missing = format!("postgres://h/db?{key}={}/missing.pem", dir.path().display());
+            let err = PostgresConfig::from_url(&missing).unwrap_err();
+            assert!(err.is_invalid_input(), "{missing}: {err}");
+            let message = err.to_string();
+            assert!(
+                message.contains(key) && message.contains("missing.pem"),
+                "{message}"
+            );
+        }
+        // A directory is not a certificate file.
+        let url = format!("postgres://h/db?sslrootcert={}", dir.path().display());
+        assert!(PostgresConfig::from_url(&url)
+            .unwrap_err()
+            .is_invalid_input());
+    }
+
+    #[test]
+    fn tls_failures_are_told_apart_by_what_a_person_can_do() {
+        use super::super::{tls_failure, TlsFailure};
+        assert_eq!(
+            tls_failure(
+                "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; \
+                 certificate is only valid for DnsName(\"localhost\")"
+            ),
+            Some(TlsFailure::HostName)
+        );
+        assert_eq!(
+            tls_failure("invalid peer certificate: UnknownIssuer"),
+            Some(TlsFailure::UnknownIssuer)
+        );
+        assert_eq!(
+            tls_failure("invalid peer certificate: Expired"),
+            Some(TlsFailure::Other)
+        );
+        assert_eq!(tls_failure("Connection reset by peer (os error 104)"), None);
     }
 
     #[test]

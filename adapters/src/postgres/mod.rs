@@ -39,9 +39,11 @@
 //!   it is lent, and one a statement failed on with an I/O or protocol
 //!   error is dropped. A call that cannot get a connection within
 //!   `acquire_timeout` fails with `Unavailable`.
-//! - **TLS:** sqlx is built without TLS support, so `sslmode=require` and
-//!   stricter modes are refused when the URL is parsed. Reach a remote
-//!   server over a private network or an SSH tunnel.
+//! - **TLS:** sqlx with rustls (ring) and the system's certificate store;
+//!   `sslmode` and `sslrootcert`/`sslcert`/`sslkey` have libpq's meanings,
+//!   except that `verify-ca` checks the host name too (a limit of sqlx
+//!   0.8.6, see docs/POSTGRES.md). Certificate files are checked when the
+//!   URL is read; a failed handshake's message says which remedy applies.
 //! - **Errors:** every sqlx error is mapped in one place (`map_error`)
 //!   into an `Unavailable` whose message names the server (host and port,
 //!   database, schema) and says what to do. No message holds the password.
@@ -353,11 +355,33 @@ impl Server {
                 "{address} closed the connection unexpectedly ({io}); check that the store URL's \
                  host and port name a PostgreSQL server and that it is up"
             ),
-            sqlx::Error::Io(io) => format!("cannot talk to PostgreSQL at {address}: {io}"),
+            sqlx::Error::Io(io) => match tls_failure(&io.to_string()) {
+                Some(TlsFailure::HostName) => format!(
+                    "PostgreSQL at {address} presented a TLS certificate that does not name \
+                     that host ({io}); connect by a name the certificate lists, or use \
+                     sslmode=require (encrypted, the certificate not checked). With this build \
+                     sslmode=verify-ca checks the name too, as verify-full does"
+                ),
+                Some(TlsFailure::UnknownIssuer) => format!(
+                    "PostgreSQL at {address} presented a TLS certificate that no trusted \
+                     authority signed ({io}); name the certificate of the authority that \
+                     signed it with sslrootcert=/path/to/ca.pem in the store URL, or install \
+                     it in the system's certificate store"
+                ),
+                Some(TlsFailure::Other) => format!(
+                    "TLS with PostgreSQL at {address} failed ({io}); check sslmode and the \
+                     certificate options in the store URL"
+                ),
+                None => format!("cannot talk to PostgreSQL at {address}: {io}"),
+            },
+            sqlx::Error::Tls(tls) if tls.to_string().contains("does not support TLS") => format!(
+                "PostgreSQL at {address} does not offer TLS, but the store URL asks for it \
+                 (sslmode=require, verify-ca or verify-full); turn ssl on in the server's \
+                 postgresql.conf, or use sslmode=prefer or disable"
+            ),
             sqlx::Error::Tls(tls) => format!(
-                "PostgreSQL at {address} needs TLS ({tls}), but this build of lf-handoff has no \
-                 TLS support; use sslmode=disable or prefer, through a private network or an \
-                 SSH tunnel"
+                "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
+                 certificate options (sslrootcert, sslcert, sslkey) in the store URL"
             ),
             sqlx::Error::Protocol(detail) => format!(
                 "{address} does not answer like a PostgreSQL server ({detail}); check the host \
@@ -374,6 +398,33 @@ impl Server {
         };
         EngineError::Failed(StoreError::unavailable_because(message, error))
     }
+}
+
+/// Why a TLS handshake failed, as far as a person can act on it.
+#[derive(Debug, PartialEq, Eq)]
+enum TlsFailure {
+    /// The certificate is valid but names another host.
+    HostName,
+    /// No trusted authority signed the certificate.
+    UnknownIssuer,
+    /// Anything else the TLS library refused.
+    Other,
+}
+
+/// Reads a TLS failure out of an I/O error's text (the driver wraps the TLS
+/// library's error in an I/O error, so its type is not reachable here);
+/// `None` for an I/O error that is not about TLS.
+fn tls_failure(io_error: &str) -> Option<TlsFailure> {
+    if !io_error.contains("peer certificate") && !io_error.contains("TLS") {
+        return None;
+    }
+    Some(if io_error.contains("not valid for name") {
+        TlsFailure::HostName
+    } else if io_error.contains("UnknownIssuer") {
+        TlsFailure::UnknownIssuer
+    } else {
+        TlsFailure::Other
+    })
 }
 
 impl fmt::Display for Server {

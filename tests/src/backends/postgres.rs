@@ -31,6 +31,15 @@ use crate::{Backend, BoxFuture, Unusable};
 /// The environment variable naming the test server.
 pub const TEST_URL_VAR: &str = "LF_HANDOFF_TEST_POSTGRES_URL";
 
+/// The environment variable naming the PEM file of the certificate
+/// authority that signed the test server's TLS certificate. The TLS tests
+/// skip, saying so, when it is unset.
+pub const TLS_CA_VAR: &str = "LF_HANDOFF_TEST_POSTGRES_TLS_CA";
+
+/// The environment variable naming a host name the test server's
+/// certificate lists and that reaches the server (default `localhost`).
+pub const TLS_HOST_VAR: &str = "LF_HANDOFF_TEST_POSTGRES_TLS_HOST";
+
 /// How many PostgreSQL tests may run at once against one server.
 pub const SLOTS: i32 = 4;
 
@@ -90,6 +99,45 @@ impl PostgresBackend {
             schema,
             admin: Mutex::new(Some(admin)),
         }))
+    }
+
+    /// [`connect`](Self::connect), for the TLS tests: also needs
+    /// [`TLS_CA_VAR`].
+    ///
+    /// # Errors
+    /// As `connect`, and when [`TLS_CA_VAR`] is unset or names no file.
+    pub async fn connect_tls() -> Result<Box<Self>, String> {
+        let ca = std::env::var_os(TLS_CA_VAR).ok_or_else(|| {
+            format!(
+                "{TLS_CA_VAR} is not set; set it to the PEM file of the authority that signed \
+                 the test server's certificate (a Debian server's own: \
+                 /etc/ssl/certs/ssl-cert-snakeoil.pem) to run the TLS tests"
+            )
+        })?;
+        if !Path::new(&ca).is_file() {
+            return Err(format!("{TLS_CA_VAR} names {ca:?}, which is not a file"));
+        }
+        Self::connect().await
+    }
+
+    /// A connection URL to the test server over TLS: `sslmode` and the
+    /// extra driver options `extra` (`key=value` pairs), with the
+    /// connection's `application_name` set to `name` so the server's
+    /// `pg_stat_ssl` can be asked about it.
+    pub fn tls_config(&self, name: &str, extra: &[String]) -> StorageConfig {
+        let mut config = self.base.clone();
+        config.schema = self.schema.clone();
+        let mut options = vec![format!("application_name={name}")];
+        options.extend(extra.iter().cloned());
+        for option in options {
+            config.connection.push(if config.connection.contains('?') {
+                '&'
+            } else {
+                '?'
+            });
+            config.connection.push_str(&option);
+        }
+        StorageConfig::Postgres(config)
     }
 
     /// The test's own schema.
@@ -329,6 +377,104 @@ pub mod scenarios {
             refused.err()
         );
         assert_eq!(backend.fingerprint(&foreign).await, before);
+    }
+
+    /// The PEM file of the test server's certificate authority, and a host
+    /// name its certificate lists.
+    fn tls_ca_and_host() -> (String, String) {
+        let ca = std::env::var(TLS_CA_VAR).expect("connect_tls checked it");
+        let host = std::env::var(TLS_HOST_VAR).unwrap_or_else(|_| "localhost".into());
+        (ca, host)
+    }
+
+    /// Opens a store on `config`, writes and reads a wave through it, and
+    /// checks on the server that every connection named `name` is
+    /// encrypted.
+    async fn assert_round_trip_over_tls(
+        backend: &PostgresBackend,
+        config: &StorageConfig,
+        name: &str,
+    ) {
+        let store = open_store(config)
+            .await
+            .unwrap_or_else(|e| panic!("{config}: {e}"));
+        let wave = lf_handoff_adapters::domain::wave::Wave::new(
+            WaveId::new(),
+            "over TLS".into(),
+            "/src/tls".into(),
+        );
+        store.create_wave(&wave).await.unwrap();
+        assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave));
+        let encrypted = backend
+            .texts(&format!(
+                "SELECT s.ssl::text FROM pg_catalog.pg_stat_ssl s \
+                 JOIN pg_catalog.pg_stat_activity a ON a.pid = s.pid \
+                 WHERE a.application_name = '{name}'"
+            ))
+            .await;
+        assert!(!encrypted.is_empty(), "no connection named {name} is open");
+        assert!(
+            encrypted.iter().all(|ssl| ssl.as_deref() == Some("true")),
+            "connections named {name}: ssl {encrypted:?}"
+        );
+    }
+
+    /// `sslmode=require` encrypts every connection of the store's pool.
+    pub async fn tls_require_encrypts_every_connection(backend: &PostgresBackend) {
+        let name = format!("{}_require", backend.schema());
+        let config = backend.tls_config(&name, &["sslmode=require".into()]);
+        assert_round_trip_over_tls(backend, &config, &name).await;
+    }
+
+    /// `sslmode=verify-full` with the server's authority connects by a
+    /// name the certificate lists, and the connection is encrypted.
+    pub async fn tls_verify_full_connects_by_the_certificates_name(backend: &PostgresBackend) {
+        let (ca, host) = tls_ca_and_host();
+        let name = format!("{}_verify", backend.schema());
+        let config = backend.tls_config(
+            &name,
+            &[
+                "sslmode=verify-full".into(),
+                format!("sslrootcert={ca}"),
+                format!("host={host}"),
+            ],
+        );
+        assert_round_trip_over_tls(backend, &config, &name).await;
+    }
+
+    /// `sslmode=verify-full` refuses a server reached by a name its
+    /// certificate does not list (here 127.0.0.1, which a certificate made
+    /// for a host name does not), as `Unavailable` with the remedy, before
+    /// anything is written: the schema is not even created.
+    pub async fn tls_verify_full_refuses_a_host_the_certificate_does_not_name(
+        backend: &PostgresBackend,
+    ) {
+        let (ca, _) = tls_ca_and_host();
+        let name = format!("{}_wrong", backend.schema());
+        let config = backend.tls_config(
+            &name,
+            &[
+                "sslmode=verify-full".into(),
+                format!("sslrootcert={ca}"),
+                "host=127.0.0.1".into(),
+            ],
+        );
+        match open_store(&config).await {
+            Err(StoreError::Unavailable { message, .. }) => {
+                assert!(message.contains("127.0.0.1"), "{message}");
+                assert!(message.contains("does not name that host"), "{message}");
+                assert!(message.contains("sslmode=require"), "{message}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("verify-full accepted a certificate for another name"),
+        }
+        let schemas = backend
+            .texts(&format!(
+                "SELECT nspname::text FROM pg_catalog.pg_namespace WHERE nspname = '{}'",
+                backend.schema()
+            ))
+            .await;
+        assert!(schemas.is_empty(), "the refused store created its schema");
     }
 
     /// The schema named in the URL is created and holds the tables; two

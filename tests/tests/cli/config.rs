@@ -190,3 +190,55 @@ fn every_backend_is_reached_through_the_store_flag() {
     // Nothing went to the default store.
     assert!(!sandbox.default_store().exists());
 }
+
+#[test]
+fn a_certificate_no_trusted_authority_signed_exits_5_naming_the_remedy() {
+    let (Ok(server), Ok(_)) = (
+        std::env::var("LF_HANDOFF_TEST_POSTGRES_URL"),
+        std::env::var("LF_HANDOFF_TEST_POSTGRES_TLS_CA"),
+    ) else {
+        eprintln!(
+            "skipped: LF_HANDOFF_TEST_POSTGRES_URL and LF_HANDOFF_TEST_POSTGRES_TLS_CA name a \
+             PostgreSQL server with TLS and its authority; set both to run this test"
+        );
+        return;
+    };
+    let host =
+        std::env::var("LF_HANDOFF_TEST_POSTGRES_TLS_HOST").unwrap_or_else(|_| "localhost".into());
+    let sandbox = Sandbox::new();
+    // An empty system certificate store: nothing vouches for the server.
+    let no_roots = sandbox.path("no-roots.pem");
+    std::fs::write(&no_roots, "").unwrap();
+    let no_root_dir = sandbox.mkdir("no-roots");
+    let joint = if server.contains('?') { '&' } else { '?' };
+    let store = format!("{server}{joint}sslmode=verify-full&host={host}&schema=lft_untrusted");
+    let run = Run::from_output(
+        sandbox
+            .command(&["--store", &store, "list"])
+            .env("SSL_CERT_FILE", &no_roots)
+            .env("SSL_CERT_DIR", &no_root_dir)
+            .output()
+            .unwrap(),
+    );
+    assert_error(&run, 5, "list over TLS with no trusted authority");
+    assert!(
+        run.stderr.contains("no trusted authority") && run.stderr.contains("sslrootcert="),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_certificate_file_that_does_not_exist_exits_2_naming_it() {
+    let sandbox = Sandbox::new();
+    let missing = sandbox.path("no-such-ca.pem");
+    let store = format!(
+        "postgres://postgres@127.0.0.1:1/none?sslmode=verify-full&sslrootcert={}",
+        missing.display()
+    );
+    let error = sandbox.fails(&["--store", &store, "list"], 2);
+    assert!(
+        error.contains("sslrootcert") && error.contains("no-such-ca.pem"),
+        "{error}"
+    );
+}
