@@ -30,18 +30,6 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 /// server) when the URL says nothing.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The driver options that name a certificate or key file, checked when
-/// the URL is read so a typo is an input error, not a failed connection.
-const CERTIFICATE_OPTIONS: &[&str] = &[
-    "sslrootcert",
-    "ssl-root-cert",
-    "ssl-ca",
-    "sslcert",
-    "ssl-cert",
-    "sslkey",
-    "ssl-key",
-];
-
 /// The query options handed to the driver; anything else that is not one of
 /// lf-handoff's own options is refused.
 pub const DRIVER_OPTIONS: &[&str] = &[
@@ -131,7 +119,7 @@ impl PostgresConfig {
             }
             seen.push(key.clone());
             if is_driver_option(&key) {
-                if CERTIFICATE_OPTIONS.contains(&key.as_str()) {
+                if names_a_file(&key) {
                     let file = percent_decode_utf8(&shown, raw_value)?;
                     if !Path::new(&file).is_file() {
                         return Err(invalid(format!(
@@ -251,6 +239,13 @@ impl fmt::Debug for PostgresConfig {
             .field("acquire_timeout", &self.acquire_timeout)
             .finish()
     }
+}
+
+/// Whether a driver option names a certificate or key file (every `ssl`
+/// option but the mode). Such a file is checked when the URL is read, so a
+/// typo is an input error, not a failed connection.
+fn names_a_file(key: &str) -> bool {
+    key.starts_with("ssl") && !key.ends_with("mode")
 }
 
 fn is_driver_option(key: &str) -> bool {
@@ -383,7 +378,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
-        for key in CERTIFICATE_OPTIONS {
+        let files: Vec<&str> = DRIVER_OPTIONS
+            .iter()
+            .copied()
+            .filter(|key| names_a_file(key))
+            .collect();
+        assert_eq!(files.len(), 7, "{files:?}");
+        for key in files {
             let url = format!("postgres://h/db?sslmode=verify-full&{key}={}", ca.display());
             assert!(PostgresConfig::from_url(&url).is_ok(), "{url}");
             let missing = format!("postgres://h/db?{key}={}/missing.pem", dir.path().display());
