@@ -13,12 +13,13 @@ mod postgres {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::postgres);
     lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::postgres);
 
-    /// The scenarios only PostgreSQL has, run like the shared ones.
+    /// The scenarios only PostgreSQL has, run like the shared ones on the
+    /// backend `$connect` builds.
     macro_rules! postgres_tests {
-        ($($name:ident),* $(,)?) => {$(
+        ($connect:expr; $($name:ident),* $(,)?) => {$(
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $name() {
-                lf_handoff_conformance::run(PostgresBackend::connect(), |backend| {
+                lf_handoff_conformance::run($connect, |backend| {
                     Box::pin(async move { scenarios::$name(&backend).await })
                 })
                 .await;
@@ -27,26 +28,16 @@ mod postgres {
     }
 
     postgres_tests!(
+        PostgresBackend::connect();
         newer_schema_is_left_untouched,
         foreign_schema_is_left_untouched,
         each_schema_is_a_separate_store,
     );
 
-    /// TLS to the test server; skipped, saying why, without
-    /// `LF_HANDOFF_TEST_POSTGRES_TLS_CA`.
-    macro_rules! postgres_tls_tests {
-        ($($name:ident),* $(,)?) => {$(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn $name() {
-                lf_handoff_conformance::run(PostgresBackend::connect_tls(), |backend| {
-                    Box::pin(async move { scenarios::$name(&backend).await })
-                })
-                .await;
-            }
-        )*};
-    }
-
-    postgres_tls_tests!(
+    // TLS to the test server; skipped, saying why, without
+    // LF_HANDOFF_TEST_POSTGRES_TLS_CA.
+    postgres_tests!(
+        PostgresBackend::connect_tls();
         tls_require_encrypts_every_connection,
         tls_verify_full_connects_by_the_certificates_name,
         tls_verify_full_refuses_a_host_the_certificate_does_not_name,

@@ -154,16 +154,7 @@ impl<E: SqlEngine> SqlStore<E> {
             .fetch_handoffs(sql, params)
             .await
             .map_err(failed)?;
-        match rows.into_iter().next() {
-            None => Ok(None),
-            Some(row) => {
-                let version = to_version(row.version)?;
-                Ok(Some(Versioned {
-                    value: row.into_domain()?,
-                    version,
-                }))
-            }
-        }
+        rows.into_iter().next().map(versioned_handoff).transpose()
     }
 }
 
@@ -174,6 +165,15 @@ fn failed(error: EngineError) -> StoreError {
             StoreError::unavailable(format!("unexpected unique constraint violation: {detail}"))
         }
     }
+}
+
+/// The handoff a row holds, with its version, checked as `into_domain` does.
+fn versioned_handoff(row: HandoffRow) -> StoreResult<Versioned<InteractiveHandoff>> {
+    let version = to_version(row.version)?;
+    Ok(Versioned {
+        value: row.into_domain()?,
+        version,
+    })
 }
 
 /// The parent a `(version, record)` row of `parents` holds, which must be
@@ -382,18 +382,9 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
         else {
             return Ok(None);
         };
-        let active = active
-            .map(|row| {
-                let version = to_version(row.version)?;
-                Ok::<_, StoreError>(Versioned {
-                    value: row.into_domain()?,
-                    version,
-                })
-            })
-            .transpose()?;
         Ok(Some(ParentWithActive {
             parent: parent_from_row(reference, parent)?,
-            active,
+            active: active.map(versioned_handoff).transpose()?,
         }))
     }
 

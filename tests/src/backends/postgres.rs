@@ -379,12 +379,23 @@ pub mod scenarios {
         assert_eq!(backend.fingerprint(&foreign).await, before);
     }
 
-    /// The PEM file of the test server's certificate authority, and a host
-    /// name its certificate lists.
-    fn tls_ca_and_host() -> (String, String) {
+    /// A host name the test server's certificate lists.
+    fn tls_host() -> String {
+        std::env::var(TLS_HOST_VAR).unwrap_or_else(|_| "localhost".into())
+    }
+
+    /// The store on the test server with `sslmode=verify-full`, trusting the
+    /// server's authority, reached by `host`.
+    fn verify_full_config(backend: &PostgresBackend, name: &str, host: &str) -> StorageConfig {
         let ca = std::env::var(TLS_CA_VAR).expect("connect_tls checked it");
-        let host = std::env::var(TLS_HOST_VAR).unwrap_or_else(|_| "localhost".into());
-        (ca, host)
+        backend.tls_config(
+            name,
+            &[
+                "sslmode=verify-full".into(),
+                format!("sslrootcert={ca}"),
+                format!("host={host}"),
+            ],
+        )
     }
 
     /// Opens a store on `config`, writes and reads a wave through it, and
@@ -429,16 +440,8 @@ pub mod scenarios {
     /// `sslmode=verify-full` with the server's authority connects by a
     /// name the certificate lists, and the connection is encrypted.
     pub async fn tls_verify_full_connects_by_the_certificates_name(backend: &PostgresBackend) {
-        let (ca, host) = tls_ca_and_host();
         let name = format!("{}_verify", backend.schema());
-        let config = backend.tls_config(
-            &name,
-            &[
-                "sslmode=verify-full".into(),
-                format!("sslrootcert={ca}"),
-                format!("host={host}"),
-            ],
-        );
+        let config = verify_full_config(backend, &name, &tls_host());
         assert_round_trip_over_tls(backend, &config, &name).await;
     }
 
@@ -449,16 +452,8 @@ pub mod scenarios {
     pub async fn tls_verify_full_refuses_a_host_the_certificate_does_not_name(
         backend: &PostgresBackend,
     ) {
-        let (ca, _) = tls_ca_and_host();
         let name = format!("{}_wrong", backend.schema());
-        let config = backend.tls_config(
-            &name,
-            &[
-                "sslmode=verify-full".into(),
-                format!("sslrootcert={ca}"),
-                "host=127.0.0.1".into(),
-            ],
-        );
+        let config = verify_full_config(backend, &name, "127.0.0.1");
         match open_store(&config).await {
             Err(StoreError::Unavailable { message, .. }) => {
                 assert!(message.contains("127.0.0.1"), "{message}");
