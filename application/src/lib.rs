@@ -27,8 +27,9 @@ mod system;
 
 pub use error::{BoxError, StoreError, StoreResult};
 pub use ports::{
-    Clock, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource, InsertOutcome,
-    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
+    Clock, Decision, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource,
+    InsertOutcome, ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome,
+    TransitionOutcome, Versioned,
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS};
 pub use system::{GenerateId, SystemClock, UuidV7Ids};

@@ -3,7 +3,11 @@
 //! Rules for every port in this file:
 //!
 //! - Ports store and load; they never decide a transition. The service asks
-//!   the domain, then writes what it decided through these methods.
+//!   the domain, then writes what it decided through these methods; for a
+//!   transition of a stored handoff it hands the domain's decision to
+//!   [`HandoffRepository::transition`], which runs it between its load and
+//!   its compare-and-swap (so an adapter whose calls are costly to start,
+//!   such as sled's hop to a blocking thread, makes one call, not two).
 //! - Every write is atomic: it happens completely or not at all, and a write
 //!   that returns `Ok` is durable (contract C8).
 //! - Races are detected by the engine, never by a read-then-write gap:
@@ -16,10 +20,14 @@
 //!   except where a method says so.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffParent, Transition,
+};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 use time::OffsetDateTime;
@@ -59,6 +67,23 @@ pub enum SwapOutcome {
         version: u64,
     },
     /// The stored version was not the expected one; nothing was written.
+    Lost,
+}
+
+/// The domain's decision for one stored handoff, as the service hands it to
+/// [`HandoffRepository::transition`]: the record as stored in, the
+/// transition to store (or the domain's refusal) out. It reads the clock
+/// itself, so its timestamps come after the load.
+pub type Decision = Arc<dyn Fn(&InteractiveHandoff) -> DomainResult<Transition> + Send + Sync>;
+
+/// The result of [`HandoffRepository::transition`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransitionOutcome {
+    /// The decision was stored (a [`Transition::Changed`]) or needed no
+    /// write (a [`Transition::Unchanged`] replay): the record as it now is.
+    Applied(Box<InteractiveHandoff>),
+    /// The record changed between the load and the compare-and-swap;
+    /// nothing was written. The caller decides again on the new record.
     Lost,
 }
 
@@ -126,14 +151,23 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
         parent_version: u64,
     ) -> StoreResult<InsertOutcome>;
 
-    /// Replaces the stored handoff with `handoff` if and only if its stored
-    /// version is `expected`. Keeps the parent's active slot in step: a
-    /// handoff that becomes terminal frees the slot in the same write.
+    /// One attempt at a transition: loads handoff `id`, asks `decide` (the
+    /// domain) what to do with it, and stores a [`Transition::Changed`]
+    /// record if and only if the stored version is still the one loaded,
+    /// keeping the parent's active slot in step (a handoff that becomes
+    /// terminal frees the slot in the same write). A
+    /// [`Transition::Unchanged`] writes nothing.
     ///
     /// # Errors
-    /// MUST return [`SwapOutcome::Lost`] (not an error) when the version
-    /// moved or the record is gone. `Unavailable` on engine failure.
-    async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome>;
+    /// MUST return `Ok(None)` for an unknown id, [`TransitionOutcome::Lost`]
+    /// (not an error) when the version moved or the record went between the
+    /// load and the write, and `decide`'s error as it is, with nothing
+    /// written. `Unavailable` on engine failure or an invalid stored record.
+    async fn transition(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: Decision,
+    ) -> StoreResult<Option<TransitionOutcome>>;
 }
 
 /// Stores waves, project sessions, task sessions and task PRs.

@@ -5,7 +5,9 @@
 //! compare-and-swap. A lost swap means another writer got there first; the
 //! loop reloads and asks the domain again, which resolves the race as a
 //! replay (same request) or a conflict (different request). A replay writes
-//! nothing (contract C9).
+//! nothing (contract C9). For a handoff's transitions the repository runs
+//! one round of that loop in one call (`HandoffRepository::transition`),
+//! with the domain's decision passed in; the service retries lost rounds.
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,19 +18,18 @@ use lf_handoff_domain::id::{
 };
 use lf_handoff_domain::interactive_handoff::{
     self as handoff, check_claim_generation, decide_open, InteractiveHandoff,
-    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision, Transition,
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision,
 };
 use lf_handoff_domain::parent::{check_task_pr, Parent};
 use lf_handoff_domain::project_session::ProjectSession;
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave::Wave;
-use lf_handoff_domain::DomainResult;
 use time::OffsetDateTime;
 
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{
-    Clock, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
-    ParentWithActive, SwapOutcome, Versioned,
+    Clock, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
+    ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 
 /// How many lost races in a row one call tolerates before giving up.
@@ -354,9 +355,12 @@ impl Store {
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<InteractiveHandoff> {
-        self.apply(id, |current, now| Ok((handoff::attach(current, now)?, ())))
-            .await
-            .map(|(handoff, ())| handoff)
+        let clock = self.clock.clone();
+        self.apply(
+            id,
+            Arc::new(move |current| handoff::attach(current, clock.now())),
+        )
+        .await
     }
 
     /// Finishes a handoff with `outcome`. Finishing again with an equal
@@ -373,11 +377,12 @@ impl Store {
         outcome: &InteractiveHandoffOutcome,
     ) -> StoreResult<InteractiveHandoff> {
         outcome.validate()?;
-        self.apply(id, |current, now| {
-            Ok((handoff::finish(current, outcome, now)?, ()))
-        })
+        let (clock, outcome) = (self.clock.clone(), outcome.clone());
+        self.apply(
+            id,
+            Arc::new(move |current| handoff::finish(current, &outcome, clock.now())),
+        )
         .await
-        .map(|(handoff, ())| handoff)
     }
 
     /// Claims the wake of a terminal handoff for body `generation`: `true`
@@ -409,36 +414,34 @@ impl Store {
         parent_generation: u32,
     ) -> StoreResult<(bool, InteractiveHandoff)> {
         check_claim_generation(parent_generation)?;
-        self.apply(id, |current, now| {
-            let claim = handoff::claim_wake(current, parent_generation, now)?;
-            Ok((claim.transition, claim.claimed))
-        })
-        .await
-        .map(|(handoff, claimed)| (claimed, handoff))
+        let clock = self.clock.clone();
+        let handoff = self
+            .apply(
+                id,
+                Arc::new(move |current| {
+                    Ok(handoff::claim_wake(current, parent_generation, clock.now())?.transition)
+                }),
+            )
+            .await?;
+        // The domain grants the claim exactly when it records this
+        // generation, or finds it already recorded.
+        let claimed = handoff.wake_claimed_by_generation == Some(parent_generation);
+        Ok((claimed, handoff))
     }
 
     /// The load / decide / compare-and-swap loop shared by every transition
-    /// on an existing handoff.
-    async fn apply<R>(
+    /// on an existing handoff: one round per repository call, retried while
+    /// another writer wins the compare-and-swap.
+    async fn apply(
         &self,
         id: &InteractiveHandoffId,
-        decide: impl Fn(&InteractiveHandoff, OffsetDateTime) -> DomainResult<(Transition, R)>,
-    ) -> StoreResult<(InteractiveHandoff, R)> {
+        decide: Decision,
+    ) -> StoreResult<InteractiveHandoff> {
         for _ in 0..MAX_RACE_ATTEMPTS {
-            let current = self
-                .handoffs
-                .load(id)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
-            let (transition, extra) = decide(&current.value, self.clock.now())?;
-            match transition {
-                Transition::Unchanged(handoff) => return Ok((handoff, extra)),
-                Transition::Changed(handoff) => {
-                    match self.handoffs.swap(current.version, &handoff).await? {
-                        SwapOutcome::Swapped { .. } => return Ok((handoff, extra)),
-                        SwapOutcome::Lost => continue,
-                    }
-                }
+            match self.handoffs.transition(id, decide.clone()).await? {
+                None => return Err(StoreError::NotFound(format!("handoff {id} does not exist"))),
+                Some(TransitionOutcome::Applied(handoff)) => return Ok(*handoff),
+                Some(TransitionOutcome::Lost) => continue,
             }
         }
         Err(lost_too_often(id))

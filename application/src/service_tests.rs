@@ -1,6 +1,8 @@
 //! Unit tests of the `Store` service against mockall mocks of every port.
 //! No storage engine is involved: these pin down the load / decide / swap
-//! loop itself.
+//! loop itself. A mocked `transition` plays the adapter's part: it runs the
+//! decision the service passes on a fixture record and reports what an
+//! adapter would (see [`decided_on`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,9 +21,11 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use lf_handoff_domain::interactive_handoff::Transition;
+
 use crate::ports::{
-    InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
-    ParentInsert, ParentWithActive, SwapOutcome, Versioned,
+    Decision, InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
+    ParentInsert, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 use crate::{Store, StoreError, StoreResult, MAX_RACE_ATTEMPTS};
 
@@ -113,6 +117,31 @@ fn wave_snapshot(
     }))
 }
 
+/// What an adapter's `transition` reports after running `decide` on
+/// `stored` and winning its compare-and-swap: the record as it then is, or
+/// the domain's refusal. `expect` says which kind of decision the test
+/// expects (`Changed` is a write, `Unchanged` a replay that writes nothing).
+fn decided_on(
+    stored: &InteractiveHandoff,
+    decide: &Decision,
+    expect: Expect,
+) -> StoreResult<Option<TransitionOutcome>> {
+    let transition = decide(stored)?;
+    match (&transition, expect) {
+        (Transition::Changed(_), Expect::Write) | (Transition::Unchanged(_), Expect::Replay) => {}
+        (other, _) => panic!("expected a {expect:?}, the domain decided {other:?}"),
+    }
+    Ok(Some(TransitionOutcome::Applied(Box::new(
+        transition.into_handoff(),
+    ))))
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    Write,
+    Replay,
+}
+
 /// A registry whose wave is at `version` with no active handoff.
 fn parents_with_wave(version: u64) -> MockParentRegistry {
     let mut parents = MockParentRegistry::new();
@@ -127,33 +156,22 @@ async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
     let mut handoffs = MockHandoffRepository::new();
     let mut seq = mockall::Sequence::new();
     handoffs
-        .expect_load()
+        .expect_transition()
+        .with(eq(handoff_id()), mockall::predicate::always())
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: waiting(),
-                version: 1,
-            }))
+        .returning(|_, decide| {
+            // The domain would write, but another writer wins the swap.
+            decided_on(&waiting(), &decide, Expect::Write)?;
+            Ok(Some(TransitionOutcome::Lost))
         });
-    handoffs
-        .expect_swap()
-        .with(eq(1), mockall::predicate::always())
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| Ok(SwapOutcome::Lost));
     // The winner finished with the same outcome: the retry is a replay and
     // must not write again.
     handoffs
-        .expect_load()
+        .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: finished(&completed()),
-                version: 2,
-            }))
-        });
+        .returning(|_, decide| decided_on(&finished(&completed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let result = store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -167,30 +185,18 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
     let mut handoffs = MockHandoffRepository::new();
     let mut seq = mockall::Sequence::new();
     handoffs
-        .expect_load()
+        .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: waiting(),
-                version: 1,
-            }))
+        .returning(|_, decide| {
+            decided_on(&waiting(), &decide, Expect::Write)?;
+            Ok(Some(TransitionOutcome::Lost))
         });
     handoffs
-        .expect_swap()
+        .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, _| Ok(SwapOutcome::Lost));
-    handoffs
-        .expect_load()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: finished(&failed()),
-                version: 2,
-            }))
-        });
+        .returning(|_, decide| decided_on(&finished(&failed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -325,8 +331,8 @@ async fn malformed_requests_are_refused_before_any_read() {
 async fn a_repository_failure_surfaces_as_unavailable() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs
-        .expect_load()
-        .returning(|_| Err(StoreError::unavailable("disk on fire")));
+        .expect_transition()
+        .returning(|_, _| Err(StoreError::unavailable("disk on fire")));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .attach_interactive_handoff(&handoff_id())
@@ -353,21 +359,23 @@ async fn a_repository_failure_surfaces_as_unavailable() {
 async fn the_clocks_value_is_what_gets_stored() {
     let now = datetime!(2026-12-02 12:34:56.789_123_456 UTC);
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_load().returning(|_| {
-        Ok(Some(Versioned {
-            value: waiting(),
-            version: 3,
-        }))
-    });
     handoffs
-        .expect_swap()
-        .withf(move |version, handoff| {
-            *version == 3
-                && handoff.attached_at == Some(datetime!(2026-12-02 12:34:56.789_123 UTC))
-                && handoff.updated_at == datetime!(2026-12-02 12:34:56.789_123 UTC)
-        })
+        .expect_transition()
         .times(1)
-        .returning(|_, _| Ok(SwapOutcome::Swapped { version: 4 }));
+        .returning(|_, decide| {
+            let stored = decided_on(&waiting(), &decide, Expect::Write)?;
+            let Some(TransitionOutcome::Applied(attached)) = &stored else {
+                unreachable!("decided_on reports an applied transition")
+            };
+            assert_eq!(
+                (attached.attached_at, attached.updated_at),
+                (
+                    Some(datetime!(2026-12-02 12:34:56.789_123 UTC)),
+                    datetime!(2026-12-02 12:34:56.789_123 UTC)
+                )
+            );
+            Ok(stored)
+        });
     let store = build(handoffs, MockParentRegistry::new(), clock_at(now));
     let attached = store
         .attach_interactive_handoff(&handoff_id())
@@ -394,14 +402,11 @@ async fn the_clocks_value_is_what_gets_stored() {
 
 #[tokio::test]
 async fn replayed_transitions_write_nothing() {
-    // No swap expectation: a write would panic the mock.
+    // The mocked adapter panics on a decision to write.
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_load().returning(|_| {
-        Ok(Some(Versioned {
-            value: finished(&completed()),
-            version: 2,
-        }))
-    });
+    handoffs
+        .expect_transition()
+        .returning(|_, decide| decided_on(&finished(&completed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -417,12 +422,9 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
             .unwrap()
             .transition
             .into_handoff();
-    handoffs.expect_load().returning(move |_| {
-        Ok(Some(Versioned {
-            value: claimed.clone(),
-            version: 3,
-        }))
-    });
+    handoffs
+        .expect_transition()
+        .returning(move |_, decide| decided_on(&claimed, &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert!(store
         .claim_interactive_handoff_wake(&handoff_id(), 5)
@@ -438,18 +440,9 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
 async fn endless_lost_races_give_up_as_unavailable() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs
-        .expect_load()
+        .expect_transition()
         .times(MAX_RACE_ATTEMPTS)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: waiting(),
-                version: 1,
-            }))
-        });
-    handoffs
-        .expect_swap()
-        .times(MAX_RACE_ATTEMPTS)
-        .returning(|_, _| Ok(SwapOutcome::Lost));
+        .returning(|_, _| Ok(Some(TransitionOutcome::Lost)));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .attach_interactive_handoff(&handoff_id())
@@ -461,6 +454,7 @@ async fn endless_lost_races_give_up_as_unavailable() {
 #[tokio::test]
 async fn unknown_ids_and_parents_are_not_found() {
     let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_transition().returning(|_, _| Ok(None));
     handoffs.expect_load().returning(|_| Ok(None));
     let mut parents = MockParentRegistry::new();
     parents

@@ -2,12 +2,16 @@
 //! index trees for every list.
 
 use ::sled::transaction::{Transactional as _, TransactionalTree};
-use ::sled::Tree;
+use ::sled::{IVec, Tree};
 use async_trait::async_trait;
-use lf_handoff_application::ports::{HandoffRepository, InsertOutcome, SwapOutcome, Versioned};
+use lf_handoff_application::ports::{
+    Decision, HandoffRepository, InsertOutcome, SwapOutcome, TransitionOutcome, Versioned,
+};
 use lf_handoff_application::{ListQuery, StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffParent, Transition,
+};
 
 use super::error::{abort, failed, settle, Abort};
 use super::handle::Shared;
@@ -120,70 +124,97 @@ impl HandoffRepository for SledStore {
         .await
     }
 
-    async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome> {
-        let next = record::next_version(&format_args!("handoff {}", handoff.id), expected)?;
-        let stored = record::encode(next, handoff)?;
-        let handoff = handoff.clone();
+    async fn transition(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: Decision,
+    ) -> StoreResult<Option<TransitionOutcome>> {
+        let id = id.clone();
+        // Load, decision and compare-and-swap in one call: one hop to the
+        // blocking pool instead of two, and one read of the record.
         self.run(move |shared| {
-            let id_key = keys::handoff(&handoff.id);
-            let new_index = IndexKeys::of(&handoff);
-            // A transition that leaves every index entry where it is
-            // (attach, claim) changes the record alone: sled's
-            // compare-and-swap of the record's bytes just read settles the
-            // race as a transaction would (a concurrent transaction cannot
-            // interleave with it), at a fraction of a multi-tree
-            // transaction's cost.
-            let Some(current_bytes) = shared.handoffs.get(&id_key).map_err(|e| shared.engine(e))?
-            else {
-                return Ok(SwapOutcome::Lost);
+            let id_key = keys::handoff(&id);
+            let Some(bytes) = shared.handoffs.get(&id_key).map_err(|e| shared.engine(e))? else {
+                shared.settle_reads()?;
+                return Ok(None);
             };
-            let current = record::handoff(&handoff.id, &current_bytes)?;
-            if current.version != expected {
-                return Ok(SwapOutcome::Lost);
-            }
-            if IndexKeys::of(&current.value) == new_index {
-                let swapped = shared
-                    .handoffs
-                    .compare_and_swap(&id_key, Some(current_bytes), Some(stored))
-                    .map_err(|e| shared.engine(e))?;
-                return match swapped {
-                    Ok(()) => {
-                        shared.make_durable()?;
-                        Ok(SwapOutcome::Swapped { version: next })
-                    }
-                    // The bytes changed since the read: another swap won.
-                    Err(_) => Ok(SwapOutcome::Lost),
-                };
-            }
-            let trees = (
-                &shared.handoffs,
-                &shared.by_created,
-                &shared.by_parent,
-                &shared.active,
-                &shared.slots,
-            );
-            let result = trees.transaction(|(handoffs, by_created, by_parent, active, slots)| {
-                let Some(current) = handoffs.get(&id_key)? else {
-                    return abort(Abort::Lost);
-                };
-                let current = record::handoff(&handoff.id, &current).map_err(failed)?;
-                if current.version != expected {
-                    return abort(Abort::Lost);
+            // What the decision (or its refusal) reveals was read: settle it.
+            shared.settle_reads()?;
+            let current = record::handoff(&id, &bytes)?;
+            let next = match decide(&current.value)? {
+                Transition::Unchanged(handoff) => {
+                    return Ok(Some(TransitionOutcome::Applied(Box::new(handoff))))
                 }
-                let old_index = IndexKeys::of(&current.value);
-                if old_index != new_index {
-                    old_index.remove(by_created, by_parent, active, slots, &id_key)?;
-                    new_index.add(by_created, by_parent, active, slots, &id_key)?;
-                }
-                handoffs.insert(id_key.as_slice(), stored.as_slice())?;
-                Ok(())
-            });
-            match shared.commit(result)? {
-                Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
-                Err(_) => Ok(SwapOutcome::Lost),
-            }
+                Transition::Changed(next) => next,
+            };
+            Ok(Some(match swap(shared, &id_key, bytes, &current, &next)? {
+                SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(next)),
+                SwapOutcome::Lost => TransitionOutcome::Lost,
+            }))
         })
         .await
+    }
+}
+
+/// Replaces `current` (whose stored bytes are `current_bytes`) with
+/// `handoff`, if and only if the record is still at `current`'s version,
+/// and makes it durable.
+fn swap(
+    shared: &Shared,
+    id_key: &[u8],
+    current_bytes: IVec,
+    current: &Versioned<InteractiveHandoff>,
+    handoff: &InteractiveHandoff,
+) -> StoreResult<SwapOutcome> {
+    let expected = current.version;
+    let next = record::next_version(&format_args!("handoff {}", handoff.id), expected)?;
+    let stored = record::encode(next, handoff)?;
+    let new_index = IndexKeys::of(handoff);
+    // A transition that leaves every index entry where it is (attach,
+    // claim) changes the record alone: sled's compare-and-swap of the
+    // record's bytes just read settles the race as a transaction would (a
+    // concurrent transaction cannot interleave with it), at a fraction of a
+    // multi-tree transaction's cost.
+    if IndexKeys::of(&current.value) == new_index {
+        let swapped = shared
+            .handoffs
+            .compare_and_swap(id_key, Some(current_bytes), Some(stored))
+            .map_err(|e| shared.engine(e))?;
+        return match swapped {
+            Ok(()) => {
+                shared.make_durable()?;
+                Ok(SwapOutcome::Swapped { version: next })
+            }
+            // The bytes changed since the read: another swap won.
+            Err(_) => Ok(SwapOutcome::Lost),
+        };
+    }
+    let trees = (
+        &shared.handoffs,
+        &shared.by_created,
+        &shared.by_parent,
+        &shared.active,
+        &shared.slots,
+    );
+    let result = trees.transaction(|(handoffs, by_created, by_parent, active, slots)| {
+        let Some(current) = handoffs.get(id_key)? else {
+            return abort(Abort::Lost);
+        };
+        let current = record::handoff(&handoff.id, &current).map_err(failed)?;
+        if current.version != expected {
+            return abort(Abort::Lost);
+        }
+        let old_index = IndexKeys::of(&current.value);
+        if old_index != new_index {
+            old_index.remove(by_created, by_parent, active, slots, id_key)?;
+            new_index.add(by_created, by_parent, active, slots, id_key)?;
+        }
+        handoffs.insert(id_key, stored.as_slice())?;
+        Ok(())
+    });
+    match shared.commit(result)? {
+        Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+        Err(_) => Ok(SwapOutcome::Lost),
     }
 }
 

@@ -3,18 +3,20 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use lf_handoff_application::ports::{
-    HandoffRepository, InsertOutcome, ParentRegistry, SwapOutcome, Versioned,
+    Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
 use lf_handoff_application::{GenerateId, ListQuery, Store, StoreError};
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, Transition,
 };
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
+use lf_handoff_domain::DomainError;
 use tempfile::TempDir;
 
 use super::{keys, record, SledStore};
@@ -47,6 +49,35 @@ async fn open_on_new_wave(store: &Store, dir: &Path) -> InteractiveHandoff {
         attach_argv: vec!["tmux".into(), "attach".into()],
     };
     store.open_interactive_handoff(request).await.unwrap().0
+}
+
+fn attach(handoff: &InteractiveHandoff) -> InteractiveHandoff {
+    let mut attached = handoff.clone();
+    attached.status = InteractiveHandoffStatus::Attached;
+    attached.attached_at = Some(attached.updated_at);
+    attached
+}
+
+fn finish(handoff: &InteractiveHandoff) -> InteractiveHandoff {
+    let mut finished = handoff.clone();
+    finished.status = InteractiveHandoffStatus::Completed;
+    finished.outcome = Some(done());
+    finished.terminal_at = Some(finished.updated_at);
+    finished
+}
+
+/// A decision to store `next(record)` that, while it is being decided,
+/// lets another writer store the record again (same value, next version).
+fn racing(raw: &SledStore, next: fn(&InteractiveHandoff) -> InteractiveHandoff) -> Decision {
+    let shared = raw.shared.clone();
+    Arc::new(move |current| {
+        let key = keys::handoff(&current.id);
+        let stored = shared.handoffs.get(&key).unwrap().unwrap();
+        let version = record::handoff(&current.id, &stored).unwrap().version;
+        let again = record::encode(version + 1, current).unwrap();
+        shared.handoffs.insert(key, again).unwrap();
+        Ok(Transition::Changed(next(current)))
+    })
 }
 
 /// The parent's active handoff, as `open` reads it.
@@ -201,22 +232,32 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
         InsertOutcome::ParentChanged
     );
 
-    // Finishing frees the slot in the same write; a stale version loses.
+    // A record that another writer changes between the transition's load
+    // and its write is not overwritten, on either write path: the record's
+    // compare-and-swap (attach) and the multi-tree transaction (finish).
+    for next in [attach, finish] {
+        assert_eq!(
+            raw.transition(&opened.id, racing(&raw, next))
+                .await
+                .unwrap(),
+            Some(TransitionOutcome::Lost)
+        );
+    }
     let current = raw.load(&opened.id).await.unwrap().unwrap();
-    let mut finished = current.value.clone();
-    finished.status = InteractiveHandoffStatus::Completed;
-    finished.outcome = Some(done());
-    finished.terminal_at = Some(finished.updated_at);
+    assert_eq!(current.version, 3, "only the racing writers' versions");
+    assert_eq!(current.value, opened);
+    assert!(active(&raw, &opened.parent).await.unwrap().is_some());
+
+    // Finishing frees the slot in the same write.
+    let finished = finish(&opened);
     assert_eq!(
-        raw.swap(current.version + 1, &finished).await.unwrap(),
-        SwapOutcome::Lost
+        raw.transition(&opened.id, Arc::new(|h| Ok(Transition::Changed(finish(h)))))
+            .await
+            .unwrap(),
+        Some(TransitionOutcome::Applied(Box::new(finished.clone())))
     );
-    assert_eq!(
-        raw.swap(current.version, &finished).await.unwrap(),
-        SwapOutcome::Swapped {
-            version: current.version + 1
-        }
-    );
+    let stored = raw.load(&opened.id).await.unwrap().unwrap();
+    assert_eq!((stored.version, &stored.value), (4, &finished));
     assert!(active(&raw, &opened.parent).await.unwrap().is_none());
     assert!(raw
         .shared
@@ -224,9 +265,34 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
         .get(keys::parent(&opened.parent))
         .unwrap()
         .is_none());
+    // A replay writes nothing; a refusal is returned as it is; an unknown
+    // id is `None`.
     assert_eq!(
-        raw.swap(current.version, &finished).await.unwrap(),
-        SwapOutcome::Lost
+        raw.transition(
+            &opened.id,
+            Arc::new(|h| Ok(Transition::Unchanged(h.clone())))
+        )
+        .await
+        .unwrap(),
+        Some(TransitionOutcome::Applied(Box::new(finished.clone())))
+    );
+    assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().version, 4);
+    let refused = raw
+        .transition(
+            &opened.id,
+            Arc::new(|_| Err(DomainError::conflict("refused".to_string()))),
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.is_conflict(), "{refused}");
+    assert_eq!(
+        raw.transition(
+            &GenerateId::new(),
+            Arc::new(|_| unreachable!("nothing to decide on"))
+        )
+        .await
+        .unwrap(),
+        None
     );
 
     assert_eq!(

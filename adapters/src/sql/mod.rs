@@ -24,12 +24,14 @@ use std::ops::DerefMut;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry, ParentWithActive,
-    SwapOutcome, Versioned,
+    Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
+    ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffParent, Transition,
+};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
@@ -280,6 +282,31 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         }
     }
 
+    async fn transition(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: Decision,
+    ) -> StoreResult<Option<TransitionOutcome>> {
+        let Some(current) = self.load(id).await? else {
+            return Ok(None);
+        };
+        match decide(&current.value)? {
+            Transition::Unchanged(handoff) => {
+                Ok(Some(TransitionOutcome::Applied(Box::new(handoff))))
+            }
+            Transition::Changed(handoff) => {
+                Ok(Some(match self.swap(current.version, &handoff).await? {
+                    SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(handoff)),
+                    SwapOutcome::Lost => TransitionOutcome::Lost,
+                }))
+            }
+        }
+    }
+}
+
+impl<E: SqlEngine> SqlStore<E> {
+    /// Replaces the stored handoff with `handoff` if and only if its stored
+    /// version is `expected`: one `UPDATE ... WHERE id AND version`.
     async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome> {
         let expected_stored = to_stored_version(expected)?;
         let params = [
