@@ -92,30 +92,33 @@ impl HandoffRepository for SledStore {
                 &shared.by_parent,
                 &shared.active,
             );
-            let result = trees.transaction(
-                |(parents, slots, handoffs, by_created, by_parent, active)| {
-                    let Some(parent) = parents.get(&parent_key)? else {
-                        return abort(Abort::ParentChanged);
-                    };
-                    let version = record::version(&handoff.parent, &parent).map_err(failed)?;
-                    if version != parent_version {
-                        return abort(Abort::ParentChanged);
-                    }
-                    if handoff.is_active() && slots.get(&parent_key)?.is_some() {
-                        return abort(Abort::ParentBusy);
-                    }
-                    if handoffs.get(&id_key)?.is_some() {
-                        return abort(Abort::Failed(StoreError::unavailable(format!(
-                            "handoff id {} is already stored; refusing to overwrite it",
-                            handoff.id
-                        ))));
-                    }
-                    handoffs.insert(id_key.as_slice(), stored.as_slice())?;
-                    index.add(by_created, by_parent, active, slots, &id_key)?;
-                    Ok(())
-                },
-            );
-            match shared.commit(result)? {
+            let outcome = shared.write(|| {
+                let result = trees.transaction(
+                    |(parents, slots, handoffs, by_created, by_parent, active)| {
+                        let Some(parent) = parents.get(&parent_key)? else {
+                            return abort(Abort::ParentChanged);
+                        };
+                        let version = record::version(&handoff.parent, &parent).map_err(failed)?;
+                        if version != parent_version {
+                            return abort(Abort::ParentChanged);
+                        }
+                        if handoff.is_active() && slots.get(&parent_key)?.is_some() {
+                            return abort(Abort::ParentBusy);
+                        }
+                        if handoffs.get(&id_key)?.is_some() {
+                            return abort(Abort::Failed(StoreError::unavailable(format!(
+                                "handoff id {} is already stored; refusing to overwrite it",
+                                handoff.id
+                            ))));
+                        }
+                        handoffs.insert(id_key.as_slice(), stored.as_slice())?;
+                        index.add(by_created, by_parent, active, slots, &id_key)?;
+                        Ok(())
+                    },
+                );
+                shared.commit(result)
+            })?;
+            match outcome {
                 Ok(()) => Ok(InsertOutcome::Inserted),
                 Err(Abort::ParentBusy) => Ok(InsertOutcome::ParentBusy),
                 Err(_) => Ok(InsertOutcome::ParentChanged),
@@ -147,7 +150,8 @@ impl HandoffRepository for SledStore {
                 }
                 Transition::Changed(next) => next,
             };
-            Ok(Some(match swap(shared, &id_key, bytes, &current, &next)? {
+            let swapped = shared.write(|| swap(shared, &id_key, bytes, &current, &next))?;
+            Ok(Some(match swapped {
                 SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(next)),
                 SwapOutcome::Lost => TransitionOutcome::Lost,
             }))

@@ -348,3 +348,48 @@ async fn an_empty_directory_becomes_a_store_and_keeps_its_mode() {
     assert_eq!(mode & 0o777, 0o750);
     assert!(path.join(super::files::MARKER).is_file());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
+    let (dir, store, raw) = stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    let shared = raw.shared.clone();
+    tokio::task::spawn_blocking(move || {
+        let key = keys::handoff(&opened.id);
+        let read = || {
+            let found = shared.get(&shared.handoffs, &key, |bytes| Ok(bytes.len()));
+            assert!(found.unwrap().is_some());
+        };
+        // A change no write of the store made (as sled's own node splits
+        // are) stays in sled's buffer: a read does not write it out.
+        shared.by_created.insert(b"~scratch", &[][..]).unwrap();
+        read();
+        assert!(
+            shared.db.flush().unwrap() > 0,
+            "the read wrote sled's buffer out with no write in flight"
+        );
+        // While a write is in flight, a read writes out what it may have seen.
+        shared
+            .write(|| {
+                shared.by_created.remove(b"~scratch").unwrap();
+                read();
+                assert_eq!(
+                    shared.db.flush().unwrap(),
+                    0,
+                    "the read left an unfinished write in memory only"
+                );
+                Ok(())
+            })
+            .unwrap();
+        // A write that failed may have left its change in memory only:
+        // reads settle from then on.
+        let failed: Result<(), StoreError> =
+            shared.write(|| Err(StoreError::unavailable("disk on fire")));
+        assert!(failed.is_err());
+        shared.by_created.insert(b"~scratch", &[][..]).unwrap();
+        read();
+        assert_eq!(shared.db.flush().unwrap(), 0);
+    })
+    .await
+    .unwrap();
+}
