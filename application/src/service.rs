@@ -423,9 +423,9 @@ impl Store {
                 }),
             )
             .await?;
-        // The domain grants the claim exactly when it records this
-        // generation, or finds it already recorded.
-        let claimed = handoff.wake_claimed_by_generation == Some(parent_generation);
+        // Whether this generation holds the wake is the domain's answer on
+        // the record as stored (a replay of the claim: it writes nothing).
+        let claimed = handoff::claim_wake(&handoff, parent_generation, self.clock.now())?.claimed;
         Ok((claimed, handoff))
     }
 
