@@ -83,9 +83,11 @@
 //! open, attach, finish, claim) took 2-3 ms per lifecycle with syncing
 //! against about 1 ms with none (SQLite: about 9 ms); on a disk that honours
 //! cache flushes, expect every write to wait for one device flush
-//! (typically 0.1-10 ms). Reads first write out sled's log buffer (no sync;
-//! free when nothing is pending) so they never report a write that exists
-//! only in memory.
+//! (typically 0.1-10 ms). While a write of this process is between its
+//! first change and its sync, reads first write out sled's log buffer (no
+//! sync), so they never report a write that exists only in memory; with no
+//! write in flight they leave the buffer alone (it can then hold only
+//! sled's own node reorganisation, see `Shared::settle_reads`).
 //!
 //! sled is synchronous: every call runs on tokio's blocking pool
 //! (`spawn_blocking`), never on the async executor's threads. A hop there
