@@ -6,7 +6,7 @@
 //! same durability settings as the adapter: no pool, no checks, nothing
 //! but the statements, which makes it the hardest baseline. Statements are
 //! written once, in the `$n` placeholder form both SQLite and PostgreSQL
-//! accept; [`on_conn!`] runs the same code on whichever connection the
+//! accept; `on_conn!` runs the same code on whichever connection the
 //! backend has.
 
 use std::ops::Range;
