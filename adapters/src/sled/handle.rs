@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use ::sled::transaction::TransactionError;
-use ::sled::{Db, Tree};
+use ::sled::{Db, IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
 use super::error::{engine, io, is_locked, locked, settle, Abort};
@@ -97,11 +97,11 @@ impl Shared {
         &self,
         tree: &Tree,
         key: &[u8],
-        decode: impl FnOnce(&[u8]) -> StoreResult<T>,
+        decode: impl FnOnce(IVec) -> StoreResult<T>,
     ) -> StoreResult<Option<T>> {
         let stored = tree.get(key).map_err(|e| engine(&self.dir, e))?;
         self.settle_reads()?;
-        stored.map(|bytes| decode(&bytes)).transpose()
+        stored.map(decode).transpose()
     }
 
     /// Runs `write`, which changes the trees and returns once its changes

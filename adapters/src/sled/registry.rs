@@ -74,7 +74,7 @@ impl ParentRegistry for SledStore {
         let reference = reference.clone();
         self.run(move |shared| {
             shared.get(&shared.parents, &keys::parent(&reference), |bytes| {
-                record::parent(&reference, bytes)
+                record::parent(&reference, &bytes)
             })
         })
         .await
@@ -131,7 +131,7 @@ impl ParentRegistry for SledStore {
         let id = id.clone();
         self.run(move |shared| {
             shared.get(&shared.task_prs, &keys::task_pr(id.as_str()), |bytes| {
-                record::task_pr(id.as_str(), bytes)
+                record::task_pr(id.as_str(), &bytes)
             })
         })
         .await

@@ -26,7 +26,7 @@ impl HandoffRepository for SledStore {
         let id = id.clone();
         self.run(move |shared| {
             shared.get(&shared.handoffs, &keys::handoff(&id), |bytes| {
-                record::handoff(&id, bytes)
+                record::handoff(&id, &bytes)
             })
         })
         .await
@@ -137,13 +137,13 @@ impl HandoffRepository for SledStore {
         // blocking pool instead of two, and one read of the record.
         self.run(move |shared| {
             let id_key = keys::handoff(&id);
-            let Some(bytes) = shared.handoffs.get(&id_key).map_err(|e| shared.engine(e))? else {
-                shared.settle_reads()?;
+            // The stored bytes are kept for the compare-and-swap.
+            let loaded = shared.get(&shared.handoffs, &id_key, |bytes| {
+                Ok((record::handoff(&id, &bytes)?, bytes))
+            })?;
+            let Some((current, bytes)) = loaded else {
                 return Ok(None);
             };
-            // What the decision (or its refusal) reveals was read: settle it.
-            shared.settle_reads()?;
-            let current = record::handoff(&id, &bytes)?;
             let next = match decide(&current.value)? {
                 Transition::Unchanged(handoff) => {
                     return Ok(Some(TransitionOutcome::Applied(Box::new(handoff))))
