@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use ::sled::transaction::TransactionError;
+use ::sled::transaction::{ConflictableTransactionResult, Transactional};
 use ::sled::{Db, IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
@@ -77,18 +77,25 @@ impl Shared {
             .map_err(|e| io(&self.dir, "cannot sync the sled log", e))
     }
 
-    /// Settles a write transaction: when it committed, makes it durable
-    /// before returning `Ok(Ok(value))`; an expected abort is `Ok(Err(_))`,
-    /// anything else an error.
-    pub(super) fn commit<T>(
+    /// Runs `body` as one write transaction over `trees` (counted as a
+    /// write, see [`Shared::write`]) and settles it: when it committed,
+    /// makes it durable before returning `Ok(Ok(value))`; an expected abort
+    /// is `Ok(Err(_))`, anything else an error.
+    pub(super) fn commit<Trees, T>(
         &self,
-        result: Result<T, TransactionError<Abort>>,
-    ) -> StoreResult<Result<T, Abort>> {
-        let outcome = settle(&self.dir, result)?;
-        if outcome.is_ok() {
-            self.make_durable()?;
-        }
-        Ok(outcome)
+        trees: &Trees,
+        body: impl Fn(&Trees::View) -> ConflictableTransactionResult<T, Abort>,
+    ) -> StoreResult<Result<T, Abort>>
+    where
+        Trees: Transactional<Abort>,
+    {
+        self.write(|| {
+            let outcome = settle(&self.dir, trees.transaction(body))?;
+            if outcome.is_ok() {
+                self.make_durable()?;
+            }
+            Ok(outcome)
+        })
     }
 
     /// Reads one key of `tree` and decodes it with `decode`, once the read
@@ -105,7 +112,9 @@ impl Shared {
     }
 
     /// Runs `write`, which changes the trees and returns once its changes
-    /// are durable (every write path ends in [`Shared::make_durable`]).
+    /// are durable: [`Shared::commit`] runs every transaction through it,
+    /// and a single-key write (the record's compare-and-swap) is wrapped in
+    /// it directly.
     /// While it runs, reads settle (see [`Shared::settle_reads`]). A write
     /// that fails may have left a change in memory only, so reads keep
     /// settling for the rest of this `Db`'s life.

@@ -1,6 +1,5 @@
 //! [`ParentRegistry`] on sled: parents and task PRs, each a versioned record.
 
-use ::sled::transaction::Transactional as _;
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
     ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
@@ -34,24 +33,21 @@ impl ParentRegistry for SledStore {
             })
             .transpose()?;
         self.run(move |shared| {
-            let outcome = shared.write(|| {
-                let result =
-                    (&shared.parents, &shared.task_prs).transaction(|(parents, task_prs)| {
-                        if parents.get(&parent_key)?.is_some() {
-                            return abort(Abort::Exists);
-                        }
-                        if let Some((_, pr_key, _)) = &pr {
-                            if task_prs.get(pr_key)?.is_some() {
-                                return abort(Abort::PrTaken);
-                            }
-                        }
-                        parents.insert(parent_key.as_slice(), parent_record.as_slice())?;
-                        if let Some((_, pr_key, pr_record)) = &pr {
-                            task_prs.insert(pr_key.as_slice(), pr_record.as_slice())?;
-                        }
-                        Ok(())
-                    });
-                shared.commit(result)
+            let trees = (&shared.parents, &shared.task_prs);
+            let outcome = shared.commit(&trees, |(parents, task_prs)| {
+                if parents.get(&parent_key)?.is_some() {
+                    return abort(Abort::Exists);
+                }
+                if let Some((_, pr_key, _)) = &pr {
+                    if task_prs.get(pr_key)?.is_some() {
+                        return abort(Abort::PrTaken);
+                    }
+                }
+                parents.insert(parent_key.as_slice(), parent_record.as_slice())?;
+                if let Some((_, pr_key, pr_record)) = &pr {
+                    task_prs.insert(pr_key.as_slice(), pr_record.as_slice())?;
+                }
+                Ok(())
             })?;
             match outcome {
                 Ok(()) => Ok(ParentInsert::Inserted),
@@ -105,19 +101,16 @@ impl ParentRegistry for SledStore {
         let stored = record::encode(next, parent)?;
         self.run(move |shared| {
             let key = keys::parent(&reference);
-            let outcome = shared.write(|| {
-                let result = shared.parents.transaction(|parents| {
-                    let Some(current) = parents.get(&key)? else {
-                        return abort(Abort::Lost);
-                    };
-                    let version = record::version(&reference, &current).map_err(failed)?;
-                    if version != expected {
-                        return abort(Abort::Lost);
-                    }
-                    parents.insert(key.as_slice(), stored.as_slice())?;
-                    Ok(())
-                });
-                shared.commit(result)
+            let outcome = shared.commit(&shared.parents, |parents| {
+                let Some(current) = parents.get(&key)? else {
+                    return abort(Abort::Lost);
+                };
+                let version = record::version(&reference, &current).map_err(failed)?;
+                if version != expected {
+                    return abort(Abort::Lost);
+                }
+                parents.insert(key.as_slice(), stored.as_slice())?;
+                Ok(())
             })?;
             match outcome {
                 Ok(()) => Ok(SwapOutcome::Swapped { version: next }),

@@ -92,32 +92,30 @@ impl HandoffRepository for SledStore {
                 &shared.by_parent,
                 &shared.active,
             );
-            let outcome = shared.write(|| {
-                let result = trees.transaction(
-                    |(parents, slots, handoffs, by_created, by_parent, active)| {
-                        let Some(parent) = parents.get(&parent_key)? else {
-                            return abort(Abort::ParentChanged);
-                        };
-                        let version = record::version(&handoff.parent, &parent).map_err(failed)?;
-                        if version != parent_version {
-                            return abort(Abort::ParentChanged);
-                        }
-                        if handoff.is_active() && slots.get(&parent_key)?.is_some() {
-                            return abort(Abort::ParentBusy);
-                        }
-                        if handoffs.get(&id_key)?.is_some() {
-                            return abort(Abort::Failed(StoreError::unavailable(format!(
-                                "handoff id {} is already stored; refusing to overwrite it",
-                                handoff.id
-                            ))));
-                        }
-                        handoffs.insert(id_key.as_slice(), stored.as_slice())?;
-                        index.add(by_created, by_parent, active, slots, &id_key)?;
-                        Ok(())
-                    },
-                );
-                shared.commit(result)
-            })?;
+            let outcome = shared.commit(
+                &trees,
+                |(parents, slots, handoffs, by_created, by_parent, active)| {
+                    let Some(parent) = parents.get(&parent_key)? else {
+                        return abort(Abort::ParentChanged);
+                    };
+                    let version = record::version(&handoff.parent, &parent).map_err(failed)?;
+                    if version != parent_version {
+                        return abort(Abort::ParentChanged);
+                    }
+                    if handoff.is_active() && slots.get(&parent_key)?.is_some() {
+                        return abort(Abort::ParentBusy);
+                    }
+                    if handoffs.get(&id_key)?.is_some() {
+                        return abort(Abort::Failed(StoreError::unavailable(format!(
+                            "handoff id {} is already stored; refusing to overwrite it",
+                            handoff.id
+                        ))));
+                    }
+                    handoffs.insert(id_key.as_slice(), stored.as_slice())?;
+                    index.add(by_created, by_parent, active, slots, &id_key)?;
+                    Ok(())
+                },
+            )?;
             match outcome {
                 Ok(()) => Ok(InsertOutcome::Inserted),
                 Err(Abort::ParentBusy) => Ok(InsertOutcome::ParentBusy),
@@ -150,8 +148,7 @@ impl HandoffRepository for SledStore {
                 }
                 Transition::Changed(next) => next,
             };
-            let swapped = shared.write(|| swap(shared, &id_key, bytes, &current, &next))?;
-            Ok(Some(match swapped {
+            Ok(Some(match swap(shared, &id_key, bytes, &current, &next)? {
                 SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(next)),
                 SwapOutcome::Lost => TransitionOutcome::Lost,
             }))
@@ -180,18 +177,20 @@ fn swap(
     // concurrent transaction cannot interleave with it), at a fraction of a
     // multi-tree transaction's cost.
     if IndexKeys::of(&current.value) == new_index {
-        let swapped = shared
-            .handoffs
-            .compare_and_swap(id_key, Some(current_bytes), Some(stored))
-            .map_err(|e| shared.engine(e))?;
-        return match swapped {
-            Ok(()) => {
-                shared.make_durable()?;
-                Ok(SwapOutcome::Swapped { version: next })
+        return shared.write(|| {
+            let swapped = shared
+                .handoffs
+                .compare_and_swap(id_key, Some(current_bytes), Some(stored))
+                .map_err(|e| shared.engine(e))?;
+            match swapped {
+                Ok(()) => {
+                    shared.make_durable()?;
+                    Ok(SwapOutcome::Swapped { version: next })
+                }
+                // The bytes changed since the read: another swap won.
+                Err(_) => Ok(SwapOutcome::Lost),
             }
-            // The bytes changed since the read: another swap won.
-            Err(_) => Ok(SwapOutcome::Lost),
-        };
+        });
     }
     let trees = (
         &shared.handoffs,
@@ -200,23 +199,26 @@ fn swap(
         &shared.active,
         &shared.slots,
     );
-    let result = trees.transaction(|(handoffs, by_created, by_parent, active, slots)| {
-        let Some(current) = handoffs.get(id_key)? else {
-            return abort(Abort::Lost);
-        };
-        let current = record::handoff(&handoff.id, &current).map_err(failed)?;
-        if current.version != expected {
-            return abort(Abort::Lost);
-        }
-        let old_index = IndexKeys::of(&current.value);
-        if old_index != new_index {
-            old_index.remove(by_created, by_parent, active, slots, id_key)?;
-            new_index.add(by_created, by_parent, active, slots, id_key)?;
-        }
-        handoffs.insert(id_key, stored.as_slice())?;
-        Ok(())
-    });
-    match shared.commit(result)? {
+    let outcome = shared.commit(
+        &trees,
+        |(handoffs, by_created, by_parent, active, slots)| {
+            let Some(current) = handoffs.get(id_key)? else {
+                return abort(Abort::Lost);
+            };
+            let current = record::handoff(&handoff.id, &current).map_err(failed)?;
+            if current.version != expected {
+                return abort(Abort::Lost);
+            }
+            let old_index = IndexKeys::of(&current.value);
+            if old_index != new_index {
+                old_index.remove(by_created, by_parent, active, slots, id_key)?;
+                new_index.add(by_created, by_parent, active, slots, id_key)?;
+            }
+            handoffs.insert(id_key, stored.as_slice())?;
+            Ok(())
+        },
+    )?;
+    match outcome {
         Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
         Err(_) => Ok(SwapOutcome::Lost),
     }
