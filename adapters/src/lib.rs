@@ -61,7 +61,8 @@ pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
 pub use lf_handoff_application::{
-    domain, ports, GenerateId, ListQuery, Store, StoreError, StoreResult, SystemClock, UuidV7Ids,
+    domain, ports, ConflictKind, GenerateId, ListQuery, Store, StoreError, StoreResult,
+    SystemClock, UnavailableKind, UuidV7Ids,
 };
 
 use crate::postgres::PostgresEngine;

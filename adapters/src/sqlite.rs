@@ -26,7 +26,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
@@ -133,10 +133,13 @@ impl SqliteEngine {
             {
                 Ok(mode) if mode.eq_ignore_ascii_case("wal") => break,
                 Ok(mode) => {
-                    return Err(StoreError::unavailable(format!(
-                        "{}: SQLite refused WAL mode (journal mode is {mode})",
-                        self.path.display()
-                    )))
+                    return Err(StoreError::unavailable(
+                        UnavailableKind::Other,
+                        format!(
+                            "{}: SQLite refused WAL mode (journal mode is {mode})",
+                            self.path.display()
+                        ),
+                    ))
                 }
                 Err(e) if is_busy(&e) && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -172,7 +175,7 @@ impl SqliteEngine {
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
-            EngineError::Unique(detail) => StoreError::unavailable(format!(
+            EngineError::Unique(detail) => StoreError::damaged(format!(
                 "{}: unexpected unique constraint violation: {detail}",
                 self.path.display()
             )),
@@ -186,11 +189,12 @@ impl SqliteEngine {
             if db.is_unique_violation() {
                 return EngineError::Unique(db.message().to_string());
             }
+            let kind = error_kind(&error);
             let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
             let message = match code & 0xff {
                 5 | 6 => format!(
-                    "{path} is busy: another process held its write lock longer than the busy \
-                     timeout ({} ms)",
+                    "{path} is busy: another process held its write lock longer than the \
+                     busy timeout ({} ms)",
                     self.busy_timeout.as_millis()
                 ),
                 11 | 26 => format!(
@@ -200,10 +204,12 @@ impl SqliteEngine {
                 8 => format!("{path} is read-only: {}", db.message()),
                 13 => format!("{path}: the disk is full"),
                 14 => format!("cannot open {path}: {}", db.message()),
+                10 => format!("{path}: {}", db.message()),
                 _ => format!("{path}: SQLite error: {}", db.message()),
             };
-            return EngineError::Failed(StoreError::unavailable_because(message, error));
+            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
         }
+        let kind = error_kind(&error);
         let message = match &error {
             sqlx::Error::PoolTimedOut => {
                 format!("{path}: timed out waiting for a database connection")
@@ -211,7 +217,7 @@ impl SqliteEngine {
             sqlx::Error::Io(io) => format!("{path}: {io}"),
             other => format!("{path}: {other}"),
         };
-        EngineError::Failed(StoreError::unavailable_because(message, error))
+        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
     }
 }
 
@@ -219,6 +225,7 @@ impl SqliteEngine {
 async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> StoreResult<i64> {
     let read = |e: sqlx::Error| {
         StoreError::unavailable_because(
+            UnavailableKind::Damaged,
             format!(
                 "{} is damaged or not an lf-handoff store ({e}); it was left unchanged",
                 path.display()
@@ -240,21 +247,44 @@ async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> Store
     let shown = path.display();
     if application_id == APPLICATION_ID {
         if version > LATEST_VERSION {
-            return Err(StoreError::unavailable(format!(
-                "{shown} was written by a newer lf-handoff (schema version {version}; this \
+            return Err(StoreError::unavailable(
+                UnavailableKind::NewerSchema,
+                format!(
+                    "{shown} was written by a newer lf-handoff (schema version {version}; this \
                  build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
                  The file was left unchanged"
-            )));
+                ),
+            ));
         }
         return Ok(version);
     }
     if application_id == 0 && version == 0 && tables == 0 {
         return Ok(0);
     }
-    Err(StoreError::unavailable(format!(
+    Err(StoreError::damaged(format!(
         "{shown} is a SQLite database but not an lf-handoff store (application id \
          {application_id:#x}); point the store at another file. The file was left unchanged"
     )))
+}
+
+/// The kind of every SQLite error, in one place: busy or locked, damaged
+/// or not a database, read-only, full, I/O.
+fn error_kind(error: &sqlx::Error) -> UnavailableKind {
+    match error {
+        sqlx::Error::Database(db) => {
+            match db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0) & 0xff {
+                5 | 6 => UnavailableKind::Locked,
+                11 | 26 => UnavailableKind::Damaged,
+                8 | 23 => UnavailableKind::PermissionDenied,
+                13 => UnavailableKind::DiskFull,
+                10 | 14 => UnavailableKind::Io,
+                _ => UnavailableKind::Other,
+            }
+        }
+        sqlx::Error::PoolTimedOut => UnavailableKind::Locked,
+        sqlx::Error::Io(io) => UnavailableKind::of_io_error(io),
+        _ => UnavailableKind::Other,
+    }
 }
 
 fn is_busy(error: &sqlx::Error) -> bool {
@@ -264,6 +294,7 @@ fn is_busy(error: &sqlx::Error) -> bool {
 
 fn open_error(path: &Path, error: sqlx::Error) -> StoreError {
     StoreError::unavailable_because(
+        error_kind(&error),
         format!("cannot open SQLite store {}: {error}", path.display()),
         error,
     )
@@ -294,6 +325,7 @@ fn prepare_file(path: &Path) -> StoreResult<FileState> {
                 .create(dir)
                 .map_err(|e| {
                     StoreError::unavailable_because(
+                        UnavailableKind::of_io_error(&e),
                         format!("cannot create the store directory {}: {e}", dir.display()),
                         e,
                     )
@@ -314,6 +346,7 @@ fn prepare_file(path: &Path) -> StoreResult<FileState> {
                     .and_then(|dir| dir.sync_all())
                     .map_err(|e| {
                         StoreError::unavailable_because(
+                            UnavailableKind::of_io_error(&e),
                             format!("cannot sync the directory of {shown}: {e}"),
                             e,
                         )
@@ -324,6 +357,7 @@ fn prepare_file(path: &Path) -> StoreResult<FileState> {
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
         Err(e) => {
             return Err(StoreError::unavailable_because(
+                UnavailableKind::of_io_error(&e),
                 format!("cannot create the store file {shown}: {e}"),
                 e,
             ))
@@ -336,13 +370,19 @@ fn prepare_file(path: &Path) -> StoreResult<FileState> {
 /// a new (empty) file and a current store from the others.
 fn check_header(path: &Path) -> StoreResult<FileState> {
     let shown = path.display();
-    let io_error =
-        |e: std::io::Error| StoreError::unavailable_because(format!("cannot read {shown}: {e}"), e);
+    let io_error = |e: std::io::Error| {
+        StoreError::unavailable_because(
+            UnavailableKind::of_io_error(&e),
+            format!("cannot read {shown}: {e}"),
+            e,
+        )
+    };
     let metadata = fs::metadata(path).map_err(io_error)?;
     if !metadata.is_file() {
-        return Err(StoreError::unavailable(format!(
-            "{shown} is not a regular file; a SQLite store URL must name a file"
-        )));
+        return Err(StoreError::unavailable(
+            UnavailableKind::Other,
+            format!("{shown} is not a regular file; a SQLite store URL must name a file"),
+        ));
     }
     let length = metadata.len();
     if length == 0 {
@@ -352,7 +392,7 @@ fn check_header(path: &Path) -> StoreResult<FileState> {
     let mut file = fs::File::open(path).map_err(io_error)?;
     let read = read_up_to(&mut file, &mut header).map_err(io_error)?;
     if read < header.len() || &header[..16] != SQLITE_MAGIC {
-        return Err(StoreError::unavailable(format!(
+        return Err(StoreError::damaged(format!(
             "{shown} is not an lf-handoff store: it is not a SQLite database (corrupt, truncated \
              or another kind of file). It was left unchanged"
         )));
@@ -371,7 +411,7 @@ fn check_header(path: &Path) -> StoreResult<FileState> {
         size => u64::from(size),
     };
     if !wal_has_frames && change_counter == valid_for && page_count * page_size > length {
-        return Err(StoreError::unavailable(format!(
+        return Err(StoreError::damaged(format!(
             "{shown} is truncated: its header describes {} bytes but the file holds {length}. \
              It was left unchanged; restore it from a backup",
             page_count * page_size

@@ -25,7 +25,8 @@ pub mod ports;
 mod service;
 mod system;
 
-pub use error::{BoxError, StoreError, StoreResult};
+pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
+pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
     Clock, Decision, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource,
     InsertOutcome, ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome,

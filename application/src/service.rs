@@ -24,9 +24,10 @@ use lf_handoff_domain::parent::{check_task_pr, Parent};
 use lf_handoff_domain::project_session::ProjectSession;
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::ConflictKind;
 use time::OffsetDateTime;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
     Clock, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
     ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
@@ -126,13 +127,16 @@ impl Store {
             ))
             .await?;
         if project.value.wave_id() != &task.wave_id {
-            return Err(StoreError::Conflict(format!(
-                "task {} names wave {} but its project {} belongs to wave {}",
-                task.id,
-                task.wave_id,
-                task.project_session_id,
-                project.value.wave_id()
-            )));
+            return Err(StoreError::conflict(
+                ConflictKind::WaveMismatch,
+                format!(
+                    "task {} names wave {} but its project {} belongs to wave {}",
+                    task.id,
+                    task.wave_id,
+                    task.project_session_id,
+                    project.value.wave_id()
+                ),
+            ));
         }
         self.create_parent(Parent::Task(task.clone()), Some(pr))
             .await
@@ -152,9 +156,10 @@ impl Store {
                 if stored.value == parent && same_pr {
                     Ok(())
                 } else {
-                    Err(StoreError::Conflict(format!(
-                        "{reference} already exists with different fields"
-                    )))
+                    Err(StoreError::conflict(
+                        ConflictKind::AlreadyExists,
+                        format!("{reference} already exists with different fields"),
+                    ))
                 }
             }
         }
@@ -453,8 +458,11 @@ fn not_found(reference: &InteractiveHandoffParent) -> StoreError {
 }
 
 fn lost_too_often(what: &dyn fmt::Display) -> StoreError {
-    StoreError::unavailable(format!(
-        "gave up on {what} after losing {MAX_RACE_ATTEMPTS} compare-and-swap races in a row; \
+    StoreError::unavailable(
+        UnavailableKind::Contended,
+        format!(
+            "gave up on {what} after losing {MAX_RACE_ATTEMPTS} compare-and-swap races in a row; \
          something outside lf-handoff may be writing to the store"
-    ))
+        ),
+    )
 }

@@ -27,7 +27,8 @@ use crate::ports::{
     Decision, InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
     ParentInsert, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
-use crate::{Store, StoreError, StoreResult, MAX_RACE_ATTEMPTS};
+use crate::{Store, StoreError, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS};
+use lf_handoff_domain::ConflictKind;
 
 const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
 
@@ -203,7 +204,7 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, StoreError::Conflict(m) if m.contains("first outcome stays")),
+        err.conflict_kind() == Some(ConflictKind::OtherOutcome),
         "{err}"
     );
 }
@@ -277,7 +278,7 @@ async fn a_parent_that_changed_under_open_is_revalidated() {
     let store = build(handoffs, parents, clock_at(T0));
     let err = store.open_interactive_handoff(request()).await.unwrap_err();
     assert!(
-        matches!(&err, StoreError::Conflict(m) if m.contains("stale")),
+        err.conflict_kind() == Some(ConflictKind::StaleGeneration),
         "{err}"
     );
 }
@@ -330,23 +331,29 @@ async fn malformed_requests_are_refused_before_any_read() {
 #[tokio::test]
 async fn a_repository_failure_surfaces_as_unavailable() {
     let mut handoffs = MockHandoffRepository::new();
-    handoffs
-        .expect_transition()
-        .returning(|_, _| Err(StoreError::unavailable("disk on fire")));
+    handoffs.expect_transition().returning(|_, _| {
+        Err(StoreError::unavailable(
+            UnavailableKind::DiskFull,
+            "disk on fire",
+        ))
+    });
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .attach_interactive_handoff(&handoff_id())
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, StoreError::Unavailable { message, .. } if message == "disk on fire"),
+        matches!(&err, StoreError::Unavailable { kind: UnavailableKind::DiskFull, message, .. } if message == "disk on fire"),
         "{err}"
     );
 
     let mut parents = MockParentRegistry::new();
-    parents
-        .expect_load_parent_with_active()
-        .returning(|_| Err(StoreError::unavailable("server gone")));
+    parents.expect_load_parent_with_active().returning(|_| {
+        Err(StoreError::unavailable(
+            UnavailableKind::Unreachable,
+            "server gone",
+        ))
+    });
     let store = build(MockHandoffRepository::new(), parents, MockClock::new());
     assert!(store
         .open_interactive_handoff(request())

@@ -1,5 +1,5 @@
-//! The command line grammar (DESIGN section 6), declared with clap derive,
-//! and the parsing of values clap cannot parse on its own.
+//! The command line grammar (docs/CONTRACT.md, the command line), declared
+//! with clap derive, and the parsing of values clap cannot parse on its own.
 //!
 //! Values are parsed into domain types here (ids, homes, parent
 //! references), so a malformed value is a usage error (exit 2) before any

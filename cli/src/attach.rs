@@ -21,7 +21,7 @@ use lf_handoff_adapters::domain::wave_home::WaveHome;
 use serde::Serialize;
 
 use crate::context::Context;
-use crate::error::{CliError, CliResult, CANNOT_EXECUTE, COMMAND_NOT_FOUND};
+use crate::error::{CliError, CliResult};
 use crate::output::{descriptor_block, emit, emit_json, note, printable, shell_line, shell_words};
 
 /// The JSON of `attach` on a remote home.
@@ -75,20 +75,16 @@ pub async fn attach(
         return Ok(None);
     }
     if !descriptor.cwd.is_dir() {
-        return Err(CliError::new(
-            CANNOT_EXECUTE,
-            format!(
-                "the handoff's directory {} is not a directory on this machine; \
+        return Err(CliError::cannot_execute(format!(
+            "the handoff's directory {} is not a directory on this machine; \
                  the attach was recorded, but the command cannot run here",
-                printable(&descriptor.cwd.display().to_string())
-            ),
-        ));
+            printable(&descriptor.cwd.display().to_string())
+        )));
     }
     let Some((program, arguments)) = descriptor.argv.split_first() else {
-        return Err(CliError::new(
-            CANNOT_EXECUTE,
-            format!("handoff {id} has no attach command"),
-        ));
+        return Err(CliError::cannot_execute(format!(
+            "handoff {id} has no attach command"
+        )));
     };
     if !ctx.json {
         note(&format!(
@@ -112,11 +108,10 @@ pub fn exec(mut command: Command) -> CliError {
     let error = command.exec();
     let program = printable(&program).into_owned();
     match error.kind() {
-        ErrorKind::NotFound => CliError::new(
-            COMMAND_NOT_FOUND,
-            format!("cannot run {program:?}: command not found"),
-        )
-        .hint("install it, or check PATH and the handoff's attach command"),
-        _ => CliError::new(CANNOT_EXECUTE, format!("cannot run {program:?}: {error}")),
+        ErrorKind::NotFound => {
+            CliError::command_not_found(format!("cannot run {program:?}: command not found"))
+                .hint("install it, or check PATH and the handoff's attach command")
+        }
+        _ => CliError::cannot_execute(format!("cannot run {program:?}: {error}")),
     }
 }

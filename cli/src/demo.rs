@@ -20,9 +20,10 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
 use crate::context::Context;
-use crate::error::{CliError, CliResult, CONFLICT};
+use crate::error::{CliError, CliResult};
 use crate::output::{descriptor_block, emit, emit_json, table};
 use crate::{parents, store_select};
+use lf_handoff_adapters::UnavailableKind;
 
 /// Runs the demo; `store_flag` is the `--store` flag, when given.
 ///
@@ -34,8 +35,11 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         .prefix("lf-handoff-demo-")
         .tempdir()
         .map_err(|e| {
-            CliError::unavailable(format!("cannot create a temporary directory: {e}"))
-                .hint("set TMPDIR to a writable directory")
+            CliError::unavailable(
+                UnavailableKind::of_io_error(&e),
+                format!("cannot create a temporary directory: {e}"),
+            )
+            .hint("set TMPDIR to a writable directory")
         })?;
     let throwaway = store_flag.is_none();
     let config = match store_flag {
@@ -62,8 +66,12 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
     let repo = dir.path().join("repo");
     let worktree = dir.path().join("worktree");
     for path in [&repo, &worktree] {
-        std::fs::create_dir_all(path)
-            .map_err(|e| CliError::unavailable(format!("cannot create {}: {e}", path.display())))?;
+        std::fs::create_dir_all(path).map_err(|e| {
+            CliError::unavailable(
+                UnavailableKind::of_io_error(&e),
+                format!("cannot create {}: {e}", path.display()),
+            )
+        })?;
     }
     let wave = parents::create_wave(store, "demo wave", &repo.display().to_string()).await?;
     say.step(
@@ -290,10 +298,9 @@ fn expect(holds: bool, promise: &str) -> CliResult<()> {
     if holds {
         Ok(())
     } else {
-        Err(CliError::new(
-            CONFLICT,
-            format!("demo: the store broke its contract: {promise}"),
-        ))
+        Err(CliError::contract_broken(format!(
+            "demo: the store broke its contract: {promise}"
+        )))
     }
 }
 
@@ -328,8 +335,9 @@ impl Narrator {
         data: &impl Serialize,
     ) -> CliResult<()> {
         let number = self.steps.len() + 1;
-        let data = serde_json::to_value(data)
-            .map_err(|e| CliError::unavailable(format!("cannot encode JSON: {e}")))?;
+        let data = serde_json::to_value(data).map_err(|e| {
+            CliError::unavailable(UnavailableKind::Other, format!("cannot encode JSON: {e}"))
+        })?;
         if !self.json {
             let mut text = format!("{number:>2}. {message}\n");
             for line in detail.iter().flat_map(|detail| detail.lines()) {

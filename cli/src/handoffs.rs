@@ -4,7 +4,8 @@
 //! Human output puts data on stdout and narration on stderr: `open` prints
 //! the handoff id on stdout and says "opened" or "reused" on stderr, so
 //! `H=$(lf-handoff open ...)` captures the id while a person still sees
-//! what happened. `--json` prints the shapes of DESIGN section 6.
+//! what happened. `--json` prints the shapes docs/CONTRACT.md gives (the
+//! command line).
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! # lf-handoff
 //!
-//! The command line of the lf-handoff registry (DESIGN section 6): people
+//! The command line of the lf-handoff registry (docs/CONTRACT.md): people
 //! at a terminal and presentation adapters list, attach and finish
 //! interactive handoffs with it; scripts and bodies open them and claim
 //! their wakes.
@@ -43,23 +43,34 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_adapters::UnavailableKind;
 
 use crate::args::{Cli, Command, ProjectCommand, TaskCommand, WaveCommand};
 use crate::context::Context;
-use crate::error::{CliError, CliResult, USAGE};
+use crate::error::{CliError, CliResult};
 use crate::output::{emit, emit_json, note};
 use crate::store_select::Environment;
 
 fn main() -> ExitCode {
+    // Read before parsing, so a usage error is reported as JSON too.
+    let json = wants_json(std::env::args_os());
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return usage_error(&error),
+        Err(error) => return usage_error(&error, json),
     };
     match run(cli) {
         Ok(None) => ExitCode::SUCCESS,
-        Ok(Some(process)) => attach::exec(process).report(),
-        Err(error) => error.report(),
+        Ok(Some(process)) => attach::exec(process).report(json),
+        Err(error) => error.report(json),
     }
+}
+
+/// Whether the command line asks for JSON: a `--json` before any `--`
+/// (after it, words belong to the attach command).
+fn wants_json(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json")
 }
 
 /// Runs a command. Returns the process `attach` replaces this one with,
@@ -74,7 +85,12 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CliError::unavailable(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| {
+            CliError::unavailable(
+                UnavailableKind::Other,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })?;
     runtime.block_on(dispatch(cli))
 }
 
@@ -171,7 +187,7 @@ fn created(
 
 /// Reports a clap error: help and version print as usual (exit 0); every
 /// usage error becomes one `error:` line and exit 2.
-fn usage_error(error: &clap::Error) -> ExitCode {
+fn usage_error(error: &clap::Error, json: bool) -> ExitCode {
     let help = format!("lf-handoff {}--help", command_path());
     match error.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -179,13 +195,13 @@ fn usage_error(error: &clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
-            CliError::new(USAGE, "a command is required")
+            CliError::usage("a command is required")
                 .hint(format!("run `{help}` to see them"))
-                .report()
+                .report(json)
         }
-        _ => CliError::new(USAGE, clap_one_line(&error.render().to_string()))
+        _ => CliError::usage(clap_one_line(&error.render().to_string()))
             .hint(format!("see `{help}`"))
-            .report(),
+            .report(json),
     }
 }
 

@@ -19,6 +19,7 @@ use time::macros::format_description;
 use time::OffsetDateTime;
 
 use crate::error::{CliError, CliResult};
+use lf_handoff_adapters::UnavailableKind;
 
 /// Writes `text` to stdout. A closed pipe (`lf-handoff list | head -1`) is
 /// not an error: the reader has what it wanted.
@@ -30,9 +31,10 @@ pub fn emit(text: &str) -> CliResult<()> {
     {
         Ok(()) => Ok(()),
         Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(error) => Err(CliError::unavailable(format!(
-            "cannot write to stdout: {error}"
-        ))),
+        Err(error) => Err(CliError::unavailable(
+            UnavailableKind::of_io_error(&error),
+            format!("cannot write to stdout: {error}"),
+        )),
     }
 }
 
@@ -43,8 +45,12 @@ pub fn emit_json(value: &impl Serialize) -> CliResult<()> {
 
 /// `value` as pretty JSON.
 pub fn to_json(value: &impl Serialize) -> CliResult<String> {
-    serde_json::to_string_pretty(value)
-        .map_err(|error| CliError::unavailable(format!("cannot encode JSON: {error}")))
+    serde_json::to_string_pretty(value).map_err(|error| {
+        CliError::unavailable(
+            UnavailableKind::Other,
+            format!("cannot encode JSON: {error}"),
+        )
+    })
 }
 
 /// Writes a note for people to stderr (never data: data goes to stdout).

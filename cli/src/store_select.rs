@@ -1,4 +1,4 @@
-//! Which store a command uses (DESIGN section 5).
+//! Which store a command uses (docs/CONTRACT.md, choosing a store).
 //!
 //! The first of these that is set wins:
 //!
@@ -23,7 +23,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::{StorageConfig, StoreError};
+use lf_handoff_adapters::{StorageConfig, StoreError, UnavailableKind};
 use serde::Deserialize;
 
 use crate::error::{CliError, CliResult};
@@ -184,10 +184,13 @@ fn default_store(env: &Environment) -> CliResult<StorageConfig> {
             .mode(0o700)
             .create(dir)
             .map_err(|error| {
-                CliError::unavailable(format!(
-                    "cannot create the store directory {}: {error}",
-                    dir.display()
-                ))
+                CliError::unavailable(
+                    UnavailableKind::of_io_error(&error),
+                    format!(
+                        "cannot create the store directory {}: {error}",
+                        dir.display()
+                    ),
+                )
                 .hint("set LF_HOME to a writable directory or pass --store")
             })?;
     }

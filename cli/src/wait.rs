@@ -13,7 +13,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
 
 use crate::context::Context;
-use crate::error::{CliError, CliResult, CONFLICT};
+use crate::error::{CliError, CliResult};
 use crate::handoffs::{load, print_handoff};
 use crate::output::age;
 
@@ -78,13 +78,10 @@ fn timed_out(
     } else {
         format!("{}s", timeout.as_secs())
     };
-    CliError::new(
-        CONFLICT,
-        format!(
-            "timed out after {waited}: handoff {id} is still {}",
-            status.describe()
-        ),
-    )
+    CliError::timeout(format!(
+        "timed out after {waited}: handoff {id} is still {}",
+        status.describe()
+    ))
     .hint(format!(
         "wait longer with --timeout, or finish it with `lf-handoff complete|back|fail {id}`"
     ))

@@ -40,4 +40,4 @@ pub mod timestamp;
 pub mod wave;
 pub mod wave_home;
 
-pub use error::{DomainError, DomainResult};
+pub use error::{ConflictKind, DomainError, DomainResult};

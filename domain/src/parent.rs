@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::child_session::ChildProcessGeneration;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{ConflictKind, DomainError, DomainResult};
 use crate::id::WaveId;
 use crate::interactive_handoff::{InteractiveHandoffParent, OpenInteractiveHandoff};
 use crate::project_session::ProjectSession;
@@ -125,45 +125,57 @@ impl Parent {
             )));
         }
         if self.is_terminal() {
-            return Err(DomainError::conflict(format!(
-                "parent {reference} is terminal; it cannot open a handoff"
-            )));
+            return Err(DomainError::conflict(
+                ConflictKind::ParentFinished,
+                format!("parent {reference} is terminal; it cannot open a handoff"),
+            ));
         }
         let current = self.body_generation();
         if request.body_generation != current {
-            let age = if request.body_generation < current {
-                "stale"
+            let (kind, age) = if request.body_generation < current {
+                (ConflictKind::StaleGeneration, "stale")
             } else {
-                "not recorded yet"
+                (ConflictKind::GenerationNotRecorded, "not recorded yet")
             };
-            return Err(DomainError::conflict(format!(
-                "body generation {} is {age}: parent {reference} is at generation {current}",
-                request.body_generation
-            )));
+            return Err(DomainError::conflict(
+                kind,
+                format!(
+                    "body generation {} is {age}: parent {reference} is at generation {current}",
+                    request.body_generation
+                ),
+            ));
         }
         if let Some(provider) = self.provider() {
             if request.provider != provider {
-                return Err(DomainError::conflict(format!(
-                    "provider {:?} differs from parent {reference}'s provider {provider:?}",
-                    request.provider
-                )));
+                return Err(DomainError::conflict(
+                    ConflictKind::ProviderMismatch,
+                    format!(
+                        "provider {:?} differs from parent {reference}'s provider {provider:?}",
+                        request.provider
+                    ),
+                ));
             }
         }
         if let Some(session) = self.provider_session_id() {
             if request.provider_session_id.as_deref() != Some(session) {
-                return Err(DomainError::conflict(format!(
+                return Err(DomainError::conflict(
+            ConflictKind::HistoryMismatch,
+            format!(
                     "provider history must be preserved: parent {reference} continues provider session {session:?}"
                 )));
             }
         }
         if let Some(worktree) = self.worktree() {
             if normalize_lexically(&request.cwd) != normalize_lexically(worktree) {
-                return Err(DomainError::conflict(format!(
-                    "cwd {} is not the worktree {} of task {}",
-                    request.cwd.display(),
-                    worktree.display(),
-                    reference.id_str()
-                )));
+                return Err(DomainError::conflict(
+                    ConflictKind::WorktreeMismatch,
+                    format!(
+                        "cwd {} is not the worktree {} of task {}",
+                        request.cwd.display(),
+                        worktree.display(),
+                        reference.id_str()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -214,31 +226,40 @@ impl Parent {
         check_process(&process)?;
         let reference = self.reference();
         if self.is_terminal() {
-            return Err(DomainError::conflict(format!(
-                "parent {reference} is terminal; it cannot record a new body"
-            )));
+            return Err(DomainError::conflict(
+                ConflictKind::ParentFinished,
+                format!("parent {reference} is terminal; it cannot record a new body"),
+            ));
         }
         let current = self.latest_process().map_or(0, |p| p.generation);
         if process.generation <= current {
-            return Err(DomainError::conflict(format!(
+            return Err(DomainError::conflict(
+                ConflictKind::GenerationNotNewer,
+                format!(
                 "generations only increase: parent {reference} is at generation {current}, got {}",
                 process.generation
-            )));
+            ),
+            ));
         }
         if let Self::Project(ProjectSession { provider, .. })
         | Self::Task(TaskSession { provider, .. }) = self
         {
             if &process.provider != provider {
-                return Err(DomainError::conflict(format!(
-                    "provider {:?} differs from parent {reference}'s provider {provider:?}",
-                    process.provider
-                )));
+                return Err(DomainError::conflict(
+                    ConflictKind::ProviderMismatch,
+                    format!(
+                        "provider {:?} differs from parent {reference}'s provider {provider:?}",
+                        process.provider
+                    ),
+                ));
             }
         }
         let session = self.provider_session_id().map(str::to_string);
         if let (Some(current), Some(new)) = (&session, &process.provider_session_id) {
             if current != new && !matches!(self, Self::Wave(_)) {
-                return Err(DomainError::conflict(format!(
+                return Err(DomainError::conflict(
+            ConflictKind::HistoryMismatch,
+            format!(
                     "provider history must be preserved: parent {reference} continues provider session {current:?}, not {new:?}"
                 )));
             }

@@ -13,7 +13,7 @@ use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSessionStatus;
 use lf_handoff_domain::task::TaskSessionStatus;
 use lf_handoff_domain::wave::WaveStatus;
-use lf_handoff_domain::DomainError;
+use lf_handoff_domain::{ConflictKind, DomainError};
 use std::path::PathBuf;
 use support::*;
 use time::macros::datetime;
@@ -24,12 +24,21 @@ fn handed_back() -> InteractiveHandoffOutcome {
     }
 }
 
-fn is_conflict<T: std::fmt::Debug>(result: Result<T, DomainError>, needle: &str) {
+/// The result is a conflict of `kind` whose message names `needle`.
+fn is_conflict<T: std::fmt::Debug>(
+    result: Result<T, DomainError>,
+    kind: ConflictKind,
+    needle: &str,
+) {
     match result {
-        Err(DomainError::Conflict(message)) => {
+        Err(DomainError::Conflict {
+            kind: actual,
+            message,
+        }) => {
+            assert_eq!(actual, kind, "{message}");
             assert!(message.contains(needle), "{message:?} lacks {needle:?}")
         }
-        other => panic!("expected a conflict mentioning {needle:?}, got {other:?}"),
+        other => panic!("expected a {kind} conflict, got {other:?}"),
     }
 }
 
@@ -139,6 +148,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
     stale.body_generation = 3;
     is_conflict(
         decide_open(&stale, &parent, None, handoff_id(1), T0),
+        ConflictKind::StaleGeneration,
         "stale",
     );
 
@@ -146,6 +156,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
     future.body_generation = 5;
     is_conflict(
         decide_open(&future, &parent, None, handoff_id(1), T0),
+        ConflictKind::GenerationNotRecorded,
         "not recorded",
     );
 
@@ -153,6 +164,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
     provider.provider = "claude".into();
     is_conflict(
         decide_open(&provider, &parent, None, handoff_id(1), T0),
+        ConflictKind::ProviderMismatch,
         "provider",
     );
 
@@ -160,11 +172,13 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
     history.provider_session_id = Some("other-thread".into());
     is_conflict(
         decide_open(&history, &parent, None, handoff_id(1), T0),
+        ConflictKind::HistoryMismatch,
         "history",
     );
     history.provider_session_id = None;
     is_conflict(
         decide_open(&history, &parent, None, handoff_id(1), T0),
+        ConflictKind::HistoryMismatch,
         "history",
     );
 
@@ -172,6 +186,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
     worktree.cwd = PathBuf::from("/src/some-other-task");
     is_conflict(
         decide_open(&worktree, &parent, None, handoff_id(1), T0),
+        ConflictKind::WorktreeMismatch,
         "worktree",
     );
 }
@@ -202,6 +217,7 @@ fn c2_terminal_parents_refuse_handoffs() {
     let parent = Parent::Task(task);
     is_conflict(
         decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        ConflictKind::ParentFinished,
         "terminal",
     );
 
@@ -210,12 +226,14 @@ fn c2_terminal_parents_refuse_handoffs() {
     let parent = Parent::Project(project);
     is_conflict(
         decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        ConflictKind::ParentFinished,
         "terminal",
     );
 
     let parent = Parent::Wave(wave(1).with_status(WaveStatus::Closed));
     is_conflict(
         decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        ConflictKind::ParentFinished,
         "terminal",
     );
 }
@@ -241,6 +259,7 @@ fn c2_a_wave_without_a_recorded_body_is_at_generation_one_and_any_provider() {
     request.body_generation = 2;
     is_conflict(
         decide_open(&request, &parent, None, handoff_id(1), T0),
+        ConflictKind::GenerationNotRecorded,
         "not recorded",
     );
 }
@@ -253,6 +272,7 @@ fn c2_a_stale_body_cannot_obtain_an_existing_handoff() {
     stale.body_generation = 3;
     is_conflict(
         decide_open(&stale, &parent, Some(&existing), handoff_id(2), T0),
+        ConflictKind::StaleGeneration,
         "stale",
     );
 }
@@ -279,7 +299,11 @@ fn replay_refuses_a_terminal_or_foreign_handoff() {
     let done = finish(&waiting(), &handed_back(), at(1))
         .unwrap()
         .into_handoff();
-    is_conflict(replay(&done, &request_for(&parent)), "only an active");
+    is_conflict(
+        replay(&done, &request_for(&parent)),
+        ConflictKind::AlreadyFinished,
+        "only an active",
+    );
     is_invalid(
         replay(&waiting(), &request_for(&wave_parent())),
         "belongs to",
@@ -310,7 +334,11 @@ fn c5_attaching_a_terminal_handoff_is_a_conflict() {
     let done = finish(&waiting(), &handed_back(), at(1))
         .unwrap()
         .into_handoff();
-    is_conflict(attach(&done, at(2)), "already handed back");
+    is_conflict(
+        attach(&done, at(2)),
+        ConflictKind::AlreadyFinished,
+        "already handed back",
+    );
 }
 
 #[test]
@@ -356,11 +384,19 @@ fn c6_a_different_outcome_is_a_conflict_and_the_first_stays() {
     let other = InteractiveHandoffOutcome::HandedBack {
         summary: "something else".into(),
     };
-    is_conflict(finish(&done, &other, at(2)), "first outcome stays");
+    is_conflict(
+        finish(&done, &other, at(2)),
+        ConflictKind::OtherOutcome,
+        "first outcome stays",
+    );
     let failed = InteractiveHandoffOutcome::Failed {
         reason: "gone".into(),
     };
-    is_conflict(finish(&done, &failed, at(2)), "already handed back");
+    is_conflict(
+        finish(&done, &failed, at(2)),
+        ConflictKind::OtherOutcome,
+        "already handed back",
+    );
 }
 
 #[test]
@@ -391,11 +427,19 @@ fn c6_blank_outcome_text_is_invalid() {
 fn c7_claim_wake_rules() {
     let handoff = waiting();
     is_invalid(claim_wake(&handoff, 0, at(1)), "at least 1");
-    is_conflict(claim_wake(&handoff, 5, at(1)), "still waiting");
+    is_conflict(
+        claim_wake(&handoff, 5, at(1)),
+        ConflictKind::NotFinished,
+        "still waiting",
+    );
     let done = finish(&handoff, &handed_back(), at(1))
         .unwrap()
         .into_handoff();
-    is_conflict(claim_wake(&done, 3, at(2)), "stale");
+    is_conflict(
+        claim_wake(&done, 3, at(2)),
+        ConflictKind::StaleGeneration,
+        "stale",
+    );
 
     let first = claim_wake(&done, 5, at(2)).unwrap();
     assert!(first.claimed);
@@ -450,9 +494,14 @@ fn c10_record_body_only_increases_generations() {
     let parent = task_parent();
     is_conflict(
         parent.record_body(process(4, Some("task-thread")), at(1)),
+        ConflictKind::GenerationNotNewer,
         "only increase",
     );
-    is_conflict(parent.record_body(process(2, None), at(1)), "only increase");
+    is_conflict(
+        parent.record_body(process(2, None), at(1)),
+        ConflictKind::GenerationNotNewer,
+        "only increase",
+    );
     is_invalid(parent.record_body(process(0, None), at(1)), "at least 1");
     let next = parent.record_body(process(5, None), at(1)).unwrap();
     assert_eq!(next.body_generation(), 5);
@@ -470,9 +519,14 @@ fn c10_record_body_preserves_provider_and_history() {
     let parent = task_parent();
     let mut other_provider = process(5, None);
     other_provider.provider = "claude".into();
-    is_conflict(parent.record_body(other_provider, at(1)), "provider");
+    is_conflict(
+        parent.record_body(other_provider, at(1)),
+        ConflictKind::ProviderMismatch,
+        "provider",
+    );
     is_conflict(
         parent.record_body(process(5, Some("new-thread")), at(1)),
+        ConflictKind::HistoryMismatch,
         "history",
     );
     let Parent::Task(mut task) = task_parent() else {
@@ -481,6 +535,7 @@ fn c10_record_body_preserves_provider_and_history() {
     task.status = TaskSessionStatus::Completed;
     is_conflict(
         Parent::Task(task).record_body(process(5, None), at(1)),
+        ConflictKind::ParentFinished,
         "terminal",
     );
 }
@@ -491,6 +546,7 @@ fn c10_a_new_body_fences_the_old_one_out_of_open() {
     let next = parent.record_body(process(5, None), at(1)).unwrap();
     is_conflict(
         decide_open(&request_for(&parent), &next, None, handoff_id(1), at(2)),
+        ConflictKind::StaleGeneration,
         "stale",
     );
 }

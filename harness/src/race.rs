@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, GenerateId, Store, StoreError};
+use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, Store, StoreError};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Barrier;
@@ -141,8 +141,14 @@ pub async fn perform(store: &Store, op: &RaceOp, cwd: &Path, false_wins: bool) -
         }
         RaceOp::Finish(id, n) => match store.finish_interactive_handoff(id, &outcome(*n)).await {
             Ok(_) => format!("won {n}"),
-            Err(StoreError::Conflict(_)) if false_wins => format!("won {n}"),
-            Err(StoreError::Conflict(_)) => "conflict".into(),
+            Err(StoreError::Conflict {
+                kind: ConflictKind::OtherOutcome,
+                ..
+            }) if false_wins => format!("won {n}"),
+            Err(StoreError::Conflict {
+                kind: ConflictKind::OtherOutcome,
+                ..
+            }) => "conflict".into(),
             Err(e) => format!("error {e}"),
         },
         RaceOp::Claim(id, generation) => {

@@ -13,7 +13,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::task::TaskSessionStatus;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, ListQuery, Store, StoreError};
 use tempfile::TempDir;
 
 use crate::fixtures::*;
@@ -51,15 +51,13 @@ pub(crate) fn assert_invalid<T: std::fmt::Debug>(result: Result<T, StoreError>, 
 }
 
 #[track_caller]
-fn assert_conflict<T: std::fmt::Debug>(result: Result<T, StoreError>, needle: &str) {
+fn assert_conflict<T: std::fmt::Debug>(result: Result<T, StoreError>, kind: ConflictKind) {
     match result {
-        Err(StoreError::Conflict(message)) => {
-            assert!(
-                message.contains(needle),
-                "{message:?} does not name {needle:?}"
-            )
-        }
-        other => panic!("expected a Conflict naming {needle:?}, got {other:?}"),
+        Err(StoreError::Conflict {
+            kind: actual,
+            message,
+        }) => assert_eq!(actual, kind, "{message}"),
+        other => panic!("expected a {kind} conflict, got {other:?}"),
     }
 }
 
@@ -132,19 +130,34 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
     let task = new_task(&store, dir.path()).await;
     let mut stale = task_request(&task);
     stale.body_generation = 3;
-    assert_conflict(store.open_interactive_handoff(stale).await, "stale");
+    assert_conflict(
+        store.open_interactive_handoff(stale).await,
+        ConflictKind::StaleGeneration,
+    );
     let mut future = task_request(&task);
     future.body_generation = 5;
-    assert_conflict(store.open_interactive_handoff(future).await, "generation");
+    assert_conflict(
+        store.open_interactive_handoff(future).await,
+        ConflictKind::GenerationNotRecorded,
+    );
     let mut provider = task_request(&task);
     provider.provider = "claude".into();
-    assert_conflict(store.open_interactive_handoff(provider).await, "provider");
+    assert_conflict(
+        store.open_interactive_handoff(provider).await,
+        ConflictKind::ProviderMismatch,
+    );
     let mut history = task_request(&task);
     history.provider_session_id = Some("another-thread".into());
-    assert_conflict(store.open_interactive_handoff(history).await, "history");
+    assert_conflict(
+        store.open_interactive_handoff(history).await,
+        ConflictKind::HistoryMismatch,
+    );
     let mut worktree = task_request(&task);
     worktree.cwd = PathBuf::from("/src/some-other-task");
-    assert_conflict(store.open_interactive_handoff(worktree).await, "worktree");
+    assert_conflict(
+        store.open_interactive_handoff(worktree).await,
+        ConflictKind::WorktreeMismatch,
+    );
     let parent = InteractiveHandoffParent::Task(task.id.clone());
     assert!(store
         .list_interactive_handoffs(Some(&parent))
@@ -167,7 +180,7 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
     store.create_task_session(&done, &pr).await.unwrap();
     assert_conflict(
         store.open_interactive_handoff(task_request(&done)).await,
-        "terminal",
+        ConflictKind::ParentFinished,
     );
 }
 
@@ -186,7 +199,7 @@ pub async fn c2_c7_a_stale_generation_is_refused(backend: &dyn Backend) {
     // The stale body is refused even though an active handoff exists.
     assert_conflict(
         store.open_interactive_handoff(task_request(&task)).await,
-        "stale",
+        ConflictKind::StaleGeneration,
     );
     let mut current = task_request(&task);
     current.body_generation = 5;
@@ -199,7 +212,7 @@ pub async fn c2_c7_a_stale_generation_is_refused(backend: &dyn Backend) {
         .unwrap();
     assert_conflict(
         store.claim_interactive_handoff_wake(&opened.id, 3).await,
-        "stale",
+        ConflictKind::StaleGeneration,
     );
     assert!(store
         .claim_interactive_handoff_wake(&opened.id, 5)
@@ -425,7 +438,7 @@ pub async fn c5_attach_refuses_terminal_and_unknown_handoffs(backend: &dyn Backe
         .unwrap();
     assert_conflict(
         store.attach_interactive_handoff(&opened.id).await,
-        "already completed",
+        ConflictKind::AlreadyFinished,
     );
     assert!(matches!(
         store
@@ -462,7 +475,7 @@ pub async fn c6_finish_records_the_first_outcome(backend: &dyn Backend) {
     };
     assert_conflict(
         store.finish_interactive_handoff(&opened.id, &failed).await,
-        "first outcome stays",
+        ConflictKind::OtherOutcome,
     );
     assert_eq!(
         store.get_interactive_handoff(&opened.id).await.unwrap(),
@@ -500,7 +513,10 @@ async fn racing_finishers(backend: &dyn Backend, count: usize, rounds: usize) {
                     assert_eq!(handoff.outcome, Some(outcome(n)));
                     winners.push(n);
                 }
-                Err(StoreError::Conflict(_)) => {}
+                Err(StoreError::Conflict {
+                    kind: ConflictKind::OtherOutcome,
+                    ..
+                }) => {}
                 Err(other) => panic!("finisher {n} failed: {other}"),
             }
         }
@@ -638,7 +654,7 @@ pub async fn c7_claim_wake_rules(backend: &dyn Backend) {
     );
     assert_conflict(
         store.claim_interactive_handoff_wake(&opened.id, 5).await,
-        "still waiting",
+        ConflictKind::NotFinished,
     );
     store
         .finish_interactive_handoff(&opened.id, &outcome(2))
@@ -646,7 +662,7 @@ pub async fn c7_claim_wake_rules(backend: &dyn Backend) {
         .unwrap();
     assert_conflict(
         store.claim_interactive_handoff_wake(&opened.id, 3).await,
-        "stale",
+        ConflictKind::StaleGeneration,
     );
     assert!(store
         .claim_interactive_handoff_wake(&opened.id, 5)
@@ -962,12 +978,15 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
     store.create_wave(&wave).await.unwrap();
     store.create_task_session(&task, &pr).await.unwrap();
     let renamed = Wave::new(wave.id().clone(), "renamed".into(), wave.repo().into());
-    assert_conflict(store.create_wave(&renamed).await, "already exists");
+    assert_conflict(
+        store.create_wave(&renamed).await,
+        ConflictKind::AlreadyExists,
+    );
     let mut changed = task.clone();
     changed.status_reason = "something else".into();
     assert_conflict(
         store.create_task_session(&changed, &pr).await,
-        "already exists",
+        ConflictKind::AlreadyExists,
     );
 
     let orphan = crate::fixtures::project(&WaveId::new());
@@ -1006,11 +1025,11 @@ pub async fn c10_body_generations_only_increase(backend: &dyn Backend) {
     assert_eq!(again, recorded);
     assert_conflict(
         store.record_body(&parent, body(3, None)).await,
-        "only increase",
+        ConflictKind::GenerationNotNewer,
     );
     assert_conflict(
         store.record_body(&parent, body(5, Some("other"))).await,
-        "only increase",
+        ConflictKind::GenerationNotNewer,
     );
     assert_invalid(
         store.record_body(&parent, body(0, None)).await,
@@ -1045,12 +1064,15 @@ pub async fn c11_unusable_stores_are_refused_unchanged(backend: &dyn Backend) {
             .map(|p| std::fs::read(p).unwrap())
             .collect();
         match open_store(&case.config).await {
-            Err(StoreError::Unavailable { message, .. }) => assert!(
-                message.contains(&case.message_names),
-                "{}: {message:?} does not name {:?}",
-                case.what,
-                case.message_names
-            ),
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_eq!(kind, case.kind, "{}: {message}", case.what);
+                assert!(
+                    message.contains(&case.message_names),
+                    "{}: {message:?} does not name {:?}",
+                    case.what,
+                    case.message_names
+                );
+            }
             Err(other) => panic!("{}: expected Unavailable, got {other}", case.what),
             Ok(_) => panic!("{}: the store opened", case.what),
         }

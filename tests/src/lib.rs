@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use lf_handoff_adapters::StorageConfig;
+use lf_handoff_adapters::{StorageConfig, UnavailableKind};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -57,7 +57,10 @@ pub struct Unusable {
     pub what: String,
     /// The configuration to open.
     pub config: StorageConfig,
-    /// A word the error message must contain (the file, the address...).
+    /// The kind of `Unavailable` the open must return.
+    pub kind: UnavailableKind,
+    /// What the error message must name (the file, the address, the
+    /// schema), so a person can tell which store is meant.
     pub message_names: String,
     /// Files that must be byte-for-byte unchanged after the refused open.
     pub guarded: Vec<PathBuf>,

@@ -53,7 +53,7 @@ pub(crate) mod config;
 use std::fmt;
 use std::time::Duration;
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
@@ -237,7 +237,7 @@ impl Server {
         .map_err(|e| self.unavailable(e))?;
         if !has_meta {
             if relations > 0 {
-                return Err(StoreError::unavailable(format!(
+                return Err(StoreError::damaged(format!(
                     "schema {} of {} holds {relations} tables or indexes of another program and \
                      no lf-handoff store; name another schema with ?schema=NAME in the store \
                      URL. Nothing was changed",
@@ -254,13 +254,16 @@ impl Server {
         .await
         .map_err(|e| self.unavailable(e))?;
         match version {
-            Some(version) if version > LATEST_VERSION => Err(StoreError::unavailable(format!(
-                "{self} holds a store written by a newer lf-handoff (schema version {version}; \
-                 this build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
-                 Nothing was changed"
-            ))),
+            Some(version) if version > LATEST_VERSION => Err(StoreError::unavailable(
+                UnavailableKind::NewerSchema,
+                format!(
+                    "{self} holds a store written by a newer lf-handoff (schema version \
+                     {version}; this build understands up to {LATEST_VERSION}); upgrade \
+                     lf-handoff to use it. Nothing was changed"
+                ),
+            )),
             Some(version) if version >= 0 => Ok(SchemaState::Store { version }),
-            _ => Err(StoreError::unavailable(format!(
+            _ => Err(StoreError::damaged(format!(
                 "{self}: the table lf_handoff_meta holds no valid schema version; the store may \
                  be damaged. Nothing was changed"
             ))),
@@ -268,18 +271,21 @@ impl Server {
     }
 
     fn no_answer(&self) -> StoreError {
-        StoreError::unavailable(format!(
-            "cannot reach PostgreSQL at {}: no answer within {:?}; check that the server is \
-             running and that this machine can reach that host and port (acquire_timeout in the \
-             store URL sets how long to wait)",
-            self.address, self.acquire_timeout
-        ))
+        StoreError::unavailable(
+            UnavailableKind::Unreachable,
+            format!(
+                "cannot reach PostgreSQL at {}: no answer within {:?}; check that the server is \
+                 running and that this machine can reach that host and port (acquire_timeout in \
+                 the store URL sets how long to wait)",
+                self.address, self.acquire_timeout
+            ),
+        )
     }
 
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
-            EngineError::Unique(detail) => StoreError::unavailable(format!(
+            EngineError::Unique(detail) => StoreError::damaged(format!(
                 "{self}: unexpected unique constraint violation: {detail}"
             )),
         }
@@ -295,108 +301,172 @@ impl Server {
             }
             let code = db.code().map(|code| code.into_owned()).unwrap_or_default();
             let detail = db.message();
-            let message = match code.as_str() {
-                "28P01" | "28000" => format!(
-                    "PostgreSQL at {address} refused user {} ({detail}); check the user and \
+            let (kind, message) = match code.as_str() {
+                "28P01" | "28000" => (
+                    UnavailableKind::Refused,
+                    format!(
+                        "PostgreSQL at {address} refused user {} ({detail}); check the user and \
                      password in the store URL and the server's pg_hba.conf",
-                    self.user
+                        self.user
+                    ),
                 ),
-                "3D000" => format!(
-                    "database {} does not exist on PostgreSQL at {address}; create it \
+                "3D000" => (
+                    UnavailableKind::Refused,
+                    format!(
+                        "database {} does not exist on PostgreSQL at {address}; create it \
                      (createdb {}) or name another database in the store URL",
-                    self.database, self.database
+                        self.database, self.database
+                    ),
                 ),
-                "53300" => format!(
-                    "PostgreSQL at {address} has no free connections ({detail}); lower \
+                "53300" => (
+                    UnavailableKind::Unreachable,
+                    format!(
+                        "PostgreSQL at {address} has no free connections ({detail}); lower \
                      pool_size in the store URL or raise the server's max_connections"
+                    ),
                 ),
-                "57P01" | "57P02" | "57P03" => format!(
+                "57P01" | "57P02" | "57P03" => (
+                    UnavailableKind::Unreachable,
+                    format!(
                     "PostgreSQL at {address} is shutting down or starting up ({detail}); retry \
                      once it is up"
                 ),
-                "42501" => format!(
-                    "{self}: permission denied ({detail}); grant user {} CREATE on the \
+                ),
+                "42501" => (
+                    UnavailableKind::PermissionDenied,
+                    format!(
+                        "{self}: permission denied ({detail}); grant user {} CREATE on the \
                      database (or have an administrator create schema {} for it) and USAGE on \
                      the schema",
-                    self.user, self.schema
+                        self.user, self.schema
+                    ),
                 ),
-                "42P01" | "3F000" => format!(
+                "42P01" | "3F000" => (
+                    UnavailableKind::Damaged,
+                    format!(
                     "{self}: the store's tables are missing ({detail}); the schema was dropped \
                      while in use. Open the store again to recreate it"
                 ),
-                "55P03" => format!(
-                    "{self}: another process held the store's migration lock for over \
+                ),
+                "55P03" => (
+                    UnavailableKind::Locked,
+                    format!(
+                        "{self}: another process held the store's migration lock for over \
                      {MIGRATION_LOCK_TIMEOUT} ({detail}); retry, and check for a stuck process"
+                    ),
                 ),
-                "25006" => format!(
-                    "{self} is read-only ({detail}); point the store URL at the primary server"
+                "25006" => (
+                    UnavailableKind::PermissionDenied,
+                    format!(
+                        "{self} is read-only ({detail}); point the store URL at the primary server"
+                    ),
                 ),
-                "53100" => format!("{self}: the server's disk is full ({detail})"),
-                code if code.starts_with("08") => {
-                    format!("lost the connection to PostgreSQL at {address}: {detail}")
-                }
-                code => format!("{self}: PostgreSQL error {code}: {detail}"),
+                "53100" => (
+                    UnavailableKind::DiskFull,
+                    format!("{self}: the server's disk is full ({detail})"),
+                ),
+                code if code.starts_with("08") => (
+                    UnavailableKind::Unreachable,
+                    format!("lost the connection to PostgreSQL at {address}: {detail}"),
+                ),
+                code => (
+                    UnavailableKind::Other,
+                    format!("{self}: PostgreSQL error {code}: {detail}"),
+                ),
             };
-            return EngineError::Failed(StoreError::unavailable_because(message, error));
+            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
         }
-        let message = match &error {
-            sqlx::Error::PoolTimedOut => format!(
-                "no connection to PostgreSQL at {address} within {:?}: the server is down, \
+        let (kind, message) = match &error {
+            sqlx::Error::PoolTimedOut => (
+                UnavailableKind::Unreachable,
+                format!(
+                    "no connection to PostgreSQL at {address} within {:?}: the server is down, \
                  unreachable or out of connections (max_connections), or all {} pooled \
                  connections stayed busy; check the server, or raise acquire_timeout or \
                  pool_size in the store URL",
-                self.acquire_timeout, self.pool_size
+                    self.acquire_timeout, self.pool_size
+                ),
             ),
-            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => format!(
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => (
+                UnavailableKind::Unreachable,
+                format!(
                 "cannot connect to PostgreSQL at {address}: connection refused; check that the \
                  server is running and listening on that host and port"
             ),
-            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => format!(
+            ),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => (
+                UnavailableKind::Unreachable,
+                format!(
                 "{address} closed the connection unexpectedly ({io}); check that the store URL's \
                  host and port name a PostgreSQL server and that it is up"
             ),
+            ),
             sqlx::Error::Io(io) => match tls_failure(&io.to_string()) {
-                Some(TlsFailure::HostName) => format!(
-                    "PostgreSQL at {address} presented a TLS certificate that does not name \
+                Some(TlsFailure::HostName) => (
+                    UnavailableKind::Refused,
+                    format!(
+                        "PostgreSQL at {address} presented a TLS certificate that does not name \
                      that host ({io}); connect by a name the certificate lists, or use \
                      sslmode=require (encrypted, the certificate not checked). With this build \
                      sslmode=verify-ca checks the name too, as verify-full does"
+                    ),
                 ),
-                Some(TlsFailure::UnknownIssuer) => format!(
-                    "PostgreSQL at {address} presented a TLS certificate that no trusted \
+                Some(TlsFailure::UnknownIssuer) => (
+                    UnavailableKind::Refused,
+                    format!(
+                        "PostgreSQL at {address} presented a TLS certificate that no trusted \
                      authority signed ({io}); name the certificate of the authority that \
                      signed it with sslrootcert=/path/to/ca.pem in the store URL, or install \
                      it in the system's certificate store"
+                    ),
                 ),
-                Some(TlsFailure::Other) => format!(
-                    "TLS with PostgreSQL at {address} failed ({io}); check sslmode and the \
+                Some(TlsFailure::Other) => (
+                    UnavailableKind::Refused,
+                    format!(
+                        "TLS with PostgreSQL at {address} failed ({io}); check sslmode and the \
                      certificate options in the store URL"
+                    ),
                 ),
-                None => format!("cannot talk to PostgreSQL at {address}: {io}"),
+                None => (
+                    UnavailableKind::Unreachable,
+                    format!("cannot talk to PostgreSQL at {address}: {io}"),
+                ),
             },
-            sqlx::Error::Tls(tls) if tls.to_string().contains("does not support TLS") => format!(
-                "PostgreSQL at {address} does not offer TLS, but the store URL asks for it \
+            sqlx::Error::Tls(tls) if tls.to_string().contains("does not support TLS") => (
+                UnavailableKind::Refused,
+                format!(
+                    "PostgreSQL at {address} does not offer TLS, but the store URL asks for it \
                  (sslmode=require, verify-ca or verify-full); turn ssl on in the server's \
                  postgresql.conf, or use sslmode=prefer or disable"
+                ),
             ),
-            sqlx::Error::Tls(tls) => format!(
-                "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
+            sqlx::Error::Tls(tls) => (
+                UnavailableKind::Refused,
+                format!(
+                    "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
                  certificate options (sslrootcert, sslcert, sslkey) in the store URL"
+                ),
             ),
-            sqlx::Error::Protocol(detail) => format!(
+            sqlx::Error::Protocol(detail) => (
+                UnavailableKind::Refused,
+                format!(
                 "{address} does not answer like a PostgreSQL server ({detail}); check the host \
                  and port in the store URL"
+            ),
             ),
             sqlx::Error::ColumnDecode { .. }
             | sqlx::Error::ColumnNotFound(_)
             | sqlx::Error::ColumnIndexOutOfBounds { .. }
-            | sqlx::Error::Decode(_) => format!(
-                "{self}: a stored value is unreadable ({error}); the store may be damaged or \
+            | sqlx::Error::Decode(_) => (
+                UnavailableKind::Damaged,
+                format!(
+                    "{self}: a stored value is unreadable ({error}); the store may be damaged or \
                  changed by another program"
+                ),
             ),
-            other => format!("{self}: {other}"),
+            other => (UnavailableKind::Other, format!("{self}: {other}")),
         };
-        EngineError::Failed(StoreError::unavailable_because(message, error))
+        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
     }
 }
 
@@ -457,7 +527,8 @@ mod tests {
     async fn a_refusing_server_is_unavailable_naming_its_address() {
         let config = StorageConfig::postgres("postgres://postgres@127.0.0.1:1/none").unwrap();
         match open_store(&config).await {
-            Err(StoreError::Unavailable { message, .. }) => {
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
                 assert!(message.contains("127.0.0.1:1"), "{message}");
                 assert!(message.contains("connection refused"), "{message}");
             }
@@ -471,7 +542,8 @@ mod tests {
         let config =
             StorageConfig::postgres("postgres://postgres@no-such-host.invalid:5433/none").unwrap();
         match open_store(&config).await {
-            Err(StoreError::Unavailable { message, .. }) => {
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
                 assert!(message.contains("no-such-host.invalid:5433"), "{message}")
             }
             Err(other) => panic!("expected Unavailable, got {other}"),

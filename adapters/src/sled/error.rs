@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use ::sled::transaction::{ConflictableTransactionError, TransactionError};
-use lf_handoff_application::StoreError;
+use lf_handoff_application::{StoreError, UnavailableKind};
 
 /// Why a transaction stopped without writing. The port methods turn the
 /// expected ones into their outcomes (`ParentBusy`, `Lost`, ...).
@@ -60,6 +60,7 @@ pub(super) fn is_locked(error: &::sled::Error) -> bool {
 /// The error for a store another process holds.
 pub(super) fn locked(dir: &Path, error: ::sled::Error) -> StoreError {
     StoreError::unavailable_because(
+        UnavailableKind::Locked,
         format!(
             "{} is locked by another process: sled allows only one process to open a store at \
              a time. Stop the other process, or use the SQLite or PostgreSQL backend to share \
@@ -73,35 +74,53 @@ pub(super) fn locked(dir: &Path, error: ::sled::Error) -> StoreError {
 /// Maps any other sled error.
 pub(super) fn engine(dir: &Path, error: ::sled::Error) -> StoreError {
     let shown = dir.display();
-    let message = match &error {
-        ::sled::Error::Io(io) if io.raw_os_error() == Some(28) => {
-            format!("{shown}: the disk is full; free space and retry")
-        }
-        ::sled::Error::Io(io) => format!("{shown}: I/O error: {io}"),
-        ::sled::Error::Corruption { at, .. } => match at {
-            Some(at) => format!(
-                "{shown} is damaged: sled read corrupted data at {at}; restore it from a backup"
+    let (kind, message) = match &error {
+        ::sled::Error::Io(io) => match UnavailableKind::of_io_error(io) {
+            UnavailableKind::DiskFull => (
+                UnavailableKind::DiskFull,
+                format!("{shown}: the disk is full; free space and retry"),
             ),
-            None => {
-                format!("{shown} is damaged: sled read corrupted data; restore it from a backup")
-            }
+            kind => (kind, format!("{shown}: I/O error: {io}")),
         },
-        ::sled::Error::Unsupported(what) => format!("{shown}: sled refused the store: {what}"),
-        ::sled::Error::ReportableBug(what) => {
-            format!("{shown}: sled hit an internal error: {what}")
-        }
-        ::sled::Error::CollectionNotFound(name) => format!(
-            "{shown}: sled lost the tree {}; the store may be damaged",
-            String::from_utf8_lossy(name)
+        ::sled::Error::Corruption { at, .. } => (
+            UnavailableKind::Damaged,
+            match at {
+                Some(at) => format!(
+                    "{shown} is damaged: sled read corrupted data at {at}; restore it from a \
+                     backup"
+                ),
+                None => format!(
+                    "{shown} is damaged: sled read corrupted data; restore it from a backup"
+                ),
+            },
+        ),
+        ::sled::Error::Unsupported(what) => (
+            UnavailableKind::Other,
+            format!("{shown}: sled refused the store: {what}"),
+        ),
+        ::sled::Error::ReportableBug(what) => (
+            UnavailableKind::Other,
+            format!("{shown}: sled hit an internal error: {what}"),
+        ),
+        ::sled::Error::CollectionNotFound(name) => (
+            UnavailableKind::Damaged,
+            format!(
+                "{shown}: sled lost the tree {}; the store may be damaged",
+                String::from_utf8_lossy(name)
+            ),
         ),
     };
     if is_locked(&error) {
         return locked(dir, error);
     }
-    StoreError::unavailable_because(message, error)
+    StoreError::unavailable_because(kind, message, error)
 }
 
 /// Maps an I/O error of this backend's own file calls.
 pub(super) fn io(dir: &Path, what: &str, error: std::io::Error) -> StoreError {
-    StoreError::unavailable_because(format!("{}: {what}: {error}", dir.display()), error)
+    StoreError::unavailable_because(
+        UnavailableKind::of_io_error(&error),
+        format!("{}: {what}: {error}", dir.display()),
+        error,
+    )
 }

@@ -23,7 +23,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
 use super::record::FORMAT;
 
@@ -54,7 +54,7 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
     match fs::metadata(path) {
         Ok(metadata) if metadata.is_dir() => {}
         Ok(_) => {
-            return Err(StoreError::unavailable(format!(
+            return Err(StoreError::damaged(format!(
                 "{shown} is not a directory: a sled store URL must name a directory (sled \
                  keeps several files in it). It was left unchanged; name a new or empty \
                  directory instead"
@@ -68,7 +68,7 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
         Some(format) => check_format(&dir, format)?,
         None if is_empty(&dir)? => write_marker(&dir)?,
         None => {
-            return Err(StoreError::unavailable(format!(
+            return Err(StoreError::damaged(format!(
                 "{} is not an lf-handoff store: the directory holds files but no {MARKER} \
                  marker. It was left unchanged; name a new or empty directory",
                 dir.display()
@@ -138,7 +138,7 @@ fn read_marker(dir: &Path) -> StoreResult<Option<u64>> {
     });
     match parsed {
         Some(format) => Ok(Some(format)),
-        None => Err(StoreError::unavailable(format!(
+        None => Err(StoreError::damaged(format!(
             "{} is damaged: its marker {MARKER} is unreadable. It was left unchanged; restore \
              it from a backup",
             dir.display()
@@ -149,14 +149,18 @@ fn read_marker(dir: &Path) -> StoreResult<Option<u64>> {
 fn check_format(dir: &Path, format: u64) -> StoreResult<()> {
     let current = u64::from(FORMAT);
     if format > current {
-        return Err(StoreError::unavailable(format!(
-            "{} was written by a newer lf-handoff (store format {format}; this build \
-             understands up to {current}); upgrade lf-handoff to use it. It was left unchanged",
-            dir.display()
-        )));
+        return Err(StoreError::unavailable(
+            UnavailableKind::NewerSchema,
+            format!(
+                "{} was written by a newer lf-handoff (store format {format}; this build \
+                 understands up to {current}); upgrade lf-handoff to use it. It was left \
+                 unchanged",
+                dir.display()
+            ),
+        ));
     }
     if format < current {
-        return Err(StoreError::unavailable(format!(
+        return Err(StoreError::damaged(format!(
             "{} is damaged: its marker names store format {format}, which no lf-handoff \
              wrote. It was left unchanged",
             dir.display()
@@ -277,7 +281,7 @@ fn read_sled_conf(dir: &Path) -> StoreResult<u64> {
     match version {
         Some(SLED_VERSION) => {}
         Some(other) => {
-            return Err(StoreError::unavailable(format!(
+            return Err(StoreError::damaged(format!(
                 "{} was written by sled {other}; this build uses sled {SLED_VERSION}. It was \
                  left unchanged",
                 dir.display()
@@ -298,12 +302,16 @@ fn segment_header_is_valid(header: &[u8; SEGMENT_HEADER_LEN as usize]) -> bool {
 }
 
 fn damaged(dir: &Path, detail: &str) -> StoreError {
-    StoreError::unavailable(format!(
+    StoreError::damaged(format!(
         "{} is damaged: {detail}. It was left unchanged; restore it from a backup",
         dir.display()
     ))
 }
 
 fn io_error(context: String, error: std::io::Error) -> StoreError {
-    StoreError::unavailable_because(format!("{context}: {error}"), error)
+    StoreError::unavailable_because(
+        UnavailableKind::of_io_error(&error),
+        format!("{context}: {error}"),
+        error,
+    )
 }

@@ -216,7 +216,7 @@ fn lock_and_open(dir: &Path) -> StoreResult<Db> {
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("no message");
-            StoreError::unavailable(format!(
+            StoreError::damaged(format!(
                 "{} could not be opened: sled failed while recovering it ({detail}); the store \
                  may be damaged. Restore it from a backup",
                 dir.display()

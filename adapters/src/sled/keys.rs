@@ -84,7 +84,7 @@ pub(super) fn id_in_index(
     skip: usize,
 ) -> StoreResult<InteractiveHandoffId> {
     let damaged = || {
-        StoreError::unavailable(format!(
+        StoreError::damaged(format!(
             "index {} holds a malformed key {}; the store may be damaged",
             String::from_utf8_lossy(tree),
             String::from_utf8_lossy(key)
@@ -107,7 +107,7 @@ pub(super) fn id_in_slot(
         .ok()
         .and_then(|id| InteractiveHandoffId::parse(id).ok())
         .ok_or_else(|| {
-            StoreError::unavailable(format!(
+            StoreError::damaged(format!(
                 "the active slot of {parent} holds {}, not a handoff id; the store may be damaged",
                 String::from_utf8_lossy(holder)
             ))

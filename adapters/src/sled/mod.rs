@@ -122,7 +122,7 @@ mod repository;
 
 use std::sync::Arc;
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
 use crate::config::SledConfig;
 use handle::Shared;
@@ -169,9 +169,13 @@ where
     T: Send + 'static,
     F: FnOnce() -> StoreResult<T> + Send + 'static,
 {
-    tokio::task::spawn_blocking(operation)
-        .await
-        .map_err(|e| StoreError::unavailable_because(format!("a sled call failed: {e}"), e))?
+    tokio::task::spawn_blocking(operation).await.map_err(|e| {
+        StoreError::unavailable_because(
+            UnavailableKind::Other,
+            format!("a sled call failed: {e}"),
+            e,
+        )
+    })?
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 use std::fmt::Display;
 
 use lf_handoff_application::ports::Versioned;
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
 use lf_handoff_domain::parent::Parent;
@@ -55,9 +55,12 @@ pub(super) fn encode<T: Serialize>(version: u64, value: &T) -> StoreResult<Vec<u
 /// # Errors
 /// `Unavailable` when `expected` is the last representable version.
 pub(super) fn next_version(what: &dyn Display, expected: u64) -> StoreResult<u64> {
-    expected
-        .checked_add(1)
-        .ok_or_else(|| StoreError::unavailable(format!("{what} is at its last version")))
+    expected.checked_add(1).ok_or_else(|| {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            format!("{what} is at its last version"),
+        )
+    })
 }
 
 /// Reads a stored handoff, refusing anything but a valid record of `id`.
@@ -77,7 +80,7 @@ pub(super) fn handoff(
         ));
     }
     record.value.validate().map_err(|violation| {
-        StoreError::unavailable(format!(
+        StoreError::damaged(format!(
             "stored {violation}; the store may be damaged and was left unchanged"
         ))
     })?;
@@ -139,10 +142,13 @@ fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8]
         return Err(damaged(what, "the record is empty"));
     };
     if format > FORMAT {
-        return Err(StoreError::unavailable(format!(
-            "stored {what} has record format {format}, newer than this build understands \
-             ({FORMAT}); upgrade lf-handoff to read this store. Nothing was changed"
-        )));
+        return Err(StoreError::unavailable(
+            UnavailableKind::NewerSchema,
+            format!(
+                "stored {what} has record format {format}, newer than this build understands \
+                 ({FORMAT}); upgrade lf-handoff to read this store. Nothing was changed"
+            ),
+        ));
     }
     if format != FORMAT {
         return Err(damaged(what, &format!("unknown record format {format}")));
@@ -162,7 +168,7 @@ fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8]
 }
 
 fn damaged(what: &dyn Display, detail: &str) -> StoreError {
-    StoreError::unavailable(format!(
+    StoreError::damaged(format!(
         "stored {what} is unreadable ({detail}); the store may be damaged or written by \
          another program, and was left unchanged"
     ))

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use lf_handoff_application::ports::{
     ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
 };
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_domain::parent::Parent;
@@ -51,12 +51,15 @@ impl ParentRegistry for SledStore {
             })?;
             match outcome {
                 Ok(()) => Ok(ParentInsert::Inserted),
-                Err(Abort::PrTaken) => Err(StoreError::Conflict(format!(
-                    "task PR {} already exists",
-                    pr.as_ref()
-                        .map(|(id, _, _)| id.to_string())
-                        .unwrap_or_default()
-                ))),
+                Err(Abort::PrTaken) => Err(StoreError::conflict(
+                    ConflictKind::AlreadyExists,
+                    format!(
+                        "task PR {} already exists",
+                        pr.as_ref()
+                            .map(|(id, _, _)| id.to_string())
+                            .unwrap_or_default()
+                    ),
+                )),
                 Err(_) => Ok(ParentInsert::AlreadyExists),
             }
         })

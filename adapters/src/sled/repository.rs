@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, SwapOutcome, TransitionOutcome, Versioned,
 };
-use lf_handoff_application::{ListQuery, StoreError, StoreResult};
+use lf_handoff_application::{ListQuery, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffParent, Transition,
@@ -45,7 +45,7 @@ impl HandoffRepository for SledStore {
                     let keys = shared.by_parent.scan_prefix(&prefix);
                     let handoffs = read_indexed(shared, &shared.by_parent, keys, prefix.len())?;
                     if let Some(stray) = handoffs.iter().find(|h| h.parent != *parent) {
-                        return Err(StoreError::unavailable(format!(
+                        return Err(StoreError::damaged(format!(
                             "index {} lists handoff {} under {parent}, but it belongs to {}; \
                              the store may be damaged",
                             String::from_utf8_lossy(keys::BY_PARENT),
@@ -106,10 +106,13 @@ impl HandoffRepository for SledStore {
                         return abort(Abort::ParentBusy);
                     }
                     if handoffs.get(&id_key)?.is_some() {
-                        return abort(Abort::Failed(StoreError::unavailable(format!(
-                            "handoff id {} is already stored; refusing to overwrite it",
-                            handoff.id
-                        ))));
+                        return abort(Abort::Failed(StoreError::unavailable(
+                            UnavailableKind::Other,
+                            format!(
+                                "handoff id {} is already stored; refusing to overwrite it",
+                                handoff.id
+                            ),
+                        )));
                     }
                     handoffs.insert(id_key.as_slice(), stored.as_slice())?;
                     index.add(by_created, by_parent, active, slots, &id_key)?;
@@ -260,7 +263,7 @@ impl IndexKeys {
         if let Some(slot) = &self.slot {
             if let Some(holder) = slots.get(slot)? {
                 if holder != id_key {
-                    return abort(Abort::Failed(StoreError::unavailable(format!(
+                    return abort(Abort::Failed(StoreError::damaged(format!(
                         "refusing a second active handoff for {}: {} holds its slot (I6)",
                         String::from_utf8_lossy(slot),
                         String::from_utf8_lossy(&holder)
@@ -321,7 +324,7 @@ pub(super) fn active_of(
         };
         let active = record::handoff(&id, &bytes).map_err(failed)?;
         if active.value.parent != *parent || !active.value.is_active() {
-            return abort(Abort::Failed(StoreError::unavailable(format!(
+            return abort(Abort::Failed(StoreError::damaged(format!(
                 "the active slot of {parent} names handoff {id}, which is {} and belongs to \
                  {}; the store may be damaged",
                 active.value.status, active.value.parent
@@ -331,9 +334,10 @@ pub(super) fn active_of(
     });
     match settle(&shared.dir, result)? {
         Ok(active) => Ok(active),
-        Err(other) => Err(StoreError::unavailable(format!(
-            "reading the active slot of {parent} stopped unexpectedly ({other:?})"
-        ))),
+        Err(other) => Err(StoreError::unavailable(
+            UnavailableKind::Other,
+            format!("reading the active slot of {parent} stopped unexpectedly ({other:?})"),
+        )),
     }
 }
 
@@ -360,7 +364,7 @@ fn read_indexed(
 }
 
 fn missing(index: &[u8], id: &InteractiveHandoffId) -> StoreError {
-    StoreError::unavailable(format!(
+    StoreError::damaged(format!(
         "index {} names handoff {id}, which is not stored; the store may be damaged",
         String::from_utf8_lossy(index)
     ))

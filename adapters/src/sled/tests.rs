@@ -8,7 +8,7 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
-use lf_handoff_application::{GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_application::{GenerateId, ListQuery, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
@@ -16,7 +16,7 @@ use lf_handoff_domain::interactive_handoff::{
 };
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
-use lf_handoff_domain::DomainError;
+use lf_handoff_domain::{ConflictKind, DomainError};
 use tempfile::TempDir;
 
 use super::{keys, record, SledStore};
@@ -96,9 +96,18 @@ fn done() -> InteractiveHandoffOutcome {
 }
 
 #[track_caller]
-fn assert_unavailable<T: std::fmt::Debug>(result: Result<T, StoreError>, needle: &str) {
+fn assert_unavailable<T: std::fmt::Debug>(
+    result: Result<T, StoreError>,
+    kind: UnavailableKind,
+    needle: &str,
+) {
     match result {
-        Err(StoreError::Unavailable { message, .. }) => {
+        Err(StoreError::Unavailable {
+            kind: actual,
+            message,
+            ..
+        }) => {
+            assert_eq!(actual, kind, "{message}");
             assert!(
                 message.contains(needle),
                 "{message:?} does not say {needle:?}"
@@ -117,13 +126,24 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     assert_eq!(stored[0], record::FORMAT);
     assert_eq!(stored[1..9], 1u64.to_be_bytes());
 
-    for (format, needle) in [(2u8, "newer than this build"), (0, "unknown record format")] {
+    for (format, kind, needle) in [
+        (2u8, UnavailableKind::NewerSchema, "newer than this build"),
+        (0, UnavailableKind::Damaged, "unknown record format"),
+    ] {
         let mut changed = stored.clone();
         changed[0] = format;
         raw.shared.handoffs.insert(&key, changed.clone()).unwrap();
-        assert_unavailable(store.get_interactive_handoff(&opened.id).await, needle);
-        assert_unavailable(store.list_interactive_handoffs(None).await, needle);
-        assert_unavailable(store.attach_interactive_handoff(&opened.id).await, needle);
+        assert_unavailable(
+            store.get_interactive_handoff(&opened.id).await,
+            kind,
+            needle,
+        );
+        assert_unavailable(store.list_interactive_handoffs(None).await, kind, needle);
+        assert_unavailable(
+            store.attach_interactive_handoff(&opened.id).await,
+            kind,
+            needle,
+        );
         assert_eq!(raw.shared.handoffs.get(&key).unwrap().unwrap(), changed);
     }
 }
@@ -141,7 +161,11 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
         .handoffs
         .insert(&key, record::encode(1, &broken).unwrap())
         .unwrap();
-    assert_unavailable(store.get_interactive_handoff(&first.id).await, "stored");
+    assert_unavailable(
+        store.get_interactive_handoff(&first.id).await,
+        UnavailableKind::Damaged,
+        "stored",
+    );
 
     raw.shared
         .handoffs
@@ -149,11 +173,16 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
         .unwrap();
     assert_unavailable(
         store.get_interactive_handoff(&first.id).await,
+        UnavailableKind::Damaged,
         &format!("the record holds handoff {}", second.id),
     );
 
     raw.shared.handoffs.insert(&key, &b"\x01\x00"[..]).unwrap();
-    assert_unavailable(store.get_interactive_handoff(&first.id).await, "shorter");
+    assert_unavailable(
+        store.get_interactive_handoff(&first.id).await,
+        UnavailableKind::Damaged,
+        "shorter",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -189,11 +218,16 @@ async fn lists_read_only_the_records_their_index_names() {
             .unwrap();
         assert_eq!(listed, vec![kept.clone()]);
     }
-    assert_unavailable(store.list_interactive_handoffs(None).await, "unreadable");
+    assert_unavailable(
+        store.list_interactive_handoffs(None).await,
+        UnavailableKind::Damaged,
+        "unreadable",
+    );
     assert_unavailable(
         store
             .list_interactive_handoffs(Some(&finished.parent))
             .await,
+        UnavailableKind::Damaged,
         "unreadable",
     );
 }
@@ -206,12 +240,21 @@ async fn an_index_entry_without_its_record_is_refused() {
         .handoffs
         .remove(keys::handoff(&opened.id))
         .unwrap();
-    assert_unavailable(store.list_interactive_handoffs(None).await, "not stored");
     assert_unavailable(
-        store.list_interactive_handoffs(Some(&opened.parent)).await,
+        store.list_interactive_handoffs(None).await,
+        UnavailableKind::Damaged,
         "not stored",
     );
-    assert_unavailable(active(&raw, &opened.parent).await, "not stored");
+    assert_unavailable(
+        store.list_interactive_handoffs(Some(&opened.parent)).await,
+        UnavailableKind::Damaged,
+        "not stored",
+    );
+    assert_unavailable(
+        active(&raw, &opened.parent).await,
+        UnavailableKind::Damaged,
+        "not stored",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -280,11 +323,20 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     let refused = raw
         .transition(
             &opened.id,
-            Arc::new(|_| Err(DomainError::conflict("refused".to_string()))),
+            Arc::new(|_| {
+                Err(DomainError::conflict(
+                    ConflictKind::OtherOutcome,
+                    "refused".to_string(),
+                ))
+            }),
         )
         .await
         .unwrap_err();
-    assert!(refused.is_conflict(), "{refused}");
+    assert_eq!(
+        refused.conflict_kind(),
+        Some(ConflictKind::OtherOutcome),
+        "{refused}"
+    );
     assert_eq!(
         raw.transition(
             &GenerateId::new(),
@@ -322,11 +374,13 @@ async fn a_newer_store_format_is_refused_before_sled_opens_it() {
     std::fs::write(&marker, "lf-handoff sled store\nformat 2\n").unwrap();
     assert_unavailable(
         open_store(&config).await,
+        UnavailableKind::NewerSchema,
         "newer lf-handoff (store format 2",
     );
     std::fs::write(&marker, "lf-handoff sled store\n").unwrap();
     assert_unavailable(
         open_store(&config).await,
+        UnavailableKind::Damaged,
         "marker lf-handoff-store is unreadable",
     );
 }
@@ -383,8 +437,12 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
             .unwrap();
         // A write that failed may have left its change in memory only:
         // reads settle from then on.
-        let failed: Result<(), StoreError> =
-            shared.write(|| Err(StoreError::unavailable("disk on fire")));
+        let failed: Result<(), StoreError> = shared.write(|| {
+            Err(StoreError::unavailable(
+                UnavailableKind::DiskFull,
+                "disk on fire",
+            ))
+        });
         assert!(failed.is_err());
         shared.by_created.insert(b"~scratch", &[][..]).unwrap();
         read();

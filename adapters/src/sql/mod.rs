@@ -27,7 +27,7 @@ use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
     ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{ConflictKind, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffParent, Transition,
@@ -164,7 +164,7 @@ fn failed(error: EngineError) -> StoreError {
     match error {
         EngineError::Failed(error) => error,
         EngineError::Unique(detail) => {
-            StoreError::unavailable(format!("unexpected unique constraint violation: {detail}"))
+            StoreError::damaged(format!("unexpected unique constraint violation: {detail}"))
         }
     }
 }
@@ -185,12 +185,12 @@ fn parent_from_row(
     row: RecordRow,
 ) -> StoreResult<Versioned<Parent>> {
     let parent: Parent = serde_json::from_str(&row.record).map_err(|e| {
-        StoreError::unavailable(format!(
+        StoreError::damaged(format!(
             "stored parent {reference} is unreadable ({e}); the store may be damaged"
         ))
     })?;
     if parent.reference() != *reference {
-        return Err(StoreError::unavailable(format!(
+        return Err(StoreError::damaged(format!(
             "stored parent {reference} holds {}; the store may be damaged",
             parent.reference()
         )));
@@ -203,12 +203,16 @@ fn parent_from_row(
 
 fn to_version(version: i64) -> StoreResult<u64> {
     u64::try_from(version)
-        .map_err(|_| StoreError::unavailable(format!("stored version {version} is negative")))
+        .map_err(|_| StoreError::damaged(format!("stored version {version} is negative")))
 }
 
 fn to_stored_version(version: u64) -> StoreResult<i64> {
-    i64::try_from(version)
-        .map_err(|_| StoreError::unavailable(format!("version {version} does not fit storage")))
+    i64::try_from(version).map_err(|_| {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            format!("version {version} does not fit storage"),
+        )
+    })
 }
 
 #[async_trait]
@@ -375,10 +379,13 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
         {
             None => Ok(ParentInsert::Inserted),
             Some(0) => Ok(ParentInsert::AlreadyExists),
-            Some(_) => Err(StoreError::Conflict(format!(
-                "task PR {} already exists",
-                first_pr.map(|pr| pr.id.to_string()).unwrap_or_default()
-            ))),
+            Some(_) => Err(StoreError::conflict(
+                ConflictKind::AlreadyExists,
+                format!(
+                    "task PR {} already exists",
+                    first_pr.map(|pr| pr.id.to_string()).unwrap_or_default()
+                ),
+            )),
         }
     }
 
@@ -446,7 +453,7 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
             .next()
             .map(|row| {
                 serde_json::from_str(&row.record).map_err(|e| {
-                    StoreError::unavailable(format!(
+                    StoreError::damaged(format!(
                         "stored task PR {id} is unreadable ({e}); the store may be damaged"
                     ))
                 })
@@ -591,7 +598,7 @@ macro_rules! sql_engine {
                     [row] => row,
                     [..] => {
                         return Err($crate::sql::EngineError::Failed(
-                            lf_handoff_application::StoreError::unavailable(format!(
+                            lf_handoff_application::StoreError::damaged(format!(
                                 "a parent has {} active handoffs, where the store allows one; \
                                  the store may be damaged",
                                 rows.len()

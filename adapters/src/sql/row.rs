@@ -86,7 +86,7 @@ impl HandoffRow {
     pub fn into_domain(self) -> StoreResult<InteractiveHandoff> {
         let id = self.id.clone();
         let damaged = |detail: String| {
-            StoreError::unavailable(format!(
+            StoreError::damaged(format!(
                 "stored handoff {id} is unreadable ({detail}); the store may be damaged or \
                  written by another program, and was left unchanged"
             ))
@@ -140,7 +140,7 @@ impl HandoffRow {
                 .transpose()?,
         };
         handoff.validate().map_err(|violation| {
-            StoreError::unavailable(format!(
+            StoreError::damaged(format!(
                 "stored {violation}; the store may be damaged and was left unchanged"
             ))
         })?;

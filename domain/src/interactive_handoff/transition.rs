@@ -11,7 +11,7 @@ use super::{
     InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffOutcome, InteractiveHandoffStatus,
     OpenInteractiveHandoff,
 };
-use crate::error::{DomainError, DomainResult};
+use crate::error::{ConflictKind, DomainError, DomainResult};
 use crate::id::WaveId;
 use crate::parent::Parent;
 use crate::timestamp::truncate_to_micros;
@@ -153,11 +153,14 @@ pub fn replay(
         )));
     }
     if !existing.is_active() {
-        return Err(DomainError::conflict(format!(
-            "handoff {} is already {}; only an active handoff is replayed",
-            existing.id,
-            existing.status.describe()
-        )));
+        return Err(DomainError::conflict(
+            ConflictKind::AlreadyFinished,
+            format!(
+                "handoff {} is already {}; only an active handoff is replayed",
+                existing.id,
+                existing.status.describe()
+            ),
+        ));
     }
     Ok(existing.clone())
 }
@@ -178,11 +181,14 @@ pub fn attach(handoff: &InteractiveHandoff, now: OffsetDateTime) -> DomainResult
             Ok(Transition::Changed(next))
         }
         InteractiveHandoffStatus::Attached => Ok(Transition::Unchanged(handoff.clone())),
-        terminal => Err(DomainError::conflict(format!(
-            "handoff {} is already {}; it cannot be attached",
-            handoff.id,
-            terminal.describe()
-        ))),
+        terminal => Err(DomainError::conflict(
+            ConflictKind::AlreadyFinished,
+            format!(
+                "handoff {} is already {}; it cannot be attached",
+                handoff.id,
+                terminal.describe()
+            ),
+        )),
     }
 }
 
@@ -203,11 +209,14 @@ pub fn finish(
         return if handoff.outcome.as_ref() == Some(outcome) {
             Ok(Transition::Unchanged(handoff.clone()))
         } else {
-            Err(DomainError::conflict(format!(
-                "handoff {} is already {}; the first outcome stays",
-                handoff.id,
-                handoff.status.describe()
-            )))
+            Err(DomainError::conflict(
+                ConflictKind::OtherOutcome,
+                format!(
+                    "handoff {} is already {}; the first outcome stays",
+                    handoff.id,
+                    handoff.status.describe()
+                ),
+            ))
         };
     }
     let now = next_instant(handoff, now);
@@ -248,17 +257,23 @@ pub fn claim_wake(
 ) -> DomainResult<WakeClaim> {
     check_claim_generation(generation)?;
     if generation < handoff.body_generation {
-        return Err(DomainError::conflict(format!(
-            "generation {generation} is stale: handoff {} was opened by generation {}",
-            handoff.id, handoff.body_generation
-        )));
+        return Err(DomainError::conflict(
+            ConflictKind::StaleGeneration,
+            format!(
+                "generation {generation} is stale: handoff {} was opened by generation {}",
+                handoff.id, handoff.body_generation
+            ),
+        ));
     }
     if !handoff.status.is_terminal() {
-        return Err(DomainError::conflict(format!(
-            "handoff {} is still {}; finish it before claiming the wake",
-            handoff.id,
-            handoff.status.describe()
-        )));
+        return Err(DomainError::conflict(
+            ConflictKind::NotFinished,
+            format!(
+                "handoff {} is still {}; finish it before claiming the wake",
+                handoff.id,
+                handoff.status.describe()
+            ),
+        ));
     }
     Ok(match handoff.wake_claimed_by_generation {
         Some(holder) => WakeClaim {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use lf_handoff_adapters::{open_store, StorageConfig, StoreError};
+use lf_handoff_adapters::{open_store, StorageConfig, StoreError, UnavailableKind};
 use tokio::io::AsyncWriteExt;
 
 use crate::fixtures::{location, open_on_new_wave, outcome};
@@ -40,14 +40,6 @@ pub async fn sled() -> Result<Box<dyn Backend>, String> {
 /// The exit code the worker uses for `Unavailable`, as the CLI does.
 pub const EXIT_UNAVAILABLE: i32 = 5;
 
-/// What a second process's error must say.
-pub const LOCKED_WORDS: [&str; 4] = [
-    "locked by another process",
-    "only one process",
-    "SQLite",
-    "PostgreSQL",
-];
-
 impl Backend for SledBackend {
     fn name(&self) -> &'static str {
         "sled"
@@ -70,7 +62,8 @@ impl Backend for SledBackend {
             cases.push(Unusable {
                 what: "a regular file".into(),
                 config: StorageConfig::sled(file.clone()),
-                message_names: "not a directory".into(),
+                kind: UnavailableKind::Damaged,
+                message_names: file.display().to_string(),
                 guarded: vec![file],
             });
 
@@ -81,7 +74,7 @@ impl Backend for SledBackend {
             cases.push(unusable(
                 "a directory of someone else's files",
                 &foreign,
-                "not an lf-handoff store",
+                UnavailableKind::Damaged,
             ));
 
             let garbage = dir.join("garbage-log");
@@ -92,7 +85,7 @@ impl Backend for SledBackend {
             cases.push(unusable(
                 "a store whose log is garbage",
                 &garbage,
-                "no valid segment",
+                UnavailableKind::Damaged,
             ));
 
             let bad_conf = dir.join("bad-conf");
@@ -101,7 +94,7 @@ impl Backend for SledBackend {
             cases.push(unusable(
                 "a store whose sled settings are corrupt",
                 &bad_conf,
-                "settings file conf is corrupt",
+                UnavailableKind::Damaged,
             ));
 
             let newer = dir.join("newer");
@@ -111,7 +104,11 @@ impl Backend for SledBackend {
                 b"lf-handoff sled store\nformat 99\n",
             )
             .unwrap();
-            cases.push(unusable("a store from a newer format", &newer, "newer"));
+            cases.push(unusable(
+                "a store from a newer format",
+                &newer,
+                UnavailableKind::NewerSchema,
+            ));
 
             let locked = dir.join("locked");
             populated_store(&locked).await;
@@ -122,7 +119,7 @@ impl Backend for SledBackend {
             cases.push(unusable(
                 "a store another process holds",
                 &locked,
-                "locked by another process",
+                UnavailableKind::Locked,
             ));
             cases
         })
@@ -139,11 +136,12 @@ impl Backend for SledBackend {
 }
 
 /// A refused store whose every file must stay byte-for-byte unchanged.
-fn unusable(what: &str, dir: &Path, message_names: &str) -> Unusable {
+fn unusable(what: &str, dir: &Path, kind: UnavailableKind) -> Unusable {
     Unusable {
         what: what.into(),
         config: StorageConfig::sled(dir.to_path_buf()),
-        message_names: message_names.into(),
+        kind,
+        message_names: dir.display().to_string(),
         guarded: files_in(dir),
     }
 }
@@ -187,10 +185,8 @@ async fn release(holder: &mut Worker) {
 }
 
 #[track_caller]
-fn assert_locked_message(message: &str, dir: &Path) {
-    for word in LOCKED_WORDS {
-        assert!(message.contains(word), "{message:?} does not say {word:?}");
-    }
+fn assert_locked(kind: UnavailableKind, message: &str, dir: &Path) {
+    assert_eq!(kind, UnavailableKind::Locked, "{message}");
     let canonical = std::fs::canonicalize(dir).unwrap();
     assert!(
         message.contains(&canonical.display().to_string()),
@@ -213,9 +209,9 @@ pub async fn a_second_process_is_refused_while_the_store_is_open() {
     let mut probe = Worker::spawn(&config.url(), &["probe".into()]);
     let line = probe.line().await.unwrap();
     let message = line
-        .strip_prefix("unavailable ")
+        .strip_prefix("unavailable locked ")
         .unwrap_or_else(|| panic!("the probe printed {line:?}"));
-    assert_locked_message(message, &location(dir.path()));
+    assert_locked(UnavailableKind::Locked, message, &location(dir.path()));
     let status = probe.child.wait().await.unwrap();
     assert_eq!(status.code(), Some(EXIT_UNAVAILABLE), "{status}");
 
@@ -248,8 +244,8 @@ pub async fn open_store_is_refused_while_another_process_holds_it() {
     assert_eq!(holder.line().await.as_deref(), Some("ready"));
     for _ in 0..2 {
         match open_store(&config).await {
-            Err(StoreError::Unavailable { message, .. }) => {
-                assert_locked_message(&message, &location(dir.path()))
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_locked(kind, &message, &location(dir.path()))
             }
             Err(other) => panic!("expected Unavailable, got {other}"),
             Ok(_) => panic!("a second process opened a held sled store"),

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 
@@ -40,7 +40,7 @@ impl Backend for SqliteBackend {
             cases.push(unusable(
                 "a file of garbage",
                 &garbage,
-                "not a SQLite database",
+                UnavailableKind::Damaged,
             ));
 
             let header_only = dir.join("header-only.db");
@@ -48,7 +48,7 @@ impl Backend for SqliteBackend {
             cases.push(unusable(
                 "a 16-byte file",
                 &header_only,
-                "not a SQLite database",
+                UnavailableKind::Damaged,
             ));
 
             let truncated = dir.join("truncated.db");
@@ -60,7 +60,11 @@ impl Backend for SqliteBackend {
                 .unwrap()
                 .set_len(length / 2)
                 .unwrap();
-            cases.push(unusable("a store cut in half", &truncated, "truncated"));
+            cases.push(unusable(
+                "a store cut in half",
+                &truncated,
+                UnavailableKind::Damaged,
+            ));
 
             let corrupt = dir.join("corrupt.db");
             populated_store(&corrupt).await;
@@ -72,13 +76,17 @@ impl Backend for SqliteBackend {
             cases.push(unusable(
                 "a store whose schema page is overwritten",
                 &corrupt,
-                "malformed",
+                UnavailableKind::Damaged,
             ));
 
             let newer = dir.join("newer.db");
             populated_store(&newer).await;
             raw_sql(&newer, &["PRAGMA user_version = 99"]).await;
-            cases.push(unusable("a store from a newer schema", &newer, "newer"));
+            cases.push(unusable(
+                "a store from a newer schema",
+                &newer,
+                UnavailableKind::NewerSchema,
+            ));
 
             let foreign = dir.join("foreign.db");
             raw_sql(
@@ -89,7 +97,7 @@ impl Backend for SqliteBackend {
             cases.push(unusable(
                 "another program's database",
                 &foreign,
-                "not an lf-handoff store",
+                UnavailableKind::Damaged,
             ));
 
             let directory = dir.join("a-directory.db");
@@ -97,7 +105,8 @@ impl Backend for SqliteBackend {
             cases.push(Unusable {
                 what: "a directory".into(),
                 config: StorageConfig::sqlite(directory.clone()),
-                message_names: "not a regular file".into(),
+                kind: UnavailableKind::Other,
+                message_names: directory.display().to_string(),
                 guarded: Vec::new(),
             });
             cases
@@ -105,11 +114,12 @@ impl Backend for SqliteBackend {
     }
 }
 
-fn unusable(what: &str, path: &Path, message_names: &str) -> Unusable {
+fn unusable(what: &str, path: &Path, kind: UnavailableKind) -> Unusable {
     Unusable {
         what: what.into(),
         config: StorageConfig::sqlite(path.to_path_buf()),
-        message_names: message_names.into(),
+        kind,
+        message_names: path.display().to_string(),
         guarded: vec![path.to_path_buf()],
     }
 }

@@ -6,7 +6,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::{open_store, StorageConfig, Store, StoreError};
+use lf_handoff_adapters::{open_store, ConflictKind, StorageConfig, Store, StoreError};
 use lf_handoff_conformance::fixtures::{new_wave, outcome, wave_request};
 
 fn main() {
@@ -45,7 +45,10 @@ async fn run(args: Vec<String>) {
             wait_for_go();
             match store.finish_interactive_handoff(&id, &outcome(n)).await {
                 Ok(_) => println!("ok {n}"),
-                Err(StoreError::Conflict(_)) => println!("conflict"),
+                Err(StoreError::Conflict {
+                    kind: ConflictKind::OtherOutcome,
+                    ..
+                }) => println!("conflict"),
                 Err(e) => println!("error {e}"),
             }
         }
@@ -70,7 +73,10 @@ async fn run(args: Vec<String>) {
             for id in &ids {
                 match store.finish_interactive_handoff(id, &outcome(n)).await {
                     Ok(_) => println!("{id} ok {n}"),
-                    Err(StoreError::Conflict(_)) => println!("{id} conflict"),
+                    Err(StoreError::Conflict {
+                        kind: ConflictKind::OtherOutcome,
+                        ..
+                    }) => println!("{id} conflict"),
                     Err(e) => println!("{id} error {e}"),
                 }
             }
@@ -104,8 +110,8 @@ async fn run(args: Vec<String>) {
 
 /// Opens the store and reports how that went, exiting as the CLI does: 0 on
 /// success (printing `opened`, and the status of handoff `id` if given),
-/// else `unavailable <message>` (exit 5), `invalid <message>` (2),
-/// `not-found <message>` (3) or `conflict <message>` (4).
+/// else `<category> <kind> <message>`: `unavailable` (exit 5), `invalid`
+/// (2), `not-found` (3) or `conflict` (4), with the error's kind name.
 async fn probe(config: &StorageConfig, id: Option<&String>) {
     let error = match open_store(config).await {
         Ok(store) => {
@@ -121,14 +127,15 @@ async fn probe(config: &StorageConfig, id: Option<&String>) {
         }
         Err(error) => error,
     };
-    let (word, code, message) = match error {
-        StoreError::Unavailable { message, .. } => ("unavailable", 5, message),
-        StoreError::InvalidInput(message) => ("invalid", 2, message),
-        StoreError::NotFound(message) => ("not-found", 3, message),
-        StoreError::Conflict(message) => ("conflict", 4, message),
-        other => ("error", 1, other.to_string()),
+    let kind = error.kind_name();
+    let (word, code) = match &error {
+        StoreError::Unavailable { .. } => ("unavailable", 5),
+        StoreError::InvalidInput(_) => ("invalid", 2),
+        StoreError::NotFound(_) => ("not-found", 3),
+        StoreError::Conflict { .. } => ("conflict", 4),
+        _ => ("error", 1),
     };
-    println!("{word} {message}");
+    println!("{word} {kind} {}", error.message());
     std::process::exit(code);
 }
 
