@@ -1,5 +1,5 @@
 //! Store selection: `--store`, then `LF_HANDOFF_STORE`, then the config
-//! file, then the default file (DESIGN section 5).
+//! file, then the default file (docs/CONTRACT.md).
 
 use std::path::{Path, PathBuf};
 

@@ -1,80 +1,18 @@
-//! Running the built `lf-handoff` binary in a sandbox: a temporary
-//! directory that holds the store, the config and data directories and
-//! `HOME`, so no test sees the user's own registry or another test's.
-//!
-//! The binary belongs to another package, so cargo gives this crate no
-//! `CARGO_BIN_EXE_lf-handoff`. It is found next to the test executable
-//! (`target/<profile>/lf-handoff`) after one `cargo build -p
-//! lf-handoff-cli` per test process, which builds it when missing and
-//! rebuilds it when stale (a no-op otherwise).
+//! Running the `lf-handoff` binary in a sandbox: a temporary directory
+//! that holds the store, the config and data directories and `HOME`, so no
+//! test sees the user's own registry or another test's.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// The `lf-handoff` binary, built once per test process.
+/// The `lf-handoff` binary of this package, which cargo builds before the
+/// tests.
 pub fn binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(build_binary)
-}
-
-fn build_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable has a path");
-    let mut profile_dir = exe.parent().expect("the test executable has a directory");
-    if profile_dir.ends_with("deps") {
-        profile_dir = profile_dir.parent().expect("deps has a parent");
-    }
-    let binary = profile_dir.join(format!("lf-handoff{}", std::env::consts::EXE_SUFFIX));
-    let profile = match profile_dir.file_name().and_then(OsStr::to_str) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let target_dir = profile_dir.parent().unwrap_or(profile_dir);
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let built = Command::new(&cargo)
-        .args([
-            "build",
-            "--package",
-            "lf-handoff-cli",
-            "--bin",
-            "lf-handoff",
-            "--profile",
-            profile,
-        ])
-        .env("CARGO_TARGET_DIR", target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output();
-    match built {
-        Ok(output) if output.status.success() => {}
-        Ok(output) => {
-            assert!(
-                binary.is_file(),
-                "`cargo build -p lf-handoff-cli` failed and {} does not exist:\n{}",
-                binary.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            eprintln!(
-                "warning: `cargo build -p lf-handoff-cli` failed; testing the existing {}:\n{}",
-                binary.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Err(error) => {
-            assert!(
-                binary.is_file(),
-                "cannot run {cargo:?} to build lf-handoff ({error}) and {} does not exist; \
-                 build it with `cargo build -p lf-handoff-cli`",
-                binary.display()
-            );
-        }
-    }
-    assert!(binary.is_file(), "{} was not built", binary.display());
-    binary
+    Path::new(env!("CARGO_BIN_EXE_lf-handoff"))
 }
 
 /// What one run of the binary gave.

@@ -393,10 +393,13 @@ fn demo_runs_on_the_store_given_with_the_flag() {
 /// every one of its files is byte-for-byte as before.
 #[test]
 fn storage_failures_exit_5_and_leave_the_file_alone() {
-    lf_handoff_conformance::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let backends: Vec<Box<dyn Backend>> =
-        vec![Box::new(SqliteBackend), Box::new(SledBackend::default())];
+    // The locked sled store is held by this test process; the binary is
+    // the other process.
+    let backends: Vec<Box<dyn Backend>> = vec![
+        Box::new(SqliteBackend),
+        Box::new(SledBackend::holding_here()),
+    ];
     let ghost = "ih_0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
     for backend in backends {
         let sandbox = Sandbox::new();
