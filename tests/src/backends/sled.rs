@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use lf_handoff_adapters::{open_store, StorageConfig, StoreError, UnavailableKind};
+use lf_handoff_adapters::{open_store, StorageConfig, Store, StoreError, UnavailableKind};
 use tokio::io::AsyncWriteExt;
 
 use crate::fixtures::{location, open_on_new_wave, outcome};
@@ -30,6 +30,23 @@ pub struct SledBackend {
     /// Worker processes holding a store open for the "locked" C11 case;
     /// stopped by `cleanup` (and killed if dropped first).
     holders: Mutex<Vec<Worker>>,
+    /// Hold the "locked" case open in this process instead of a worker.
+    hold_here: bool,
+    /// The stores this process holds open for that case; closed by
+    /// `cleanup`.
+    held: Mutex<Vec<Store>>,
+}
+
+impl SledBackend {
+    /// A backend whose "locked" C11 case is held open by this process, not
+    /// by a worker: for tests whose subject is another process (the
+    /// command line's), which have no worker binary.
+    pub fn holding_here() -> Self {
+        Self {
+            hold_here: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// Builds the sled backend; it needs nothing and never skips.
@@ -112,10 +129,15 @@ impl Backend for SledBackend {
 
             let locked = dir.join("locked");
             populated_store(&locked).await;
-            let mut holder =
-                Worker::spawn(&StorageConfig::sled(locked.clone()).url(), &["hold".into()]);
-            assert_eq!(holder.line().await.as_deref(), Some("ready"));
-            self.holders.lock().unwrap().push(holder);
+            let config = StorageConfig::sled(locked.clone());
+            if self.hold_here {
+                let store = open_store(&config).await.unwrap();
+                self.held.lock().unwrap().push(store);
+            } else {
+                let mut holder = Worker::spawn(&config.url(), &["hold".into()]);
+                assert_eq!(holder.line().await.as_deref(), Some("ready"));
+                self.holders.lock().unwrap().push(holder);
+            }
             cases.push(unusable(
                 "a store another process holds",
                 &locked,
@@ -127,6 +149,7 @@ impl Backend for SledBackend {
 
     fn cleanup(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            self.held.lock().unwrap().clear();
             let holders: Vec<Worker> = std::mem::take(&mut *self.holders.lock().unwrap());
             for mut holder in holders {
                 release(&mut holder).await;

@@ -172,31 +172,50 @@ fn open_refuses_bad_input_and_what_the_parent_refuses() {
     let task_id = task(&sandbox, "/work/tree");
     let mut duplicate = open_task_args(&task_id, "/work/tree", "4");
     duplicate.splice(1..1, ["--env", "TOKEN=again"]);
-    let error = sandbox.fails(&duplicate, 2);
+    let error = sandbox.fails(&duplicate, 2, "usage");
     assert!(error.contains("TOKEN"), "{error}");
     let mut blank = open_task_args(&task_id, "/work/tree", "4");
     blank.splice(1..1, ["--env", " =x"]);
-    sandbox.fails(&blank, 2);
+    sandbox.fails(&blank, 2, "usage");
     let mut no_equals = open_task_args(&task_id, "/work/tree", "4");
     no_equals.splice(1..1, ["--env", "JUSTAKEY"]);
-    sandbox.fails(&no_equals, 2);
+    sandbox.fails(&no_equals, 2, "usage");
     let mut no_argv = open_task_args(&task_id, "/work/tree", "4");
     no_argv.truncate(no_argv.len() - 5);
-    let error = sandbox.fails(&no_argv, 2);
+    let error = sandbox.fails(&no_argv, 2, "usage");
     assert!(error.contains("ARGV"), "{error}");
     let mut empty_arg = open_task_args(&task_id, "/work/tree", "4");
     empty_arg.push("");
-    sandbox.fails(&empty_arg, 2);
-    sandbox.fails(&open_task_args(&task_id, "relative/tree", "4"), 2);
-    sandbox.fails(&open_task_args(&task_id, "/work/tree", "0"), 2);
+    sandbox.fails(&empty_arg, 2, "invalid_input");
+    sandbox.fails(
+        &open_task_args(&task_id, "relative/tree", "4"),
+        2,
+        "invalid_input",
+    );
+    sandbox.fails(
+        &open_task_args(&task_id, "/work/tree", "0"),
+        2,
+        "invalid_input",
+    );
 
-    let error = sandbox.fails(&open_task_args(&task_id, "/work/elsewhere", "4"), 4);
-    assert!(error.contains("worktree"), "{error}");
-    let error = sandbox.fails(&open_task_args(&task_id, "/work/tree", "3"), 4);
-    assert!(error.contains("stale"), "{error}");
-    let unknown = "task:ts_01a23770-7ddd-7406-89b2-f78da53555de";
-    let error = sandbox.fails(&open_task_args(unknown, "/work/tree", "4"), 3);
-    assert!(error.contains("does not exist"), "{error}");
+    let error = sandbox.fails(
+        &open_task_args(&task_id, "/work/elsewhere", "4"),
+        4,
+        "worktree_mismatch",
+    );
+    assert!(error.contains(&task_id), "{error}");
+    sandbox.fails(
+        &open_task_args(&task_id, "/work/tree", "3"),
+        4,
+        "stale_generation",
+    );
+    let unknown = "ts_01a23770-7ddd-7406-89b2-f78da53555de";
+    let error = sandbox.fails(
+        &open_task_args(&format!("task:{unknown}"), "/work/tree", "4"),
+        3,
+        "not_found",
+    );
+    assert!(error.contains(unknown), "{error}");
     let rows = sandbox.json(&["list"]);
     assert_eq!(rows, serde_json::json!([]), "nothing was opened");
 }
@@ -354,9 +373,8 @@ fn status_prints_the_handoff_or_exits_3() {
     assert!(!block.contains("hunter2"), "values stay hidden: {block}");
 
     let unknown = "ih_01a23770-7ddd-7406-89b2-f78da53555de";
-    let error = sandbox.fails(&["status", unknown], 3);
+    let error = sandbox.fails(&["status", unknown], 3, "not_found");
     assert!(error.contains(unknown), "{error}");
-    assert!(error.contains("lf-handoff list"), "{error}");
 }
 
 #[test]
@@ -393,8 +411,8 @@ fn attach_print_records_the_attach_and_prints_the_descriptor() {
     assert!(text.contains("tmux attach -t x"), "{text}");
 
     sandbox.ok(&["fail", id, "--reason", "no token"]);
-    let error = sandbox.fails(&["attach", id, "--print"], 4);
-    assert!(error.contains("failed"), "{error}");
+    let error = sandbox.fails(&["attach", id, "--print"], 4, "already_finished");
+    assert!(error.contains(id), "{error}");
     sandbox.fails(
         &[
             "attach",
@@ -402,6 +420,7 @@ fn attach_print_records_the_attach_and_prints_the_descriptor() {
             "--print",
         ],
         3,
+        "not_found",
     );
 }
 
@@ -425,7 +444,7 @@ fn finishing_prints_the_outcome_and_keeps_the_first() {
 
         let replay = sandbox.json(&[command, &id, flag, "the text"]);
         assert_eq!(replay, finished, "{command}: an equal finish is a replay");
-        let error = sandbox.fails(&[command, &id, flag, "other text"], 4);
+        let error = sandbox.fails(&[command, &id, flag, "other text"], 4, "other_outcome");
         assert!(error.contains(&id), "{error}");
         assert_eq!(
             sandbox.json(&["status", &id]),
@@ -439,7 +458,7 @@ fn finishing_prints_the_outcome_and_keeps_the_first() {
         );
     }
     let id = sandbox.handoff();
-    sandbox.fails(&["complete", &id, "--summary", "  "], 2);
+    sandbox.fails(&["complete", &id, "--summary", "  "], 2, "invalid_input");
     sandbox.fails(
         &[
             "back",
@@ -448,21 +467,23 @@ fn finishing_prints_the_outcome_and_keeps_the_first() {
             "x",
         ],
         3,
+        "not_found",
     );
-    sandbox.fails(&["complete", &id], 2);
+    sandbox.fails(&["complete", &id], 2, "usage");
 }
 
 #[test]
 fn claim_wake_says_who_holds_the_wake_and_exits_0_either_way() {
     let sandbox = Sandbox::new();
     let id = sandbox.handoff();
-    let error = sandbox.fails(&["claim-wake", &id, "--generation", "2"], 4);
-    assert!(
-        error.contains(&id) || error.contains("terminal") || error.contains("finished"),
-        "{error}"
-    );
+    let error = sandbox.fails(&["claim-wake", &id, "--generation", "2"], 4, "not_finished");
+    assert!(error.contains(&id), "{error}");
     sandbox.ok(&["back", &id, "--summary", "continue"]);
-    sandbox.fails(&["claim-wake", &id, "--generation", "0"], 2);
+    sandbox.fails(
+        &["claim-wake", &id, "--generation", "0"],
+        2,
+        "invalid_input",
+    );
 
     let claimed = sandbox.json(&["claim-wake", &id, "--generation", "2"]);
     assert_eq!(keys(&claimed), sorted(&["claimed", "handoff"]));
@@ -490,5 +511,6 @@ fn claim_wake_says_who_holds_the_wake_and_exits_0_either_way() {
             "2",
         ],
         3,
+        "not_found",
     );
 }

@@ -1,80 +1,21 @@
-//! Running the built `lf-handoff` binary in a sandbox: a temporary
-//! directory that holds the store, the config and data directories and
-//! `HOME`, so no test sees the user's own registry or another test's.
+//! Running the `lf-handoff` binary in a sandbox: a temporary directory
+//! that holds the store, the config and data directories and `HOME`, so no
+//! test sees the user's own registry or another test's.
 //!
-//! The binary belongs to another package, so cargo gives this crate no
-//! `CARGO_BIN_EXE_lf-handoff`. It is found next to the test executable
-//! (`target/<profile>/lf-handoff`) after one `cargo build -p
-//! lf-handoff-cli` per test process, which builds it when missing and
-//! rebuilds it when stale (a no-op otherwise).
+//! A failing command is judged by its exit code and, run with `--json`, by
+//! the kind of its JSON error; never by the text of its message.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::Value;
 use tempfile::TempDir;
 
-/// The `lf-handoff` binary, built once per test process.
+/// The `lf-handoff` binary of this package, which cargo builds before the
+/// tests.
 pub fn binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(build_binary)
-}
-
-fn build_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable has a path");
-    let mut profile_dir = exe.parent().expect("the test executable has a directory");
-    if profile_dir.ends_with("deps") {
-        profile_dir = profile_dir.parent().expect("deps has a parent");
-    }
-    let binary = profile_dir.join(format!("lf-handoff{}", std::env::consts::EXE_SUFFIX));
-    let profile = match profile_dir.file_name().and_then(OsStr::to_str) {
-        Some("debug") | None => "dev",
-        Some(other) => other,
-    };
-    let target_dir = profile_dir.parent().unwrap_or(profile_dir);
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let built = Command::new(&cargo)
-        .args([
-            "build",
-            "--package",
-            "lf-handoff-cli",
-            "--bin",
-            "lf-handoff",
-            "--profile",
-            profile,
-        ])
-        .env("CARGO_TARGET_DIR", target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::null())
-        .output();
-    match built {
-        Ok(output) if output.status.success() => {}
-        Ok(output) => {
-            assert!(
-                binary.is_file(),
-                "`cargo build -p lf-handoff-cli` failed and {} does not exist:\n{}",
-                binary.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            eprintln!(
-                "warning: `cargo build -p lf-handoff-cli` failed; testing the existing {}:\n{}",
-                binary.display(),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Err(error) => {
-            assert!(
-                binary.is_file(),
-                "cannot run {cargo:?} to build lf-handoff ({error}) and {} does not exist; \
-                 build it with `cargo build -p lf-handoff-cli`",
-                binary.display()
-            );
-        }
-    }
-    assert!(binary.is_file(), "{} was not built", binary.display());
-    binary
+    Path::new(env!("CARGO_BIN_EXE_lf-handoff"))
 }
 
 /// What one run of the binary gave.
@@ -157,20 +98,38 @@ impl Sandbox {
 
     /// Runs `--json` and `args`, asserts exit 0, parses stdout.
     pub fn json<S: AsRef<OsStr>>(&self, args: &[S]) -> Value {
-        // First, so it is not taken for part of an argv after `--`.
-        let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
-        all.extend(args.iter().map(AsRef::as_ref));
-        let stdout = self.ok(&all);
+        let stdout = self.ok(&with_json(args));
         serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("{:?} printed invalid JSON ({e}): {stdout}", shown(args)))
     }
 
-    /// Runs `args`, asserts exit `code` with nothing on stdout and exactly
-    /// one `error:` line on stderr; returns that line.
-    pub fn fails<S: AsRef<OsStr>>(&self, args: &[S], code: i32) -> String {
-        let run = self.run(args);
-        assert_error(&run, code, &format!("{:?}", shown(args)));
-        run.stderr.trim_end().to_string()
+    /// Runs the failing command `args` twice, and decides by exit code and
+    /// error kind, never by message text: without `--json` it must exit
+    /// `code` with one `error:` line; with `--json` exit `code` with the
+    /// JSON error of `kind`. Returns that error's message, for checks that
+    /// it names what it is about.
+    pub fn fails<S: AsRef<OsStr>>(&self, args: &[S], code: i32, kind: &str) -> String {
+        self.fails_with(args, code, kind, |_| {})
+    }
+
+    /// [`fails`](Self::fails), with `setup` applied to both commands (an
+    /// environment change, say).
+    pub fn fails_with<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        code: i32,
+        kind: &str,
+        setup: impl Fn(&mut Command),
+    ) -> String {
+        let what = format!("{:?}", shown(args));
+        let mut command = self.command(args);
+        setup(&mut command);
+        let run = Run::from_output(command.output().unwrap());
+        assert_error(&run, code, &what);
+        let mut command = self.command(&with_json(args));
+        setup(&mut command);
+        let run = Run::from_output(command.output().unwrap());
+        assert_kind(&run, code, kind, &format!("--json {what}"))
     }
 
     /// Creates a wave and returns its id.
@@ -220,13 +179,95 @@ impl Sandbox {
     }
 }
 
-/// Asserts a failed run: exit `code`, empty stdout, one `error:` line.
+/// Asserts a failed run without `--json`: exit `code`, empty stdout, one
+/// `error:` line. Says nothing of the message.
 pub fn assert_error(run: &Run, code: i32, what: &str) {
     assert_eq!(run.code, code, "{what}: {run:?}");
     assert_eq!(run.stdout, "", "{what}: an error prints nothing on stdout");
     let lines: Vec<&str> = run.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{what}: stderr must be one line: {run:?}");
     assert!(lines[0].starts_with("error: "), "{what}: {run:?}");
+}
+
+/// The error a failed `--json` run printed: stderr is exactly one line,
+/// `{"error": {"kind", "category", "code", "message"}}`.
+#[derive(Debug)]
+pub struct JsonError {
+    pub kind: String,
+    pub category: String,
+    pub code: i64,
+    pub message: String,
+}
+
+/// Parses the one line of JSON a failed `--json` run printed on stderr,
+/// and asserts its shape: nothing on stdout, exactly those four fields,
+/// `code` the exit code, and a `category` that goes with the code (and
+/// with the kind, where the kind fixes it).
+pub fn json_error(run: &Run, what: &str) -> JsonError {
+    assert_eq!(run.stdout, "", "{what}: an error prints nothing on stdout");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: stderr must be one line: {run:?}");
+    let value: Value = serde_json::from_str(lines[0])
+        .unwrap_or_else(|e| panic!("{what}: stderr is not JSON ({e}): {run:?}"));
+    assert_eq!(keys(&value), sorted(&["error"]), "{what}: {value}");
+    let error = &value["error"];
+    assert_eq!(
+        keys(error),
+        sorted(&["kind", "category", "code", "message"]),
+        "{what}: {value}"
+    );
+    let text = |field: &str| {
+        error[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {field} is not a string: {value}"))
+            .to_string()
+    };
+    let error = JsonError {
+        kind: text("kind"),
+        category: text("category"),
+        code: error["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{what}: code is not an integer: {value}")),
+        message: text("message"),
+    };
+    assert_eq!(
+        error.code,
+        i64::from(run.code),
+        "{what}: code is the exit code"
+    );
+    let codes: &[i64] = match error.category.as_str() {
+        "usage" | "invalid_input" => &[2],
+        "not_found" => &[3],
+        "conflict" | "timeout" => &[4],
+        "unavailable" => &[5],
+        "attach" => &[126, 127],
+        other => panic!("{what}: unknown category {other:?}: {value}"),
+    };
+    assert!(codes.contains(&error.code), "{what}: {value}");
+    let category = match error.kind.as_str() {
+        kind @ ("usage" | "invalid_input" | "not_found" | "timeout") => kind,
+        "cannot_execute" | "command_not_found" => "attach",
+        _ => error.category.as_str(),
+    };
+    assert_eq!(error.category, category, "{what}: {value}");
+    error
+}
+
+/// Asserts a failed `--json` run: exit `code` and error `kind`. Returns
+/// the error's message.
+pub fn assert_kind(run: &Run, code: i32, kind: &str, what: &str) -> String {
+    assert_eq!(run.code, code, "{what}: {run:?}");
+    let error = json_error(run, what);
+    assert_eq!(error.kind, kind, "{what}: {error:?}");
+    error.message
+}
+
+/// `--json` followed by `args`: first, so it is not taken for part of an
+/// argv after `--`.
+fn with_json<S: AsRef<OsStr>>(args: &[S]) -> Vec<&OsStr> {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("--json")];
+    all.extend(args.iter().map(AsRef::as_ref));
+    all
 }
 
 fn shown<S: AsRef<OsStr>>(args: &[S]) -> Vec<String> {

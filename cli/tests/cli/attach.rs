@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::{script, Run, Sandbox};
+use crate::support::{assert_kind, script, Run, Sandbox};
 
 /// Arguments a shell would mangle; each must reach the command as is.
 const TRICKY: &[&str] = &[
@@ -120,21 +120,30 @@ fn attach_that_cannot_run_exits_127_or_126_with_an_error_line() {
     let sandbox = Sandbox::new();
     let work = sandbox.mkdir("work");
     let missing = sandbox.open_on_wave(&work, &[], &["lf-no-such-command-anywhere"]);
-    let run = sandbox.run(&["attach", missing["id"].as_str().unwrap()]);
+    let id = missing["id"].as_str().unwrap();
+    // Without --json the `attaching to ...` note comes first.
+    let run = sandbox.run(&["attach", id]);
     assert_eq!(run.code, 127, "{run:?}");
-    let last = run.stderr.lines().last().unwrap();
-    assert!(last.starts_with("error: "), "{run:?}");
-    assert!(last.contains("lf-no-such-command-anywhere"), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    assert!(
+        run.stderr.lines().last().unwrap().starts_with("error: "),
+        "{run:?}"
+    );
+    let run = sandbox.run(&["--json", "attach", id]);
+    let error = assert_kind(&run, 127, "command_not_found", "attach a missing command");
+    assert!(error.contains("lf-no-such-command-anywhere"), "{error}");
 
     let gone = sandbox.open_on_wave(&sandbox.path("no/such/dir"), &[], &["true"]);
-    let run = sandbox.run(&["attach", gone["id"].as_str().unwrap()]);
-    assert_eq!(run.code, 126, "{run:?}");
-    assert!(run.stderr.starts_with("error: "), "{run:?}");
-    assert!(run.stderr.contains("no/such/dir"), "{run:?}");
+    let error = sandbox.fails(
+        &["attach", gone["id"].as_str().unwrap()],
+        126,
+        "cannot_execute",
+    );
+    assert!(error.contains("no/such/dir"), "{error}");
 
     let finished = sandbox.handoff();
     sandbox.ok(&["complete", &finished, "--summary", "done"]);
-    sandbox.fails(&["attach", &finished], 4);
+    sandbox.fails(&["attach", &finished], 4, "already_finished");
 }
 
 #[test]

@@ -1,0 +1,15 @@
+//! Black-box tests of the `lf-handoff` binary against the command-line
+//! contract in docs/CONTRACT.md: every command run as a process against a
+//! temporary store, checking exit codes, the JSON shapes field by field,
+//! the human output, the store selection, `attach` running a real command
+//! and `wait`.
+// Test code: panicking on a failed expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod attach;
+mod commands;
+mod config;
+mod handoffs;
+mod readme;
+mod support;
+mod wait;
