@@ -1,4 +1,6 @@
-//! Choosing a backend: [`StorageConfig`], its URL form and its serde form.
+//! Choosing a backend: [`StorageConfig`] and its URL form. The serde form
+//! is in `table`, the text pieces both forms read (escapes, durations) in
+//! `text`.
 //!
 //! A store is named by a URL:
 //!
@@ -29,18 +31,21 @@
 //! acquire_timeout = "5s"   # optional
 //! ```
 
+mod table;
+pub(crate) mod text;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult};
-use serde::{Deserialize, Deserializer};
 
 pub use crate::postgres::config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
+use text::{encode_path, percent_decode, split_query, TextError};
 
 /// The URL schemes this build accepts, for error messages.
 pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://, postgres://, postgresql://";
@@ -271,62 +276,20 @@ impl SqliteConfig {
 /// # Errors
 /// `InvalidInput` naming the accepted forms.
 pub fn parse_duration(text: &str) -> StoreResult<Duration> {
-    let error = || {
-        invalid(format!(
-            "duration {text:?} is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s"
-        ))
-    };
-    let text = text.trim();
-    if text.is_empty() {
-        return Err(error());
-    }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .ok()
-            .and_then(|seconds| seconds.checked_mul(1000))
-            .map(Duration::from_millis)
-            .ok_or_else(error);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(error());
-        }
-        let number: u64 = rest[..digits].parse().map_err(|_| error())?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => number
-                .checked_mul(60)
-                .map(Duration::from_secs)
-                .ok_or_else(error)?,
-            "h" => number
-                .checked_mul(3600)
-                .map(Duration::from_secs)
-                .ok_or_else(error)?,
-            _ => return Err(error()),
-        };
-        total = total.checked_add(part).ok_or_else(error)?;
-    }
-    if u64::try_from(total.as_millis()).is_err() {
-        return Err(invalid(format!("duration {text:?} is too long")));
-    }
-    Ok(total)
+    text::parse_duration(text).map_err(|e| invalid(e.to_string()))
 }
 
 fn invalid(message: String) -> StoreError {
     StoreError::InvalidInput(message)
 }
 
-pub(crate) fn split_query(rest: &str) -> (&str, &str) {
-    rest.split_once('?').unwrap_or((rest, ""))
+/// Decodes one query key or value of the store URL `shown` (the URL as a
+/// message may show it, without its password).
+pub(crate) fn decode_option(shown: &str, raw: &str) -> StoreResult<String> {
+    text::percent_decode_utf8(raw).map_err(|e| match e {
+        TextError::NotUtf8 => invalid(format!("store URL {shown:?}: options must be UTF-8")),
+        other => invalid(format!("store URL {shown:?}: {other}")),
+    })
 }
 
 fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
@@ -337,8 +300,8 @@ fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
                 "store URL {url:?}: option {pair:?} must be key=value"
             )));
         };
-        let key = percent_decode_utf8(url, key)?;
-        let value = percent_decode_utf8(url, value)?;
+        let key = decode_option(url, key)?;
+        let value = decode_option(url, value)?;
         if pairs.iter().any(|(seen, _)| seen == &key) {
             return Err(invalid(format!(
                 "store URL {url:?}: option {key:?} is given twice"
@@ -361,7 +324,7 @@ fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
 
 /// Decodes the path of a URL, which must be absolute and free of NUL bytes.
 fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
-    let bytes = percent_decode(url, encoded)?;
+    let bytes = percent_decode(encoded).map_err(|e| invalid(format!("store URL {url:?}: {e}")))?;
     if bytes.contains(&0) {
         return Err(invalid(format!(
             "store URL {url:?}: the path holds a NUL byte"
@@ -374,98 +337,6 @@ fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathB
         )));
     }
     Ok(path)
-}
-
-fn percent_decode(url: &str, text: &str) -> StoreResult<Vec<u8>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = bytes
-                .get(index + 1..index + 3)
-                .and_then(|pair| std::str::from_utf8(pair).ok())
-                .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-            let Some(byte) = hex else {
-                return Err(invalid(format!(
-                    "store URL {url:?}: `%` must start an escape like %20"
-                )));
-            };
-            out.push(byte);
-            index += 3;
-        } else {
-            out.push(bytes[index]);
-            index += 1;
-        }
-    }
-    Ok(out)
-}
-
-pub(crate) fn percent_decode_utf8(url: &str, text: &str) -> StoreResult<String> {
-    String::from_utf8(percent_decode(url, text)?)
-        .map_err(|_| invalid(format!("store URL {url:?}: options must be UTF-8")))
-}
-
-/// Escapes every byte of `path` that is not safe in a URL path.
-pub(crate) fn encode_path(path: &Path) -> String {
-    let mut out = String::new();
-    for &byte in path.as_os_str().as_bytes() {
-        if byte.is_ascii_alphanumeric() || b"/-._~+,=@:".contains(&byte) {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// The serde form: a URL string, or a table with `url` and optional
-/// per-backend settings that override the URL's query.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ConfigRepr {
-    Url(String),
-    Table(ConfigTable),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ConfigTable {
-    url: String,
-    synchronous: Option<String>,
-    busy_timeout: Option<String>,
-    schema: Option<String>,
-    pool_size: Option<u32>,
-    acquire_timeout: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for StorageConfig {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let config = match ConfigRepr::deserialize(deserializer)? {
-            ConfigRepr::Url(url) => Self::from_url(&url),
-            ConfigRepr::Table(table) => Self::from_table(table),
-        };
-        config.map_err(serde::de::Error::custom)
-    }
-}
-
-impl StorageConfig {
-    fn from_table(table: ConfigTable) -> StoreResult<Self> {
-        let mut config = Self::from_url(&table.url)?;
-        let options = [
-            ("synchronous", table.synchronous),
-            ("busy_timeout", table.busy_timeout),
-            ("schema", table.schema),
-            ("pool_size", table.pool_size.map(|size| size.to_string())),
-            ("acquire_timeout", table.acquire_timeout),
-        ];
-        for (key, value) in options {
-            if let Some(value) = value {
-                config.set(key, &value)?;
-            }
-        }
-        Ok(config)
-    }
 }
 
 #[cfg(test)]
@@ -527,6 +398,43 @@ mod tests {
         }
     }
 
+    /// The messages a person reads, word for word: the text helpers' errors
+    /// reach them with the URL in front.
+    #[test]
+    fn text_errors_are_reported_with_the_url() {
+        for (url, message) in [
+            (
+                "sqlite:///tmp/r%zz.db",
+                "store URL \"sqlite:///tmp/r%zz.db\": `%` must start an escape like %20",
+            ),
+            (
+                "sqlite:///tmp/r.db?synchronous=%ff",
+                "store URL \"sqlite:///tmp/r.db?synchronous=%ff\": options must be UTF-8",
+            ),
+            (
+                "sqlite:///tmp/r.db?%zz=1",
+                "store URL \"sqlite:///tmp/r.db?%zz=1\": `%` must start an escape like %20",
+            ),
+            (
+                "sqlite:///tmp/r.db?busy_timeout=soon",
+                "duration \"soon\" is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s",
+            ),
+            (
+                "postgres://lf:pw@h/db?schema=%ff",
+                "store URL \"postgres://lf:***@h/db?schema=%ff\": options must be UTF-8",
+            ),
+            (
+                "postgres://h/db?acquire_timeout=18446744073709552s",
+                "duration \"18446744073709552s\" is too long",
+            ),
+        ] {
+            match StorageConfig::from_url(url) {
+                Err(StoreError::InvalidInput(got)) => assert_eq!(got, message, "{url}"),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn sled_urls_parse_round_trip_and_take_no_options() {
         let config = StorageConfig::from_url("sled:///var/lib/lf/registry").unwrap();
@@ -555,45 +463,14 @@ mod tests {
     }
 
     #[test]
-    fn sled_config_deserializes_and_refuses_sqlite_options() {
-        #[derive(Deserialize, Debug)]
-        struct File {
-            store: StorageConfig,
-        }
-        let from_url: File = toml::from_str("store = \"sled:///tmp/s\"").unwrap();
-        assert_eq!(from_url.store, StorageConfig::sled("/tmp/s"));
-        let from_table: File = toml::from_str("[store]\nurl = \"sled:///tmp/s\"\n").unwrap();
-        assert_eq!(from_table.store, StorageConfig::sled("/tmp/s"));
-        let err =
-            toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
-                .unwrap_err();
-        assert!(
-            err.to_string().contains("sled stores take no options"),
-            "{err}"
-        );
-    }
-
-    #[test]
     fn durations_parse_in_common_forms() {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
-        for bad in [
-            "",
-            "s",
-            "10x",
-            "-1s",
-            "1.5s",
-            "99999999999999999999h",
-            "10 s",
-            // Whole, but longer than u64::MAX milliseconds.
-            "18446744073709552s",
-            "18446744073709552",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?} parsed");
+        for bad in ["", "10x", "18446744073709552s"] {
+            assert!(
+                parse_duration(bad).unwrap_err().is_invalid_input(),
+                "{bad:?} parsed"
+            );
         }
     }
 
@@ -612,27 +489,6 @@ mod tests {
             assert!(err.is_invalid_input(), "{url}: {err}");
             assert!(err.to_string().contains("too long"), "{url}: {err}");
         }
-    }
-
-    #[test]
-    fn config_deserializes_from_a_url_or_a_table() {
-        #[derive(Deserialize)]
-        struct File {
-            store: StorageConfig,
-        }
-        let from_url: File = toml::from_str("store = \"sqlite:///tmp/a.db\"").unwrap();
-        assert_eq!(from_url.store, StorageConfig::sqlite("/tmp/a.db"));
-        let from_table: File = toml::from_str(
-            "[store]\nurl = \"sqlite:///tmp/a.db\"\nsynchronous = \"normal\"\nbusy_timeout = \"5s\"\n",
-        )
-        .unwrap();
-        let StorageConfig::Sqlite(sqlite) = &from_table.store else {
-            panic!("not sqlite")
-        };
-        assert_eq!(sqlite.synchronous, Synchronous::Normal);
-        assert_eq!(sqlite.busy_timeout, Duration::from_secs(5));
-        assert!(toml::from_str::<File>("store = \"ftp://x\"").is_err());
-        assert!(toml::from_str::<File>("[store]\nurl = \"sqlite:///a.db\"\ncolour = 1\n").is_err());
     }
 
     #[test]
@@ -658,35 +514,5 @@ mod tests {
             .is_invalid_input());
         let err = StorageConfig::from_url("ftp://x").unwrap_err().to_string();
         assert!(err.contains("postgres://"), "{err}");
-    }
-
-    #[test]
-    fn postgres_config_deserializes_from_a_table() {
-        #[derive(Deserialize)]
-        struct File {
-            store: StorageConfig,
-        }
-        let file: File = toml::from_str(
-            "[store]\nurl = \"postgres://lf@db:5432/lf?pool_size=8\"\nschema = \"team_b\"\n\
-             pool_size = 3\nacquire_timeout = \"2s\"\n",
-        )
-        .unwrap();
-        let StorageConfig::Postgres(postgres) = &file.store else {
-            panic!("not postgres: {:?}", file.store)
-        };
-        assert_eq!(postgres.schema, "team_b");
-        assert_eq!(postgres.pool_size, 3);
-        assert_eq!(postgres.acquire_timeout, Duration::from_secs(2));
-        assert_eq!(
-            StorageConfig::from_url(&file.store.url()).unwrap(),
-            file.store
-        );
-        for bad in [
-            "[store]\nurl = \"postgres://lf@db/lf\"\nsynchronous = \"normal\"\n",
-            "[store]\nurl = \"postgres://lf@db/lf\"\npool_size = 0\n",
-            "[store]\nurl = \"sqlite:///tmp/a.db\"\nschema = \"x\"\n",
-        ] {
-            assert!(toml::from_str::<File>(bad).is_err(), "{bad}");
-        }
     }
 }
