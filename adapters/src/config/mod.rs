@@ -6,7 +6,7 @@
 //!
 //! | URL | backend |
 //! | --- | --- |
-//! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s]` | SQLite file |
+//! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s&max_connections=N]` | SQLite file |
 //! | `postgres://user@host:port/db[?schema=name&pool_size=N&acquire_timeout=5s]` | PostgreSQL server (also `postgresql://`) |
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
 //!
@@ -19,6 +19,7 @@
 //! url = "sqlite:///var/lib/lf/registry.db"
 //! synchronous = "normal"   # optional; overrides the URL's query
 //! busy_timeout = "30s"     # optional
+//! max_connections = 4      # optional
 //! ```
 //!
 //! or, for PostgreSQL:
@@ -79,7 +80,7 @@ pub struct SqliteConfig {
     /// How long a writer waits for another process's write lock; at most
     /// [`MAX_BUSY_TIMEOUT`] (a longer value is treated as that).
     pub busy_timeout: Duration,
-    /// The most connections one store handle opens.
+    /// The most connections one store handle opens (0 is treated as 1).
     pub max_connections: u32,
 }
 
@@ -122,15 +123,19 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// inside that and far beyond any sensible wait.
 pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
+/// The most connections a SQLite store handle opens when the URL says
+/// nothing.
+const DEFAULT_MAX_CONNECTIONS: u32 = 4;
+
 impl StorageConfig {
     /// An embedded SQLite store at `path` with the default settings:
-    /// `synchronous=FULL`, a 30 s busy timeout.
+    /// `synchronous=FULL`, a 30 s busy timeout, at most 4 connections.
     pub fn sqlite(path: impl Into<PathBuf>) -> Self {
         Self::Sqlite(SqliteConfig {
             path: path.into(),
             synchronous: Synchronous::Full,
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            max_connections: 4,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         })
     }
 
@@ -210,6 +215,11 @@ impl StorageConfig {
     /// The canonical URL of this configuration; `from_url(config.url())`
     /// gives back an equal configuration. A PostgreSQL URL keeps its
     /// password here (a second process needs it); `Display` hides it.
+    ///
+    /// A SQLite setting outside what a URL accepts is written as the value
+    /// the store uses for it: a busy timeout beyond [`MAX_BUSY_TIMEOUT`] as
+    /// that, 0 connections as 1. The busy timeout is written in whole
+    /// milliseconds, SQLite's unit.
     pub fn url(&self) -> String {
         match self {
             Self::Postgres(postgres) => postgres.url(),
@@ -219,11 +229,13 @@ impl StorageConfig {
                 if sqlite.synchronous != Synchronous::Full {
                     options.push(format!("synchronous={}", sqlite.synchronous.as_str()));
                 }
-                if sqlite.busy_timeout != DEFAULT_BUSY_TIMEOUT {
-                    options.push(format!(
-                        "busy_timeout={}ms",
-                        sqlite.busy_timeout.as_millis()
-                    ));
+                let busy_timeout = sqlite.busy_timeout.min(MAX_BUSY_TIMEOUT);
+                if busy_timeout != DEFAULT_BUSY_TIMEOUT {
+                    options.push(format!("busy_timeout={}ms", busy_timeout.as_millis()));
+                }
+                let max_connections = sqlite.max_connections.max(1);
+                if max_connections != DEFAULT_MAX_CONNECTIONS {
+                    options.push(format!("max_connections={max_connections}"));
                 }
                 if !options.is_empty() {
                     url.push('?');
@@ -259,9 +271,21 @@ impl SqliteConfig {
                 }
                 self.busy_timeout = timeout;
             }
+            "max_connections" => {
+                self.max_connections = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|max| *max >= 1)
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "max_connections must be a whole number of at least 1, got {value:?}"
+                        ))
+                    })?;
+            }
             other => {
                 return Err(invalid(format!(
-                    "unknown sqlite store option {other:?}; accepted: synchronous, busy_timeout"
+                    "unknown sqlite store option {other:?}; accepted: synchronous, busy_timeout, \
+                     max_connections"
                 )))
             }
         }
@@ -341,6 +365,8 @@ fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathB
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -349,7 +375,7 @@ mod tests {
         assert_eq!(config, StorageConfig::sqlite("/var/lib/lf/registry.db"));
         assert_eq!(config.url(), "sqlite:///var/lib/lf/registry.db");
         let tuned = StorageConfig::from_url(
-            "sqlite:///tmp/my%20dir/r.db?synchronous=normal&busy_timeout=2s",
+            "sqlite:///tmp/my%20dir/r.db?synchronous=normal&busy_timeout=2s&max_connections=7",
         )
         .unwrap();
         let StorageConfig::Sqlite(sqlite) = &tuned else {
@@ -358,7 +384,178 @@ mod tests {
         assert_eq!(sqlite.path, PathBuf::from("/tmp/my dir/r.db"));
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(2));
+        assert_eq!(sqlite.max_connections, 7);
         assert_eq!(StorageConfig::from_url(&tuned.url()).unwrap(), tuned);
+    }
+
+    fn sqlite_config(
+        synchronous: Synchronous,
+        busy_timeout: Duration,
+        max_connections: u32,
+    ) -> SqliteConfig {
+        SqliteConfig {
+            path: PathBuf::from("/var/lib/lf/registry.db"),
+            synchronous,
+            busy_timeout,
+            max_connections,
+        }
+    }
+
+    /// Each SQLite option, at its default, its edges and a value between,
+    /// alone and together, comes back equal from its URL.
+    #[test]
+    fn every_sqlite_option_survives_the_url_form() {
+        use Synchronous::{Full, Normal};
+        let default = DEFAULT_BUSY_TIMEOUT;
+        let max = DEFAULT_MAX_CONNECTIONS;
+        for (case, sqlite) in [
+            ("defaults", sqlite_config(Full, default, max)),
+            ("synchronous=normal", sqlite_config(Normal, default, max)),
+            ("busy_timeout=0", sqlite_config(Full, Duration::ZERO, max)),
+            (
+                "busy_timeout=1ms",
+                sqlite_config(Full, Duration::from_millis(1), max),
+            ),
+            (
+                "busy_timeout=1500ms",
+                sqlite_config(Full, Duration::from_millis(1500), max),
+            ),
+            (
+                "busy_timeout=24h",
+                sqlite_config(Full, MAX_BUSY_TIMEOUT, max),
+            ),
+            ("max_connections=1", sqlite_config(Full, default, 1)),
+            ("max_connections=9", sqlite_config(Full, default, 9)),
+            (
+                "max_connections=max",
+                sqlite_config(Full, default, u32::MAX),
+            ),
+            (
+                "all set",
+                sqlite_config(Normal, Duration::from_millis(250), 2),
+            ),
+        ] {
+            let config = StorageConfig::Sqlite(sqlite);
+            let url = config.url();
+            let again = StorageConfig::from_url(&url);
+            assert_eq!(again.as_ref().ok(), Some(&config), "{case}: {url}");
+            assert_eq!(again.map(|again| again.url()).ok(), Some(url), "{case}");
+        }
+    }
+
+    /// A setting a URL cannot hold comes back as the value the store uses.
+    #[test]
+    fn out_of_range_sqlite_settings_come_back_as_the_value_used() {
+        for (set, used) in [
+            (
+                sqlite_config(Synchronous::Full, Duration::MAX, 0),
+                sqlite_config(Synchronous::Full, MAX_BUSY_TIMEOUT, 1),
+            ),
+            (
+                sqlite_config(
+                    Synchronous::Normal,
+                    MAX_BUSY_TIMEOUT + Duration::from_millis(1),
+                    3,
+                ),
+                sqlite_config(Synchronous::Normal, MAX_BUSY_TIMEOUT, 3),
+            ),
+        ] {
+            let url = StorageConfig::Sqlite(set).url();
+            assert_eq!(
+                StorageConfig::from_url(&url).ok(),
+                Some(StorageConfig::Sqlite(used)),
+                "{url}"
+            );
+        }
+    }
+
+    fn absolute_path_without_nul(trailing_slash: bool) -> impl Strategy<Value = PathBuf> {
+        prop::collection::vec(1u8..=255, 0..24).prop_map(move |bytes| {
+            let mut path = vec![b'/'];
+            path.extend(bytes);
+            if path.len() > 1 && path.ends_with(b"/") && !trailing_slash {
+                path.push(b'x');
+            }
+            PathBuf::from(OsString::from_vec(path))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_sqlite_config_in_range_round_trips(
+            path in absolute_path_without_nul(false),
+            normal in any::<bool>(),
+            millis in 0..=MAX_BUSY_TIMEOUT.as_secs() * 1000,
+            max_connections in 1..=u32::MAX,
+        ) {
+            let config = StorageConfig::Sqlite(SqliteConfig {
+                path,
+                synchronous: if normal { Synchronous::Normal } else { Synchronous::Full },
+                busy_timeout: Duration::from_millis(millis),
+                max_connections,
+            });
+            let url = config.url();
+            prop_assert_eq!(StorageConfig::from_url(&url).ok(), Some(config), "{}", url);
+        }
+
+        #[test]
+        fn any_sled_config_round_trips(path in absolute_path_without_nul(true)) {
+            let config = StorageConfig::sled(path);
+            let url = config.url();
+            prop_assert_eq!(StorageConfig::from_url(&url).ok(), Some(config), "{}", url);
+        }
+    }
+
+    /// Each of lf-handoff's PostgreSQL options, and driver options, come
+    /// back equal from the URL.
+    #[test]
+    fn every_postgres_option_survives_the_url_form() {
+        let base = StorageConfig::from_url("postgres://lf:p%40ss@db:5432/lf?sslmode=disable");
+        let Ok(StorageConfig::Postgres(base)) = base else {
+            panic!("not postgres: {base:?}")
+        };
+        let with = |change: &dyn Fn(&mut PostgresConfig)| {
+            let mut config = base.clone();
+            change(&mut config);
+            config
+        };
+        for (case, postgres) in [
+            ("defaults", base.clone()),
+            ("schema", with(&|c| c.schema = "team_a".into())),
+            ("schema of 63 bytes", with(&|c| c.schema = "a".repeat(63))),
+            ("pool_size=1", with(&|c| c.pool_size = 1)),
+            ("pool_size=max", with(&|c| c.pool_size = u32::MAX)),
+            (
+                "acquire_timeout=1ms",
+                with(&|c| c.acquire_timeout = Duration::from_millis(1)),
+            ),
+            (
+                "acquire_timeout=1500ms",
+                with(&|c| c.acquire_timeout = Duration::from_millis(1500)),
+            ),
+            (
+                "acquire_timeout=u64::MAX ms",
+                with(&|c| c.acquire_timeout = Duration::from_millis(u64::MAX)),
+            ),
+            (
+                "no driver options",
+                with(&|c| c.connection = "postgresql://lf@db/lf".into()),
+            ),
+            (
+                "all set",
+                with(&|c| {
+                    c.schema = "b".into();
+                    c.pool_size = 2;
+                    c.acquire_timeout = Duration::from_secs(90);
+                }),
+            ),
+        ] {
+            let config = StorageConfig::Postgres(postgres);
+            let url = config.url();
+            let again = StorageConfig::from_url(&url);
+            assert_eq!(again.as_ref().ok(), Some(&config), "{case}: {url}");
+            assert_eq!(again.map(|again| again.url()).ok(), Some(url), "{case}");
+        }
     }
 
     #[test]
@@ -387,6 +584,8 @@ mod tests {
             ("sqlite:///tmp/r.db?busy_timeout", "key=value"),
             ("sqlite:///tmp/r%zz.db", "escape"),
             ("sqlite:///tmp/r%00.db", "NUL"),
+            ("sqlite:///tmp/r.db?max_connections=0", "max_connections"),
+            ("sqlite:///tmp/r.db?max_connections=-1", "max_connections"),
             (
                 "sqlite:///tmp/r.db?synchronous=full&synchronous=normal",
                 "twice",

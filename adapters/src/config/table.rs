@@ -20,6 +20,7 @@ struct ConfigTable {
     url: String,
     synchronous: Option<String>,
     busy_timeout: Option<String>,
+    max_connections: Option<u32>,
     schema: Option<String>,
     pool_size: Option<u32>,
     acquire_timeout: Option<String>,
@@ -42,6 +43,10 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
     let options = [
         ("synchronous", table.synchronous),
         ("busy_timeout", table.busy_timeout),
+        (
+            "max_connections",
+            table.max_connections.map(|max| max.to_string()),
+        ),
         ("schema", table.schema),
         ("pool_size", table.pool_size.map(|size| size.to_string())),
         ("acquire_timeout", table.acquire_timeout),
@@ -71,7 +76,8 @@ mod tests {
         let from_url: File = toml::from_str("store = \"sqlite:///tmp/a.db\"").unwrap();
         assert_eq!(from_url.store, StorageConfig::sqlite("/tmp/a.db"));
         let from_table: File = toml::from_str(
-            "[store]\nurl = \"sqlite:///tmp/a.db\"\nsynchronous = \"normal\"\nbusy_timeout = \"5s\"\n",
+            "[store]\nurl = \"sqlite:///tmp/a.db\"\nsynchronous = \"normal\"\nbusy_timeout = \"5s\"\n\
+             max_connections = 2\n",
         )
         .unwrap();
         let StorageConfig::Sqlite(sqlite) = &from_table.store else {
@@ -79,12 +85,17 @@ mod tests {
         };
         assert_eq!(sqlite.synchronous, Synchronous::Normal);
         assert_eq!(sqlite.busy_timeout, Duration::from_secs(5));
+        assert_eq!(sqlite.max_connections, 2);
         assert_eq!(
             StorageConfig::from_url(&from_table.store.url()).unwrap(),
             from_table.store
         );
         assert!(toml::from_str::<File>("store = \"ftp://x\"").is_err());
         assert!(toml::from_str::<File>("[store]\nurl = \"sqlite:///a.db\"\ncolour = 1\n").is_err());
+        let err =
+            toml::from_str::<File>("[store]\nurl = \"sqlite:///a.db\"\nmax_connections = 0\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("max_connections"), "{err}");
     }
 
     #[test]
@@ -121,6 +132,7 @@ mod tests {
         );
         for bad in [
             "[store]\nurl = \"postgres://lf@db/lf\"\nsynchronous = \"normal\"\n",
+            "[store]\nurl = \"postgres://lf@db/lf\"\nmax_connections = 2\n",
             "[store]\nurl = \"postgres://lf@db/lf\"\npool_size = 0\n",
             "[store]\nurl = \"sqlite:///tmp/a.db\"\nschema = \"x\"\n",
         ] {
