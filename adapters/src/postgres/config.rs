@@ -18,7 +18,8 @@ use std::time::Duration;
 use lf_handoff_application::{StoreError, StoreResult};
 use sqlx::postgres::PgConnectOptions;
 
-use crate::config::{parse_duration, percent_decode_utf8, split_query};
+use crate::config::text::split_query;
+use crate::config::{decode_option, parse_duration};
 
 /// The schema that holds the tables when the URL names none.
 pub const DEFAULT_POSTGRES_SCHEMA: &str = "lf_handoff";
@@ -111,7 +112,7 @@ impl PostgresConfig {
                     redact_pair(pair)
                 )));
             };
-            let key = percent_decode_utf8(&shown, raw_key)?;
+            let key = decode_option(&shown, raw_key)?;
             if seen.contains(&key) {
                 return Err(invalid(format!(
                     "store URL {shown:?}: option {key:?} is given twice"
@@ -120,7 +121,7 @@ impl PostgresConfig {
             seen.push(key.clone());
             if is_driver_option(&key) {
                 if names_a_file(&key) {
-                    let file = percent_decode_utf8(&shown, raw_value)?;
+                    let file = decode_option(&shown, raw_value)?;
                     if !Path::new(&file).is_file() {
                         return Err(invalid(format!(
                             "store URL {shown:?}: {key} names {file:?}, which is not a \
@@ -130,7 +131,7 @@ impl PostgresConfig {
                 }
                 driver_pairs.push(pair);
             } else {
-                let value = percent_decode_utf8(&shown, raw_value)?;
+                let value = decode_option(&shown, raw_value)?;
                 config.set(&key, &value)?;
             }
         }

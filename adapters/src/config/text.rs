@@ -1,0 +1,199 @@
+//! The text pieces of store URLs and config files: the query split,
+//! percent escapes and durations.
+//!
+//! These helpers know nothing of stores: each failure is a [`TextError`],
+//! which the caller turns into `StoreError::InvalidInput` with the URL or
+//! option it was reading.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+/// Why a piece of text could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TextError {
+    /// A `%` that does not start a two-digit hex escape.
+    #[error("`%` must start an escape like %20")]
+    BadEscape,
+    /// Text whose escapes decode to bytes that are not UTF-8.
+    #[error("escapes must decode to UTF-8")]
+    NotUtf8,
+    /// A duration that does not follow the accepted forms.
+    #[error("duration {0:?} is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s")]
+    MalformedDuration(String),
+    /// A duration of more than `u64::MAX` milliseconds.
+    #[error("duration {0:?} is too long")]
+    DurationTooLong(String),
+}
+
+/// Splits `rest` at its first `?` into what comes before and the query.
+pub(crate) fn split_query(rest: &str) -> (&str, &str) {
+    rest.split_once('?').unwrap_or((rest, ""))
+}
+
+/// Decodes `%XX` escapes (in either case) into bytes.
+pub(crate) fn percent_decode(text: &str) -> Result<Vec<u8>, TextError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let byte = bytes
+                .get(index + 1..index + 3)
+                .and_then(|pair| std::str::from_utf8(pair).ok())
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+                .ok_or(TextError::BadEscape)?;
+            out.push(byte);
+            index += 3;
+        } else {
+            out.push(bytes[index]);
+            index += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes `%XX` escapes into text, which must be UTF-8.
+pub(crate) fn percent_decode_utf8(text: &str) -> Result<String, TextError> {
+    String::from_utf8(percent_decode(text)?).map_err(|_| TextError::NotUtf8)
+}
+
+/// Escapes every byte of `path` that is not safe in a URL path.
+pub(crate) fn encode_path(path: &Path) -> String {
+    let mut out = String::new();
+    for &byte in path.as_os_str().as_bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~+,=@:".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`; a bare
+/// number is seconds. The whole duration must fit in a `u64` count of
+/// milliseconds, so its canonical `<n>ms` form parses back to it.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, TextError> {
+    let malformed = || TextError::MalformedDuration(text.to_string());
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(malformed());
+    }
+    if trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return trimmed
+            .parse::<u64>()
+            .ok()
+            .and_then(|seconds| seconds.checked_mul(1000))
+            .map(Duration::from_millis)
+            .ok_or_else(malformed);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = trimmed;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(malformed());
+        }
+        let number: u64 = rest[..digits].parse().map_err(|_| malformed())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let part = match unit {
+            "ms" => Duration::from_millis(number),
+            "s" => Duration::from_secs(number),
+            "m" => number
+                .checked_mul(60)
+                .map(Duration::from_secs)
+                .ok_or_else(malformed)?,
+            "h" => number
+                .checked_mul(3600)
+                .map(Duration::from_secs)
+                .ok_or_else(malformed)?,
+            _ => return Err(malformed()),
+        };
+        total = total.checked_add(part).ok_or_else(malformed)?;
+    }
+    if u64::try_from(total.as_millis()).is_err() {
+        return Err(TextError::DurationTooLong(trimmed.to_string()));
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn durations_parse_in_common_forms() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration(" 45s "), Ok(Duration::from_secs(45)));
+        for bad in [
+            "",
+            "s",
+            "10x",
+            "-1s",
+            "1.5s",
+            "99999999999999999999h",
+            "10 s",
+            "18446744073709552",
+        ] {
+            assert_eq!(
+                parse_duration(bad),
+                Err(TextError::MalformedDuration(bad.to_string())),
+                "{bad:?}"
+            );
+        }
+        // Whole, but longer than u64::MAX milliseconds.
+        assert_eq!(
+            parse_duration(" 18446744073709552s"),
+            Err(TextError::DurationTooLong("18446744073709552s".to_string()))
+        );
+    }
+
+    #[test]
+    fn duration_errors_name_the_text_and_the_accepted_forms() {
+        let malformed = TextError::MalformedDuration("soon".into()).to_string();
+        assert_eq!(
+            malformed,
+            "duration \"soon\" is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s"
+        );
+        let long = TextError::DurationTooLong("600000000000h".into()).to_string();
+        assert_eq!(long, "duration \"600000000000h\" is too long");
+    }
+
+    #[test]
+    fn escapes_decode_in_either_case_and_bad_ones_are_refused() {
+        assert_eq!(percent_decode("a%20b%2fc%2F"), Ok(b"a b/c/".to_vec()));
+        assert_eq!(percent_decode("%ff%00"), Ok(vec![0xff, 0]));
+        for bad in ["%", "%2", "%zz", "a%g0", "%\u{e9}"] {
+            assert_eq!(percent_decode(bad), Err(TextError::BadEscape), "{bad:?}");
+        }
+        assert_eq!(percent_decode_utf8("caf%C3%A9"), Ok("café".to_string()));
+        assert_eq!(percent_decode_utf8("%ff"), Err(TextError::NotUtf8));
+    }
+
+    #[test]
+    fn encoded_paths_decode_back_to_the_same_bytes() {
+        let bytes: Vec<u8> = (1..=255).collect();
+        let path = OsString::from_vec(bytes.clone());
+        let encoded = encode_path(Path::new(&path));
+        assert!(encoded.is_ascii() && !encoded.contains(['?', '#', '&', ' ']));
+        assert_eq!(percent_decode(&encoded), Ok(bytes));
+    }
+
+    #[test]
+    fn the_query_starts_at_the_first_question_mark() {
+        assert_eq!(split_query("/a?b=1?c"), ("/a", "b=1?c"));
+        assert_eq!(split_query("/a"), ("/a", ""));
+    }
+}
