@@ -296,7 +296,7 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
             }
             Transition::Changed(handoff) => {
                 Ok(Some(match self.swap(current.version, &handoff).await? {
-                    SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(handoff)),
+                    SwapOutcome::Swapped => TransitionOutcome::Applied(Box::new(handoff)),
                     SwapOutcome::Lost => TransitionOutcome::Lost,
                 }))
             }
@@ -329,9 +329,7 @@ impl<E: SqlEngine> SqlStore<E> {
             .map_err(failed)?
         {
             0 => Ok(SwapOutcome::Lost),
-            _ => Ok(SwapOutcome::Swapped {
-                version: expected + 1,
-            }),
+            _ => Ok(SwapOutcome::Swapped),
         }
     }
 }
@@ -430,9 +428,7 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
             .map_err(failed)?
         {
             0 => Ok(SwapOutcome::Lost),
-            _ => Ok(SwapOutcome::Swapped {
-                version: expected + 1,
-            }),
+            _ => Ok(SwapOutcome::Swapped),
         }
     }
 
