@@ -33,6 +33,8 @@ mod parents;
 mod row;
 pub(crate) mod schema;
 pub(crate) mod statements;
+#[cfg(test)]
+mod tests;
 
 use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult};
