@@ -61,11 +61,8 @@ pub enum InsertOutcome {
 /// The result of a compare-and-swap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwapOutcome {
-    /// The record was replaced; this is its new version.
-    Swapped {
-        /// The version now stored.
-        version: u64,
-    },
+    /// The record was replaced (its version is one more than expected).
+    Swapped,
     /// The stored version was not the expected one; nothing was written.
     Lost,
 }
@@ -245,8 +242,3 @@ pub trait IdSource: Debug + Send + Sync + 'static {
     /// A fresh, never-used handoff id.
     fn new_handoff_id(&self) -> InteractiveHandoffId;
 }
-
-/// A handoff repository behind a trait object.
-pub type DynHandoffRepository = dyn HandoffRepository;
-/// A parent registry behind a trait object.
-pub type DynParentRegistry = dyn ParentRegistry;

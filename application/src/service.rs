@@ -251,7 +251,7 @@ impl Store {
                 .value
                 .record_body(process.clone(), self.clock.now())?;
             match self.parents.swap_parent(current.version, &next).await? {
-                SwapOutcome::Swapped { .. } => return Ok(next),
+                SwapOutcome::Swapped => return Ok(next),
                 SwapOutcome::Lost => continue,
             }
         }

@@ -152,7 +152,7 @@ impl HandoffRepository for SledStore {
                 Transition::Changed(next) => next,
             };
             Ok(Some(match swap(shared, &id_key, bytes, &current, &next)? {
-                SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(next)),
+                SwapOutcome::Swapped => TransitionOutcome::Applied(Box::new(next)),
                 SwapOutcome::Lost => TransitionOutcome::Lost,
             }))
         })
@@ -188,7 +188,7 @@ fn swap(
             match swapped {
                 Ok(()) => {
                     shared.make_durable()?;
-                    Ok(SwapOutcome::Swapped { version: next })
+                    Ok(SwapOutcome::Swapped)
                 }
                 // The bytes changed since the read: another swap won.
                 Err(_) => Ok(SwapOutcome::Lost),
@@ -222,7 +222,7 @@ fn swap(
         },
     )?;
     match outcome {
-        Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+        Ok(()) => Ok(SwapOutcome::Swapped),
         Err(_) => Ok(SwapOutcome::Lost),
     }
 }
