@@ -28,7 +28,7 @@ mod system;
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
-    Clock, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
+    Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
     ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS};

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    Decision, HandoffRepository, InsertOutcome, ListQuery, SwapOutcome, TransitionOutcome,
+    Decided, Decision, HandoffRepository, InsertOutcome, ListQuery, SwapOutcome, TransitionOutcome,
     Versioned,
 };
 use lf_handoff_application::StoreResult;
@@ -83,13 +83,18 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         let Some(current) = self.load(id).await? else {
             return Ok(None);
         };
-        match decide(&current.value)? {
-            Transition::Unchanged(handoff) => {
-                Ok(Some(TransitionOutcome::Applied(Box::new(handoff))))
-            }
+        let Decided { transition, answer } = decide(&current.value)?;
+        match transition {
+            Transition::Unchanged(handoff) => Ok(Some(TransitionOutcome::Applied {
+                handoff: Box::new(handoff),
+                answer,
+            })),
             Transition::Changed(handoff) => {
                 Ok(Some(match self.swap(current.version, &handoff).await? {
-                    SwapOutcome::Swapped => TransitionOutcome::Applied(Box::new(handoff)),
+                    SwapOutcome::Swapped => TransitionOutcome::Applied {
+                        handoff: Box::new(handoff),
+                        answer,
+                    },
                     SwapOutcome::Lost => TransitionOutcome::Lost,
                 }))
             }

@@ -62,13 +62,16 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     let outcome = sql
         .transition(
             &opened.id,
-            Arc::new(move |_| Ok(Transition::Changed(decided.clone()))),
+            Arc::new(move |_| Ok(Transition::Changed(decided.clone()).into())),
         )
         .await
         .unwrap();
     assert_eq!(
         outcome,
-        Some(TransitionOutcome::Applied(Box::new(next.clone())))
+        Some(TransitionOutcome::Applied {
+            handoff: Box::new(next.clone()),
+            answer: true,
+        })
     );
     let stored = sql.load(&opened.id).await.unwrap().unwrap();
     assert_eq!(stored.value, next);
