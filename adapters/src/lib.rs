@@ -70,6 +70,17 @@ use crate::sled::SledStore;
 use crate::sql::{SqlEngine, SqlStore};
 use crate::sqlite::SqliteEngine;
 
+/// The SQL backends' handoff columns and statements, for the benchmark's
+/// raw side, which issues the same statements directly. Not a stable API.
+#[doc(hidden)]
+pub mod sql_columns {
+    pub use crate::sql::columns::{
+        column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
+    };
+    pub use crate::sql::engine::{bind, Driver, Param};
+    pub use crate::sql::statements::{HANDOFF_BY_ID, SWAP_HANDOFF};
+}
+
 /// Opens (creating when missing) the store `config` names.
 ///
 /// # Errors

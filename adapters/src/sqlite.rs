@@ -27,13 +27,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteQueryResult, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
-use crate::sql::{sql_engine, EngineError};
+use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
 pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
@@ -41,14 +41,66 @@ pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// The SQLite engine: a few connections to one file.
+pub(crate) type SqliteEngine = Engine<SqliteFile>;
+
+/// SQLite's dialect: the store's file, which every message names, and the
+/// busy timeout a writer waits for another process's lock.
 #[derive(Debug)]
-pub(crate) struct SqliteEngine {
-    pool: Connections<sqlx::SqliteConnection>,
+pub(crate) struct SqliteFile {
     path: PathBuf,
     busy_timeout: Duration,
 }
 
-sql_engine!(SqliteEngine, sqlx::Sqlite, "BEGIN IMMEDIATE");
+impl Dialect for SqliteFile {
+    type Db = sqlx::Sqlite;
+
+    /// Takes the write lock before the first read, so a writer never
+    /// deadlocks into `SQLITE_BUSY`.
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+
+    fn map_error(&self, error: sqlx::Error) -> EngineError {
+        let path = self.path.display();
+        if let sqlx::Error::Database(db) = &error {
+            if db.is_unique_violation() {
+                return EngineError::Unique(db.message().to_string());
+            }
+            let kind = error_kind(&error);
+            let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
+            let message = match code & 0xff {
+                5 | 6 => format!(
+                    "{path} is busy: another process held its write lock longer than the busy \
+                     timeout ({} ms)",
+                    self.busy_timeout.as_millis()
+                ),
+                11 | 26 => format!(
+                    "{path} is damaged or not an lf-handoff store ({}); it was left unchanged",
+                    db.message()
+                ),
+                8 => format!("{path} is read-only: {}", db.message()),
+                13 => format!("{path}: the disk is full"),
+                14 => format!("cannot open {path}: {}", db.message()),
+                10 => format!("{path}: {}", db.message()),
+                _ => format!("{path}: SQLite error: {}", db.message()),
+            };
+            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
+        }
+        let kind = error_kind(&error);
+        let message = match &error {
+            sqlx::Error::PoolTimedOut => {
+                format!("{path}: timed out waiting for a database connection")
+            }
+            sqlx::Error::Io(io) => format!("{path}: {io}"),
+            other => format!("{path}: {other}"),
+        };
+        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
+    }
+}
+
+impl RowsAffected for SqliteQueryResult {
+    fn rows_affected(&self) -> u64 {
+        SqliteQueryResult::rows_affected(self)
+    }
+}
 
 impl SqliteEngine {
     /// Opens (creating when missing) and migrates the store at `config.path`.
@@ -106,11 +158,7 @@ impl SqliteEngine {
             None,
         );
         pool.give(first);
-        let engine = Self {
-            pool,
-            path,
-            busy_timeout,
-        };
+        let engine = Engine::new(pool, SqliteFile { path, busy_timeout });
         if !current {
             engine.migrate().await?;
         }
@@ -118,14 +166,15 @@ impl SqliteEngine {
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await.map_err(|e| self.unavailable(e))?;
-        let version = schema_version(&self.path, &mut conn).await?;
+        let file = &self.dialect;
+        let mut conn = self.pool.acquire().await.map_err(|e| file.unavailable(e))?;
+        let version = schema_version(&file.path, &mut conn).await?;
         if version == LATEST_VERSION {
             return Ok(());
         }
         // A new store: switch to WAL first. Changing the journal mode needs an
         // exclusive lock that the busy handler does not wait for, so retry.
-        let deadline = Instant::now() + self.busy_timeout;
+        let deadline = Instant::now() + file.busy_timeout;
         loop {
             match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
                 .fetch_one(&mut *conn)
@@ -137,41 +186,43 @@ impl SqliteEngine {
                         UnavailableKind::Other,
                         format!(
                             "{}: SQLite refused WAL mode (journal mode is {mode})",
-                            self.path.display()
+                            file.path.display()
                         ),
                     ))
                 }
                 Err(e) if is_busy(&e) && Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                Err(e) => return Err(self.unavailable(e)),
+                Err(e) => return Err(file.unavailable(e)),
             }
         }
         let mut tx = conn
-            .begin_with("BEGIN IMMEDIATE")
+            .begin_with(SqliteFile::BEGIN_WRITE)
             .await
-            .map_err(|e| self.unavailable(e))?;
+            .map_err(|e| file.unavailable(e))?;
         // Another process may have migrated while we waited for the lock.
-        let version = schema_version(&self.path, &mut tx).await?;
+        let version = schema_version(&file.path, &mut tx).await?;
         for statement in statements_after(version) {
             sqlx::query(statement)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| self.unavailable(e))?;
+                .map_err(|e| file.unavailable(e))?;
         }
         // PRAGMA values cannot be bound; both are integer constants.
         sqlx::query(&format!("PRAGMA application_id = {APPLICATION_ID}"))
             .execute(&mut *tx)
             .await
-            .map_err(|e| self.unavailable(e))?;
+            .map_err(|e| file.unavailable(e))?;
         sqlx::query(&format!("PRAGMA user_version = {LATEST_VERSION}"))
             .execute(&mut *tx)
             .await
-            .map_err(|e| self.unavailable(e))?;
-        tx.commit().await.map_err(|e| self.unavailable(e))?;
+            .map_err(|e| file.unavailable(e))?;
+        tx.commit().await.map_err(|e| file.unavailable(e))?;
         Ok(())
     }
+}
 
+impl SqliteFile {
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
@@ -180,44 +231,6 @@ impl SqliteEngine {
                 self.path.display()
             )),
         }
-    }
-
-    /// Maps every sqlx error of this backend, in one place.
-    fn map_error(&self, error: sqlx::Error) -> EngineError {
-        let path = self.path.display();
-        if let sqlx::Error::Database(db) = &error {
-            if db.is_unique_violation() {
-                return EngineError::Unique(db.message().to_string());
-            }
-            let kind = error_kind(&error);
-            let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
-            let message = match code & 0xff {
-                5 | 6 => format!(
-                    "{path} is busy: another process held its write lock longer than the \
-                     busy timeout ({} ms)",
-                    self.busy_timeout.as_millis()
-                ),
-                11 | 26 => format!(
-                    "{path} is damaged or not an lf-handoff store ({}); it was left unchanged",
-                    db.message()
-                ),
-                8 => format!("{path} is read-only: {}", db.message()),
-                13 => format!("{path}: the disk is full"),
-                14 => format!("cannot open {path}: {}", db.message()),
-                10 => format!("{path}: {}", db.message()),
-                _ => format!("{path}: SQLite error: {}", db.message()),
-            };
-            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
-        }
-        let kind = error_kind(&error);
-        let message = match &error {
-            sqlx::Error::PoolTimedOut => {
-                format!("{path}: timed out waiting for a database connection")
-            }
-            sqlx::Error::Io(io) => format!("{path}: {io}"),
-            other => format!("{path}: {other}"),
-        };
-        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
     }
 }
 
@@ -251,8 +264,8 @@ async fn schema_version(path: &Path, conn: &mut sqlx::SqliteConnection) -> Store
                 UnavailableKind::NewerSchema,
                 format!(
                     "{shown} was written by a newer lf-handoff (schema version {version}; this \
-                 build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
-                 The file was left unchanged"
+                     build understands up to {LATEST_VERSION}); upgrade lf-handoff to use it. \
+                     The file was left unchanged"
                 ),
             ));
         }

@@ -28,9 +28,8 @@ mod system;
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
-    Clock, Decision, DynHandoffRepository, DynParentRegistry, HandoffRepository, IdSource,
-    InsertOutcome, ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome,
-    TransitionOutcome, Versioned,
+    Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
+    ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS};
 pub use system::{GenerateId, SystemClock, UuidV7Ids};

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, Transition,
+    InteractiveHandoff, InteractiveHandoffParent, Transition, WakeClaim,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
@@ -61,27 +61,59 @@ pub enum InsertOutcome {
 /// The result of a compare-and-swap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SwapOutcome {
-    /// The record was replaced; this is its new version.
-    Swapped {
-        /// The version now stored.
-        version: u64,
-    },
+    /// The record was replaced (its version is one more than expected).
+    Swapped,
     /// The stored version was not the expected one; nothing was written.
     Lost,
 }
 
+/// What the domain decided for one stored handoff: the transition to
+/// store, and the caller's answer besides the record (for a wake claim,
+/// whether the claiming generation holds the wake; `true` otherwise).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// The record to store, or the replay that writes nothing.
+    pub transition: Transition,
+    /// The caller's answer, taken from the same decision that was stored.
+    pub answer: bool,
+}
+
+impl From<Transition> for Decided {
+    fn from(transition: Transition) -> Self {
+        Self {
+            transition,
+            answer: true,
+        }
+    }
+}
+
+impl From<WakeClaim> for Decided {
+    fn from(claim: WakeClaim) -> Self {
+        Self {
+            transition: claim.transition,
+            answer: claim.claimed,
+        }
+    }
+}
+
 /// The domain's decision for one stored handoff, as the service hands it to
 /// [`HandoffRepository::transition`]: the record as stored in, the
-/// transition to store (or the domain's refusal) out. It reads the clock
-/// itself, so its timestamps come after the load.
-pub type Decision = Arc<dyn Fn(&InteractiveHandoff) -> DomainResult<Transition> + Send + Sync>;
+/// transition to store and the caller's answer (or the domain's refusal)
+/// out. It reads the clock itself, so its timestamps come after the load.
+pub type Decision = Arc<dyn Fn(&InteractiveHandoff) -> DomainResult<Decided> + Send + Sync>;
 
 /// The result of [`HandoffRepository::transition`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransitionOutcome {
     /// The decision was stored (a [`Transition::Changed`]) or needed no
-    /// write (a [`Transition::Unchanged`] replay): the record as it now is.
-    Applied(Box<InteractiveHandoff>),
+    /// write (a [`Transition::Unchanged`] replay): the record as it now is,
+    /// and the decision's answer.
+    Applied {
+        /// The record as it now is.
+        handoff: Box<InteractiveHandoff>,
+        /// [`Decided::answer`] of the decision that was applied.
+        answer: bool,
+    },
     /// The record changed between the load and the compare-and-swap;
     /// nothing was written. The caller decides again on the new record.
     Lost,
@@ -245,8 +277,3 @@ pub trait IdSource: Debug + Send + Sync + 'static {
     /// A fresh, never-used handoff id.
     fn new_handoff_id(&self) -> InteractiveHandoffId;
 }
-
-/// A handoff repository behind a trait object.
-pub type DynHandoffRepository = dyn HandoffRepository;
-/// A parent registry behind a trait object.
-pub type DynParentRegistry = dyn ParentRegistry;

@@ -251,7 +251,7 @@ impl Store {
                 .value
                 .record_body(process.clone(), self.clock.now())?;
             match self.parents.swap_parent(current.version, &next).await? {
-                SwapOutcome::Swapped { .. } => return Ok(next),
+                SwapOutcome::Swapped => return Ok(next),
                 SwapOutcome::Lost => continue,
             }
         }
@@ -363,9 +363,10 @@ impl Store {
         let clock = self.clock.clone();
         self.apply(
             id,
-            Arc::new(move |current| handoff::attach(current, clock.now())),
+            Arc::new(move |current| Ok(handoff::attach(current, clock.now())?.into())),
         )
         .await
+        .map(|(handoff, _)| handoff)
     }
 
     /// Finishes a handoff with `outcome`. Finishing again with an equal
@@ -385,9 +386,10 @@ impl Store {
         let (clock, outcome) = (self.clock.clone(), outcome.clone());
         self.apply(
             id,
-            Arc::new(move |current| handoff::finish(current, &outcome, clock.now())),
+            Arc::new(move |current| Ok(handoff::finish(current, &outcome, clock.now())?.into())),
         )
         .await
+        .map(|(handoff, _)| handoff)
     }
 
     /// Claims the wake of a terminal handoff for body `generation`: `true`
@@ -420,17 +422,14 @@ impl Store {
     ) -> StoreResult<(bool, InteractiveHandoff)> {
         check_claim_generation(parent_generation)?;
         let clock = self.clock.clone();
-        let handoff = self
+        let (handoff, claimed) = self
             .apply(
                 id,
                 Arc::new(move |current| {
-                    Ok(handoff::claim_wake(current, parent_generation, clock.now())?.transition)
+                    Ok(handoff::claim_wake(current, parent_generation, clock.now())?.into())
                 }),
             )
             .await?;
-        // Whether this generation holds the wake is the domain's answer on
-        // the record as stored (a replay of the claim: it writes nothing).
-        let claimed = handoff::claim_wake(&handoff, parent_generation, self.clock.now())?.claimed;
         Ok((claimed, handoff))
     }
 
@@ -441,11 +440,13 @@ impl Store {
         &self,
         id: &InteractiveHandoffId,
         decide: Decision,
-    ) -> StoreResult<InteractiveHandoff> {
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
         for _ in 0..MAX_RACE_ATTEMPTS {
             match self.handoffs.transition(id, decide.clone()).await? {
                 None => return Err(StoreError::NotFound(format!("handoff {id} does not exist"))),
-                Some(TransitionOutcome::Applied(handoff)) => return Ok(*handoff),
+                Some(TransitionOutcome::Applied { handoff, answer }) => {
+                    return Ok((*handoff, answer))
+                }
                 Some(TransitionOutcome::Lost) => continue,
             }
         }

@@ -24,8 +24,8 @@ use uuid::Uuid;
 use lf_handoff_domain::interactive_handoff::Transition;
 
 use crate::ports::{
-    Decision, InsertOutcome, MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry,
-    ParentInsert, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
+    Decided, Decision, InsertOutcome, MockClock, MockHandoffRepository, MockIdSource,
+    MockParentRegistry, ParentInsert, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 use crate::{Store, StoreError, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS};
 use lf_handoff_domain::ConflictKind;
@@ -127,14 +127,15 @@ fn decided_on(
     decide: &Decision,
     expect: Expect,
 ) -> StoreResult<Option<TransitionOutcome>> {
-    let transition = decide(stored)?;
+    let Decided { transition, answer } = decide(stored)?;
     match (&transition, expect) {
         (Transition::Changed(_), Expect::Write) | (Transition::Unchanged(_), Expect::Replay) => {}
         (other, _) => panic!("expected a {expect:?}, the domain decided {other:?}"),
     }
-    Ok(Some(TransitionOutcome::Applied(Box::new(
-        transition.into_handoff(),
-    ))))
+    Ok(Some(TransitionOutcome::Applied {
+        handoff: Box::new(transition.into_handoff()),
+        answer,
+    }))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -371,7 +372,10 @@ async fn the_clocks_value_is_what_gets_stored() {
         .times(1)
         .returning(|_, decide| {
             let stored = decided_on(&waiting(), &decide, Expect::Write)?;
-            let Some(TransitionOutcome::Applied(attached)) = &stored else {
+            let Some(TransitionOutcome::Applied {
+                handoff: attached, ..
+            }) = &stored
+            else {
                 unreachable!("decided_on reports an applied transition")
             };
             assert_eq!(

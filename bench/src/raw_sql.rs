@@ -4,10 +4,12 @@
 //! Everything here goes straight to one sqlx connection on the store's own
 //! file or database, with the same schema (the store created it) and the
 //! same durability settings as the adapter: no pool, no checks, nothing
-//! but the statements, which makes it the hardest baseline. Statements are
-//! written once, in the `$n` placeholder form both SQLite and PostgreSQL
-//! accept; `on_conn!` runs the same code on whichever connection the
-//! backend has.
+//! but the statements, which makes it the hardest baseline. The columns,
+//! their encoding and the get and transition statements are the adapter's
+//! own (`lf_handoff_adapters::sql_columns`): a transition is the store's
+//! compare-and-swap of the whole row. Statements use the `$n` placeholder
+//! form both SQLite and PostgreSQL accept; `on_conn!` runs the same code on
+//! whichever connection the backend has.
 
 use std::ops::Range;
 use std::sync::LazyLock;
@@ -16,9 +18,10 @@ use async_trait::async_trait;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::timestamp::to_unix_micros;
+use lf_handoff_adapters::sql_columns::{
+    bind, column_list, HandoffRow, Param, COLUMN_COUNT, HANDOFF_BY_ID, SWAP_HANDOFF,
+};
 use sqlx::Connection as _;
-use time::OffsetDateTime;
 use tokio::sync::Mutex;
 
 use crate::backends::RawEngine;
@@ -53,118 +56,21 @@ macro_rules! on_conn {
     };
 }
 
-pub const COLUMNS: &str = "id, version, parent_kind, parent_id, wave_id, home, cwd, provider, \
-     provider_session_id, body_generation, reason, environment, attach_argv, status, \
-     outcome_text, created_at, updated_at, attached_at, terminal_at, wake_claimed_at, \
-     wake_claimed_by_generation";
-const COLUMN_COUNT: usize = 21;
-
-static SELECT_ONE: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS} FROM handoffs WHERE id = $1"));
+/// One handoff row, every column bound.
 static INSERT_ONE: LazyLock<String> =
-    LazyLock::new(|| multi_insert("handoffs", COLUMNS, COLUMN_COUNT, 1, true));
+    LazyLock::new(|| multi_insert("handoffs", &column_list(), COLUMN_COUNT, 1, true));
 
-const ATTACH: &str = "UPDATE handoffs SET version = version + 1, status = 'attached', \
-     attached_at = $2, updated_at = $2 WHERE id = $1 AND status = 'waiting'";
-const FINISH: &str = "UPDATE handoffs SET version = version + 1, status = $2, \
-     outcome_text = $3, terminal_at = $4, updated_at = $4 \
-     WHERE id = $1 AND status IN ('waiting', 'attached')";
-const CLAIM: &str = "UPDATE handoffs SET version = version + 1, wake_claimed_at = $2, \
-     wake_claimed_by_generation = $3, updated_at = $2 \
-     WHERE id = $1 AND terminal_at IS NOT NULL AND wake_claimed_by_generation IS NULL";
-
-/// Handoff rows per multi-row INSERT of the bulk loader (21 parameters each).
+/// Handoff rows per multi-row INSERT of the bulk loader (one parameter per
+/// column each).
 const HANDOFFS_PER_STATEMENT: usize = 100;
 /// Parent rows per multi-row INSERT of the bulk loader (4 parameters each).
 const PARENTS_PER_STATEMENT: usize = 400;
 /// Handoffs per bulk-load transaction (one commit, so one sync, each).
 pub const HANDOFFS_PER_TRANSACTION: u64 = 100_000;
 
-/// A handoff in column form (the adapter's encoding).
-#[derive(Debug)]
-struct Row {
-    id: String,
-    version: i64,
-    parent_kind: &'static str,
-    parent_id: String,
-    wave_id: String,
-    home: String,
-    cwd: String,
-    provider: String,
-    provider_session_id: Option<String>,
-    body_generation: i64,
-    reason: String,
-    environment: String,
-    attach_argv: String,
-    status: &'static str,
-    outcome_text: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-    attached_at: Option<i64>,
-    terminal_at: Option<i64>,
-    wake_claimed_at: Option<i64>,
-    wake_claimed_by_generation: Option<i64>,
-}
-
-impl Row {
-    fn of(handoff: &InteractiveHandoff) -> BenchResult<Self> {
-        Ok(Self {
-            id: handoff.id.to_string(),
-            version: version_of(handoff),
-            parent_kind: handoff.parent.kind(),
-            parent_id: handoff.parent.id_str().to_string(),
-            wave_id: handoff.wave_id.to_string(),
-            home: handoff.home.to_string(),
-            cwd: handoff
-                .cwd
-                .to_str()
-                .ok_or_else(|| crate::error::Failure("cwd is not UTF-8".into()))?
-                .to_string(),
-            provider: handoff.provider.clone(),
-            provider_session_id: handoff.provider_session_id.clone(),
-            body_generation: i64::from(handoff.body_generation),
-            reason: handoff.reason.clone(),
-            environment: serde_json::to_string(&handoff.environment).context("environment")?,
-            attach_argv: serde_json::to_string(&handoff.attach_argv).context("argv")?,
-            status: handoff.status.as_str(),
-            outcome_text: handoff.outcome.as_ref().map(|o| o.text().to_string()),
-            created_at: to_unix_micros(handoff.created_at),
-            updated_at: to_unix_micros(handoff.updated_at),
-            attached_at: handoff.attached_at.map(to_unix_micros),
-            terminal_at: handoff.terminal_at.map(to_unix_micros),
-            wake_claimed_at: handoff.wake_claimed_at.map(to_unix_micros),
-            wake_claimed_by_generation: handoff.wake_claimed_by_generation.map(i64::from),
-        })
-    }
-}
-
-/// Binds a [`Row`]'s columns in `COLUMNS` order.
-macro_rules! bind_row {
-    ($query:expr, $row:expr) => {{
-        let row = $row;
-        $query
-            .bind(row.id.as_str())
-            .bind(row.version)
-            .bind(row.parent_kind)
-            .bind(row.parent_id.as_str())
-            .bind(row.wave_id.as_str())
-            .bind(row.home.as_str())
-            .bind(row.cwd.as_str())
-            .bind(row.provider.as_str())
-            .bind(row.provider_session_id.as_deref())
-            .bind(row.body_generation)
-            .bind(row.reason.as_str())
-            .bind(row.environment.as_str())
-            .bind(row.attach_argv.as_str())
-            .bind(row.status)
-            .bind(row.outcome_text.as_deref())
-            .bind(row.created_at)
-            .bind(row.updated_at)
-            .bind(row.attached_at)
-            .bind(row.terminal_at)
-            .bind(row.wake_claimed_at)
-            .bind(row.wake_claimed_by_generation)
-    }};
+/// `handoff` in the adapter's column form, at the version its writes gave it.
+fn row_of(handoff: &InteractiveHandoff) -> BenchResult<HandoffRow<'_>> {
+    HandoffRow::from_domain(handoff, version_of(handoff)).context("encode handoff")
 }
 
 /// `INSERT INTO table (columns) VALUES ($1, ...), ...` for `rows` rows;
@@ -196,13 +102,6 @@ fn multi_insert(table: &str, columns: &str, width: usize, rows: usize, numbered:
     sql
 }
 
-fn micros(instant: Option<OffsetDateTime>) -> BenchResult<i64> {
-    match instant {
-        Some(instant) => Ok(to_unix_micros(instant)),
-        None => fail("raw transition without its timestamp"),
-    }
-}
-
 fn expect_one(affected: u64, what: &str, id: &str) -> BenchResult<()> {
     if affected == 1 {
         Ok(())
@@ -214,20 +113,18 @@ fn expect_one(affected: u64, what: &str, id: &str) -> BenchResult<()> {
 #[async_trait]
 impl RawEngine for RawSql {
     async fn insert(&self, handoff: &InteractiveHandoff) -> BenchResult<()> {
-        let row = Row::of(handoff)?;
-        let affected = on_conn!(self, |conn| bind_row!(
-            sqlx::query(INSERT_ONE.as_str()),
-            &row
-        )
-        .execute(&mut *conn)
-        .await
-        .context("raw insert")?
-        .rows_affected());
+        let row = row_of(handoff)?;
+        let values = row.values();
+        let affected = on_conn!(self, |conn| bind(sqlx::query(INSERT_ONE.as_str()), &values)
+            .execute(&mut *conn)
+            .await
+            .context("raw insert")?
+            .rows_affected());
         expect_one(affected, "insert", &row.id)
     }
 
     async fn get(&self, id: &InteractiveHandoffId) -> BenchResult<bool> {
-        let found = on_conn!(self, |conn| sqlx::query(SELECT_ONE.as_str())
+        let found = on_conn!(self, |conn| sqlx::query(HANDOFF_BY_ID.as_str())
             .bind(id.as_str())
             .fetch_optional(&mut *conn)
             .await
@@ -241,16 +138,7 @@ impl RawEngine for RawSql {
         current: &InteractiveHandoff,
         next: &InteractiveHandoff,
     ) -> BenchResult<()> {
-        let id = current.id.as_str();
-        let at = micros(next.attached_at)?;
-        let affected = on_conn!(self, |conn| sqlx::query(ATTACH)
-            .bind(id)
-            .bind(at)
-            .execute(&mut *conn)
-            .await
-            .context("raw attach")?
-            .rows_affected());
-        expect_one(affected, "attach", id)
+        self.swap(current, next, "attach").await
     }
 
     async fn finish(
@@ -258,18 +146,7 @@ impl RawEngine for RawSql {
         current: &InteractiveHandoff,
         next: &InteractiveHandoff,
     ) -> BenchResult<()> {
-        let id = current.id.as_str();
-        let at = micros(next.terminal_at)?;
-        let affected = on_conn!(self, |conn| sqlx::query(FINISH)
-            .bind(id)
-            .bind(next.status.as_str())
-            .bind(next.outcome.as_ref().map(|o| o.text()))
-            .bind(at)
-            .execute(&mut *conn)
-            .await
-            .context("raw finish")?
-            .rows_affected());
-        expect_one(affected, "finish", id)
+        self.swap(current, next, "finish").await
     }
 
     async fn claim(
@@ -277,18 +154,7 @@ impl RawEngine for RawSql {
         current: &InteractiveHandoff,
         next: &InteractiveHandoff,
     ) -> BenchResult<()> {
-        let id = current.id.as_str();
-        let at = micros(next.wake_claimed_at)?;
-        let generation = next.wake_claimed_by_generation.map(i64::from);
-        let affected = on_conn!(self, |conn| sqlx::query(CLAIM)
-            .bind(id)
-            .bind(at)
-            .bind(generation)
-            .execute(&mut *conn)
-            .await
-            .context("raw claim")?
-            .rows_affected());
-        expect_one(affected, "claim", id)
+        self.swap(current, next, "claim").await
     }
 
     /// Multi-row INSERTs, [`HANDOFFS_PER_TRANSACTION`] handoffs per
@@ -341,6 +207,27 @@ impl RawEngine for RawSql {
 }
 
 impl RawSql {
+    /// Writes `next` over `current` (`what`): the store's compare-and-swap
+    /// of the whole row, guarded by `current`'s version.
+    async fn swap(
+        &self,
+        current: &InteractiveHandoff,
+        next: &InteractiveHandoff,
+        what: &str,
+    ) -> BenchResult<()> {
+        let row = row_of(next)?;
+        let params = row.swap_values(version_of(current));
+        let affected = on_conn!(self, |conn| bind(
+            sqlx::query(SWAP_HANDOFF.as_str()),
+            &params
+        )
+        .execute(&mut *conn)
+        .await
+        .context(format!("raw {what}"))?
+        .rows_affected());
+        expect_one(affected, what, &row.id)
+    }
+
     /// Whether bulk statements use `$n` placeholders (PostgreSQL needs
     /// them) or plain `?` (SQLite binds those in linear time).
     fn numbered(&self) -> bool {
@@ -391,9 +278,10 @@ impl RawSql {
     }
 
     async fn insert_handoffs(&self, population: &Population, range: Range<u64>) -> BenchResult<()> {
+        let columns = column_list();
         let full = multi_insert(
             "handoffs",
-            COLUMNS,
+            &columns,
             COLUMN_COUNT,
             HANDOFFS_PER_STATEMENT,
             self.numbered(),
@@ -403,27 +291,28 @@ impl RawSql {
             let mut start = range.start;
             while start < range.end {
                 let end = (start + HANDOFFS_PER_STATEMENT as u64).min(range.end);
-                let rows = (start..end)
-                    .map(|i| Row::of(&population.handoff(i)?))
-                    .collect::<BenchResult<Vec<Row>>>()?;
+                let handoffs = (start..end)
+                    .map(|i| population.handoff(i))
+                    .collect::<BenchResult<Vec<InteractiveHandoff>>>()?;
+                let rows = handoffs
+                    .iter()
+                    .map(row_of)
+                    .collect::<BenchResult<Vec<HandoffRow>>>()?;
+                let values: Vec<Param> = rows.iter().flat_map(HandoffRow::values).collect();
                 let partial;
                 let sql = if rows.len() == HANDOFFS_PER_STATEMENT {
                     &full
                 } else {
                     partial = multi_insert(
                         "handoffs",
-                        COLUMNS,
+                        &columns,
                         COLUMN_COUNT,
                         rows.len(),
                         self.numbered(),
                     );
                     &partial
                 };
-                let mut query = sqlx::query(sql);
-                for row in &rows {
-                    query = bind_row!(query, row);
-                }
-                query
+                bind(sqlx::query(sql), &values)
                     .execute(&mut *tx)
                     .await
                     .context("bulk load: handoffs")?;

@@ -54,13 +54,13 @@ use std::fmt;
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::postgres::config::PostgresConfig;
 use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, LATEST_VERSION};
-use crate::sql::{sql_engine, EngineError};
+use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// A pooled connection idle for this long is pinged before it is lent, in
 /// case the server restarted or closed it meanwhile.
@@ -70,13 +70,7 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
 
 /// The PostgreSQL engine: a few connections to one schema of one database.
-#[derive(Debug)]
-pub(crate) struct PostgresEngine {
-    pool: Connections<PgConnection>,
-    server: Server,
-}
-
-sql_engine!(PostgresEngine, sqlx::Postgres, "BEGIN");
+pub(crate) type PostgresEngine = Engine<Server>;
 
 impl PostgresEngine {
     /// Connects, checks the schema version and migrates when needed.
@@ -97,19 +91,14 @@ impl PostgresEngine {
             Some(IDLE_CHECK_AFTER),
         );
         pool.give(conn);
-        Ok(Self { pool, server })
-    }
-
-    /// Maps every sqlx error of this backend, in one place.
-    fn map_error(&self, error: sqlx::Error) -> EngineError {
-        self.server.map_error(error)
+        Ok(Engine::new(pool, server))
     }
 }
 
 /// What a message says about the store's server: host and port, database,
 /// schema. Never the password.
 #[derive(Debug, Clone)]
-struct Server {
+pub(crate) struct Server {
     /// `host:port`, `[v6]:port`, or the Unix socket.
     address: String,
     database: String,
@@ -290,6 +279,15 @@ impl Server {
             )),
         }
     }
+}
+
+/// PostgreSQL's dialect: the server, which every message names.
+impl Dialect for Server {
+    type Db = sqlx::Postgres;
+
+    /// READ COMMITTED: a writer that finds a row another transaction
+    /// changed waits for it, then re-checks its condition on the new row.
+    const BEGIN_WRITE: &'static str = "BEGIN";
 
     /// Maps one sqlx error to what the shared repository understands: a
     /// unique violation, or an actionable `Unavailable`.
@@ -467,6 +465,12 @@ impl Server {
             other => (UnavailableKind::Other, format!("{self}: {other}")),
         };
         EngineError::Failed(StoreError::unavailable_because(kind, message, error))
+    }
+}
+
+impl RowsAffected for PgQueryResult {
+    fn rows_affected(&self) -> u64 {
+        PgQueryResult::rows_affected(self)
     }
 }
 

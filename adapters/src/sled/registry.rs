@@ -116,7 +116,7 @@ impl ParentRegistry for SledStore {
                 Ok(())
             })?;
             match outcome {
-                Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+                Ok(()) => Ok(SwapOutcome::Swapped),
                 Err(_) => Ok(SwapOutcome::Lost),
             }
         })

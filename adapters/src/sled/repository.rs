@@ -5,7 +5,7 @@ use ::sled::transaction::{Transactional as _, TransactionalTree};
 use ::sled::{IVec, Tree};
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    Decision, HandoffRepository, InsertOutcome, SwapOutcome, TransitionOutcome, Versioned,
+    Decided, Decision, HandoffRepository, InsertOutcome, SwapOutcome, TransitionOutcome, Versioned,
 };
 use lf_handoff_application::{ListQuery, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
@@ -145,14 +145,21 @@ impl HandoffRepository for SledStore {
             let Some((current, bytes)) = loaded else {
                 return Ok(None);
             };
-            let next = match decide(&current.value)? {
+            let Decided { transition, answer } = decide(&current.value)?;
+            let next = match transition {
                 Transition::Unchanged(handoff) => {
-                    return Ok(Some(TransitionOutcome::Applied(Box::new(handoff))))
+                    return Ok(Some(TransitionOutcome::Applied {
+                        handoff: Box::new(handoff),
+                        answer,
+                    }))
                 }
                 Transition::Changed(next) => next,
             };
             Ok(Some(match swap(shared, &id_key, bytes, &current, &next)? {
-                SwapOutcome::Swapped { .. } => TransitionOutcome::Applied(Box::new(next)),
+                SwapOutcome::Swapped => TransitionOutcome::Applied {
+                    handoff: Box::new(next),
+                    answer,
+                },
                 SwapOutcome::Lost => TransitionOutcome::Lost,
             }))
         })
@@ -188,7 +195,7 @@ fn swap(
             match swapped {
                 Ok(()) => {
                     shared.make_durable()?;
-                    Ok(SwapOutcome::Swapped { version: next })
+                    Ok(SwapOutcome::Swapped)
                 }
                 // The bytes changed since the read: another swap won.
                 Err(_) => Ok(SwapOutcome::Lost),
@@ -222,7 +229,7 @@ fn swap(
         },
     )?;
     match outcome {
-        Ok(()) => Ok(SwapOutcome::Swapped { version: next }),
+        Ok(()) => Ok(SwapOutcome::Swapped),
         Err(_) => Ok(SwapOutcome::Lost),
     }
 }

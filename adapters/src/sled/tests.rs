@@ -76,7 +76,7 @@ fn racing(raw: &SledStore, next: fn(&InteractiveHandoff) -> InteractiveHandoff) 
         let version = record::handoff(&current.id, &stored).unwrap().version;
         let again = record::encode(version + 1, current).unwrap();
         shared.handoffs.insert(key, again).unwrap();
-        Ok(Transition::Changed(next(current)))
+        Ok(Transition::Changed(next(current)).into())
     })
 }
 
@@ -294,10 +294,16 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     // Finishing frees the slot in the same write.
     let finished = finish(&opened);
     assert_eq!(
-        raw.transition(&opened.id, Arc::new(|h| Ok(Transition::Changed(finish(h)))))
-            .await
-            .unwrap(),
-        Some(TransitionOutcome::Applied(Box::new(finished.clone())))
+        raw.transition(
+            &opened.id,
+            Arc::new(|h| Ok(Transition::Changed(finish(h)).into()))
+        )
+        .await
+        .unwrap(),
+        Some(TransitionOutcome::Applied {
+            handoff: Box::new(finished.clone()),
+            answer: true,
+        })
     );
     let stored = raw.load(&opened.id).await.unwrap().unwrap();
     assert_eq!((stored.version, &stored.value), (4, &finished));
@@ -313,11 +319,14 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &opened.id,
-            Arc::new(|h| Ok(Transition::Unchanged(h.clone())))
+            Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into()))
         )
         .await
         .unwrap(),
-        Some(TransitionOutcome::Applied(Box::new(finished.clone())))
+        Some(TransitionOutcome::Applied {
+            handoff: Box::new(finished.clone()),
+            answer: true,
+        })
     );
     assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().version, 4);
     let refused = raw

@@ -27,8 +27,6 @@ use std::time::{Duration, Instant};
 use sqlx::{ConnectOptions as _, Connection};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::sql::{ConnectionSource, LeaseHealth};
-
 /// At most `max` connections made from `options`.
 pub(crate) struct Connections<C: Connection> {
     options: C::Options,
@@ -135,8 +133,11 @@ impl<C: Connection> fmt::Debug for Connections<C> {
     }
 }
 
-impl<C: Connection> LeaseHealth for Lease<'_, C> {
-    fn failed(&mut self, error: &sqlx::Error) {
+impl<C: Connection> Lease<'_, C> {
+    /// A statement on this connection failed with `error`: an I/O,
+    /// protocol, TLS or worker error means the connection is broken, and it
+    /// is dropped instead of given back.
+    pub(crate) fn failed(&mut self, error: &sqlx::Error) {
         if matches!(
             error,
             sqlx::Error::Io(_)
@@ -178,25 +179,6 @@ impl<C: Connection> Drop for Lease<'_, C> {
         }
     }
 }
-
-/// Lends connections to the shared repository's statements.
-macro_rules! connection_source {
-    ($conn:ty, $db:ty) => {
-        impl ConnectionSource<$db> for Connections<$conn> {
-            type Lease<'a> = Lease<'a, $conn>;
-
-            fn lend(
-                &self,
-            ) -> impl std::future::Future<Output = Result<Self::Lease<'_>, sqlx::Error>> + Send
-            {
-                self.acquire()
-            }
-        }
-    };
-}
-
-connection_source!(sqlx::sqlite::SqliteConnection, sqlx::Sqlite);
-connection_source!(sqlx::postgres::PgConnection, sqlx::Postgres);
 
 #[cfg(test)]
 mod tests {

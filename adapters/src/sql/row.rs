@@ -1,8 +1,9 @@
-//! The column form of a handoff and its conversion to and from the domain.
+//! A handoff's conversion to and from its column form ([`HandoffRow`]).
 //!
 //! Reading is strict: a column that does not parse, or a record that fails
 //! `validate()`, is reported as `Unavailable`, never returned.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -14,62 +15,36 @@ use lf_handoff_domain::interactive_handoff::{
 };
 use lf_handoff_domain::timestamp::{from_unix_micros, to_unix_micros};
 use lf_handoff_domain::wave_home::WaveHome;
-use time::OffsetDateTime;
 
-/// One `handoffs` row, column for column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HandoffRow {
-    pub id: String,
-    pub version: i64,
-    pub parent_kind: String,
-    pub parent_id: String,
-    pub wave_id: String,
-    pub home: String,
-    pub cwd: String,
-    pub provider: String,
-    pub provider_session_id: Option<String>,
-    pub body_generation: i64,
-    pub reason: String,
-    pub environment: String,
-    pub attach_argv: String,
-    pub status: String,
-    pub outcome_text: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub attached_at: Option<i64>,
-    pub terminal_at: Option<i64>,
-    pub wake_claimed_at: Option<i64>,
-    pub wake_claimed_by_generation: Option<i64>,
-}
+use crate::sql::columns::HandoffRow;
 
-impl HandoffRow {
+impl<'a> HandoffRow<'a> {
     /// The row for `handoff`, at `version`.
     ///
     /// # Errors
     /// `InvalidInput` when the cwd is not UTF-8 (the domain refuses that
     /// earlier; this is a second line of defence).
-    pub fn from_domain(handoff: &InteractiveHandoff, version: i64) -> StoreResult<Self> {
+    pub fn from_domain(handoff: &'a InteractiveHandoff, version: i64) -> StoreResult<Self> {
         let cwd = handoff
             .cwd
             .to_str()
-            .ok_or_else(|| StoreError::InvalidInput("cwd must be valid UTF-8".into()))?
-            .to_string();
+            .ok_or_else(|| StoreError::InvalidInput("cwd must be valid UTF-8".into()))?;
         Ok(Self {
-            id: handoff.id.to_string(),
+            id: Cow::Borrowed(handoff.id.as_str()),
             version,
-            parent_kind: handoff.parent.kind().to_string(),
-            parent_id: handoff.parent.id_str().to_string(),
-            wave_id: handoff.wave_id.to_string(),
-            home: handoff.home.to_string(),
-            cwd,
-            provider: handoff.provider.clone(),
-            provider_session_id: handoff.provider_session_id.clone(),
+            parent_kind: Cow::Borrowed(handoff.parent.kind()),
+            parent_id: Cow::Borrowed(handoff.parent.id_str()),
+            wave_id: Cow::Borrowed(handoff.wave_id.as_str()),
+            home: Cow::Owned(handoff.home.to_string()),
+            cwd: Cow::Borrowed(cwd),
+            provider: Cow::Borrowed(&handoff.provider),
+            provider_session_id: handoff.provider_session_id.as_deref().map(Cow::Borrowed),
             body_generation: i64::from(handoff.body_generation),
-            reason: handoff.reason.clone(),
-            environment: to_json(&handoff.environment)?,
-            attach_argv: to_json(&handoff.attach_argv)?,
-            status: handoff.status.as_str().to_string(),
-            outcome_text: handoff.outcome.as_ref().map(|o| o.text().to_string()),
+            reason: Cow::Borrowed(&handoff.reason),
+            environment: Cow::Owned(to_json(&handoff.environment)?),
+            attach_argv: Cow::Owned(to_json(&handoff.attach_argv)?),
+            status: Cow::Borrowed(handoff.status.as_str()),
+            outcome_text: handoff.outcome.as_ref().map(|o| Cow::Borrowed(o.text())),
             created_at: to_unix_micros(handoff.created_at),
             updated_at: to_unix_micros(handoff.updated_at),
             attached_at: handoff.attached_at.map(to_unix_micros),
@@ -98,7 +73,7 @@ impl HandoffRow {
             .ok_or_else(|| damaged(format!("unknown status {:?}", self.status)))?;
         let outcome = match self.outcome_text {
             Some(text) => Some(
-                InteractiveHandoffOutcome::from_parts(status, text)
+                InteractiveHandoffOutcome::from_parts(status, text.into_owned())
                     .ok_or_else(|| damaged(format!("an outcome on a {status} handoff")))?,
             ),
             None => None,
@@ -120,11 +95,11 @@ impl HandoffRow {
             parent,
             wave_id: WaveId::parse(&self.wave_id).map_err(|e| damaged(e.to_string()))?,
             home: WaveHome::parse(&self.home).map_err(|e| damaged(e.to_string()))?,
-            cwd: PathBuf::from(self.cwd),
-            provider: self.provider,
-            provider_session_id: self.provider_session_id,
+            cwd: PathBuf::from(self.cwd.into_owned()),
+            provider: self.provider.into_owned(),
+            provider_session_id: self.provider_session_id.map(Cow::into_owned),
             body_generation: generation(self.body_generation)?,
-            reason: self.reason,
+            reason: self.reason.into_owned(),
             environment,
             attach_argv,
             status,
@@ -148,11 +123,7 @@ impl HandoffRow {
     }
 }
 
-/// Micros for an optional instant (for binding).
-pub(crate) fn micros(instant: Option<OffsetDateTime>) -> Option<i64> {
-    instant.map(to_unix_micros)
-}
-
+/// `value` as JSON text.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::InvalidInput(format!("cannot encode record: {e}")))

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use async_trait::async_trait;
+use lf_handoff_adapters::sql_columns::column_list;
 use lf_handoff_adapters::{open_store, PostgresConfig, StorageConfig};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions as _, Connection as _, Row as _};
@@ -13,7 +14,7 @@ use tokio::sync::Mutex;
 
 use super::{BenchBackend, RawEngine};
 use crate::error::{fail, BenchResult, Context};
-use crate::raw_sql::{RawSql, COLUMNS};
+use crate::raw_sql::RawSql;
 
 /// The server the benchmark uses when neither `--postgres-url` nor
 /// `LF_HANDOFF_TEST_POSTGRES_URL` names one.
@@ -200,7 +201,8 @@ impl BenchBackend for PostgresBench {
             postgres.connection.clone(),
             "-c".into(),
             format!(
-                "SELECT {COLUMNS} FROM \"{}\".handoffs WHERE id = '{id}'",
+                "SELECT {} FROM \"{}\".handoffs WHERE id = '{id}'",
+                column_list(),
                 postgres.schema
             ),
         ])

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
+use lf_handoff_adapters::sql_columns::column_list;
 use lf_handoff_adapters::{open_store, StorageConfig, Synchronous};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::ConnectOptions as _;
@@ -11,7 +12,7 @@ use tokio::sync::Mutex;
 
 use super::{remove_sqlite_files, BenchBackend, RawEngine};
 use crate::error::{fail, BenchResult, Context};
-use crate::raw_sql::{RawSql, COLUMNS};
+use crate::raw_sql::RawSql;
 
 /// SQLite stores under `dir`.
 #[derive(Debug)]
@@ -83,7 +84,7 @@ impl BenchBackend for SqliteBench {
         Some(vec![
             "sqlite3".into(),
             sqlite.path.display().to_string(),
-            format!("SELECT {COLUMNS} FROM handoffs WHERE id = '{id}'"),
+            format!("SELECT {} FROM handoffs WHERE id = '{id}'", column_list()),
         ])
     }
 

@@ -1,0 +1,407 @@
+//! The SQL engine: what the shared repository asks of a database, and the
+//! one generic implementation of it over sqlx.
+//!
+//! [`SqlEngine`] is the repository's view: run a query and decode rows,
+//! execute a statement, execute a batch in one transaction, each with
+//! errors already mapped ([`EngineError`]); nothing about sqlx crosses it.
+//! [`Engine`] implements it once for every backend. What differs between
+//! SQLite and PostgreSQL is a [`Dialect`]: the sqlx database, the statement
+//! that opens a write transaction, and how an error reads. What sqlx offers
+//! alike for both databases (binding a [`Param`], decoding a column) is
+//! [`Driver`], implemented for every sqlx database that can.
+
+use std::fmt::{self, Debug};
+use std::future::Future;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use lf_handoff_application::StoreError;
+use sqlx::query::Query;
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
+
+use crate::sql::columns::{HandoffRow, Positions};
+use crate::sql::connections::{Connections, Lease};
+use crate::sql::statements::{PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
+
+/// A bind parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param<'a> {
+    /// A TEXT value.
+    Text(&'a str),
+    /// A TEXT value or NULL.
+    OptText(Option<&'a str>),
+    /// A BIGINT value.
+    Int(i64),
+    /// A BIGINT value or NULL.
+    OptInt(Option<i64>),
+}
+
+/// A `(version, record)` pair read from `parents` or `task_prs`.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordRow {
+    pub version: i64,
+    pub record: String,
+}
+
+/// What an engine reports besides success.
+#[derive(Debug)]
+pub(crate) enum EngineError {
+    /// A unique constraint refused the write; the text names the constraint
+    /// or the columns.
+    Unique(String),
+    /// Anything else, already mapped to an actionable `StoreError`.
+    Failed(StoreError),
+}
+
+impl From<StoreError> for EngineError {
+    fn from(error: StoreError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+/// One statement of a batch, with its parameters.
+pub(crate) struct Statement<'a> {
+    pub sql: &'static str,
+    pub params: Vec<Param<'a>>,
+}
+
+/// What a SQL backend provides to the shared repository.
+#[async_trait]
+pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
+    /// Runs a query returning handoff rows (the columns of
+    /// [`HANDOFF_COLUMNS`](crate::sql::columns::HANDOFF_COLUMNS), found by
+    /// name).
+    async fn fetch_handoffs(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<HandoffRow<'static>>, EngineError>;
+
+    /// Runs a query returning the columns `parent_version` and
+    /// `parent_record`, and the handoff columns of a handoff or as many
+    /// NULLs; `None` for no row. More than one row is `Unavailable`.
+    async fn fetch_record_with_handoff(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Option<(RecordRow, Option<HandoffRow<'static>>)>, EngineError>;
+
+    /// Runs a query returning `version` and `record` columns.
+    async fn fetch_records(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<RecordRow>, EngineError>;
+
+    /// Executes one statement, returning the rows it affected.
+    async fn execute(&self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, EngineError>;
+
+    /// Executes `statements` in one write transaction. Each must affect
+    /// exactly one row; if one does not, the transaction is rolled back and
+    /// its index is returned.
+    async fn execute_batch(
+        &self,
+        statements: &[Statement<'_>],
+    ) -> Result<Option<usize>, EngineError>;
+}
+
+/// What differs between the SQL backends.
+pub(crate) trait Dialect: Debug + Send + Sync + 'static {
+    /// The sqlx database.
+    type Db: Driver;
+
+    /// The statement that opens a write transaction.
+    const BEGIN_WRITE: &'static str;
+
+    /// Maps every sqlx error of this backend, in one place: a unique
+    /// violation, or an actionable `Unavailable` naming the store.
+    fn map_error(&self, error: sqlx::Error) -> EngineError;
+}
+
+/// The rows a statement affected: sqlx's results count them, but not
+/// through a trait. Each backend implements it for its result type.
+pub trait RowsAffected {
+    /// How many rows the statement inserted, updated or deleted.
+    fn rows_affected(&self) -> u64;
+}
+
+/// A sqlx future, as sqlx's executors return it.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the engine needs of a sqlx database: binding each kind of
+/// [`Param`], running a statement on a connection, and reading each kind
+/// of column. Every database whose driver supports these types has it.
+pub trait Driver: Database<QueryResult: RowsAffected> {
+    /// `query` with `params` bound in order.
+    fn bind<'q>(
+        query: Query<'q, Self, Self::Arguments<'q>>,
+        params: &[Param<'q>],
+    ) -> Query<'q, Self, Self::Arguments<'q>>;
+
+    /// Executes `sql` with `params` on `conn`.
+    fn execute<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
+
+    /// Runs the query `sql` with `params` on `conn` and returns its rows.
+    fn fetch_all<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
+
+    /// Where the column `name` is in `row`.
+    fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error>;
+
+    /// The TEXT column at `at`.
+    fn text(row: &Self::Row, at: usize) -> Result<String, sqlx::Error>;
+
+    /// The nullable TEXT column at `at`.
+    fn optional_text(row: &Self::Row, at: usize) -> Result<Option<String>, sqlx::Error>;
+
+    /// The BIGINT column at `at`.
+    fn int(row: &Self::Row, at: usize) -> Result<i64, sqlx::Error>;
+
+    /// The nullable BIGINT column at `at`.
+    fn optional_int(row: &Self::Row, at: usize) -> Result<Option<i64>, sqlx::Error>;
+}
+
+impl<DB> Driver for DB
+where
+    DB: Database<QueryResult: RowsAffected>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB>,
+    for<'q> Option<i64>: Encode<'q, DB>,
+    for<'r> String: Decode<'r, DB>,
+    for<'r> i64: Decode<'r, DB>,
+    String: Type<DB>,
+    i64: Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+    for<'n> &'n str: ColumnIndex<DB::Row>,
+{
+    fn bind<'q>(
+        mut query: Query<'q, Self, Self::Arguments<'q>>,
+        params: &[Param<'q>],
+    ) -> Query<'q, Self, Self::Arguments<'q>> {
+        for param in params {
+            query = match *param {
+                Param::Text(value) => query.bind(value),
+                Param::OptText(value) => query.bind(value),
+                Param::Int(value) => query.bind(value),
+                Param::OptInt(value) => query.bind(value),
+            };
+        }
+        query
+    }
+
+    fn execute<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
+        conn.execute(Self::bind(sqlx::query(sql), params))
+    }
+
+    fn fetch_all<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
+        conn.fetch_all(Self::bind(sqlx::query(sql), params))
+    }
+
+    fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error> {
+        name.index(row)
+    }
+
+    fn text(row: &Self::Row, at: usize) -> Result<String, sqlx::Error> {
+        sqlx::Row::try_get(row, at)
+    }
+
+    fn optional_text(row: &Self::Row, at: usize) -> Result<Option<String>, sqlx::Error> {
+        sqlx::Row::try_get(row, at)
+    }
+
+    fn int(row: &Self::Row, at: usize) -> Result<i64, sqlx::Error> {
+        sqlx::Row::try_get(row, at)
+    }
+
+    fn optional_int(row: &Self::Row, at: usize) -> Result<Option<i64>, sqlx::Error> {
+        sqlx::Row::try_get(row, at)
+    }
+}
+
+/// `query` with `params` bound in order (see [`Driver::bind`]).
+pub fn bind<'q, DB: Driver>(
+    query: Query<'q, DB, DB::Arguments<'q>>,
+    params: &[Param<'q>],
+) -> Query<'q, DB, DB::Arguments<'q>> {
+    DB::bind(query, params)
+}
+
+/// A connection of dialect `D`'s database.
+type Conn<D> = <<D as Dialect>::Db as Database>::Connection;
+/// A result row of dialect `D`'s database.
+type Row<D> = <<D as Dialect>::Db as Database>::Row;
+
+/// The [`SqlEngine`] of every SQL backend: statements on a few pooled
+/// connections ([`Connections`]), errors mapped by the dialect.
+pub(crate) struct Engine<D: Dialect> {
+    /// The connections every statement runs on.
+    pub pool: Connections<Conn<D>>,
+    /// What this backend's errors say, and how it opens a transaction.
+    pub dialect: D,
+}
+
+impl<D: Dialect> Debug for Engine<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("pool", &self.pool)
+            .field("dialect", &self.dialect)
+            .finish()
+    }
+}
+
+impl<D: Dialect> Engine<D> {
+    /// Statements on `pool`, errors mapped by `dialect`.
+    pub(crate) fn new(pool: Connections<Conn<D>>, dialect: D) -> Self {
+        Self { pool, dialect }
+    }
+
+    /// Lends a connection from the pool.
+    async fn lend(&self) -> Result<Lease<'_, Conn<D>>, EngineError> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| self.dialect.map_error(e))
+    }
+
+    /// Runs a query on a lent connection and returns its rows; the
+    /// connection goes back before the rows are decoded.
+    async fn fetch_rows(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row<D>>, EngineError> {
+        let mut conn = self.lend().await?;
+        match D::Db::fetch_all(&mut conn, sql, params).await {
+            Ok(rows) => Ok(rows),
+            Err(e) => Err(self.statement_failed(&mut conn, e)),
+        }
+    }
+
+    /// Decodes the `(version, record)` pair in the columns `version` and
+    /// `record` of `row`.
+    fn decode_record(row: &Row<D>, version: &str, record: &str) -> Result<RecordRow, sqlx::Error> {
+        Ok(RecordRow {
+            version: D::Db::int(row, D::Db::ordinal(row, version)?)?,
+            record: D::Db::text(row, D::Db::ordinal(row, record)?)?,
+        })
+    }
+
+    /// Maps a statement's error, telling the connection's pool.
+    fn statement_failed(&self, conn: &mut Lease<'_, Conn<D>>, error: sqlx::Error) -> EngineError {
+        conn.failed(&error);
+        self.dialect.map_error(error)
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> SqlEngine for Engine<D> {
+    async fn fetch_handoffs(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<HandoffRow<'static>>, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let decode = || -> Result<_, sqlx::Error> {
+            let Some(first) = rows.first() else {
+                return Ok(Vec::new());
+            };
+            let positions = Positions::of::<D::Db>(first)?;
+            rows.iter()
+                .map(|row| HandoffRow::decode::<D::Db>(row, &positions))
+                .collect()
+        };
+        decode().map_err(|e| self.dialect.map_error(e))
+    }
+
+    async fn fetch_record_with_handoff(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Option<(RecordRow, Option<HandoffRow<'static>>)>, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let row = match rows.as_slice() {
+            [] => return Ok(None),
+            [row] => row,
+            [..] => {
+                return Err(EngineError::Failed(StoreError::damaged(format!(
+                    "a parent has {} active handoffs, where the store allows one; \
+                     the store may be damaged",
+                    rows.len()
+                ))))
+            }
+        };
+        let decode = || -> Result<_, sqlx::Error> {
+            let record = Self::decode_record(row, PARENT_VERSION, PARENT_RECORD)?;
+            let positions = Positions::of::<D::Db>(row)?;
+            let handoff = if positions.is_null::<D::Db>(row)? {
+                None
+            } else {
+                Some(HandoffRow::decode::<D::Db>(row, &positions)?)
+            };
+            Ok(Some((record, handoff)))
+        };
+        decode().map_err(|e| self.dialect.map_error(e))
+    }
+
+    async fn fetch_records(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<RecordRow>, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        rows.iter()
+            .map(|row| {
+                Self::decode_record(row, VERSION, RECORD).map_err(|e| self.dialect.map_error(e))
+            })
+            .collect()
+    }
+
+    async fn execute(&self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, EngineError> {
+        let mut conn = self.lend().await?;
+        match D::Db::execute(&mut conn, sql, params).await {
+            Ok(done) => Ok(done.rows_affected()),
+            Err(e) => Err(self.statement_failed(&mut conn, e)),
+        }
+    }
+
+    async fn execute_batch(
+        &self,
+        statements: &[Statement<'_>],
+    ) -> Result<Option<usize>, EngineError> {
+        let mut conn = self.lend().await?;
+        let result = async {
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+            for (index, statement) in statements.iter().enumerate() {
+                let affected = D::Db::execute(&mut tx, statement.sql, &statement.params)
+                    .await?
+                    .rows_affected();
+                if affected != 1 {
+                    tx.rollback().await?;
+                    return Ok(Some(index));
+                }
+            }
+            tx.commit().await?;
+            Ok(None)
+        }
+        .await;
+        result.map_err(|e| self.statement_failed(&mut conn, e))
+    }
+}

@@ -1,0 +1,163 @@
+//! [`ParentRegistry`] for [`SqlStore`]: parents and task PRs as JSON
+//! records beside the columns used to find them, each write one statement
+//! (a parent with its first PR: one transaction).
+
+use async_trait::async_trait;
+use lf_handoff_application::ports::{
+    ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
+};
+use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
+use lf_handoff_domain::id::TaskPrId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskPr;
+
+use crate::sql::engine::{Param, RecordRow, SqlEngine, Statement};
+use crate::sql::row::to_json;
+use crate::sql::statements::{
+    INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
+};
+use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, SqlStore};
+
+/// The parent a `(version, record)` row of `parents` holds, which must be
+/// `reference`'s.
+fn parent_from_row(
+    reference: &InteractiveHandoffParent,
+    row: RecordRow,
+) -> StoreResult<Versioned<Parent>> {
+    let parent: Parent = serde_json::from_str(&row.record).map_err(|e| {
+        StoreError::damaged(format!(
+            "stored parent {reference} is unreadable ({e}); the store may be damaged"
+        ))
+    })?;
+    if parent.reference() != *reference {
+        return Err(StoreError::damaged(format!(
+            "stored parent {reference} holds {}; the store may be damaged",
+            parent.reference()
+        )));
+    }
+    Ok(Versioned {
+        value: parent,
+        version: to_version(row.version)?,
+    })
+}
+
+#[async_trait]
+impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
+    async fn insert_parent<'a>(
+        &self,
+        parent: &Parent,
+        first_pr: Option<&'a TaskPr>,
+    ) -> StoreResult<ParentInsert> {
+        let reference = parent.reference();
+        let record = to_json(parent)?;
+        let pr = first_pr
+            .map(|pr| Ok::<_, StoreError>((pr, to_json(pr)?)))
+            .transpose()?;
+        let mut statements = vec![Statement {
+            sql: INSERT_PARENT,
+            params: vec![
+                Param::Text(reference.id_str()),
+                Param::Text(reference.kind()),
+                Param::Text(parent.wave_id().as_str()),
+                Param::Text(&record),
+            ],
+        }];
+        if let Some((pr, pr_record)) = &pr {
+            statements.push(Statement {
+                sql: INSERT_TASK_PR,
+                params: vec![
+                    Param::Text(pr.id.as_str()),
+                    Param::Text(pr.task_session_id.as_str()),
+                    Param::Text(pr_record),
+                ],
+            });
+        }
+        match self
+            .engine
+            .execute_batch(&statements)
+            .await
+            .map_err(failed)?
+        {
+            None => Ok(ParentInsert::Inserted),
+            Some(0) => Ok(ParentInsert::AlreadyExists),
+            Some(_) => Err(StoreError::conflict(
+                ConflictKind::AlreadyExists,
+                format!(
+                    "task PR {} already exists",
+                    first_pr.map(|pr| pr.id.to_string()).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    async fn load_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<Parent>>> {
+        let rows = self
+            .engine
+            .fetch_records(PARENT_BY_ID, &[Param::Text(reference.id_str())])
+            .await
+            .map_err(failed)?;
+        rows.into_iter()
+            .next()
+            .map(|row| parent_from_row(reference, row))
+            .transpose()
+    }
+
+    async fn load_parent_with_active(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<ParentWithActive>> {
+        let Some((parent, active)) = self
+            .engine
+            .fetch_record_with_handoff(&PARENT_WITH_ACTIVE, &[Param::Text(reference.id_str())])
+            .await
+            .map_err(failed)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(ParentWithActive {
+            parent: parent_from_row(reference, parent)?,
+            active: active.map(versioned_handoff).transpose()?,
+        }))
+    }
+
+    async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {
+        let record = to_json(parent)?;
+        let reference = parent.reference();
+        let params = [
+            Param::Text(reference.id_str()),
+            Param::Int(to_stored_version(expected)?),
+            Param::Text(&record),
+        ];
+        match self
+            .engine
+            .execute(SWAP_PARENT, &params)
+            .await
+            .map_err(failed)?
+        {
+            0 => Ok(SwapOutcome::Lost),
+            _ => Ok(SwapOutcome::Swapped),
+        }
+    }
+
+    async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        let rows = self
+            .engine
+            .fetch_records(TASK_PR_BY_ID, &[Param::Text(id.as_str())])
+            .await
+            .map_err(failed)?;
+        rows.into_iter()
+            .next()
+            .map(|row| {
+                serde_json::from_str(&row.record).map_err(|e| {
+                    StoreError::damaged(format!(
+                        "stored task PR {id} is unreadable ({e}); the store may be damaged"
+                    ))
+                })
+            })
+            .transpose()
+    }
+}
