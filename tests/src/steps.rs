@@ -227,19 +227,16 @@ pub async fn c12_racing_opens_of_one_step_from_separate_processes_create_one(
         .filter_map(|line| line.split(' ').nth(1))
         .collect();
     assert_eq!(ids.len(), 1, "{results:?}");
-    let id = lf_handoff_adapters::domain::id::InteractiveHandoffId::parse(
-        ids.iter().next().unwrap(),
-    )
-    .unwrap();
+    let id =
+        lf_handoff_adapters::domain::id::InteractiveHandoffId::parse(ids.iter().next().unwrap())
+            .unwrap();
     store
         .finish_interactive_handoff(&id, &outcome(1))
         .await
         .unwrap();
     let results = race(&url, &runs).await;
     assert!(
-        results
-            .iter()
-            .all(|line| line == &format!("replayed {id}")),
+        results.iter().all(|line| line == &format!("replayed {id}")),
         "{results:?}"
     );
     assert_eq!(count(&store, &wave).await, 1);
@@ -261,10 +258,7 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
         .await
         .unwrap();
     assert!(created);
-    store
-        .attach_interactive_handoff(&opened.id)
-        .await
-        .unwrap();
+    store.attach_interactive_handoff(&opened.id).await.unwrap();
     store
         .finish_interactive_handoff(&opened.id, &outcome(1))
         .await
