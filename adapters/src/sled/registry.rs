@@ -6,7 +6,7 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
@@ -79,9 +79,11 @@ impl ParentRegistry for SledStore {
         .await
     }
 
-    async fn load_parent_with_active(
+    async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
+        // TODO(issue 13, steps-sled branch): read the step's handoff.
+        _step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
         let reference = reference.clone();
         self.run(move |shared| {
@@ -93,7 +95,11 @@ impl ParentRegistry for SledStore {
             let parent = record::parent(&reference, &bytes)?;
             let active = active_of(shared, &reference)?;
             shared.settle_reads()?;
-            Ok(Some(ParentWithActive { parent, active }))
+            Ok(Some(ParentWithActive {
+                parent,
+                active,
+                at_step: None,
+            }))
         })
         .await
     }

@@ -85,7 +85,7 @@ async fn active(
     raw: &SledStore,
     parent: &InteractiveHandoffParent,
 ) -> Result<Option<Versioned<InteractiveHandoff>>, StoreError> {
-    let snapshot = raw.load_parent_with_active(parent).await?;
+    let snapshot = raw.load_parent_with_active(parent, None).await?;
     Ok(snapshot.and_then(|snapshot| snapshot.active))
 }
 

@@ -8,7 +8,7 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
@@ -106,9 +106,11 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
             .transpose()
     }
 
-    async fn load_parent_with_active(
+    async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
+        // TODO(issue 13, steps-sql branch): read the step's handoff.
+        _step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
         let Some((parent, active)) = self
             .engine
@@ -121,6 +123,7 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
         Ok(Some(ParentWithActive {
             parent: parent_from_row(reference, parent)?,
             active: active.map(versioned_handoff).transpose()?,
+            at_step: None,
         }))
     }
 

@@ -113,6 +113,8 @@ impl<'a> HandoffRow<'a> {
                 .wake_claimed_by_generation
                 .map(generation)
                 .transpose()?,
+            // TODO(issue 13, steps-sql branch): the step column.
+            step: None,
         };
         handoff.validate().map_err(|violation| {
             StoreError::damaged(format!(

@@ -264,8 +264,7 @@ impl Backend for PostgresBackend {
             .await;
             let options = PgConnectOptions::from_str(&self.base.connection).unwrap();
             let mut conn = options.connect().await.unwrap();
-            sqlx::raw_sql(&script)
-                .execute(&mut conn)
+            sqlx::Executor::execute(&mut conn, script.as_str())
                 .await
                 .unwrap_or_else(|e| panic!("the release 1 dump does not replay: {e}"));
             conn.close().await.ok();
