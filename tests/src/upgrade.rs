@@ -218,13 +218,25 @@ pub async fn an_upgraded_store_runs_a_full_lifecycle_and_reopens(backend: &dyn B
 /// a store of release 0.1.0 leaves a store that the next open upgrades, or
 /// finds upgraded, with every record as it was.
 pub async fn a_kill_9_during_the_upgrade_leaves_an_upgradable_store(backend: &dyn Backend) {
+    // How long a worker takes from its start to an upgraded, open store:
+    // the kills below land across that span, most of them after the
+    // process has started and before it has opened the store.
+    let dir = tempfile::tempdir().unwrap();
+    let config = backend.release_1_store(dir.path()).await;
+    let started = std::time::Instant::now();
+    let mut worker = Worker::spawn(&config.url(), &["probe".into()]);
+    assert_eq!(worker.line().await.as_deref(), Some("opened"));
+    let span = started.elapsed().as_millis().max(1);
+    worker.child.wait().await.unwrap();
+
     let mut rng = Rng::new(0x5eed_0013);
     let (mut killed, mut finished) = (0, 0);
     for round in 0..8 {
         let dir = tempfile::tempdir().unwrap();
         let config = backend.release_1_store(dir.path()).await;
         let mut worker = Worker::spawn(&config.url(), &["probe".into()]);
-        let delay = std::time::Duration::from_millis(rng.below(60));
+        let at = span / 3 + u128::from(rng.below(u64::try_from(span).unwrap_or(u64::MAX)));
+        let delay = std::time::Duration::from_millis(u64::try_from(at).unwrap_or(u64::MAX));
         match tokio::time::timeout(delay, worker.line()).await {
             Ok(line) => {
                 assert_eq!(line.as_deref(), Some("opened"), "round {round}");
@@ -239,5 +251,5 @@ pub async fn a_kill_9_during_the_upgrade_leaves_an_upgradable_store(backend: &dy
         let store = open_store(&config).await.unwrap();
         assert_as_written(backend, &store).await;
     }
-    println!("upgrade kills: {killed} killed, {finished} finished first");
+    println!("upgrade kills over {span} ms opens: {killed} killed, {finished} finished first");
 }
