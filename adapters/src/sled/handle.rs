@@ -48,6 +48,7 @@ pub(super) struct Shared {
     pub by_parent: Tree,
     pub active: Tree,
     pub slots: Tree,
+    pub steps: Tree,
     pub parents: Tree,
     pub task_prs: Tree,
     /// sled's log, opened a second time (without a lock) only to sync it.
@@ -188,6 +189,7 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         by_parent: tree(keys::BY_PARENT)?,
         active: tree(keys::ACTIVE)?,
         slots: tree(keys::ACTIVE_SLOTS)?,
+        steps: tree(keys::STEPS)?,
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
         log,

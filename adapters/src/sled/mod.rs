@@ -40,22 +40,29 @@
 //! | `handoffs_by_parent` | parent reference ++ `0x00` ++ `created_at` ++ id | empty |
 //! | `handoffs_active` | `created_at` ++ id, only while non-terminal | empty |
 //! | `active_slots` | parent reference (`task:ts_<uuid>`) | id of its non-terminal handoff |
+//! | `handoff_steps` | parent reference ++ `0x00` ++ step | id of the parent's handoff for that step |
 //! | `parents` | parent reference | parent record |
 //! | `task_prs` | task PR id (`pr_<uuid>`) | task PR record |
 //!
 //! `created_at` is 8 bytes: microseconds since the Unix epoch with the sign
 //! bit flipped, big-endian, so keys sort by time, then by id (ids are fixed
-//! length lowercase text). A record is a format byte, an 8-byte big-endian
-//! compare-and-swap version and the record's JSON (see `record.rs`).
+//! length lowercase text). A step (C12) holds no control character, so
+//! never `0x00`, and a `handoff_steps` key names exactly one parent and
+//! step. A record is a format byte, an 8-byte big-endian compare-and-swap
+//! version and the record's JSON (see `record.rs`).
 //!
 //! - `list` reads only what it returns: all handoffs walk
 //!   `handoffs_by_created`; one parent's walk its prefix of
 //!   `handoffs_by_parent`; the active filter walks `handoffs_active`; one
 //!   parent's active handoff is its `active_slots` entry.
-//! - **Invariant I6 is a key.** Opening writes the record, its index
-//!   entries and the parent's `active_slots` entry in one multi-tree
+//! - **Invariant I6 is a key, and so is C12.** Opening writes the record,
+//!   its index entries, the parent's `active_slots` entry and, for a
+//!   handoff with a step, its `handoff_steps` entry in one multi-tree
 //!   transaction that first checks the parent's record is still at the
-//!   expected version and the slot is free. A transition that moves index
+//!   expected version, the step's key is absent (else `StepTaken`) and the
+//!   slot is free. The `handoff_steps` entry is never moved or removed, so
+//!   a step is opened once for ever; `open` finds the step's handoff, in
+//!   any status, by reading that key. A transition that moves index
 //!   entries (finishing frees the slot) is one transaction that checks the
 //!   record's version, writes the new record and moves the entries; one
 //!   that moves none (attach, claim) is sled's `compare_and_swap` of the
