@@ -412,11 +412,10 @@ pub(super) fn at_step_of(
             String::from_utf8_lossy(keys::STEPS),
             step.as_str(),
             found.value.parent,
-            found
-                .value
-                .step
-                .as_ref()
-                .map_or_else(|| "no step".to_string(), |step| format!("step {:?}", step.as_str()))
+            found.value.step.as_ref().map_or_else(
+                || "no step".to_string(),
+                |step| format!("step {:?}", step.as_str())
+            )
         )));
     }
     Ok(Some(found))
