@@ -172,8 +172,9 @@ impl SqliteEngine {
         if version == LATEST_VERSION {
             return Ok(());
         }
-        // A new store: switch to WAL first. Changing the journal mode needs an
-        // exclusive lock that the busy handler does not wait for, so retry.
+        // A new store: switch to WAL first (a store being upgraded has it
+        // already, and this changes nothing). Changing the journal mode needs
+        // an exclusive lock that the busy handler does not wait for, so retry.
         let deadline = Instant::now() + file.busy_timeout;
         loop {
             match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
@@ -200,8 +201,13 @@ impl SqliteEngine {
             .begin_with(SqliteFile::BEGIN_WRITE)
             .await
             .map_err(|e| file.unavailable(e))?;
-        // Another process may have migrated while we waited for the lock.
+        // Another process may have migrated while we waited for the lock
+        // (in WAL mode the write lock comes with the newest snapshot, so
+        // this read sees its commit): then there is nothing to write.
         let version = schema_version(&file.path, &mut tx).await?;
+        if version == LATEST_VERSION {
+            return tx.commit().await.map_err(|e| file.unavailable(e));
+        }
         for statement in statements_after(version) {
             sqlx::query(statement)
                 .execute(&mut *tx)

@@ -165,8 +165,13 @@ impl Server {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        // Another process may have migrated while we waited for the lock.
+        // Another process may have migrated while we waited for the lock
+        // (under READ COMMITTED this read sees its commit): then there is
+        // nothing to write.
         let version = match self.inspect(&mut tx).await? {
+            SchemaState::Store {
+                version: LATEST_VERSION,
+            } => return tx.commit().await.map_err(|e| self.unavailable(e)),
             SchemaState::Store { version } => version,
             SchemaState::Fresh { schema_exists } => {
                 let mut statements = Vec::new();

@@ -41,6 +41,7 @@ pub struct HandoffRow<'a> {
     pub terminal_at: Option<i64>,
     pub wake_claimed_at: Option<i64>,
     pub wake_claimed_by_generation: Option<i64>,
+    pub step: Option<Cow<'a, str>>,
 }
 
 /// What a column is to the statements.
@@ -174,6 +175,10 @@ pub const HANDOFF_COLUMNS: &[Column] = &[
             |r| r.wake_claimed_by_generation,
             |r| &mut r.wake_claimed_by_generation,
         ),
+    ),
+    record(
+        "step",
+        Field::OptText(|r| r.step.as_deref(), |r| &mut r.step),
     ),
 ];
 
@@ -353,6 +358,7 @@ mod tests {
             terminal_at: Some(4),
             wake_claimed_at: Some(5),
             wake_claimed_by_generation: Some(6),
+            step: Some("login@turn-3".into()),
         }
     }
 

@@ -8,10 +8,19 @@
 //! Version rules (contract C11): a store records the number of migrations
 //! applied. Opening one that records more than [`LATEST_VERSION`] (written by
 //! a newer build) is refused and the store is not touched; one that records
-//! fewer is migrated forward in a single transaction.
+//! fewer is migrated forward in a single transaction, which each backend
+//! serialises between processes and hosts (SQLite: `BEGIN IMMEDIATE`, the
+//! version read again inside; PostgreSQL: an advisory lock, the same), so a
+//! store is migrated once however many open it at once, and a crash during
+//! the migration leaves the version it had.
+//!
+//! Release 0.1.0 wrote version 1. Version 2 adds the step key (C12).
+//! Migrations only add: a column added to `handoffs` goes last, where
+//! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 
-/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
+/// Migration 1: the schema of release 0.1.0. A migration is never edited
+/// once released: stores of that release ran it as it is.
+const MIGRATION_1: &[&str] = &[
     "CREATE TABLE parents (
         id TEXT PRIMARY KEY,
         kind TEXT NOT NULL,
@@ -55,7 +64,19 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
         WHERE status IN ('waiting', 'attached')",
     "CREATE INDEX handoffs_by_created ON handoffs (created_at, id)",
     "CREATE INDEX task_prs_by_task ON task_prs (task_session_id)",
-]];
+];
+
+/// Migration 2: step keys (C12). Rows of version 1 have no step; the
+/// partial index leaves them out and refuses a second handoff for one
+/// (parent, step), even from another process.
+const MIGRATION_2: &[&str] = &[
+    "ALTER TABLE handoffs ADD COLUMN step TEXT",
+    "CREATE UNIQUE INDEX handoffs_one_per_parent_step
+        ON handoffs (parent_id, step) WHERE step IS NOT NULL",
+];
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
+pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2];
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
