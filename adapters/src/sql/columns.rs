@@ -240,6 +240,18 @@ pub fn column_list() -> String {
     names.join(", ")
 }
 
+/// Every column of the handoff rows of `source` (a table or subquery
+/// alias), each renamed `<prefix><name>`: the columns of a second handoff
+/// in a row that holds one under the plain names ([`Positions::of`] finds
+/// them by the same prefix).
+pub(crate) fn renamed_column_list(source: &str, prefix: &str) -> String {
+    let columns: Vec<String> = HANDOFF_COLUMNS
+        .iter()
+        .map(|column| format!("{source}.{name} AS {prefix}{name}", name = column.name))
+        .collect();
+    columns.join(", ")
+}
+
 /// `$1, ..., $n` for the [`COLUMN_COUNT`] values of [`HandoffRow::values`].
 pub(crate) fn placeholders() -> String {
     let placeholders: Vec<String> = (1..=COLUMN_COUNT).map(|n| format!("${n}")).collect();
@@ -311,14 +323,19 @@ impl HandoffRow<'static> {
 pub(crate) struct Positions([usize; COLUMN_COUNT]);
 
 impl Positions {
-    /// The positions of the handoff columns in rows shaped like `row`.
+    /// The positions of the handoff columns in rows shaped like `row`,
+    /// each named `<prefix><name>` (an empty prefix: the plain names).
     ///
     /// # Errors
     /// `ColumnNotFound` when a column is missing.
-    pub(crate) fn of<DB: Driver>(row: &DB::Row) -> Result<Self, sqlx::Error> {
+    pub(crate) fn of<DB: Driver>(row: &DB::Row, prefix: &str) -> Result<Self, sqlx::Error> {
         let mut positions = [0; COLUMN_COUNT];
+        let mut name = String::with_capacity(prefix.len() + 32);
         for (position, column) in positions.iter_mut().zip(HANDOFF_COLUMNS) {
-            *position = DB::ordinal(row, column.name)?;
+            name.clear();
+            name.push_str(prefix);
+            name.push_str(column.name);
+            *position = DB::ordinal(row, &name)?;
         }
         Ok(Self(positions))
     }
