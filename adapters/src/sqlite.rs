@@ -19,6 +19,13 @@
 //!   an lf-handoff store (another `application_id`, or tables but no
 //!   version) is refused unchanged. A store written by a newer schema is
 //!   refused unchanged. An empty file is a new store.
+//! - **Upgrades:** a store of an older schema (release 0.1.0 wrote version
+//!   1) is migrated in place when opened, in one `BEGIN IMMEDIATE`
+//!   transaction that reads the version again once it holds the write
+//!   lock, so processes opening it at once migrate it once, and a `kill
+//!   -9` leaves the old version or the new one. The header check skips the
+//!   read-only probe only for a store at the latest version with no WAL
+//!   frames; an older one is probed and then migrated.
 
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read};
@@ -32,7 +39,7 @@ use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
@@ -62,7 +69,11 @@ impl Dialect for SqliteFile {
         let path = self.path.display();
         if let sqlx::Error::Database(db) = &error {
             if db.is_unique_violation() {
-                return EngineError::Unique(db.message().to_string());
+                // SQLite names the index's columns, not the index.
+                return EngineError::Unique {
+                    index: UniqueIndex::in_sqlite_message(db.message()),
+                    detail: db.message().to_string(),
+                };
             }
             let kind = error_kind(&error);
             let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
@@ -232,7 +243,7 @@ impl SqliteFile {
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
-            EngineError::Unique(detail) => StoreError::damaged(format!(
+            EngineError::Unique { detail, .. } => StoreError::damaged(format!(
                 "{}: unexpected unique constraint violation: {detail}",
                 self.path.display()
             )),

@@ -21,6 +21,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type}
 
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
+use crate::sql::schema::UniqueIndex;
 use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
 
 /// A bind parameter.
@@ -56,9 +57,14 @@ pub(crate) struct ParentSnapshot {
 /// What an engine reports besides success.
 #[derive(Debug)]
 pub(crate) enum EngineError {
-    /// A unique constraint refused the write; the text names the constraint
-    /// or the columns.
-    Unique(String),
+    /// A unique constraint refused the write.
+    Unique {
+        /// The schema's unique index that refused it, as the dialect
+        /// recognised it; `None` for another (a primary key).
+        index: Option<UniqueIndex>,
+        /// The engine's message.
+        detail: String,
+    },
     /// Anything else, already mapped to an actionable `StoreError`.
     Failed(StoreError),
 }
@@ -126,7 +132,8 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
     const BEGIN_WRITE: &'static str;
 
     /// Maps every sqlx error of this backend, in one place: a unique
-    /// violation, or an actionable `Unavailable` naming the store.
+    /// violation (naming which of the schema's unique indexes refused the
+    /// row), or an actionable `Unavailable` naming the store.
     fn map_error(&self, error: sqlx::Error) -> EngineError;
 }
 

@@ -18,6 +18,53 @@
 //! Migrations only add: a column added to `handoffs` goes last, where
 //! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 
+/// A unique index a write can violate, as each engine names it when it
+/// refuses a row: PostgreSQL by the index's name, SQLite by its columns
+/// (`UNIQUE constraint failed: <columns>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UniqueIndex {
+    /// The index's name in the schema.
+    pub name: &'static str,
+    /// Its columns as SQLite lists them in the error message.
+    pub columns: &'static str,
+}
+
+/// Invariant I6: one non-terminal handoff per parent (migration 1).
+pub(crate) const ONE_ACTIVE_PER_PARENT: UniqueIndex = UniqueIndex {
+    name: "handoffs_one_active_per_parent",
+    columns: "handoffs.parent_id",
+};
+
+/// C12: one handoff per parent and step, ever (migration 2).
+pub(crate) const ONE_PER_PARENT_STEP: UniqueIndex = UniqueIndex {
+    name: "handoffs_one_per_parent_step",
+    columns: "handoffs.parent_id, handoffs.step",
+};
+
+/// The unique indexes of `handoffs` besides its primary key.
+pub(crate) const UNIQUE_INDEXES: &[UniqueIndex] = &[ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP];
+
+impl UniqueIndex {
+    /// The schema's unique index named `name` (PostgreSQL reports the
+    /// index's name as the violated constraint).
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        UNIQUE_INDEXES
+            .iter()
+            .copied()
+            .find(|index| index.name == name)
+    }
+
+    /// The schema's unique index a SQLite message names by its columns
+    /// (`UNIQUE constraint failed: handoffs.parent_id, handoffs.step`).
+    pub(crate) fn in_sqlite_message(message: &str) -> Option<Self> {
+        let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
+        UNIQUE_INDEXES
+            .iter()
+            .copied()
+            .find(|index| index.columns == columns)
+    }
+}
+
 /// Migration 1: the schema of release 0.1.0. A migration is never edited
 /// once released: stores of that release ran it as it is.
 const MIGRATION_1: &[&str] = &[
