@@ -512,6 +512,19 @@ mod tests {
         }
         assert_eq!(check_header(&path).unwrap(), FileState::Current);
 
+        // An older store (release 0.1.0 wrote version 1) must be probed and
+        // migrated, never taken for a current one: the header itself says
+        // so, with no WAL left.
+        set_user_version(&path, LATEST_VERSION - 1).await;
+        let header = fs::read(&path).unwrap();
+        assert_eq!(
+            i64::from(i32::from_be_bytes([
+                header[60], header[61], header[62], header[63]
+            ])),
+            LATEST_VERSION - 1
+        );
+        assert_eq!(check_header(&path).unwrap(), FileState::Existing);
+
         set_user_version(&path, LATEST_VERSION + 1).await;
         assert_eq!(check_header(&path).unwrap(), FileState::Existing);
     }
