@@ -498,6 +498,86 @@ async fn a_store_of_release_1_is_upgraded_keeping_every_row() {
     assert_eq!((steps, index), (0, 1));
 }
 
+/// Opens `config` from eight handles at once (separate connections, as
+/// separate processes or hosts would), and checks each one sees the
+/// upgraded store.
+async fn open_eight_at_once(config: &StorageConfig) {
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let config = config.clone();
+            tokio::spawn(async move {
+                let store = open_store(&config).await?;
+                store.list_interactive_handoffs(None).await
+            })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for open in opens {
+        // A second migration would fail on the step column it adds again.
+        counts.push(open.await.unwrap().unwrap().len());
+    }
+    assert!(counts[0] > 0);
+    assert_eq!(counts, vec![counts[0]; 8]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn handles_opening_a_store_of_release_1_at_once_migrate_it_once() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = release_1_copy(dir.path());
+        let (before, _) = rows_of_release_1(&path).await;
+        open_eight_at_once(&StorageConfig::sqlite(path.clone())).await;
+        assert_eq!(rows_of_release_1(&path).await, (before, LATEST_VERSION));
+    }
+    let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
+        eprintln!("PostgreSQL part skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    // The release-0.1.0 dump, replayed into a schema of its own; psql's
+    // meta-commands dropped.
+    let schema = format!("lfa_{}", WaveId::new().as_str().replace(['-', '_'], ""));
+    let dump = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/v1/postgres.sql"),
+    )
+    .unwrap();
+    let script: String = dump
+        .lines()
+        .filter(|line| !line.starts_with('\\'))
+        .map(|line| line.replace("lf_fixture_v1", &schema) + "\n")
+        .collect();
+    let StorageConfig::Postgres(mut postgres) = StorageConfig::postgres(&url).unwrap() else {
+        unreachable!("a postgres:// URL")
+    };
+    postgres.schema = schema.clone();
+    postgres.pool_size = 2;
+    let options = postgres.connect_options().unwrap();
+    // The dump's session settings (an empty search path) last for the
+    // connection that replays it: a connection of its own.
+    let mut replay = options.connect().await.unwrap();
+    sqlx::Executor::execute(&mut replay, script.as_str())
+        .await
+        .unwrap();
+    replay.close().await.unwrap();
+    let config = StorageConfig::Postgres(postgres);
+    let outcome = tokio::spawn(async move { open_eight_at_once(&config).await }).await;
+    let mut admin = options.connect().await.unwrap();
+    let version: i64 = sqlx::query_scalar(&format!(
+        "SELECT value FROM \"{schema}\".lf_handoff_meta WHERE name = 'schema_version'"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+    assert_eq!(version, LATEST_VERSION);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_this_build_reopens_without_migrating() {
     let dir = tempfile::tempdir().unwrap();
