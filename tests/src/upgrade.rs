@@ -121,10 +121,10 @@ pub async fn upgrades_a_store_of_release_1_keeping_every_record(backend: &dyn Ba
     assert_as_written(backend, &again).await;
 }
 
-fn in_status<'a>(
-    handoffs: &'a [InteractiveHandoff],
+fn in_status(
+    handoffs: &[InteractiveHandoff],
     status: InteractiveHandoffStatus,
-) -> &'a InteractiveHandoff {
+) -> &InteractiveHandoff {
     handoffs
         .iter()
         .find(|handoff| handoff.status == status)

@@ -11,7 +11,7 @@ use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
 use super::error::{abort, failed, Abort};
-use super::repository::active_of;
+use super::repository::{active_of, at_step_of};
 use super::{keys, record, SledStore};
 
 #[async_trait]
@@ -82,10 +82,10 @@ impl ParentRegistry for SledStore {
     async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
-        // TODO(issue 13, steps-sled branch): read the step's handoff.
-        _step: Option<&'a StepKey>,
+        step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
         let reference = reference.clone();
+        let step = step.cloned();
         self.run(move |shared| {
             let stored = shared.parents.get(keys::parent(&reference));
             let Some(bytes) = stored.map_err(|e| shared.engine(e))? else {
@@ -94,11 +94,15 @@ impl ParentRegistry for SledStore {
             };
             let parent = record::parent(&reference, &bytes)?;
             let active = active_of(shared, &reference)?;
+            let at_step = step
+                .map(|step| at_step_of(shared, &reference, &step))
+                .transpose()?
+                .flatten();
             shared.settle_reads()?;
             Ok(Some(ParentWithActive {
                 parent,
                 active,
-                at_step: None,
+                at_step,
             }))
         })
         .await

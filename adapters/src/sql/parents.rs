@@ -109,21 +109,24 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
     async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
-        // TODO(issue 13, steps-sql branch): read the step's handoff.
-        _step: Option<&'a StepKey>,
+        step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
-        let Some((parent, active)) = self
+        let params = [
+            Param::Text(reference.id_str()),
+            Param::OptText(step.map(StepKey::as_str)),
+        ];
+        let Some(snapshot) = self
             .engine
-            .fetch_record_with_handoff(&PARENT_WITH_ACTIVE, &[Param::Text(reference.id_str())])
+            .fetch_parent_snapshot(&PARENT_WITH_ACTIVE, &params)
             .await
             .map_err(failed)?
         else {
             return Ok(None);
         };
         Ok(Some(ParentWithActive {
-            parent: parent_from_row(reference, parent)?,
-            active: active.map(versioned_handoff).transpose()?,
-            at_step: None,
+            parent: parent_from_row(reference, snapshot.parent)?,
+            active: snapshot.active.map(versioned_handoff).transpose()?,
+            at_step: snapshot.at_step.map(versioned_handoff).transpose()?,
         }))
     }
 
