@@ -19,13 +19,13 @@
 //!   an lf-handoff store (another `application_id`, or tables but no
 //!   version) is refused unchanged. A store written by a newer schema is
 //!   refused unchanged. An empty file is a new store.
-//! - **Upgrades:** a store of an older schema (release 0.1.0 wrote version
-//!   1) is migrated in place when opened, in one `BEGIN IMMEDIATE`
+//! - **Upgrades:** a store of an older schema (release 0.1.0 wrote
+//!   version 1) is migrated in place when opened, in one `BEGIN IMMEDIATE`
 //!   transaction that reads the version again once it holds the write
-//!   lock, so processes opening it at once migrate it once, and a `kill
-//!   -9` leaves the old version or the new one. The header check skips the
-//!   read-only probe only for a store at the latest version with no WAL
-//!   frames; an older one is probed and then migrated.
+//!   lock, so processes opening it at once migrate it once, and a
+//!   `kill -9` leaves the old version or the new one. The header check
+//!   skips the read-only probe only for a store at the latest version with
+//!   no WAL frames; an older one is probed and then migrated.
 
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read};
