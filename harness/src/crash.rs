@@ -37,11 +37,12 @@
 //! - **duplicate handoffs for one step**: the (parent, step) pairs for which
 //!   more than one handoff id was acknowledged by an open at the step or
 //!   found stored with that step;
-//! - **wakes held by two generations**: the handoffs for which a generation
-//!   was told `claimed = true` after a newer generation had been told
-//!   `claimed = true` (an old holder won back a wake its replacement took
-//!   over), or whose stored holder, after a trial, is older than the newest
-//!   generation told `claimed = true` (a hand-over was undone).
+//! - **wakes held by two generations**: the handoffs (the story's and the
+//!   lifecycles') for which a generation was told `claimed = true` after a
+//!   newer generation had been told `claimed = true` (an old holder won back
+//!   a wake its replacement took over), or whose stored holder, after a
+//!   trial, is older than the newest generation told `claimed = true` (a
+//!   hand-over was undone).
 //!
 //! A story claim by the parent's current generation that is refused, or a
 //! `claimed = true` whose record names another holder, is a violation.
@@ -298,8 +299,8 @@ struct Ledger {
     story: Story,
 }
 
-/// The crash story's state: its parents, and what was seen of their steps
-/// and wakes.
+/// The crash story's state: its parents, what was seen of their steps, and
+/// who was told it holds each wake (for every handoff).
 #[derive(Debug, Default)]
 struct Story {
     /// Each story parent, the generation last recorded for it, and the step
@@ -984,6 +985,12 @@ async fn check_ack(
                 Err(message) => return figures.fail(message),
             };
             let id = acknowledged.id.clone();
+            if kind == "claim" {
+                // A lifecycle lane acknowledges only a claim it won.
+                if let Some(generation) = acknowledged.wake_claimed_by_generation {
+                    ledger.story.told_holder(&id, generation, figures);
+                }
+            }
             match stored.get(&id) {
                 Some(now) => {
                     if let Err(message) = handoff_same_or_later(&acknowledged, now) {
