@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use lf_handoff_adapters::domain::id::WaveId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
-    OpenInteractiveHandoff,
+    OpenInteractiveHandoff, StepKey,
 };
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
@@ -38,10 +38,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lf-1".into(),
         ],
     };
-    let (handoff, created) = store.open_interactive_handoff(request.clone()).await?;
+    // It names the step it is at, so running the step again (a restarted or
+    // replaced body) returns the same handoff instead of asking a person twice.
+    let step = StepKey::parse("oauth-login@turn-17")?;
+    let (handoff, created) = store
+        .open_interactive_handoff_at_step(request.clone(), &step)
+        .await?;
     assert!(created);
-    // Opening again (a restarted body replaying its request) returns the same handoff.
-    let (again, created) = store.open_interactive_handoff(request).await?;
+    let (again, created) = store
+        .open_interactive_handoff_at_step(request.clone(), &step)
+        .await?;
     assert!(!created && again.id == handoff.id);
 
     // A person attaches and hands the work back.
@@ -57,6 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .finish_interactive_handoff(&handoff.id, &outcome)
         .await?;
     assert_eq!(done.status, InteractiveHandoffStatus::HandedBack);
+    // Even finished, the step's handoff is the one a re-run gets back.
+    let (again, created) = store
+        .open_interactive_handoff_at_step(request, &step)
+        .await?;
+    assert!(!created && again == done);
 
     // The next body generation claims the wake exactly once.
     assert!(store.claim_interactive_handoff_wake(&handoff.id, 2).await?);

@@ -19,6 +19,13 @@
 //!   an lf-handoff store (another `application_id`, or tables but no
 //!   version) is refused unchanged. A store written by a newer schema is
 //!   refused unchanged. An empty file is a new store.
+//! - **Upgrades:** a store of an older schema (release 0.1.0 wrote
+//!   version 1) is migrated in place when opened, in one `BEGIN IMMEDIATE`
+//!   transaction that reads the version again once it holds the write
+//!   lock, so processes opening it at once migrate it once, and a
+//!   `kill -9` leaves the old version or the new one. The header check
+//!   skips the read-only probe only for a store at the latest version with
+//!   no WAL frames; an older one is probed and then migrated.
 
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read};
@@ -32,7 +39,7 @@ use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
@@ -62,7 +69,11 @@ impl Dialect for SqliteFile {
         let path = self.path.display();
         if let sqlx::Error::Database(db) = &error {
             if db.is_unique_violation() {
-                return EngineError::Unique(db.message().to_string());
+                // SQLite names the index's columns, not the index.
+                return EngineError::Unique {
+                    index: UniqueIndex::in_sqlite_message(db.message()),
+                    detail: db.message().to_string(),
+                };
             }
             let kind = error_kind(&error);
             let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
@@ -172,8 +183,9 @@ impl SqliteEngine {
         if version == LATEST_VERSION {
             return Ok(());
         }
-        // A new store: switch to WAL first. Changing the journal mode needs an
-        // exclusive lock that the busy handler does not wait for, so retry.
+        // A new store: switch to WAL first (a store being upgraded has it
+        // already, and this changes nothing). Changing the journal mode needs
+        // an exclusive lock that the busy handler does not wait for, so retry.
         let deadline = Instant::now() + file.busy_timeout;
         loop {
             match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL")
@@ -200,8 +212,13 @@ impl SqliteEngine {
             .begin_with(SqliteFile::BEGIN_WRITE)
             .await
             .map_err(|e| file.unavailable(e))?;
-        // Another process may have migrated while we waited for the lock.
+        // Another process may have migrated while we waited for the lock
+        // (in WAL mode the write lock comes with the newest snapshot, so
+        // this read sees its commit): then there is nothing to write.
         let version = schema_version(&file.path, &mut tx).await?;
+        if version == LATEST_VERSION {
+            return tx.commit().await.map_err(|e| file.unavailable(e));
+        }
         for statement in statements_after(version) {
             sqlx::query(statement)
                 .execute(&mut *tx)
@@ -226,7 +243,7 @@ impl SqliteFile {
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
-            EngineError::Unique(detail) => StoreError::damaged(format!(
+            EngineError::Unique { detail, .. } => StoreError::damaged(format!(
                 "{}: unexpected unique constraint violation: {detail}",
                 self.path.display()
             )),
@@ -494,6 +511,19 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(check_header(&path).unwrap(), FileState::Current);
+
+        // An older store (release 0.1.0 wrote version 1) must be probed and
+        // migrated, never taken for a current one: the header itself says
+        // so, with no WAL left.
+        set_user_version(&path, LATEST_VERSION - 1).await;
+        let header = fs::read(&path).unwrap();
+        assert_eq!(
+            i64::from(i32::from_be_bytes([
+                header[60], header[61], header[62], header[63]
+            ])),
+            LATEST_VERSION - 1
+        );
+        assert_eq!(check_header(&path).unwrap(), FileState::Existing);
 
         set_user_version(&path, LATEST_VERSION + 1).await;
         assert_eq!(check_header(&path).unwrap(), FileState::Existing);

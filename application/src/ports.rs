@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, Transition, WakeClaim,
+    InteractiveHandoff, InteractiveHandoffParent, StepKey, Transition, WakeClaim,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
@@ -56,6 +56,9 @@ pub enum InsertOutcome {
     /// The parent is no longer at the expected version (a new body was
     /// recorded, say); nothing was written.
     ParentChanged,
+    /// The parent already has a handoff for the new handoff's step (C12),
+    /// even one a concurrent process just stored; nothing was written.
+    StepTaken,
 }
 
 /// The result of a compare-and-swap.
@@ -137,13 +140,16 @@ pub struct ListQuery {
     pub active_only: bool,
 }
 
-/// A parent with its version, and its non-terminal handoff if it has one.
+/// A parent with its version, its non-terminal handoff if it has one, and
+/// its handoff for a step if one was asked for and it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentWithActive {
     /// The parent.
     pub parent: Versioned<Parent>,
     /// Its non-terminal handoff.
     pub active: Option<Versioned<InteractiveHandoff>>,
+    /// Its handoff for the step asked for, whatever its status (C12).
+    pub at_step: Option<Versioned<InteractiveHandoff>>,
 }
 
 /// Stores handoff records.
@@ -170,11 +176,14 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>>;
 
     /// Stores a new handoff at version 1, atomically and only if its parent
-    /// is still at `parent_version` and has no non-terminal handoff.
+    /// is still at `parent_version`, has no non-terminal handoff and, when
+    /// the handoff has a step, no handoff for that step (C12).
     ///
     /// # Errors
     /// MUST return [`InsertOutcome::ParentBusy`] (not an error) when the
-    /// parent's active slot is taken, even by a concurrent process, and
+    /// parent's active slot is taken, even by a concurrent process,
+    /// [`InsertOutcome::StepTaken`] when the parent's step is taken (the
+    /// engine enforces one handoff per parent and step), and
     /// [`InsertOutcome::ParentChanged`] when the parent's version moved.
     /// `Unavailable` on engine failure.
     async fn insert(
@@ -231,11 +240,13 @@ pub trait ParentRegistry: Debug + Send + Sync + 'static {
     ) -> StoreResult<Option<Versioned<Parent>>>;
 
     /// Loads a parent with its version and, in the same read where the
-    /// engine allows it, the parent's non-terminal handoff: the snapshot
-    /// `open` decides from, in one round trip to a server.
+    /// engine allows it, the parent's non-terminal handoff and (when `step`
+    /// is given) its handoff for that step: the snapshot `open` decides
+    /// from, in one round trip to a server.
     ///
     /// The active handoff MUST be found through an index on the parent's
-    /// active slot, not a scan.
+    /// active slot, and the step's through the index over parent and step,
+    /// not a scan.
     ///
     /// The pair need not be one consistent snapshot: `open` writes with
     /// [`HandoffRepository::insert`], which checks the parent's version and
@@ -245,9 +256,10 @@ pub trait ParentRegistry: Debug + Send + Sync + 'static {
     /// # Errors
     /// MUST return `Ok(None)` for an unknown parent; `Unavailable` on engine
     /// failure, an unreadable parent or an invalid stored handoff.
-    async fn load_parent_with_active(
+    async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
+        step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>>;
 
     /// Replaces a parent if and only if its stored version is `expected`.

@@ -17,8 +17,8 @@ use lf_handoff_domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
 };
 use lf_handoff_domain::interactive_handoff::{
-    self as handoff, check_claim_generation, decide_open, InteractiveHandoff,
-    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision,
+    self as handoff, check_claim_generation, decide_open_at_step, InteractiveHandoff,
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision, StepKey,
 };
 use lf_handoff_domain::parent::{check_task_pr, Parent};
 use lf_handoff_domain::project_session::ProjectSession;
@@ -281,17 +281,53 @@ impl Store {
         &self,
         request: handoff::OpenInteractiveHandoff,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
+        self.open(request, None).await
+    }
+
+    /// Opens a handoff for the request's parent at the body's `step` (C12),
+    /// or returns the parent's handoff for that step, whatever its status,
+    /// writing nothing. A replaced body that re-runs its step so finds the
+    /// handoff it opened before instead of asking a person again. The flag
+    /// is `true` if and only if a handoff was created.
+    ///
+    /// The step travels beside the request, not in it, so code written
+    /// against the first version (which builds requests field by field)
+    /// compiles unchanged.
+    ///
+    /// # Errors
+    /// As [`open_interactive_handoff`](Self::open_interactive_handoff), and
+    /// `Conflict` of kind `ParentBusy` naming the parent's active handoff
+    /// when it is for another step (or none).
+    pub async fn open_interactive_handoff_at_step(
+        &self,
+        request: handoff::OpenInteractiveHandoff,
+        step: &StepKey,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        self.open(request, Some(step)).await
+    }
+
+    async fn open(
+        &self,
+        request: handoff::OpenInteractiveHandoff,
+        step: Option<&StepKey>,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
         request.validate()?;
         for _ in 0..MAX_RACE_ATTEMPTS {
-            let ParentWithActive { parent, active } = self
+            let ParentWithActive {
+                parent,
+                active,
+                at_step,
+            } = self
                 .parents
-                .load_parent_with_active(&request.parent)
+                .load_parent_with_active(&request.parent, step)
                 .await?
                 .ok_or_else(|| not_found(&request.parent))?;
-            let decision = decide_open(
+            let decision = decide_open_at_step(
                 &request,
+                step,
                 &parent.value,
                 active.as_ref().map(|versioned| &versioned.value),
+                at_step.as_ref().map(|versioned| &versioned.value),
                 self.ids.new_handoff_id(),
                 self.clock.now(),
             )?;
@@ -300,7 +336,11 @@ impl Store {
                 OpenDecision::Create(created) => {
                     match self.handoffs.insert(&created, parent.version).await? {
                         InsertOutcome::Inserted => return Ok((created, true)),
-                        InsertOutcome::ParentBusy | InsertOutcome::ParentChanged => continue,
+                        // Another writer got there first: decide again on
+                        // what it stored.
+                        InsertOutcome::ParentBusy
+                        | InsertOutcome::ParentChanged
+                        | InsertOutcome::StepTaken => continue,
                     }
                 }
             }
@@ -421,16 +461,52 @@ impl Store {
         parent_generation: u32,
     ) -> StoreResult<(bool, InteractiveHandoff)> {
         check_claim_generation(parent_generation)?;
-        let clock = self.clock.clone();
+        let (handoff, claimed) = self.claim_once(id, parent_generation, None).await?;
+        let older_holder = handoff
+            .wake_claimed_by_generation
+            .is_some_and(|holder| holder < parent_generation);
+        if claimed || !older_holder {
+            return Ok((claimed, handoff));
+        }
+        // An older generation holds the wake: this one takes it over if it
+        // is the parent's current body (C13). Generations only increase, so
+        // a parent read now can only be older than the truth, never newer.
+        let parent = self
+            .parents
+            .load_parent(&handoff.parent)
+            .await?
+            .ok_or_else(|| not_found(&handoff.parent))?;
+        if parent.value.body_generation() != parent_generation {
+            return Ok((false, handoff));
+        }
         let (handoff, claimed) = self
-            .apply(
-                id,
-                Arc::new(move |current| {
-                    Ok(handoff::claim_wake(current, parent_generation, clock.now())?.into())
-                }),
-            )
+            .claim_once(id, parent_generation, Some(parent_generation))
             .await?;
         Ok((claimed, handoff))
+    }
+
+    /// One wake claim through [`apply`](Self::apply), knowing the parent's
+    /// current generation or not.
+    async fn claim_once(
+        &self,
+        id: &InteractiveHandoffId,
+        generation: u32,
+        parent_generation: Option<u32>,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        let clock = self.clock.clone();
+        self.apply(
+            id,
+            Arc::new(move |current| {
+                Ok(handoff::claim_wake_for_parent(
+                    current,
+                    generation,
+                    parent_generation,
+                    clock.now(),
+                )?
+                .into())
+            }),
+        )
+        .await
     }
 
     /// The load / decide / compare-and-swap loop shared by every transition

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::wave::Wave;
@@ -115,6 +115,7 @@ fn wave_snapshot(
             version,
         },
         active: active.map(|value| Versioned { value, version: 1 }),
+        at_step: None,
     }))
 }
 
@@ -149,7 +150,7 @@ fn parents_with_wave(version: u64) -> MockParentRegistry {
     let mut parents = MockParentRegistry::new();
     parents
         .expect_load_parent_with_active()
-        .returning(move |_| wave_snapshot(wave(), version, None));
+        .returning(move |_, _| wave_snapshot(wave(), version, None));
     parents
 }
 
@@ -219,7 +220,7 @@ async fn a_lost_open_race_replays_the_winners_handoff() {
         .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| wave_snapshot(wave(), 1, None));
+        .returning(|_, _| wave_snapshot(wave(), 1, None));
     handoffs
         .expect_insert()
         .times(1)
@@ -232,9 +233,57 @@ async fn a_lost_open_race_replays_the_winners_handoff() {
         .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_| wave_snapshot(wave(), 1, Some(winner.clone())));
+        .returning(move |_, _| wave_snapshot(wave(), 1, Some(winner.clone())));
     let store = build(handoffs, parents, clock_at(T0));
     let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    assert!(!created);
+    assert_eq!(handoff, expected);
+}
+
+#[tokio::test]
+async fn a_lost_step_race_returns_the_winners_handoff_for_the_step() {
+    let step = StepKey::parse("oauth-login@turn-17").unwrap();
+    let mut handoffs = MockHandoffRepository::new();
+    let mut parents = MockParentRegistry::new();
+    let mut seq = mockall::Sequence::new();
+    let asked = step.clone();
+    parents
+        .expect_load_parent_with_active()
+        .withf(move |_, step| *step == Some(&asked))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| wave_snapshot(wave(), 1, None));
+    let stored_step = step.clone();
+    handoffs
+        .expect_insert()
+        .withf(move |handoff, _| handoff.step.as_ref() == Some(&stored_step))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(InsertOutcome::StepTaken));
+    // The winner already finished: the step's handoff is returned as it is.
+    let mut winner = finished(&completed());
+    winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
+    winner.step = Some(step.clone());
+    let expected = winner.clone();
+    parents
+        .expect_load_parent_with_active()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_, _| {
+            let mut snapshot = wave_snapshot(wave(), 1, None)?;
+            if let Some(snapshot) = snapshot.as_mut() {
+                snapshot.at_step = Some(Versioned {
+                    value: winner.clone(),
+                    version: 2,
+                });
+            }
+            Ok(snapshot)
+        });
+    let store = build(handoffs, parents, clock_at(T0));
+    let (handoff, created) = store
+        .open_interactive_handoff_at_step(request(), &step)
+        .await
+        .unwrap();
     assert!(!created);
     assert_eq!(handoff, expected);
 }
@@ -265,12 +314,12 @@ async fn a_parent_that_changed_under_open_is_revalidated() {
         .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| wave_snapshot(wave(), 1, None));
+        .returning(|_, _| wave_snapshot(wave(), 1, None));
     parents
         .expect_load_parent_with_active()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| wave_snapshot(wave().with_latest_process(test_process(2)), 2, None));
+        .returning(|_, _| wave_snapshot(wave().with_latest_process(test_process(2)), 2, None));
     let mut handoffs = MockHandoffRepository::new();
     handoffs
         .expect_insert()
@@ -349,7 +398,7 @@ async fn a_repository_failure_surfaces_as_unavailable() {
     );
 
     let mut parents = MockParentRegistry::new();
-    parents.expect_load_parent_with_active().returning(|_| {
+    parents.expect_load_parent_with_active().returning(|_, _| {
         Err(StoreError::unavailable(
             UnavailableKind::Unreachable,
             "server gone",
@@ -436,7 +485,16 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
     handoffs
         .expect_transition()
         .returning(move |_, decide| decided_on(&claimed, &decide, Expect::Replay));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    // Generation 6 is newer than the holder but not the parent's current
+    // body (5), so it reads the parent once and does not take over.
+    let mut parents = MockParentRegistry::new();
+    parents.expect_load_parent().times(1).returning(|_| {
+        Ok(Some(Versioned {
+            value: Parent::Wave(wave().with_latest_process(test_process(5))),
+            version: 2,
+        }))
+    });
+    let store = build(handoffs, parents, clock_at(T0));
     assert!(store
         .claim_interactive_handoff_wake(&handoff_id(), 5)
         .await
@@ -445,6 +503,45 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
         .claim_interactive_handoff_wake(&handoff_id(), 6)
         .await
         .unwrap());
+}
+
+#[tokio::test]
+async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
+    let held = lf_handoff_domain::interactive_handoff::claim_wake(&finished(&completed()), 5, T0)
+        .unwrap()
+        .transition
+        .into_handoff();
+    let mut seq = mockall::Sequence::new();
+    let mut handoffs = MockHandoffRepository::new();
+    let first = held.clone();
+    handoffs
+        .expect_transition()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_, decide| decided_on(&first, &decide, Expect::Replay));
+    let mut parents = MockParentRegistry::new();
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave().with_latest_process(test_process(6))),
+                version: 3,
+            }))
+        });
+    handoffs
+        .expect_transition()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_, decide| decided_on(&held, &decide, Expect::Write));
+    let store = build(handoffs, parents, clock_at(T0));
+    let (claimed, handoff) = store
+        .claim_interactive_handoff_wake_with_record(&handoff_id(), 6)
+        .await
+        .unwrap();
+    assert!(claimed);
+    assert_eq!(handoff.wake_claimed_by_generation, Some(6));
 }
 
 #[tokio::test]
@@ -470,7 +567,7 @@ async fn unknown_ids_and_parents_are_not_found() {
     let mut parents = MockParentRegistry::new();
     parents
         .expect_load_parent_with_active()
-        .returning(|_| Ok(None));
+        .returning(|_, _| Ok(None));
     let store = build(handoffs, parents, clock_at(T0));
     assert!(store
         .attach_interactive_handoff(&handoff_id())

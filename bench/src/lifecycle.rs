@@ -257,6 +257,7 @@ pub(crate) async fn raw_lifecycle(
         terminal_at: None,
         wake_claimed_at: None,
         wake_claimed_by_generation: None,
+        step: None,
     };
     raw.insert(&waiting).await?;
     let opened = Instant::now();

@@ -159,6 +159,7 @@ impl Population {
             terminal_at,
             wake_claimed_at,
             wake_claimed_by_generation: claimed.then_some(1),
+            step: None,
         };
         if let Err(violation) = handoff.validate() {
             return fail(format!("synthetic handoff {i} is invalid: {violation}"));

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{check_env_key, InteractiveHandoffParent};
+use lf_handoff_adapters::domain::interactive_handoff::{
+    check_env_key, InteractiveHandoffParent, StepKey,
+};
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::parse_duration;
 
@@ -53,7 +55,8 @@ pub enum Command {
     /// Create task sessions and record their bodies.
     #[command(subcommand)]
     Task(TaskCommand),
-    /// Open a handoff for a parent (or get back its active one).
+    /// Open a handoff for a parent (or get back its active one, or with
+    /// --step its handoff for that step).
     Open(OpenArgs),
     /// List handoffs, oldest first.
     List {
@@ -246,6 +249,11 @@ pub struct OpenArgs {
     /// Why a person is needed.
     #[arg(long, value_name = "R")]
     pub reason: String,
+    /// The body's name for the step it is at, such as oauth-login@turn-17:
+    /// a body that runs the step again (a replaced one too) gets the same
+    /// handoff back, even after it finished.
+    #[arg(long, value_name = "KEY", value_parser = parse_step)]
+    pub step: Option<StepKey>,
     /// Environment to add when attaching (repeatable).
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
@@ -284,6 +292,10 @@ fn parse_wave_id(text: &str) -> Result<WaveId, String> {
 fn parse_project_id(text: &str) -> Result<ProjectSessionId, String> {
     let bare = text.strip_prefix("project:").unwrap_or(text);
     ProjectSessionId::parse(bare).map_err(|e| e.to_string())
+}
+
+fn parse_step(text: &str) -> Result<StepKey, String> {
+    StepKey::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_home(text: &str) -> Result<WaveHome, String> {

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    OpenInteractiveHandoff, StepKey,
 };
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::StorageConfig;
@@ -152,12 +153,16 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
             "lf-demo-w2-175".to_string(),
         ],
     };
-    let (opened, created) = store.open_interactive_handoff(request.clone()).await?;
+    let step = StepKey::parse(STEP).map_err(|e| CliError::contract_broken(e.to_string()))?;
+    let (opened, created) = store
+        .open_interactive_handoff_at_step(request.clone(), &step)
+        .await?;
     expect(created, "the first open must create a handoff")?;
     say.step(
         "open",
         format!(
-            "Body generation 1 of {parent} needs a person: opened handoff {} ({}): {}",
+            "Body generation 1 of {parent} needs a person at step {STEP}: opened handoff {} \
+             ({}): {}",
             opened.id,
             opened.status.describe(),
             opened.reason
@@ -166,7 +171,9 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         &opened,
     )?;
 
-    let (replayed, created) = store.open_interactive_handoff(request).await?;
+    let (replayed, created) = store
+        .open_interactive_handoff_at_step(request.clone(), &step)
+        .await?;
     expect(
         !created && replayed == opened,
         "a replayed open must return the same record and write nothing",
@@ -258,22 +265,78 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         &serde_json::json!({ "claimed": again }),
     )?;
 
-    parents::record_body(store, &body(3)).await?;
     let (lost, after) = store
         .claim_interactive_handoff_wake_with_record(&opened.id, 3)
         .await?;
-    expect(!lost, "a second generation's claim must lose")?;
+    expect(
+        !lost,
+        "a generation the task has not recorded must not take the wake",
+    )?;
     say.step(
         "claim_lost",
         format!(
-            "A later body, generation 3, tried to claim the same wake: claimed=false, \
-             because generation {} holds it",
-            after
-                .wake_claimed_by_generation
-                .map_or_else(|| "none".to_string(), |g| g.to_string())
+            "Generation 3, which the task has not recorded as its body, tried to claim the \
+             same wake: claimed=false, because generation {} holds it",
+            holder(&after)
         ),
         None,
         &serde_json::json!({ "claimed": lost, "handoff": after }),
+    )?;
+
+    parents::record_body(store, &body(3)).await?;
+    let rerun_request = OpenInteractiveHandoff {
+        body_generation: 3,
+        ..request
+    };
+    let (rerun, created) = store
+        .open_interactive_handoff_at_step(rerun_request, &step)
+        .await?;
+    expect(
+        !created && rerun == after,
+        "a re-run step must get its finished handoff back and write nothing",
+    )?;
+    say.step(
+        "rerun_step",
+        format!(
+            "Generation 2 crashed before it moved past the login; the orchestrator recorded \
+             generation 3, which ran step {STEP} again: it got {} back ({}, created=false), \
+             so nobody is asked to log in twice",
+            rerun.id,
+            rerun.status.describe()
+        ),
+        None,
+        &serde_json::json!({ "created": created, "handoff": rerun }),
+    )?;
+
+    let (taken, after) = store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 3)
+        .await?;
+    expect(
+        taken && after.wake_claimed_by_generation == Some(3),
+        "the task's current body must take the wake over from the one it replaced",
+    )?;
+    say.step(
+        "take_over",
+        "Generation 3, the task's body now, claimed the wake: claimed=true, it took the wake \
+         over from generation 2 and resumes from the summary"
+            .to_string(),
+        None,
+        &serde_json::json!({ "claimed": taken, "holder": after.wake_claimed_by_generation, "handoff": after }),
+    )?;
+
+    let (old, after) = store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
+        .await?;
+    expect(!old, "the replaced generation's retry must lose")?;
+    say.step(
+        "old_retry",
+        format!(
+            "Generation 2 (had it survived) retried its claim: claimed=false, generation {} \
+             holds the wake now",
+            holder(&after)
+        ),
+        None,
+        &serde_json::json!({ "claimed": old, "handoff": after }),
     )?;
 
     let row = after.list_row(store.now());
@@ -291,6 +354,16 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         format!("Done; the records stay in {}.", ctx.url)
     };
     say.finish(&last)
+}
+
+/// The step the demo's body is at.
+const STEP: &str = "oauth-login";
+
+/// The generation holding a handoff's wake, for people.
+fn holder(handoff: &InteractiveHandoff) -> String {
+    handoff
+        .wake_claimed_by_generation
+        .map_or_else(|| "none".to_string(), |g| g.to_string())
 }
 
 /// Fails the demo (exit 4) when the contract was not kept.

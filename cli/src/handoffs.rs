@@ -35,11 +35,14 @@ pub struct Opened<'a> {
 pub struct Claimed<'a> {
     /// True if and only if the given generation holds the wake.
     pub claimed: bool,
+    /// The generation that holds the wake after the claim: the given one,
+    /// another one, or (never after a claim that returned) none.
+    pub holder: Option<u32>,
     /// The handoff after the claim.
     pub handoff: &'a InteractiveHandoff,
 }
 
-/// Builds the open request from the flags.
+/// Builds the open request from the flags (the step travels beside it).
 ///
 /// # Errors
 /// Exit 2 when an environment key is given twice.
@@ -66,14 +69,21 @@ pub fn open_request(args: OpenArgs) -> CliResult<OpenInteractiveHandoff> {
     })
 }
 
-/// `open`: opens a handoff, or returns the parent's active one.
-pub async fn open(ctx: &Context, args: OpenArgs) -> CliResult<()> {
+/// `open`: opens a handoff, or returns the parent's active one; with
+/// `--step`, returns the parent's handoff for that step whatever its status
+/// (C12).
+pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
+    let step = args.step.take();
     let request = open_request(args)?;
-    let (handoff, created) = ctx
-        .store
-        .open_interactive_handoff(request)
-        .await
-        .map_err(|e| ctx.fail(e))?;
+    let opened = match &step {
+        Some(step) => {
+            ctx.store
+                .open_interactive_handoff_at_step(request, step)
+                .await
+        }
+        None => ctx.store.open_interactive_handoff(request).await,
+    };
+    let (handoff, created) = opened.map_err(|e| ctx.fail(e))?;
     if ctx.json {
         return emit_json(&Opened {
             created,
@@ -84,6 +94,13 @@ pub async fn open(ctx: &Context, args: OpenArgs) -> CliResult<()> {
         note(&format!(
             "opened: {} is waiting for a person",
             handoff.parent
+        ));
+    } else if let Some(step) = &step {
+        note(&format!(
+            "reused: {}'s handoff for step {} is {}; nothing was changed",
+            handoff.parent,
+            printable(step.as_str()),
+            handoff.status.describe()
         ));
     } else {
         note(&format!(
@@ -188,6 +205,7 @@ pub async fn claim_wake(
     if ctx.json {
         return emit_json(&Claimed {
             claimed,
+            holder: handoff.wake_claimed_by_generation,
             handoff: &handoff,
         });
     }

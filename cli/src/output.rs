@@ -112,46 +112,73 @@ pub fn terminal_width() -> Option<usize> {
     terminal_size::terminal_size_of(io::stdout()).map(|(width, _)| usize::from(width.0))
 }
 
-/// The census as an aligned table: id, parent, status, age and the reason.
-/// With a `width`, lines are cut to it: the reason is cut first, and when
-/// fewer than [`MIN_REASON`] characters would be left for it the parent
-/// column is shortened too (ids stay whole, so they can be copied). It
-/// never shows the environment or the attach command (the rows do not
-/// carry them).
+/// The census as an aligned table: id, parent, status, age, the step when
+/// a listed handoff has one, and the reason. With a `width`, lines are cut
+/// to it: a step is cut to [`MAX_STEP`] characters, the reason is cut
+/// next, and when fewer than [`MIN_REASON`] characters would be left for it
+/// the parent column is shortened, then the step column (ids stay whole, so
+/// they can be copied). It never shows the environment or the attach
+/// command (the rows do not carry them).
 pub fn table(rows: &[InteractiveHandoffListRow], width: Option<usize>) -> String {
-    const HEADER: [&str; 4] = ["ID", "PARENT", "STATUS", "AGE"];
-    let mut cells: Vec<[String; 4]> = rows
+    let with_step = rows.iter().any(|row| row.step.is_some());
+    let mut header = vec!["ID", "PARENT", "STATUS", "AGE"];
+    if with_step {
+        header.push("STEP");
+    }
+    let mut cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
-            [
+            let mut cells = vec![
                 row.session_id.to_string(),
                 format!("{}:{}", row.parent_kind, row.parent_id),
                 row.status.as_str().to_string(),
                 age(row.age_secs.unwrap_or(0)),
-            ]
+            ];
+            if with_step {
+                cells.push(row.step.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |step| {
+                        let step = printable(step.as_str());
+                        match width {
+                            Some(_) => cut(&step, MAX_STEP),
+                            None => step.into_owned(),
+                        }
+                    },
+                ));
+            }
+            cells
         })
         .collect();
-    let mut widths = HEADER.map(str::len);
+    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
     for row in &cells {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
     if let Some(width) = width {
-        let others: usize = widths.iter().map(|w| w + 2).sum::<usize>() - widths[1];
-        let room = width.saturating_sub(others + MIN_REASON);
-        if room < widths[1] {
-            widths[1] = room.max(MIN_PARENT);
-            for row in &mut cells {
-                row[1] = shorten_parent(&row[1], widths[1]);
+        // The parent gives way first, then the step, each down to its
+        // narrowest, so the reason keeps MIN_REASON characters if it can.
+        let shrinkable: [(usize, usize, Shorten); 2] =
+            [(PARENT, MIN_PARENT, shorten_parent), (STEP, MIN_STEP, cut)];
+        for (column, narrowest, shorten) in shrinkable {
+            if column >= widths.len() {
+                continue;
+            }
+            let others: usize = widths.iter().map(|w| w + 2).sum::<usize>() - widths[column];
+            let room = width.saturating_sub(others + MIN_REASON);
+            if room < widths[column] {
+                widths[column] = room.max(narrowest).min(widths[column]);
+                for row in &mut cells {
+                    row[column] = shorten(&row[column], widths[column]);
+                }
             }
         }
     }
     let prefix: usize = widths.iter().map(|w| w + 2).sum();
     let mut out = String::new();
-    let mut line = |fields: [&str; 4], reason: &str| {
+    let mut line = |fields: &[&str], reason: &str| {
         let mut text = String::new();
-        for (field, width) in fields.iter().zip(widths) {
+        for (field, width) in fields.iter().zip(&widths) {
             let _ = write!(text, "{field:<width$}  ");
         }
         match width {
@@ -161,15 +188,22 @@ pub fn table(rows: &[InteractiveHandoffListRow], width: Option<usize>) -> String
         out.push_str(text.trim_end());
         out.push('\n');
     };
-    line(HEADER, "REASON");
+    line(&header, "REASON");
     for (row, cell) in rows.iter().zip(&cells) {
-        line(
-            [&cell[0], &cell[1], &cell[2], &cell[3]],
-            &printable(&row.reason),
-        );
+        let fields: Vec<&str> = cell.iter().map(String::as_str).collect();
+        line(&fields, &printable(&row.reason));
     }
     out
 }
+
+/// How a column's cells are cut to a width.
+type Shorten = fn(&str, usize) -> String;
+
+/// The parent column of [`table`].
+const PARENT: usize = 1;
+
+/// The step column of [`table`], when it has one.
+const STEP: usize = 4;
 
 /// A parent reference cut to `max` characters in the middle, keeping the
 /// kind and the end of the id (`task:…4c031002983d`): UUID v7 ids made
@@ -193,6 +227,12 @@ pub const MIN_REASON: usize = 24;
 
 /// The narrowest the parent column gets (`task:ts_019…`).
 const MIN_PARENT: usize = 12;
+
+/// The most characters of a step key a cut table line shows.
+pub const MAX_STEP: usize = 24;
+
+/// The narrowest the step column gets (`oauth-l…`).
+const MIN_STEP: usize = 8;
 
 /// `text` cut to at most `max` characters, ending in `…` when cut.
 pub fn cut(text: &str, max: usize) -> String {
@@ -263,6 +303,13 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
                 .map_or_else(|| "-".to_string(), |s| printable(s).into_owned()),
         ),
         ("body generation", handoff.body_generation.to_string()),
+        (
+            "step",
+            handoff
+                .step
+                .as_ref()
+                .map_or_else(|| "-".to_string(), |s| printable(s.as_str()).into_owned()),
+        ),
         ("reason", printable(&handoff.reason).into_owned()),
         ("command", shell_words(&handoff.attach_argv)),
         ("environment", environment),
@@ -499,6 +546,64 @@ mod tests {
         assert_eq!(shorten_parent(parent, 100), parent);
         assert_eq!(shorten_parent(parent, 18), "task:…4c031002983d");
         assert_eq!(shorten_parent(parent, 18).chars().count(), 18);
+    }
+
+    fn row(step: Option<&str>) -> InteractiveHandoffListRow {
+        use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
+        use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoffStatus, StepKey};
+        let at = OffsetDateTime::UNIX_EPOCH;
+        InteractiveHandoffListRow {
+            session_id: InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d")
+                .unwrap(),
+            parent_kind: "task".into(),
+            parent_id: "ts_01a23770-d145-7233-b23a-4c031002983e".into(),
+            wave_id: WaveId::parse("wv_01a23770-d145-7233-b23a-4c031002983f").unwrap(),
+            status: InteractiveHandoffStatus::Waiting,
+            provider: "codex".into(),
+            provider_session_id: None,
+            home: "jack@local".into(),
+            cwd: "/w".into(),
+            reason: "a credential is needed for the login".into(),
+            created_at: at,
+            updated_at: at,
+            age_secs: Some(5),
+            step: step.map(|s| StepKey::parse(s).unwrap()),
+        }
+    }
+
+    #[test]
+    fn the_step_column_shows_only_when_a_handoff_has_a_step() {
+        let plain = table(&[row(None)], None);
+        assert!(!plain.contains("STEP"), "{plain}");
+        let long = format!("oauth-login@{}", "turn-".repeat(20));
+        let rows = [row(None), row(Some(&long))];
+        let whole = table(&rows, None);
+        let lines: Vec<&str> = whole.lines().collect();
+        let column = lines[0].find("STEP").unwrap();
+        assert!(lines[1][column..].starts_with("-  "), "{whole}");
+        assert!(
+            lines[2][column..].starts_with(&long),
+            "not cut in a pipe: {whole}"
+        );
+
+        let wide = table(&rows, Some(200));
+        let lines: Vec<&str> = wide.lines().collect();
+        let shown: String = lines[2][column..].chars().take(MAX_STEP).collect();
+        assert_eq!(shown, cut(&long, MAX_STEP), "{wide}");
+        assert!(lines[2].ends_with("a credential is needed for the login"));
+
+        // Narrow: the parent gives way, then the step, so the reason keeps
+        // MIN_REASON characters (ids stay whole).
+        for width in [90, 100, 120] {
+            let narrow = table(&rows, Some(width));
+            for line in narrow.lines() {
+                assert!(line.chars().count() <= width, "{width}: {line:?}");
+            }
+            let last = narrow.lines().nth(2).unwrap();
+            assert!(last.starts_with("ih_01a23770-d145-7233-b23a-4c031002983d  task:…"));
+            assert!(last.contains("  oauth-l"), "{width}: {last}");
+            assert!(last.contains("  a credenti"), "{width}: {last}");
+        }
     }
 
     #[test]

@@ -6,8 +6,9 @@
 mod support;
 
 use lf_handoff_domain::interactive_handoff::{
-    attach, claim_wake, decide_open, finish, open, replay, InteractiveHandoffOutcome,
-    InteractiveHandoffStatus, OpenDecision, Transition,
+    attach, claim_wake, claim_wake_for_parent, decide_open, decide_open_at_step, finish, open,
+    replay, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenDecision,
+    StepKey, Transition,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSessionStatus;
@@ -585,4 +586,186 @@ fn c10_recording_the_current_body_again_is_recognised_as_a_replay() {
     assert!(next.is_current_body(&process(5, Some("task-thread"))));
     assert!(!next.is_current_body(&process(6, None)));
     assert!(!parent.is_current_body(&process(5, None)));
+}
+
+fn step(text: &str) -> StepKey {
+    StepKey::parse(text).unwrap()
+}
+
+/// Opens at `key` on `parent`, which has no handoff yet.
+fn opened_at_step(parent: &Parent, key: &StepKey) -> InteractiveHandoff {
+    match decide_open_at_step(
+        &request_for(parent),
+        Some(key),
+        parent,
+        None,
+        None,
+        handoff_id(1),
+        T0,
+    )
+    .unwrap()
+    {
+        OpenDecision::Create(handoff) => handoff,
+        OpenDecision::Replay(_) => panic!("a parent without a handoff replayed"),
+    }
+}
+
+#[test]
+fn c12_open_at_a_step_records_it() {
+    let parent = task_parent();
+    let created = opened_at_step(&parent, &step("oauth-login@turn-17"));
+    assert_eq!(created.step, Some(step("oauth-login@turn-17")));
+    created.validate().unwrap();
+    let row = created.list_row(at(1));
+    assert_eq!(row.step, created.step);
+}
+
+#[test]
+fn c12_a_step_the_parent_has_returns_its_handoff_whatever_its_status() {
+    let parent = task_parent();
+    let key = step("oauth-login@turn-17");
+    let first = opened_at_step(&parent, &key);
+    let done = finish(&first, &handed_back(), at(1))
+        .unwrap()
+        .into_handoff();
+    let claimed = claim_wake(&done, 4, at(2))
+        .unwrap()
+        .transition
+        .into_handoff();
+    for existing in [&first, &done, &claimed] {
+        let active = existing.is_active().then_some(existing);
+        let decision = decide_open_at_step(
+            &request_for(&parent),
+            Some(&key),
+            &parent,
+            active,
+            Some(existing),
+            handoff_id(2),
+            at(3),
+        )
+        .unwrap();
+        assert_eq!(decision, OpenDecision::Replay(existing.clone()));
+    }
+}
+
+#[test]
+fn c12_parent_checks_come_before_the_step_replay() {
+    let parent = task_parent();
+    let key = step("oauth-login@turn-17");
+    let first = opened_at_step(&parent, &key);
+    let next = parent.record_body(process(5, None), at(1)).unwrap();
+    is_conflict(
+        decide_open_at_step(
+            &request_for(&parent),
+            Some(&key),
+            &next,
+            Some(&first),
+            Some(&first),
+            handoff_id(2),
+            at(2),
+        ),
+        ConflictKind::StaleGeneration,
+        "stale",
+    );
+}
+
+#[test]
+fn c12_another_step_while_the_parent_is_busy_is_a_conflict_naming_the_active_handoff() {
+    let parent = task_parent();
+    let first = opened_at_step(&parent, &step("a"));
+    let unnamed = waiting();
+    for active in [&first, &unnamed] {
+        is_conflict(
+            decide_open_at_step(
+                &request_for(&parent),
+                Some(&step("b")),
+                &parent,
+                Some(active),
+                None,
+                handoff_id(2),
+                at(1),
+            ),
+            ConflictKind::ParentBusy,
+            active.id.as_str(),
+        );
+    }
+}
+
+#[test]
+fn c12_without_a_step_open_replays_the_active_handoff_whatever_its_step() {
+    let parent = task_parent();
+    let first = opened_at_step(&parent, &step("a"));
+    let decision = decide_open(
+        &request_for(&parent),
+        &parent,
+        Some(&first),
+        handoff_id(2),
+        at(1),
+    );
+    assert_eq!(decision.unwrap(), OpenDecision::Replay(first));
+}
+
+#[test]
+fn c12_a_handoff_of_another_step_or_parent_is_not_returned() {
+    let parent = task_parent();
+    let first = opened_at_step(&parent, &step("a"));
+    is_invalid(
+        decide_open_at_step(
+            &request_for(&parent),
+            Some(&step("b")),
+            &parent,
+            None,
+            Some(&first),
+            handoff_id(2),
+            at(1),
+        ),
+        "step",
+    );
+}
+
+#[test]
+fn c13_the_parents_current_generation_takes_the_wake_over_from_an_older_holder() {
+    let done = finish(&waiting(), &handed_back(), at(1))
+        .unwrap()
+        .into_handoff();
+    let held = claim_wake(&done, 5, at(2)).unwrap();
+    assert!(held.claimed);
+    let held = held.transition.into_handoff();
+
+    let taken = claim_wake_for_parent(&held, 6, Some(6), at(3)).unwrap();
+    assert!(taken.claimed);
+    let Transition::Changed(taken) = taken.transition else {
+        panic!("a take-over writes the new holder");
+    };
+    assert_eq!(taken.wake_claimed_by_generation, Some(6));
+    assert_eq!(taken.wake_claimed_at, Some(at(3)));
+    taken.validate().unwrap();
+
+    // The old holder's retry now loses; the new holder's retry is a replay.
+    let old = claim_wake_for_parent(&taken, 5, Some(6), at(4)).unwrap();
+    assert!(!old.claimed && !old.transition.is_changed());
+    let again = claim_wake_for_parent(&taken, 6, Some(6), at(4)).unwrap();
+    assert!(again.claimed && !again.transition.is_changed());
+}
+
+#[test]
+fn c13_no_take_over_unless_newer_and_current() {
+    let done = finish(&waiting(), &handed_back(), at(1))
+        .unwrap()
+        .into_handoff();
+    let held = claim_wake(&done, 5, at(2))
+        .unwrap()
+        .transition
+        .into_handoff();
+    for (generation, current) in [(6, None), (6, Some(7)), (7, Some(6)), (6, Some(5))] {
+        let claim = claim_wake_for_parent(&held, generation, current, at(3)).unwrap();
+        assert!(
+            !claim.claimed && !claim.transition.is_changed(),
+            "generation {generation} with the parent at {current:?}"
+        );
+    }
+    // C7 still holds for the first claim: any generation not older than
+    // the opener's may take an unclaimed wake.
+    let first = claim_wake_for_parent(&done, 9, Some(6), at(3)).unwrap();
+    assert!(first.claimed && first.transition.is_changed());
 }

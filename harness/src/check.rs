@@ -4,7 +4,9 @@
 //! acknowledged, or further along: a transition that was in flight when the
 //! process died may have committed before its acknowledgement was printed.
 //! It may never hold a record that is behind what was acknowledged, or one
-//! whose acknowledged facts (attach time, outcome, claim) changed.
+//! whose acknowledged facts (attach time, outcome, claim) changed. The one
+//! change a claimed record allows is the wake hand-over (C13): the wake
+//! moves to a newer generation.
 
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffStatus,
@@ -22,6 +24,16 @@ pub fn stage(handoff: &InteractiveHandoff) -> u8 {
     } else {
         0
     }
+}
+
+/// How far a handoff has come, hand-overs included: its [`stage`], then the
+/// generation holding its wake (generations only increase along a
+/// handoff's life).
+pub fn progress(handoff: &InteractiveHandoff) -> (u8, u32) {
+    (
+        stage(handoff),
+        handoff.wake_claimed_by_generation.unwrap_or(0),
+    )
 }
 
 /// Checks that `stored` is `acknowledged`, or a state the protocol reaches
@@ -48,7 +60,8 @@ pub fn handoff_same_or_later(
         && stored.reason == acknowledged.reason
         && stored.environment == acknowledged.environment
         && stored.attach_argv == acknowledged.attach_argv
-        && stored.created_at == acknowledged.created_at;
+        && stored.created_at == acknowledged.created_at
+        && stored.step == acknowledged.step;
     if !fixed_fields_equal {
         return Err(format!(
             "handoff {id}: a field fixed at open changed (acknowledged {acknowledged:?}, stored {stored:?})"
@@ -79,11 +92,20 @@ pub fn handoff_same_or_later(
             acknowledged.outcome, stored.outcome
         ));
     }
-    if acknowledged.wake_claimed_by_generation.is_some() {
-        // A claimed handoff never changes again, so it must be equal.
-        return Err(format!(
-            "handoff {id}: the acknowledged wake claim changed (acknowledged {acknowledged:?}, stored {stored:?})"
-        ));
+    if let Some(holder) = acknowledged.wake_claimed_by_generation {
+        // A claimed handoff changes only when a newer generation takes the
+        // wake over, later than the acknowledged claim.
+        let handed_over = stored
+            .wake_claimed_by_generation
+            .is_some_and(|newer| newer > holder)
+            && stored.wake_claimed_at > acknowledged.wake_claimed_at
+            && stored.updated_at >= acknowledged.updated_at;
+        if !handed_over {
+            return Err(format!(
+                "handoff {id}: the acknowledged wake claim changed (acknowledged {acknowledged:?}, stored {stored:?})"
+            ));
+        }
+        return Ok(());
     }
     if stored.updated_at < acknowledged.updated_at {
         return Err(format!("handoff {id}: updated_at went back"));
@@ -123,7 +145,9 @@ mod tests {
     use std::path::Path;
 
     use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-    use lf_handoff_adapters::domain::interactive_handoff::{attach, claim_wake, finish, open};
+    use lf_handoff_adapters::domain::interactive_handoff::{
+        attach, claim_wake, claim_wake_for_parent, finish, open,
+    };
     use lf_handoff_adapters::domain::wave::Wave;
     use lf_handoff_adapters::GenerateId;
     use lf_handoff_conformance::fixtures::{body, outcome};
@@ -204,6 +228,28 @@ mod tests {
         assert!(handoff_same_or_later(&claimed, &other_claim)
             .unwrap_err()
             .contains("wake claim"));
+    }
+
+    #[test]
+    fn a_wake_handed_over_to_a_newer_generation_is_later_and_never_back() {
+        let [_, _, _, claimed] = stages();
+        let handed = claim_wake_for_parent(&claimed, 2, Some(2), at(4))
+            .unwrap()
+            .transition
+            .into_handoff();
+        assert_eq!(handed.wake_claimed_by_generation, Some(2));
+        assert_eq!(handoff_same_or_later(&claimed, &handed), Ok(()));
+        assert!(progress(&handed) > progress(&claimed));
+        assert!(handoff_same_or_later(&handed, &claimed)
+            .unwrap_err()
+            .contains("wake claim"));
+        let mut stepped = claimed.clone();
+        stepped.step = Some(
+            lf_handoff_adapters::domain::interactive_handoff::StepKey::parse("login").unwrap(),
+        );
+        assert!(handoff_same_or_later(&claimed, &stepped)
+            .unwrap_err()
+            .contains("fixed at open"));
     }
 
     #[test]

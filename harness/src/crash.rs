@@ -27,6 +27,25 @@
 //!      wrote.
 //!
 //! After the last trial every parent ever acknowledged is read back as well.
+//!
+//! **The crash story** (C12, C13; [`crate::crash_child`]): a few parents
+//! are the story's. After every kill the harness records the next body
+//! generation for each, as an orchestrator replaces a crashed body, and the
+//! next child's body re-runs the step the last one had not recorded moving
+//! past. The checks count, over the run:
+//!
+//! - **duplicate handoffs for one step**: the (parent, step) pairs for which
+//!   more than one handoff id was acknowledged by an open at the step or
+//!   found stored with that step;
+//! - **wakes held by two generations**: the handoffs (the story's and the
+//!   lifecycles') for which a generation was told `claimed = true` after a
+//!   newer generation had been told `claimed = true` (an old holder won back
+//!   a wake its replacement took over), or whose stored holder, after a
+//!   trial, is older than the newest generation told `claimed = true` (a
+//!   hand-over was undone).
+//!
+//! A story claim by the parent's current generation that is refused, or a
+//! `claimed = true` whose record names another holder, is a violation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -34,18 +53,21 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    check_one_active_per_parent, InteractiveHandoff, InteractiveHandoffParent,
+    check_one_active_per_parent, InteractiveHandoff, InteractiveHandoffParent, StepKey,
 };
 use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_adapters::domain::wave::Wave;
+use lf_handoff_adapters::{open_store, GenerateId, Store};
+use lf_handoff_conformance::fixtures;
+use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use crate::check::{handoff_same_or_later, parent_same_or_later, stage};
-use crate::crash_child::{parse_reference, CHILD_ARG, FAKE_ACK_ARG};
+use crate::check::{handoff_same_or_later, parent_same_or_later, progress};
+use crate::crash_child::{parse_reference, story_arg, CHILD_ARG, FAKE_ACK_ARG, FAKE_STEPS_ARG};
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
 
@@ -86,6 +108,12 @@ pub struct CrashOptions {
     /// Self-test only: children acknowledge writes they never made, so the
     /// run must report losses.
     pub fake_acks: bool,
+    /// Parents whose bodies play the crash story, one lane each in every
+    /// child (0: no story).
+    pub story_parents: usize,
+    /// Self-test only: story lanes acknowledge a second handoff for a step
+    /// and a wake won back, so the run must count both.
+    pub fake_steps: bool,
 }
 
 /// The figures of one backend's run.
@@ -116,6 +144,24 @@ pub struct CrashFigures {
     pub handoffs_at_end: usize,
     /// Parents checked after the last trial.
     pub parents_at_end: usize,
+    /// Parents playing the crash story.
+    pub story_parents: usize,
+    /// Story opens at a step that created the step's handoff.
+    pub steps_opened: u64,
+    /// Story opens at a step that got an existing handoff back: a new
+    /// generation ran the step again.
+    pub steps_rerun: u64,
+    /// Of those, how many got a finished handoff back.
+    pub steps_rerun_finished: u64,
+    /// Story claims that took the wake over from an older generation.
+    pub wakes_taken_over: u64,
+    /// Replaced generations' retries answered `claimed = false`.
+    pub old_claims_refused: u64,
+    /// (parent, step) pairs with more than one handoff. Must be 0.
+    pub duplicate_steps: u64,
+    /// Handoffs whose wake two generations held (see the module
+    /// documentation). Must be 0.
+    pub double_held_wakes: u64,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
     /// True when the time limit stopped the run before every trial ran.
@@ -130,7 +176,11 @@ impl CrashFigures {
     /// Returns true if and only if nothing was lost, nothing broke an
     /// invariant and the harness itself had no error.
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.violations == 0 && self.errors == 0
+        self.lost == 0
+            && self.violations == 0
+            && self.errors == 0
+            && self.duplicate_steps == 0
+            && self.double_held_wakes == 0
     }
 
     /// Every acknowledged transition.
@@ -188,8 +238,26 @@ impl CrashFigures {
             self.in_flight_applied,
             self.in_flight - self.in_flight_applied
         );
+        out += &format!(
+            "[{b}] crash story: {} parents, {} steps opened, {} run again by a new generation \
+             ({} finished), {} wakes taken over, {} replaced generations' claims refused\n",
+            self.story_parents,
+            self.steps_opened,
+            self.steps_rerun,
+            self.steps_rerun_finished,
+            self.wakes_taken_over,
+            self.old_claims_refused
+        );
         out += &format!("[{b}] transitions lost: {}\n", self.lost);
         out += &format!("[{b}] invariant violations: {}\n", self.violations);
+        out += &format!(
+            "[{b}] duplicate handoffs for one step: {}\n",
+            self.duplicate_steps
+        );
+        out += &format!(
+            "[{b}] wakes held by two generations: {}\n",
+            self.double_held_wakes
+        );
         out += &format!("[{b}] harness errors: {}\n", self.errors);
         out += &format!(
             "[{b}] records checked after the last trial: {} handoffs, {} parents\n",
@@ -227,6 +295,133 @@ struct Ledger {
     handoffs: BTreeMap<InteractiveHandoffId, InteractiveHandoff>,
     /// Every parent acknowledged or observed, at the newest state seen.
     parents: BTreeMap<InteractiveHandoffParent, Parent>,
+    /// The crash story.
+    story: Story,
+}
+
+/// The crash story's state: its parents, what was seen of their steps, and
+/// who was told it holds each wake (for every handoff).
+#[derive(Debug, Default)]
+struct Story {
+    /// Each story parent, the generation last recorded for it, and the step
+    /// its body is at (the last one it recorded moving to).
+    parents: Vec<(InteractiveHandoffParent, u32, u64)>,
+    /// The handoffs seen for each (parent, step): acknowledged by an open
+    /// at the step, or stored with that step.
+    at_step: BTreeMap<(InteractiveHandoffParent, StepKey), BTreeSet<InteractiveHandoffId>>,
+    /// The (parent, step) pairs found with more than one handoff.
+    duplicates: BTreeSet<(InteractiveHandoffParent, StepKey)>,
+    /// For each handoff, the newest generation told `claimed = true`.
+    newest_holder: BTreeMap<InteractiveHandoffId, u32>,
+    /// The handoffs whose wake two generations held.
+    double_held: BTreeSet<InteractiveHandoffId>,
+}
+
+impl Story {
+    /// The generation the harness recorded for a story parent, if it is one.
+    fn generation(&self, parent: &InteractiveHandoffParent) -> Option<u32> {
+        self.parents
+            .iter()
+            .find(|(reference, _, _)| reference == parent)
+            .map(|(_, generation, _)| *generation)
+    }
+
+    /// Notes handoff `id` for `step` of `parent`; counts a second one.
+    fn saw_at_step(
+        &mut self,
+        parent: &InteractiveHandoffParent,
+        step: &StepKey,
+        id: &InteractiveHandoffId,
+        figures: &mut CrashFigures,
+    ) {
+        let key = (parent.clone(), step.clone());
+        let ids = self.at_step.entry(key.clone()).or_default();
+        ids.insert(id.clone());
+        if ids.len() > 1 && self.duplicates.insert(key) {
+            let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            figures.duplicate_steps += 1;
+            figures.problem(format!(
+                "duplicate: {parent} has {} handoffs for step {step}: {}",
+                ids.len(),
+                ids.join(", ")
+            ));
+        }
+    }
+
+    /// Notes that `generation` was told `claimed = true` for `id`; counts
+    /// a newer generation told so before it.
+    fn told_holder(
+        &mut self,
+        id: &InteractiveHandoffId,
+        generation: u32,
+        figures: &mut CrashFigures,
+    ) {
+        let newest = self.newest_holder.entry(id.clone()).or_insert(generation);
+        if *newest > generation {
+            let newer = *newest;
+            self.held_twice(
+                id,
+                format!("generation {generation} was told it holds the wake after generation {newer} was"),
+                figures,
+            );
+        } else {
+            *newest = generation;
+        }
+    }
+
+    /// Checks that each stored holder is no older than the newest
+    /// generation told `claimed = true`.
+    fn check_holders<'a>(
+        &mut self,
+        stored: impl Fn(&InteractiveHandoffId) -> Option<&'a InteractiveHandoff>,
+        figures: &mut CrashFigures,
+    ) {
+        let behind: Vec<(InteractiveHandoffId, u32, Option<u32>)> = self
+            .newest_holder
+            .iter()
+            .filter_map(|(id, newest)| {
+                let holder = stored(id)?.wake_claimed_by_generation;
+                (holder < Some(*newest)).then(|| (id.clone(), *newest, holder))
+            })
+            .collect();
+        for (id, newest, holder) in behind {
+            self.held_twice(
+                &id,
+                format!("generation {newest} was told it holds the wake, but {holder:?} is stored"),
+                figures,
+            );
+        }
+    }
+
+    fn held_twice(
+        &mut self,
+        id: &InteractiveHandoffId,
+        message: String,
+        figures: &mut CrashFigures,
+    ) {
+        if self.double_held.insert(id.clone()) {
+            figures.double_held_wakes += 1;
+            figures.problem(format!(
+                "wake held by two generations: handoff {id}: {message}"
+            ));
+        }
+    }
+}
+
+/// The JSON of a `step-open` acknowledgement.
+#[derive(Debug, Deserialize)]
+struct StepOpened {
+    created: bool,
+    step: StepKey,
+    handoff: InteractiveHandoff,
+}
+
+/// The JSON of a `wake` acknowledgement.
+#[derive(Debug, Deserialize)]
+struct Wake {
+    generation: u32,
+    claimed: bool,
+    handoff: InteractiveHandoff,
 }
 
 /// One line the child printed.
@@ -244,6 +439,10 @@ enum Event {
         json: String,
     },
     Error(String),
+    Moved {
+        parent: InteractiveHandoffParent,
+        step: u64,
+    },
 }
 
 fn parse_event(line: &str) -> Result<Event, String> {
@@ -252,6 +451,18 @@ fn parse_event(line: &str) -> Result<Event, String> {
     }
     if let Some(rest) = line.strip_prefix("error ") {
         return Ok(Event::Error(rest.to_string()));
+    }
+    if let Some(rest) = line.strip_prefix("step ") {
+        let mut words = rest.split(' ').skip(1);
+        let (Some(parent), Some(step), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("the child printed {line:?}"));
+        };
+        return Ok(Event::Moved {
+            parent: parse_reference(parent)?,
+            step: step
+                .parse()
+                .map_err(|e| format!("the child printed {line:?}: {e}"))?,
+        });
     }
     let mut words = line.splitn(5, ' ');
     let tag = words.next().unwrap_or_default();
@@ -291,21 +502,44 @@ async fn run_backend(
         }
     };
     let mut ledger = Ledger::default();
+    if options.story_parents > 0 {
+        if let Err(message) = create_story(&target, options.story_parents, &mut ledger).await {
+            figures.fail(message);
+            figures.elapsed = started.elapsed();
+            figures.kept_store = target.finish(true).await;
+            return figures;
+        }
+        figures.story_parents = options.story_parents;
+    }
     let mut startup = FIRST_STARTUP;
     for trial in 0..options.trials {
         if started.elapsed() >= options.time_limit {
             figures.stopped_by_time_limit = true;
             break;
         }
-        let lines =
-            match kill_one_child(&target, options, exe, &mut rng, &mut startup, &mut figures).await
-            {
-                Ok(lines) => lines,
-                Err(message) => {
-                    figures.fail(format!("trial {trial}: {message}"));
-                    break;
-                }
-            };
+        let story: Vec<(InteractiveHandoffParent, u64)> = ledger
+            .story
+            .parents
+            .iter()
+            .map(|(parent, _, step)| (parent.clone(), *step))
+            .collect();
+        let lines = match kill_one_child(
+            &target,
+            options,
+            &story,
+            exe,
+            &mut rng,
+            &mut startup,
+            &mut figures,
+        )
+        .await
+        {
+            Ok(lines) => lines,
+            Err(message) => {
+                figures.fail(format!("trial {trial}: {message}"));
+                break;
+            }
+        };
         figures.trials_run += 1;
         if let Err(message) = target.settle().await {
             figures.fail(format!("trial {trial}: {message}"));
@@ -322,6 +556,11 @@ async fn run_backend(
         };
         let before = (figures.lost, figures.violations, figures.in_flight);
         check_trial(&store, &lines, &mut ledger, &mut figures).await;
+        // The orchestrator replaces each story parent's killed body.
+        if let Err(message) = record_next_bodies(&store, &mut ledger).await {
+            figures.fail(format!("trial {trial}: {message}"));
+            break;
+        }
         drop(store);
         if options.verbose {
             println!(
@@ -341,10 +580,85 @@ async fn run_backend(
     figures
 }
 
+/// Creates the story's parents (alternately a wave and a task session
+/// under a new project) with body generation 1 recorded.
+async fn create_story(
+    target: &StoreTarget,
+    count: usize,
+    ledger: &mut Ledger,
+) -> Result<(), String> {
+    let store = open_store(target.config())
+        .await
+        .map_err(|e| format!("cannot open the store to create the story's parents: {e}"))?;
+    for n in 0..count {
+        let dir = target.work_dir();
+        let wave = Wave::new(
+            WaveId::new(),
+            format!("story {n}"),
+            dir.display().to_string(),
+        );
+        store
+            .create_wave(&wave)
+            .await
+            .map_err(|e| format!("create story wave {}: {e}", wave.id()))?;
+        ledger.parents.insert(
+            Parent::Wave(wave.clone()).reference(),
+            Parent::Wave(wave.clone()),
+        );
+        let parent = if n % 2 == 0 {
+            Parent::Wave(wave)
+        } else {
+            let project = fixtures::project(wave.id());
+            store
+                .create_project_session(&project)
+                .await
+                .map_err(|e| format!("create story project {}: {e}", project.id))?;
+            let project_parent = Parent::Project(project.clone());
+            ledger
+                .parents
+                .insert(project_parent.reference(), project_parent);
+            let (task, pr) = fixtures::task(&project, &dir.join("worktree"));
+            store
+                .create_task_session(&task, &pr)
+                .await
+                .map_err(|e| format!("create story task {}: {e}", task.id))?;
+            Parent::Task(task)
+        };
+        let reference = parent.reference();
+        let parent = if parent.latest_process().is_some() {
+            parent
+        } else {
+            store
+                .record_body(&reference, fixtures::body(1, None))
+                .await
+                .map_err(|e| format!("record body 1 on story parent {reference}: {e}"))?
+        };
+        let generation = parent.body_generation();
+        ledger.parents.insert(reference.clone(), parent);
+        ledger.story.parents.push((reference, generation, 0));
+    }
+    Ok(())
+}
+
+/// Records the next body generation of every story parent.
+async fn record_next_bodies(store: &Store, ledger: &mut Ledger) -> Result<(), String> {
+    for (reference, generation, _) in &mut ledger.story.parents {
+        let next = *generation + 1;
+        let parent = store
+            .record_body(reference, fixtures::body(next, None))
+            .await
+            .map_err(|e| format!("record body {next} on story parent {reference}: {e}"))?;
+        *generation = next;
+        ledger.parents.insert(reference.clone(), parent);
+    }
+    Ok(())
+}
+
 /// Starts a child, kills it at a random moment and returns what it printed.
 async fn kill_one_child(
     target: &StoreTarget,
     options: &CrashOptions,
+    story: &[(InteractiveHandoffParent, u64)],
     exe: &Path,
     rng: &mut Rng,
     startup: &mut Duration,
@@ -371,6 +685,12 @@ async fn kill_one_child(
         .arg(target.work_dir());
     if options.fake_acks {
         command.arg(FAKE_ACK_ARG);
+    }
+    if options.fake_steps {
+        command.arg(FAKE_STEPS_ARG);
+    }
+    if !story.is_empty() {
+        command.arg(story_arg(story));
     }
     let mut child = command
         .stdin(Stdio::null())
@@ -507,6 +827,17 @@ async fn check_trial(
                 *figures.acknowledged.entry(kind.clone()).or_default() += 1;
                 check_ack(store, kind, json, &stored, ledger, figures).await;
             }
+            Event::Moved { parent, step } => {
+                match ledger
+                    .story
+                    .parents
+                    .iter_mut()
+                    .find(|(reference, _, _)| reference == parent)
+                {
+                    Some((_, _, at)) => *at = (*at).max(*step),
+                    None => figures.fail(format!("the child moved {parent}, not a story parent")),
+                }
+            }
         }
     }
 
@@ -519,6 +850,9 @@ async fn check_trial(
             Err(message) => figures.violate(message),
         }
     }
+
+    // One handoff per step; no wake went back to an older generation.
+    check_story(&stored, &mut ledger.story, figures);
 
     // Nothing appears that nobody wrote.
     for (id, handoff) in &stored {
@@ -533,6 +867,84 @@ async fn check_trial(
     for (id, handoff) in stored {
         ledger.handoffs.insert(id, handoff);
     }
+}
+
+/// The story's checks on what is stored: every handoff stored with a step
+/// counts for that step, and no stored holder is older than a generation
+/// told it holds the wake.
+fn check_story(
+    stored: &BTreeMap<InteractiveHandoffId, InteractiveHandoff>,
+    story: &mut Story,
+    figures: &mut CrashFigures,
+) {
+    for handoff in stored.values() {
+        if let Some(step) = &handoff.step {
+            story.saw_at_step(&handoff.parent, step, &handoff.id, figures);
+        }
+    }
+    story.check_holders(|id| stored.get(id), figures);
+}
+
+/// Checks a story acknowledgement (`step-open` or `wake`) beyond what
+/// every handoff acknowledgement is checked for, and returns its record.
+fn check_story_ack(
+    kind: &str,
+    json: &str,
+    ledger: &mut Ledger,
+    figures: &mut CrashFigures,
+) -> Result<InteractiveHandoff, String> {
+    if kind == "step-open" {
+        let opened: StepOpened = serde_json::from_str(json)
+            .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))?;
+        let handoff = opened.handoff;
+        if handoff.step.as_ref() != Some(&opened.step) {
+            figures.violate(format!(
+                "an open of {} at step {} returned handoff {} of step {:?}",
+                handoff.parent, opened.step, handoff.id, handoff.step
+            ));
+        }
+        if opened.created {
+            figures.steps_opened += 1;
+        } else {
+            figures.steps_rerun += 1;
+            figures.steps_rerun_finished += u64::from(handoff.status.is_terminal());
+        }
+        ledger
+            .story
+            .saw_at_step(&handoff.parent, &opened.step, &handoff.id, figures);
+        return Ok(handoff);
+    }
+    let wake: Wake = serde_json::from_str(json)
+        .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))?;
+    let handoff = wake.handoff;
+    let (generation, id) = (wake.generation, &handoff.id);
+    let holder = handoff.wake_claimed_by_generation;
+    if wake.claimed {
+        if holder != Some(generation) {
+            figures.violate(format!(
+                "generation {generation} was told it holds the wake of {id}, whose record \
+                 names {holder:?}"
+            ));
+        }
+        let before = ledger
+            .handoffs
+            .get(id)
+            .and_then(|known| known.wake_claimed_by_generation);
+        if before.is_some_and(|old| old < generation) {
+            figures.wakes_taken_over += 1;
+        }
+        ledger.story.told_holder(id, generation, figures);
+    } else if holder.is_some_and(|holder| holder > generation) {
+        figures.old_claims_refused += 1;
+    }
+    if !wake.claimed && ledger.story.generation(&handoff.parent) == Some(generation) {
+        figures.violate(format!(
+            "generation {generation}, the current body of {}, was refused the wake of {id} \
+             (holder {holder:?})",
+            handoff.parent
+        ));
+    }
+    Ok(handoff)
 }
 
 async fn check_ack(
@@ -561,12 +973,24 @@ async fn check_ack(
             }
             ledger.parents.insert(reference, acknowledged);
         }
-        "open" | "attach" | "finish" | "claim" => {
-            let acknowledged: InteractiveHandoff = match serde_json::from_str(json) {
+        "open" | "attach" | "finish" | "claim" | "step-open" | "wake" => {
+            let parsed = if matches!(kind, "step-open" | "wake") {
+                check_story_ack(kind, json, ledger, figures)
+            } else {
+                serde_json::from_str(json)
+                    .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))
+            };
+            let acknowledged: InteractiveHandoff = match parsed {
                 Ok(handoff) => handoff,
-                Err(e) => return figures.fail(format!("unreadable {kind} acknowledgement: {e}")),
+                Err(message) => return figures.fail(message),
             };
             let id = acknowledged.id.clone();
+            if kind == "claim" {
+                // A lifecycle lane acknowledges only a claim it won.
+                if let Some(generation) = acknowledged.wake_claimed_by_generation {
+                    ledger.story.told_holder(&id, generation, figures);
+                }
+            }
             match stored.get(&id) {
                 Some(now) => {
                     if let Err(message) = handoff_same_or_later(&acknowledged, now) {
@@ -580,7 +1004,7 @@ async fn check_ack(
             let further = ledger
                 .handoffs
                 .get(&id)
-                .is_some_and(|known| stage(known) > stage(&acknowledged));
+                .is_some_and(|known| progress(known) > progress(&acknowledged));
             if !further {
                 ledger.handoffs.insert(id, acknowledged);
             }
@@ -614,7 +1038,7 @@ async fn in_flight_applied(
             ledger.parents.insert(reference, now);
             Ok(applied)
         }
-        "open" => {
+        "open" | "step-open" => {
             let reference = parse_reference(key)?;
             let mut applied = false;
             for (id, handoff) in stored {
@@ -625,14 +1049,14 @@ async fn in_flight_applied(
             }
             Ok(applied)
         }
-        "attach" | "finish" | "claim" => {
+        "attach" | "finish" | "claim" | "wake" => {
             let id = InteractiveHandoffId::parse(key).map_err(|e| e.to_string())?;
             let (Some(known), Some(now)) = (ledger.handoffs.get(&id), stored.get(&id)) else {
                 return Err(format!(
                     "{kind} of {id} was in flight but the handoff is unknown"
                 ));
             };
-            Ok(stage(now) > stage(known))
+            Ok(progress(now) > progress(known))
         }
         other => Err(format!("the child began an unknown kind {other:?}")),
     }
@@ -662,7 +1086,8 @@ async fn final_sweep(target: &StoreTarget, ledger: &mut Ledger, figures: &mut Cr
     };
     check_invariants(&all, figures);
     figures.handoffs_at_end = all.len();
-    let stored: BTreeMap<_, _> = all.iter().map(|h| (&h.id, h)).collect();
+    let stored: BTreeMap<_, _> = all.iter().map(|h| (h.id.clone(), h.clone())).collect();
+    check_story(&stored, &mut ledger.story, figures);
     for (id, known) in &ledger.handoffs {
         match stored.get(id) {
             None => figures.lose(format!("handoff {id} is gone at the end")),

@@ -8,23 +8,41 @@
 //! - `ack <lane> <kind> <key> <json>` after the store acknowledged it, with
 //!   the record the store returned;
 //! - `error <lane> <message>` when the store did something the contract
-//!   forbids (the child then exits with status 1).
+//!   forbids (the child then exits with status 1);
+//! - `step <lane> <parent> <n>` when a story body has moved past its step
+//!   `n - 1` (what a body records outside the registry).
 //!
 //! Kinds: `wave`, `parent` (a project or task session created), `body` (a
 //! new body generation recorded) with a [`Parent`] as JSON; `open`,
-//! `attach`, `finish`, `claim` with an `InteractiveHandoff` as JSON. The key
-//! is the parent reference for parent writes and for `open` (whose id is not
-//! known before), the handoff id otherwise.
+//! `attach`, `finish`, `claim` with an `InteractiveHandoff` as JSON;
+//! `step-open` with `{"created": bool, "handoff": InteractiveHandoff}` and
+//! `wake` with `{"generation": G, "claimed": bool, "handoff":
+//! InteractiveHandoff}` (the story's open at a step and claims, whatever
+//! their answer). The key is the parent reference for parent writes and
+//! for opens (whose id is not known before), the handoff id otherwise.
 //!
 //! Several lanes run lifecycles at once on clones of one store, so a kill
 //! can land while several writes are in flight.
+//!
+//! **The crash story** (C12, C13). Each parent named with [`STORY_ARG`]
+//! gets a lane of its own, whose body is the parent's current generation
+//! (the harness records a new one after every kill, as an orchestrator
+//! replaces a crashed body). Starting at the step the harness says the
+//! parent's last body moved past, it plays the steps in order: open at the
+//! step (`login@turn-<n>`, the same key for the same step whichever
+//! generation runs it), attach and finish unless an earlier generation
+//! already did, claim the wake (taking it over from an older generation
+//! that claimed it and was killed), sometimes let the replaced generation
+//! retry its claim, then, sometimes after a pause, record that it moved
+//! past the step. A kill between the claim and that record is the crash
+//! the story is about: the next generation runs the step again.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent,
+    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::wave::Wave;
@@ -47,23 +65,79 @@ fn emit(text: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write to the harness: {e}"))
 }
 
-/// The optional fifth argument that makes the child acknowledge a write it
+/// The optional argument that makes the child acknowledge a write it
 /// never made, once per lifecycle: the harness's own tests use it to show
 /// that a lost transition is caught.
 pub const FAKE_ACK_ARG: &str = "fake-ack";
 
+/// The optional argument that makes story lanes acknowledge a second
+/// handoff for a step and a wake won back by a replaced generation, which
+/// the store never gave: the harness's own tests use it to show that both
+/// are counted.
+pub const FAKE_STEPS_ARG: &str = "fake-steps";
+
+/// The prefix of the optional argument naming the story's parents and the
+/// step each one's body is at: `story=<parent>@<step>,<parent>@<step>`.
+pub const STORY_ARG: &str = "story=";
+
+/// The step key a story body uses for its step `n`: the same for every
+/// generation that runs the step.
+///
+/// # Errors
+/// Never for the keys made here; the parse error as text otherwise.
+pub fn story_step(n: u64) -> Result<StepKey, String> {
+    StepKey::parse(&format!("login@turn-{n}")).map_err(|e| e.to_string())
+}
+
+/// The [`STORY_ARG`] argument for `parents` at their steps.
+pub fn story_arg(parents: &[(InteractiveHandoffParent, u64)]) -> String {
+    let list: Vec<String> = parents
+        .iter()
+        .map(|(parent, step)| format!("{parent}@{step}"))
+        .collect();
+    format!("{STORY_ARG}{}", list.join(","))
+}
+
+fn parse_story(list: &str) -> Result<Vec<(InteractiveHandoffParent, u64)>, String> {
+    list.split(',')
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (parent, step) = item
+                .rsplit_once('@')
+                .ok_or_else(|| format!("story parent {item:?} has no @<step>"))?;
+            let step = step
+                .parse()
+                .map_err(|e| format!("story step {step:?}: {e}"))?;
+            Ok((parse_reference(parent)?, step))
+        })
+        .collect()
+}
+
 /// Runs the child: `args` are `<store url> <seed> <lanes> <work dir>
-/// [fake-ack]`. Returns only on an error; the parent kills it otherwise.
+/// [fake-ack] [fake-steps] [story=...]`. Returns only on an error; the
+/// parent kills it otherwise.
 pub async fn run(args: &[String]) -> Result<(), String> {
-    let (url, seed, lanes, work_dir, fake_ack) = match args {
-        [url, seed, lanes, dir] => (url, seed, lanes, dir, false),
-        [url, seed, lanes, dir, fault] if fault == FAKE_ACK_ARG => (url, seed, lanes, dir, true),
-        _ => {
-            return Err(format!(
-                "usage: {CHILD_ARG} <store url> <seed> <lanes> <work dir> [{FAKE_ACK_ARG}], got {args:?}"
-            ))
-        }
+    let usage = || {
+        format!(
+            "usage: {CHILD_ARG} <store url> <seed> <lanes> <work dir> [{FAKE_ACK_ARG}] \
+             [{FAKE_STEPS_ARG}] [{STORY_ARG}<parent>@<step>,...], got {args:?}"
+        )
     };
+    let [url, seed, lanes, work_dir, options @ ..] = args else {
+        return Err(usage());
+    };
+    let (mut fake_ack, mut fake_steps, mut story) = (false, false, Vec::new());
+    for option in options {
+        if option == FAKE_ACK_ARG {
+            fake_ack = true;
+        } else if option == FAKE_STEPS_ARG {
+            fake_steps = true;
+        } else if let Some(list) = option.strip_prefix(STORY_ARG) {
+            story = parse_story(list)?;
+        } else {
+            return Err(usage());
+        }
+    }
     let seed: u64 = seed.parse().map_err(|e| format!("seed {seed:?}: {e}"))?;
     let lanes: usize = lanes.parse().map_err(|e| format!("lanes {lanes:?}: {e}"))?;
     let config = StorageConfig::from_url(url).map_err(|e| e.to_string())?;
@@ -82,6 +156,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
                 store: lane_store,
                 dir,
                 fake_ack,
+                fake_steps: false,
             };
             loop {
                 if let Err(message) = runner.lifecycle().await {
@@ -89,6 +164,24 @@ pub async fn run(args: &[String]) -> Result<(), String> {
                     return Err(message);
                 }
             }
+        }));
+    }
+    for (n, (parent, step)) in story.into_iter().enumerate() {
+        let lane = lanes.max(1) + n;
+        let mut runner = Lane {
+            lane,
+            rng: rng.fork(),
+            store: store.clone(),
+            dir: PathBuf::from(work_dir),
+            fake_ack: false,
+            fake_steps,
+        };
+        tasks.push(tokio::spawn(async move {
+            let result = runner.story(parent, step).await;
+            if let Err(message) = &result {
+                let _ = emit(&format!("error {lane} {message}"));
+            }
+            result
         }));
     }
     for task in tasks {
@@ -107,6 +200,7 @@ struct Lane {
     store: Store,
     dir: PathBuf,
     fake_ack: bool,
+    fake_steps: bool,
 }
 
 impl Lane {
@@ -131,6 +225,122 @@ impl Lane {
     ) -> Result<(), String> {
         let json = serde_json::to_string(handoff).map_err(|e| e.to_string())?;
         emit(&format!("ack {} {kind} {key} {json}", self.lane))
+    }
+
+    fn ack_json(
+        &self,
+        kind: &str,
+        key: &dyn std::fmt::Display,
+        value: &serde_json::Value,
+    ) -> Result<(), String> {
+        emit(&format!("ack {} {kind} {key} {value}", self.lane))
+    }
+
+    /// Acknowledges a story claim: its generation, the answer and the
+    /// record.
+    fn ack_wake(
+        &self,
+        generation: u32,
+        claimed: bool,
+        handoff: &InteractiveHandoff,
+    ) -> Result<(), String> {
+        let value = serde_json::json!({
+            "generation": generation,
+            "claimed": claimed,
+            "handoff": handoff,
+        });
+        self.ack_json("wake", &handoff.id, &value)
+    }
+
+    /// The crash story for `reference` (see the module documentation),
+    /// from step `step` on, until the child is killed.
+    async fn story(
+        &mut self,
+        reference: InteractiveHandoffParent,
+        mut step: u64,
+    ) -> Result<(), String> {
+        let parent = self
+            .store
+            .get_parent(&reference)
+            .await
+            .map_err(|e| format!("read story parent {reference}: {e}"))?
+            .ok_or_else(|| format!("story parent {reference} is missing"))?;
+        let generation = parent.body_generation();
+        loop {
+            let key = story_step(step)?;
+            let request = open_request(&mut self.rng, &parent, &self.dir)?;
+            self.begin("step-open", &reference)?;
+            let (mut current, created) = self
+                .store
+                .open_interactive_handoff_at_step(request, &key)
+                .await
+                .map_err(|e| format!("open {reference} at step {key} by {generation}: {e}"))?;
+            let value = serde_json::json!({ "created": created, "step": key, "handoff": current });
+            self.ack_json("step-open", &reference, &value)?;
+            if self.fake_steps {
+                // A deliberate lie for the harness's self-test: a second
+                // handoff for the same step.
+                let mut phantom = current.clone();
+                phantom.id = InteractiveHandoffId::new();
+                let value = serde_json::json!({ "created": true, "step": key, "handoff": phantom });
+                self.ack_json("step-open", &reference, &value)?;
+            }
+            let id = current.id.clone();
+            if current.status == InteractiveHandoffStatus::Waiting && self.rng.chance(1, 2) {
+                self.begin("attach", &id)?;
+                current = self
+                    .store
+                    .attach_interactive_handoff(&id)
+                    .await
+                    .map_err(|e| format!("attach {id}: {e}"))?;
+                self.ack_handoff("attach", &id, &current)?;
+            }
+            if !current.status.is_terminal() {
+                let outcome = random_outcome(&mut self.rng);
+                self.begin("finish", &id)?;
+                current = self
+                    .store
+                    .finish_interactive_handoff(&id, &outcome)
+                    .await
+                    .map_err(|e| format!("finish {id}: {e}"))?;
+                self.ack_handoff("finish", &id, &current)?;
+            }
+            let replaced = current
+                .wake_claimed_by_generation
+                .filter(|holder| *holder < generation);
+            self.begin("wake", &id)?;
+            let (claimed, record) = self
+                .store
+                .claim_interactive_handoff_wake_with_record(&id, generation)
+                .await
+                .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
+            self.ack_wake(generation, claimed, &record)?;
+            if self.fake_steps && claimed {
+                // The self-test's other lie: a newer generation won the
+                // wake, then this one won it back.
+                self.ack_wake(generation + 1, true, &record)?;
+                self.ack_wake(generation, true, &record)?;
+            }
+            if let Some(old) = replaced {
+                if self.rng.chance(1, 2) {
+                    self.begin("wake", &id)?;
+                    let (old_claimed, record) = self
+                        .store
+                        .claim_interactive_handoff_wake_with_record(&id, old)
+                        .await
+                        .map_err(|e| format!("retry the claim of {id} for {old}: {e}"))?;
+                    self.ack_wake(old, old_claimed, &record)?;
+                }
+            }
+            if self.rng.chance(1, 2) {
+                // The body works on before it records its progress: a kill
+                // now makes the next generation run the step again.
+                let pause = self.rng.below(20);
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
+            step += 1;
+            emit(&format!("step {} {reference} {step}", self.lane))?;
+        }
     }
 
     /// One lifecycle: a parent, open (with replays), maybe attach, finish,

@@ -36,6 +36,8 @@ pub mod fixtures;
 pub mod hostile;
 pub mod rng;
 pub mod seed;
+pub mod steps;
+pub mod upgrade;
 pub mod worker;
 
 use std::future::Future;
@@ -81,6 +83,12 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Prepares, in `dir`, stores that `open_store` must refuse (C11).
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>>;
+
+    /// A copy of this backend's store written by release 0.1.0
+    /// (`tests/fixtures/v1`, whose manifests are named after
+    /// [`name`](Self::name)), placed in `dir` or the test's schema and not
+    /// opened yet.
+    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig>;
 
     /// Removes what the backend created outside the temporary directory.
     fn cleanup(&self) -> BoxFuture<'_, ()> {
@@ -154,6 +162,19 @@ macro_rules! conformance_tests {
             c10_body_generations_only_increase,
             c11_unusable_stores_are_refused_unchanged,
         );
+        $crate::conformance_tests!(@steps $backend;
+            c12_a_step_is_opened_once_for_ever,
+            c12_another_step_waits_for_the_active_handoff,
+            c12_racing_opens_of_one_step_create_one,
+            c13_a_replaced_body_resumes_from_the_finished_step,
+            c13_only_the_current_generation_takes_the_wake_over,
+            c13_racing_take_overs_have_one_winner,
+        );
+        $crate::conformance_tests!(@upgrade $backend;
+            upgrades_a_store_of_release_1_keeping_every_record,
+            an_upgraded_store_runs_a_full_lifecycle_and_reopens,
+            a_kill_9_during_the_upgrade_leaves_an_upgradable_store,
+        );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
             c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
@@ -166,6 +187,26 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::seed::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@steps $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::steps::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@upgrade $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::upgrade::$name(&*backend).await })
             })
             .await;
         }
@@ -202,6 +243,9 @@ macro_rules! multi_process_tests {
             c6_racing_finishers_in_separate_processes,
             c6_racing_finishers_in_8_processes_over_many_handoffs,
             first_opens_from_8_processes_migrate_once,
+        );
+        $crate::conformance_tests!(@steps $backend;
+            c12_racing_opens_of_one_step_from_separate_processes_create_one,
         );
     };
 }

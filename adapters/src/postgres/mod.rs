@@ -12,7 +12,10 @@
 //!   new row and updates nothing, so exactly one of several racing writers
 //!   on any number of machines wins. The partial unique index
 //!   `handoffs_one_active_per_parent` refuses a second active handoff for a
-//!   parent (I6).
+//!   parent (I6), and `handoffs_one_per_parent_step` a second handoff for
+//!   one parent and step (C12); the server names the index it refused a row
+//!   for as the violated constraint, which is how `map_error` tells them
+//!   apart.
 //! - **Durability:** a call returns after the server committed, so it is as
 //!   durable as the server is configured to be (with the defaults,
 //!   `fsync=on` and `synchronous_commit=on`, a commit is on the server's
@@ -28,8 +31,9 @@
 //!   and left untouched. Otherwise the migration runs in one transaction
 //!   that first takes a transaction-scoped advisory lock
 //!   (`pg_advisory_xact_lock`) keyed on the schema name and reads the
-//!   version again, so processes on several machines opening a new store at
-//!   once migrate it exactly once.
+//!   version again, so processes on several machines opening a new or an
+//!   older store at once migrate it exactly once (a store of release 0.1.0,
+//!   version 1, is upgraded in place).
 //! - **Connections:** the store is opened on one direct connection (so an
 //!   unreachable or refusing server is reported at once, naming host and
 //!   port, and at the latest after `acquire_timeout`), which becomes the
@@ -59,7 +63,7 @@ use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::postgres::config::PostgresConfig;
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// A pooled connection idle for this long is pinged before it is lent, in
@@ -165,8 +169,13 @@ impl Server {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        // Another process may have migrated while we waited for the lock.
+        // Another process may have migrated while we waited for the lock
+        // (under READ COMMITTED this read sees its commit): then there is
+        // nothing to write.
         let version = match self.inspect(&mut tx).await? {
+            SchemaState::Store {
+                version: LATEST_VERSION,
+            } => return tx.commit().await.map_err(|e| self.unavailable(e)),
             SchemaState::Store { version } => version,
             SchemaState::Fresh { schema_exists } => {
                 let mut statements = Vec::new();
@@ -274,7 +283,7 @@ impl Server {
     fn unavailable(&self, error: sqlx::Error) -> StoreError {
         match self.map_error(error) {
             EngineError::Failed(error) => error,
-            EngineError::Unique(detail) => StoreError::damaged(format!(
+            EngineError::Unique { detail, .. } => StoreError::damaged(format!(
                 "{self}: unexpected unique constraint violation: {detail}"
             )),
         }
@@ -295,7 +304,11 @@ impl Dialect for Server {
         let address = &self.address;
         if let sqlx::Error::Database(db) = &error {
             if db.is_unique_violation() {
-                return EngineError::Unique(db.message().to_string());
+                // PostgreSQL names the violated index as the constraint.
+                return EngineError::Unique {
+                    index: db.constraint().and_then(UniqueIndex::named),
+                    detail: db.message().to_string(),
+                };
             }
             let code = db.code().map(|code| code.into_owned()).unwrap_or_default();
             let detail = db.message();

@@ -13,6 +13,8 @@ use lf_handoff_application::{StoreError, UnavailableKind};
 pub(super) enum Abort {
     /// The parent's active slot is taken.
     ParentBusy,
+    /// The parent has a handoff for the step (C12).
+    StepTaken,
     /// The parent is gone or at another version.
     ParentChanged,
     /// The record is gone or at another version.

@@ -9,7 +9,8 @@
 //!
 //! - the path must be a directory (created with mode 0700 when missing);
 //! - a non-empty directory must hold the marker file [`MARKER`], which names
-//!   the store's record format; a newer format is refused;
+//!   the store's format (the newest record format it may hold); a newer
+//!   format is refused;
 //! - when sled's log `db` holds data, sled's `conf` must be whole (its CRC
 //!   matches) and name sled 0.34, and at least one log segment must start
 //!   with a valid header (a file of garbage has none).
@@ -17,6 +18,12 @@
 //! A new store's marker is written (temporary file, `fsync`, rename,
 //! `fsync` of the directory) before sled creates anything, so a crash at
 //! any point leaves either an empty directory or a recognisable store.
+//!
+//! A store of an older format (release 0.1.0's, format 1) is upgraded by
+//! rewriting its marker the same way, once sled has opened the store (see
+//! [`upgrade_marker`]): the rename is the whole upgrade, so a crash leaves
+//! the old marker (the next open upgrades) or the new one (it finds the
+//! store upgraded), never a torn one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -25,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-use super::record::FORMAT;
+use super::record::{FORMAT, OLDEST_FORMAT};
 
 /// The marker file that makes a directory an lf-handoff sled store.
 pub(crate) const MARKER: &str = "lf-handoff-store";
@@ -42,14 +49,25 @@ const SLED_VERSION: &str = "0.34";
 /// Length of the header that starts every sled log segment.
 const SEGMENT_HEADER_LEN: u64 = 20;
 
-/// Makes `path` ready for sled and returns its canonical form: creates a
-/// missing directory (0700) with its marker, or checks an existing one.
+/// A store directory ready for sled.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    /// The canonical directory.
+    pub dir: PathBuf,
+    /// True when its marker names an older store format than this build's:
+    /// [`upgrade_marker`] must run once sled has opened the store.
+    pub needs_upgrade: bool,
+}
+
+/// Makes `path` ready for sled: creates a missing directory (0700) with
+/// its marker, or checks an existing one. Changes nothing in an existing
+/// store: an older one's marker is upgraded only by [`upgrade_marker`].
 ///
 /// # Errors
 /// `Unavailable` naming the path and what to do when it is not a
 /// directory, not an lf-handoff store, written by a newer format, or
 /// damaged; nothing was changed.
-pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
+pub(super) fn prepare(path: &Path) -> StoreResult<Prepared> {
     let shown = path.display();
     match fs::metadata(path) {
         Ok(metadata) if metadata.is_dir() => {}
@@ -64,9 +82,12 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
         Err(e) => return Err(io_error(format!("cannot read {shown}"), e)),
     }
     let dir = fs::canonicalize(path).map_err(|e| io_error(format!("cannot resolve {shown}"), e))?;
-    match read_marker(&dir)? {
-        Some(format) => check_format(&dir, format)?,
-        None if is_empty(&dir)? => write_marker(&dir)?,
+    let needs_upgrade = match read_marker(&dir)? {
+        Some(format) => check_format(&dir, format)? < FORMAT,
+        None if is_empty(&dir)? => {
+            write_marker(&dir, "create")?;
+            false
+        }
         None => {
             return Err(StoreError::damaged(format!(
                 "{} is not an lf-handoff store: the directory holds files but no {MARKER} \
@@ -74,9 +95,25 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
                 dir.display()
             )))
         }
-    }
+    };
     check_sled_files(&dir)?;
-    Ok(dir)
+    Ok(Prepared { dir, needs_upgrade })
+}
+
+/// Upgrades the store's marker to this build's format, atomically (see
+/// [`write_marker`]). Records are not rewritten: each moves to the current
+/// record format when it is next written (see `record`).
+///
+/// Call it only while this process has sled open on `dir`: sled's lock
+/// then guarantees no other process uses the store, so the marker of a
+/// store another process holds is never rewritten.
+///
+/// # Errors
+/// `Unavailable` on an I/O error; the store keeps its old marker (or, if
+/// only the directory sync failed, may already have the new one) and the
+/// next open upgrades it again.
+pub(super) fn upgrade_marker(dir: &Path) -> StoreResult<()> {
+    write_marker(dir, "upgrade")
 }
 
 /// Creates `path` and any missing ancestors with mode 0700, and syncs the
@@ -146,7 +183,9 @@ fn read_marker(dir: &Path) -> StoreResult<Option<u64>> {
     }
 }
 
-fn check_format(dir: &Path, format: u64) -> StoreResult<()> {
+/// Accepts a marker format this build opens (upgrading an older one) and
+/// returns it.
+fn check_format(dir: &Path, format: u64) -> StoreResult<u8> {
     let current = u64::from(FORMAT);
     if format > current {
         return Err(StoreError::unavailable(
@@ -159,14 +198,14 @@ fn check_format(dir: &Path, format: u64) -> StoreResult<()> {
             ),
         ));
     }
-    if format < current {
-        return Err(StoreError::damaged(format!(
+    match u8::try_from(format) {
+        Ok(format) if format >= OLDEST_FORMAT => Ok(format),
+        _ => Err(StoreError::damaged(format!(
             "{} is damaged: its marker names store format {format}, which no lf-handoff \
              wrote. It was left unchanged",
             dir.display()
-        )));
+        ))),
     }
-    Ok(())
 }
 
 /// True when the directory holds nothing but, perhaps, a half-written
@@ -183,7 +222,11 @@ fn is_empty(dir: &Path) -> StoreResult<bool> {
     Ok(true)
 }
 
-fn write_marker(dir: &Path) -> StoreResult<()> {
+/// Writes the marker of this build's format: a temporary file, `fsync`ed,
+/// renamed over [`MARKER`], then an `fsync` of the directory. A crash
+/// leaves the old marker (or none) or the new one, and perhaps a stale
+/// temporary file that the next write replaces.
+fn write_marker(dir: &Path, action: &str) -> StoreResult<()> {
     let temp = dir.join(MARKER_TEMP);
     let write = || -> std::io::Result<()> {
         let mut file = OpenOptions::new()
@@ -197,7 +240,7 @@ fn write_marker(dir: &Path) -> StoreResult<()> {
         file.sync_all()?;
         fs::rename(&temp, dir.join(MARKER))
     };
-    write().map_err(|e| io_error(format!("cannot create the store in {}", dir.display()), e))?;
+    write().map_err(|e| io_error(format!("cannot {action} the store in {}", dir.display()), e))?;
     sync_dir(dir)
 }
 

@@ -10,6 +10,11 @@
 //! still closing on another thread (its last handle just dropped) holds the
 //! lock for a moment. A lock that outlasts [`LOCK_PATIENCE`] belongs to
 //! another process, and the error says so.
+//!
+//! A store of an older format has its marker upgraded here, right after
+//! sled opened it and before the first handle is returned: sled's lock is
+//! held (no other process can be using the store), and no record of the
+//! new format can be written before the marker names it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,6 +53,7 @@ pub(super) struct Shared {
     pub by_parent: Tree,
     pub active: Tree,
     pub slots: Tree,
+    pub steps: Tree,
     pub parents: Tree,
     pub task_prs: Tree,
     /// sled's log, opened a second time (without a lock) only to sync it.
@@ -165,11 +171,15 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
             return Ok(shared);
         }
     }
-    let dir = files::prepare(path)?;
+    let files::Prepared { dir, needs_upgrade } = files::prepare(path)?;
     if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
         return Ok(shared);
     }
     let shared = Arc::new(open_db(dir.clone())?);
+    if needs_upgrade {
+        // sled's lock is ours now: no other process is using the store.
+        files::upgrade_marker(&shared.dir)?;
+    }
     open.insert(dir, Arc::downgrade(&shared));
     Ok(shared)
 }
@@ -188,6 +198,7 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         by_parent: tree(keys::BY_PARENT)?,
         active: tree(keys::ACTIVE)?,
         slots: tree(keys::ACTIVE_SLOTS)?,
+        steps: tree(keys::STEPS)?,
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
         log,

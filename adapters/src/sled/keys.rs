@@ -7,7 +7,7 @@
 
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::timestamp::to_unix_micros;
 use time::OffsetDateTime;
 
@@ -21,13 +21,17 @@ pub(super) const BY_PARENT: &[u8] = b"handoffs_by_parent";
 pub(super) const ACTIVE: &[u8] = b"handoffs_active";
 /// Parent reference -> id of its non-terminal handoff (invariant I6).
 pub(super) const ACTIVE_SLOTS: &[u8] = b"active_slots";
+/// `parent ++ 0x00 ++ step` -> id of the parent's handoff for that step
+/// (contract C12: one handoff per parent and step, ever).
+pub(super) const STEPS: &[u8] = b"handoff_steps";
 /// Parent reference -> parent record.
 pub(super) const PARENTS: &[u8] = b"parents";
 /// Task PR id -> task PR record.
 pub(super) const TASK_PRS: &[u8] = b"task_prs";
 
-/// Ends the parent part of a [`BY_PARENT`] key. References are ASCII, so
-/// they never hold it, and one parent's keys never prefix another's.
+/// Ends the parent part of a [`BY_PARENT`] or [`STEPS`] key. References are
+/// ASCII, so they never hold it, and one parent's keys never prefix
+/// another's.
 const PARENT_END: u8 = 0x00;
 
 /// The key of a handoff record: its id text (`ih_<uuid v7>`).
@@ -72,6 +76,14 @@ pub(super) fn by_parent(
     key
 }
 
+/// `parent ++ 0x00 ++ step`, the key of [`STEPS`]. A step holds no control
+/// character, so never `0x00`: the key names exactly one (parent, step).
+pub(super) fn step(reference: &InteractiveHandoffParent, step: &StepKey) -> Vec<u8> {
+    let mut key = by_parent_prefix(reference);
+    key.extend_from_slice(step.as_str().as_bytes());
+    key
+}
+
 /// The handoff id at the end of an index key whose first `skip` bytes are
 /// the parent prefix (0 for [`BY_CREATED`] and [`ACTIVE`]).
 ///
@@ -110,6 +122,29 @@ pub(super) fn id_in_slot(
             StoreError::damaged(format!(
                 "the active slot of {parent} holds {}, not a handoff id; the store may be damaged",
                 String::from_utf8_lossy(holder)
+            ))
+        })
+}
+
+/// The handoff id the [`STEPS`] entry of `parent` and `step` holds.
+///
+/// # Errors
+/// `Unavailable` when the entry does not hold a handoff id.
+pub(super) fn id_in_step(
+    parent: &InteractiveHandoffParent,
+    step: &StepKey,
+    holder: &[u8],
+) -> StoreResult<InteractiveHandoffId> {
+    std::str::from_utf8(holder)
+        .ok()
+        .and_then(|id| InteractiveHandoffId::parse(id).ok())
+        .ok_or_else(|| {
+            StoreError::damaged(format!(
+                "index {} holds {} for step {:?} of {parent}, not a handoff id; the store \
+                 may be damaged",
+                String::from_utf8_lossy(STEPS),
+                String::from_utf8_lossy(holder),
+                step.as_str()
             ))
         })
 }
@@ -177,5 +212,29 @@ mod tests {
         assert!(key.starts_with(&prefix));
         assert_eq!(id_in_index(BY_PARENT, &key, prefix.len()).unwrap(), id);
         assert!(id_in_index(BY_PARENT, &prefix, prefix.len()).is_err());
+    }
+
+    #[test]
+    fn step_keys_name_one_parent_and_step() {
+        let parent = InteractiveHandoffParent::Task(
+            TaskSessionId::parse("ts_0190a000-0000-7000-8000-000000000007").unwrap(),
+        );
+        let login = StepKey::parse("oauth-login@turn-17").unwrap();
+        let key = step(&parent, &login);
+        assert_eq!(
+            key,
+            b"task:ts_0190a000-0000-7000-8000-000000000007\x00oauth-login@turn-17".to_vec()
+        );
+        // A longer step that starts with another is another key, and no
+        // step of one parent starts another parent's keys.
+        let longer = StepKey::parse("oauth-login@turn-170").unwrap();
+        assert_ne!(step(&parent, &longer), key);
+        assert!(key.starts_with(&by_parent_prefix(&parent)));
+        let id = handoff_id(4);
+        assert_eq!(
+            id_in_step(&parent, &login, id.as_str().as_bytes()).unwrap(),
+            id
+        );
+        assert!(id_in_step(&parent, &login, b"garbage").is_err());
     }
 }

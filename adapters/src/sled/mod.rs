@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! dir/                 mode 0700 when lf-handoff creates it
-//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 1\n"
+//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 2\n"
 //!   conf, db, snap.*   sled's settings, log and snapshots
 //!   blobs/             sled's large values (unused: records are small)
 //! ```
@@ -26,6 +26,27 @@
 //! format, the newest record format it may hold. It is written before sled
 //! creates anything; a build refuses a marker newer than its own format
 //! before sled opens the directory.
+//!
+//! # Upgrading a store of release 0.1.0
+//!
+//! Release 0.1.0 wrote store format 1: marker `format 1`, records of format
+//! 1 (handoffs without a `step`). This build writes format 2 and opens a
+//! format-1 store by upgrading it in place:
+//!
+//! - The marker is rewritten to `format 2` (temporary file, `fsync`,
+//!   rename, `fsync` of the directory) right after sled has opened the
+//!   store, so sled's lock is held and the marker of a store another
+//!   process holds is never touched. Until the marker says 2 no format-2
+//!   record is written, so a release-0.1.0 binary either opens a store it
+//!   can read or refuses it as newer (C11), untouched.
+//! - Records are upgraded lazily, not at open: every record of format 1 or
+//!   2 is read (a format-1 handoff has no step), and a record moves to
+//!   format 2 when it is next written, keeping its version. So the upgrade
+//!   is one rename, whatever the store's size, and a `kill -9` at any point
+//!   leaves the old marker (the next open upgrades) or the new one (it
+//!   finds the store upgraded). A format-1 handoff needs no
+//!   `handoff_steps` entry: it has no step. The cost is that later builds
+//!   must keep reading format 1, or rewrite such records when they upgrade.
 //!
 //! # Key layout
 //!
@@ -40,22 +61,29 @@
 //! | `handoffs_by_parent` | parent reference ++ `0x00` ++ `created_at` ++ id | empty |
 //! | `handoffs_active` | `created_at` ++ id, only while non-terminal | empty |
 //! | `active_slots` | parent reference (`task:ts_<uuid>`) | id of its non-terminal handoff |
+//! | `handoff_steps` | parent reference ++ `0x00` ++ step | id of the parent's handoff for that step |
 //! | `parents` | parent reference | parent record |
 //! | `task_prs` | task PR id (`pr_<uuid>`) | task PR record |
 //!
 //! `created_at` is 8 bytes: microseconds since the Unix epoch with the sign
 //! bit flipped, big-endian, so keys sort by time, then by id (ids are fixed
-//! length lowercase text). A record is a format byte, an 8-byte big-endian
-//! compare-and-swap version and the record's JSON (see `record.rs`).
+//! length lowercase text). A step (C12) holds no control character, so
+//! never `0x00`, and a `handoff_steps` key names exactly one parent and
+//! step. A record is a format byte, an 8-byte big-endian compare-and-swap
+//! version and the record's JSON (see `record.rs`).
 //!
 //! - `list` reads only what it returns: all handoffs walk
 //!   `handoffs_by_created`; one parent's walk its prefix of
 //!   `handoffs_by_parent`; the active filter walks `handoffs_active`; one
 //!   parent's active handoff is its `active_slots` entry.
-//! - **Invariant I6 is a key.** Opening writes the record, its index
-//!   entries and the parent's `active_slots` entry in one multi-tree
+//! - **Invariant I6 is a key, and so is C12.** Opening writes the record,
+//!   its index entries, the parent's `active_slots` entry and, for a
+//!   handoff with a step, its `handoff_steps` entry in one multi-tree
 //!   transaction that first checks the parent's record is still at the
-//!   expected version and the slot is free. A transition that moves index
+//!   expected version, the step's key is absent (else `StepTaken`) and the
+//!   slot is free. The `handoff_steps` entry is never moved or removed, so
+//!   a step is opened once for ever; `open` finds the step's handoff, in
+//!   any status, by reading that key. A transition that moves index
 //!   entries (finishing frees the slot) is one transaction that checks the
 //!   record's version, writes the new record and moves the entries; one
 //!   that moves none (attach, claim) is sled's `compare_and_swap` of the
@@ -102,8 +130,9 @@
 //! store is left byte for byte unchanged: a path that is not a directory; a
 //! non-empty directory without the `lf-handoff-store` marker; a marker
 //! naming a newer store format; a log with no valid segment (garbage); a
-//! damaged sled settings file. A record whose format byte is unknown, or
-//! that fails `validate()`, is refused with `Unavailable` when read. A
+//! damaged sled settings file. A record whose format byte is unknown or
+//! newer, or that fails `validate()`, and an index entry whose record is
+//! missing or belongs elsewhere, are refused with `Unavailable` when read. A
 //! missing directory is created with mode 0700 (an existing one keeps its
 //! mode), and the files sled creates inside it are protected by it.
 //!

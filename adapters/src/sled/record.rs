@@ -9,10 +9,23 @@
 //! +--------+----------------------+------------------------------+
 //! ```
 //!
-//! `format` is [`FORMAT`]; a record with any other format byte is refused
-//! with `Unavailable` (contract C11), never guessed at. `version` is the
-//! compare-and-swap version: 1 when inserted, one more with every swap
-//! (task PRs, which never change, stay at 1).
+//! `version` is the compare-and-swap version: 1 when inserted, one more
+//! with every swap (task PRs, which never change, stay at 1).
+//!
+//! `format` says how to read the JSON. Records are always written in
+//! [`FORMAT`]; every format from [`OLDEST_FORMAT`] up to it is read:
+//!
+//! | format | written by | JSON |
+//! | --- | --- | --- |
+//! | 1 | release 0.1.0 | a handoff has no `step` |
+//! | 2 | this release | a handoff has `step` (`null` when it has none) |
+//!
+//! A format-1 handoff reads with no step (the domain's serde default), and
+//! parents and task PRs have the same JSON in both. Old records are not
+//! rewritten when a store is upgraded: each one moves to the current format
+//! when it is next written (a transition, a new body), keeping its version.
+//! A format newer than [`FORMAT`] is refused as a newer schema, any other
+//! unknown one as damage (contract C11), never guessed at.
 //!
 //! Reading is strict: a record that is truncated, does not parse, is stored
 //! under another key than its own id, or fails `validate()` is refused with
@@ -29,9 +42,12 @@ use lf_handoff_domain::task::TaskPr;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// The record format this build writes and reads. The store's marker file
-/// names the same number (see `files`).
-pub(crate) const FORMAT: u8 = 1;
+/// The record format this build writes, and the newest it reads. The
+/// store's marker file names the same number (see `files`).
+pub(crate) const FORMAT: u8 = 2;
+
+/// The oldest record format this build reads: release 0.1.0's.
+pub(crate) const OLDEST_FORMAT: u8 = 1;
 
 /// Format byte plus version.
 const HEADER_LEN: usize = 9;
@@ -150,7 +166,7 @@ fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8]
             ),
         ));
     }
-    if format != FORMAT {
+    if format < OLDEST_FORMAT {
         return Err(damaged(what, &format!("unknown record format {format}")));
     }
     let Some((version, body)) = rest.split_first_chunk::<8>() else {

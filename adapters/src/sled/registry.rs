@@ -6,12 +6,12 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
 use super::error::{abort, failed, Abort};
-use super::repository::active_of;
+use super::repository::{active_of, at_step_of};
 use super::{keys, record, SledStore};
 
 #[async_trait]
@@ -79,11 +79,13 @@ impl ParentRegistry for SledStore {
         .await
     }
 
-    async fn load_parent_with_active(
+    async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
+        step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
         let reference = reference.clone();
+        let step = step.cloned();
         self.run(move |shared| {
             let stored = shared.parents.get(keys::parent(&reference));
             let Some(bytes) = stored.map_err(|e| shared.engine(e))? else {
@@ -92,8 +94,16 @@ impl ParentRegistry for SledStore {
             };
             let parent = record::parent(&reference, &bytes)?;
             let active = active_of(shared, &reference)?;
+            let at_step = step
+                .map(|step| at_step_of(shared, &reference, &step))
+                .transpose()?
+                .flatten();
             shared.settle_reads()?;
-            Ok(Some(ParentWithActive { parent, active }))
+            Ok(Some(ParentWithActive {
+                parent,
+                active,
+                at_step,
+            }))
         })
         .await
     }

@@ -1,5 +1,6 @@
 //! [`HandoffRepository`] on sled: one multi-tree transaction per write,
-//! index trees for every list.
+//! index trees for every list, and the `handoff_steps` key that allows one
+//! handoff per parent and step (C12).
 
 use ::sled::transaction::{Transactional as _, TransactionalTree};
 use ::sled::{IVec, Tree};
@@ -10,7 +11,7 @@ use lf_handoff_application::ports::{
 use lf_handoff_application::{ListQuery, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, Transition,
+    InteractiveHandoff, InteractiveHandoffParent, StepKey, Transition,
 };
 
 use super::error::{abort, failed, settle, Abort};
@@ -87,6 +88,7 @@ impl HandoffRepository for SledStore {
             let trees = (
                 &shared.parents,
                 &shared.slots,
+                &shared.steps,
                 &shared.handoffs,
                 &shared.by_created,
                 &shared.by_parent,
@@ -94,13 +96,20 @@ impl HandoffRepository for SledStore {
             );
             let outcome = shared.commit(
                 &trees,
-                |(parents, slots, handoffs, by_created, by_parent, active)| {
+                |(parents, slots, steps, handoffs, by_created, by_parent, active)| {
                     let Some(parent) = parents.get(&parent_key)? else {
                         return abort(Abort::ParentChanged);
                     };
                     let version = record::version(&handoff.parent, &parent).map_err(failed)?;
                     if version != parent_version {
                         return abort(Abort::ParentChanged);
+                    }
+                    // The step first: a racer that took the step took the
+                    // slot too, and the step is what the caller must see.
+                    if let Some(step_key) = &index.step {
+                        if steps.get(step_key)?.is_some() {
+                            return abort(Abort::StepTaken);
+                        }
                     }
                     if handoff.is_active() && slots.get(&parent_key)?.is_some() {
                         return abort(Abort::ParentBusy);
@@ -116,12 +125,16 @@ impl HandoffRepository for SledStore {
                     }
                     handoffs.insert(id_key.as_slice(), stored.as_slice())?;
                     index.add(by_created, by_parent, active, slots, &id_key)?;
+                    if let Some(step_key) = &index.step {
+                        steps.insert(step_key.as_slice(), id_key.as_slice())?;
+                    }
                     Ok(())
                 },
             )?;
             match outcome {
                 Ok(()) => Ok(InsertOutcome::Inserted),
                 Err(Abort::ParentBusy) => Ok(InsertOutcome::ParentBusy),
+                Err(Abort::StepTaken) => Ok(InsertOutcome::StepTaken),
                 Err(_) => Ok(InsertOutcome::ParentChanged),
             }
         })
@@ -181,6 +194,16 @@ fn swap(
     let next = record::next_version(&format_args!("handoff {}", handoff.id), expected)?;
     let stored = record::encode(next, handoff)?;
     let new_index = IndexKeys::of(handoff);
+    // The step entry is written once, by the insert, and never moves.
+    if new_index.step != IndexKeys::of(&current.value).step {
+        return Err(StoreError::unavailable(
+            UnavailableKind::Other,
+            format!(
+                "refusing to change the step of handoff {}: a handoff keeps its step for ever",
+                handoff.id
+            ),
+        ));
+    }
     // A transition that leaves every index entry where it is (attach,
     // claim) changes the record alone: sled's compare-and-swap of the
     // record's bytes just read settles the race as a transaction would (a
@@ -235,13 +258,17 @@ fn swap(
 }
 
 /// The index entries a handoff has: always `by_created` and `by_parent`;
-/// `active` and the parent's slot while it is not terminal.
+/// `active` and the parent's slot while it is not terminal; its
+/// `handoff_steps` entry when it has a step (written by the insert alone,
+/// since a handoff's step never changes).
 #[derive(Debug, PartialEq, Eq)]
 struct IndexKeys {
     created: Vec<u8>,
     by_parent: Vec<u8>,
     /// The parent's slot key, when the handoff is active.
     slot: Option<Vec<u8>>,
+    /// The parent and step key, when the handoff has a step.
+    step: Option<Vec<u8>>,
 }
 
 type TxResult = Result<(), ::sled::transaction::ConflictableTransactionError<Abort>>;
@@ -252,6 +279,10 @@ impl IndexKeys {
             created: keys::created(handoff.created_at, &handoff.id),
             by_parent: keys::by_parent(&handoff.parent, handoff.created_at, &handoff.id),
             slot: handoff.is_active().then(|| keys::parent(&handoff.parent)),
+            step: handoff
+                .step
+                .as_ref()
+                .map(|step| keys::step(&handoff.parent, step)),
         }
     }
 
@@ -346,6 +377,48 @@ pub(super) fn active_of(
             format!("reading the active slot of {parent} stopped unexpectedly ({other:?})"),
         )),
     }
+}
+
+/// The parent's handoff for `step`, whatever its status, read through its
+/// `handoff_steps` entry.
+///
+/// Two plain reads agree without a transaction: the entry is written in
+/// the same transaction as the record and never changes or goes, so a
+/// record read after its entry exists; it may be newer than the entry,
+/// which is what a caller wants.
+pub(super) fn at_step_of(
+    shared: &Shared,
+    parent: &InteractiveHandoffParent,
+    step: &StepKey,
+) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+    let entry = shared
+        .steps
+        .get(keys::step(parent, step))
+        .map_err(|e| shared.engine(e))?;
+    let Some(holder) = entry else {
+        return Ok(None);
+    };
+    let id = keys::id_in_step(parent, step, &holder)?;
+    let bytes = shared
+        .handoffs
+        .get(&holder)
+        .map_err(|e| shared.engine(e))?
+        .ok_or_else(|| missing(keys::STEPS, &id))?;
+    let found = record::handoff(&id, &bytes)?;
+    if found.value.parent != *parent || found.value.step.as_ref() != Some(step) {
+        return Err(StoreError::damaged(format!(
+            "index {} names handoff {id} for step {:?} of {parent}, but it belongs to {} \
+             at {}; the store may be damaged",
+            String::from_utf8_lossy(keys::STEPS),
+            step.as_str(),
+            found.value.parent,
+            found.value.step.as_ref().map_or_else(
+                || "no step".to_string(),
+                |step| format!("step {:?}", step.as_str())
+            )
+        )));
+    }
+    Ok(Some(found))
 }
 
 /// Reads the records an index names, in index order.

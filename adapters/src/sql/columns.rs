@@ -41,6 +41,7 @@ pub struct HandoffRow<'a> {
     pub terminal_at: Option<i64>,
     pub wake_claimed_at: Option<i64>,
     pub wake_claimed_by_generation: Option<i64>,
+    pub step: Option<Cow<'a, str>>,
 }
 
 /// What a column is to the statements.
@@ -175,6 +176,10 @@ pub const HANDOFF_COLUMNS: &[Column] = &[
             |r| &mut r.wake_claimed_by_generation,
         ),
     ),
+    record(
+        "step",
+        Field::OptText(|r| r.step.as_deref(), |r| &mut r.step),
+    ),
 ];
 
 /// How many columns `handoffs` has: the values an INSERT binds.
@@ -233,6 +238,18 @@ impl Column {
 pub fn column_list() -> String {
     let names: Vec<&str> = HANDOFF_COLUMNS.iter().map(|column| column.name).collect();
     names.join(", ")
+}
+
+/// Every column of the handoff rows of `source` (a table or subquery
+/// alias), each renamed `<prefix><name>`: the columns of a second handoff
+/// in a row that holds one under the plain names ([`Positions::of`] finds
+/// them by the same prefix).
+pub(crate) fn renamed_column_list(source: &str, prefix: &str) -> String {
+    let columns: Vec<String> = HANDOFF_COLUMNS
+        .iter()
+        .map(|column| format!("{source}.{name} AS {prefix}{name}", name = column.name))
+        .collect();
+    columns.join(", ")
 }
 
 /// `$1, ..., $n` for the [`COLUMN_COUNT`] values of [`HandoffRow::values`].
@@ -306,14 +323,19 @@ impl HandoffRow<'static> {
 pub(crate) struct Positions([usize; COLUMN_COUNT]);
 
 impl Positions {
-    /// The positions of the handoff columns in rows shaped like `row`.
+    /// The positions of the handoff columns in rows shaped like `row`,
+    /// each named `<prefix><name>` (an empty prefix: the plain names).
     ///
     /// # Errors
     /// `ColumnNotFound` when a column is missing.
-    pub(crate) fn of<DB: Driver>(row: &DB::Row) -> Result<Self, sqlx::Error> {
+    pub(crate) fn of<DB: Driver>(row: &DB::Row, prefix: &str) -> Result<Self, sqlx::Error> {
         let mut positions = [0; COLUMN_COUNT];
+        let mut name = String::with_capacity(prefix.len() + 32);
         for (position, column) in positions.iter_mut().zip(HANDOFF_COLUMNS) {
-            *position = DB::ordinal(row, column.name)?;
+            name.clear();
+            name.push_str(prefix);
+            name.push_str(column.name);
+            *position = DB::ordinal(row, &name)?;
         }
         Ok(Self(positions))
     }
@@ -353,6 +375,7 @@ mod tests {
             terminal_at: Some(4),
             wake_claimed_at: Some(5),
             wake_claimed_by_generation: Some(6),
+            step: Some("login@turn-3".into()),
         }
     }
 

@@ -21,7 +21,8 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type}
 
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
-use crate::sql::statements::{PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
+use crate::sql::schema::UniqueIndex;
+use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
 
 /// A bind parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +44,27 @@ pub(crate) struct RecordRow {
     pub record: String,
 }
 
+/// A parent's `(version, record)` with its active handoff and its handoff
+/// for a step, as [`PARENT_WITH_ACTIVE`](crate::sql::statements::PARENT_WITH_ACTIVE)
+/// returns them.
+#[derive(Debug, Clone)]
+pub(crate) struct ParentSnapshot {
+    pub parent: RecordRow,
+    pub active: Option<HandoffRow<'static>>,
+    pub at_step: Option<HandoffRow<'static>>,
+}
+
 /// What an engine reports besides success.
 #[derive(Debug)]
 pub(crate) enum EngineError {
-    /// A unique constraint refused the write; the text names the constraint
-    /// or the columns.
-    Unique(String),
+    /// A unique constraint refused the write.
+    Unique {
+        /// The schema's unique index that refused it, as the dialect
+        /// recognised it; `None` for another (a primary key).
+        index: Option<UniqueIndex>,
+        /// The engine's message.
+        detail: String,
+    },
     /// Anything else, already mapped to an actionable `StoreError`.
     Failed(StoreError),
 }
@@ -78,13 +94,15 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     ) -> Result<Vec<HandoffRow<'static>>, EngineError>;
 
     /// Runs a query returning the columns `parent_version` and
-    /// `parent_record`, and the handoff columns of a handoff or as many
-    /// NULLs; `None` for no row. More than one row is `Unavailable`.
-    async fn fetch_record_with_handoff(
+    /// `parent_record`, the handoff columns of a handoff (or as many
+    /// NULLs), and those of another handoff (or NULLs) under the names
+    /// prefixed with [`AT_STEP`]; `None` for no row. More than one row is
+    /// `Unavailable`.
+    async fn fetch_parent_snapshot(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
-    ) -> Result<Option<(RecordRow, Option<HandoffRow<'static>>)>, EngineError>;
+    ) -> Result<Option<ParentSnapshot>, EngineError>;
 
     /// Runs a query returning `version` and `record` columns.
     async fn fetch_records(
@@ -114,7 +132,8 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
     const BEGIN_WRITE: &'static str;
 
     /// Maps every sqlx error of this backend, in one place: a unique
-    /// violation, or an actionable `Unavailable` naming the store.
+    /// violation (naming which of the schema's unique indexes refused the
+    /// row), or an actionable `Unavailable` naming the store.
     fn map_error(&self, error: sqlx::Error) -> EngineError;
 }
 
@@ -323,7 +342,7 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             let Some(first) = rows.first() else {
                 return Ok(Vec::new());
             };
-            let positions = Positions::of::<D::Db>(first)?;
+            let positions = Positions::of::<D::Db>(first, "")?;
             rows.iter()
                 .map(|row| HandoffRow::decode::<D::Db>(row, &positions))
                 .collect()
@@ -331,32 +350,37 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         decode().map_err(|e| self.dialect.map_error(e))
     }
 
-    async fn fetch_record_with_handoff(
+    async fn fetch_parent_snapshot(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
-    ) -> Result<Option<(RecordRow, Option<HandoffRow<'static>>)>, EngineError> {
+    ) -> Result<Option<ParentSnapshot>, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;
         let row = match rows.as_slice() {
             [] => return Ok(None),
             [row] => row,
             [..] => {
                 return Err(EngineError::Failed(StoreError::damaged(format!(
-                    "a parent has {} active handoffs, where the store allows one; \
-                     the store may be damaged",
+                    "a parent has {} rows of active handoffs or handoffs for one step, where \
+                     the store allows one of each; the store may be damaged",
                     rows.len()
                 ))))
             }
         };
-        let decode = || -> Result<_, sqlx::Error> {
-            let record = Self::decode_record(row, PARENT_VERSION, PARENT_RECORD)?;
-            let positions = Positions::of::<D::Db>(row)?;
-            let handoff = if positions.is_null::<D::Db>(row)? {
-                None
+        let handoff = |prefix: &str| -> Result<_, sqlx::Error> {
+            let positions = Positions::of::<D::Db>(row, prefix)?;
+            if positions.is_null::<D::Db>(row)? {
+                Ok(None)
             } else {
-                Some(HandoffRow::decode::<D::Db>(row, &positions)?)
-            };
-            Ok(Some((record, handoff)))
+                HandoffRow::decode::<D::Db>(row, &positions).map(Some)
+            }
+        };
+        let decode = || -> Result<_, sqlx::Error> {
+            Ok(Some(ParentSnapshot {
+                parent: Self::decode_record(row, PARENT_VERSION, PARENT_RECORD)?,
+                active: handoff("")?,
+                at_step: handoff(AT_STEP)?,
+            }))
         };
         decode().map_err(|e| self.dialect.map_error(e))
     }

@@ -1,5 +1,11 @@
 //! [`HandoffRepository`] for [`SqlStore`]: each method one statement (a
 //! transition: a read, then one compare-and-swap of the whole record).
+//!
+//! An insert the engine refuses is told apart by the unique index that
+//! refused it, as the dialect recognised it (PostgreSQL names the index,
+//! SQLite its columns): the active slot's (I6) is
+//! [`InsertOutcome::ParentBusy`], the one over parent and step (C12)
+//! [`InsertOutcome::StepTaken`].
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
@@ -12,6 +18,7 @@ use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, Transition};
 
 use crate::sql::columns::{HandoffRow, COLUMN_COUNT};
 use crate::sql::engine::{EngineError, Param, SqlEngine};
+use crate::sql::schema::{ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP};
 use crate::sql::statements::{
     HANDOFF_BY_ID, INSERT_HANDOFF, LIST_ACTIVE, LIST_ALL, LIST_PARENT, LIST_PARENT_ACTIVE,
     SWAP_HANDOFF,
@@ -66,11 +73,12 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         match self.engine.execute(&INSERT_HANDOFF, &params).await {
             Ok(1) => Ok(InsertOutcome::Inserted),
             Ok(_) => Ok(InsertOutcome::ParentChanged),
-            Err(EngineError::Unique(detail))
-                if detail.contains("parent_id") || detail.contains("one_active_per_parent") =>
-            {
-                Ok(InsertOutcome::ParentBusy)
-            }
+            Err(EngineError::Unique {
+                index: Some(index), ..
+            }) if index == ONE_ACTIVE_PER_PARENT => Ok(InsertOutcome::ParentBusy),
+            Err(EngineError::Unique {
+                index: Some(index), ..
+            }) if index == ONE_PER_PARENT_STEP => Ok(InsertOutcome::StepTaken),
             Err(error) => Err(failed(error)),
         }
     }

@@ -21,9 +21,10 @@
 //! WHERE id = $1 AND version = $2` that writes the whole record the domain
 //! returned; opening is one `INSERT ... SELECT ... WHERE EXISTS (parent at
 //! version)`, and the partial unique index `handoffs_one_active_per_parent`
-//! refuses a second active handoff for a parent even from another process.
-//! Each is a single atomic statement, so there is no read-then-write gap to
-//! lose.
+//! refuses a second active handoff for a parent even from another process,
+//! as `handoffs_one_per_parent_step` refuses a second handoff for one
+//! parent and step (C12), ever. Each is a single atomic statement, so there
+//! is no read-then-write gap to lose.
 
 pub(crate) mod columns;
 pub(crate) mod connections;
@@ -61,7 +62,7 @@ impl<E: SqlEngine> SqlStore<E> {
 fn failed(error: EngineError) -> StoreError {
     match error {
         EngineError::Failed(error) => error,
-        EngineError::Unique(detail) => {
+        EngineError::Unique { detail, .. } => {
             StoreError::damaged(format!("unexpected unique constraint violation: {detail}"))
         }
     }

@@ -8,7 +8,7 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
@@ -106,21 +106,27 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
             .transpose()
     }
 
-    async fn load_parent_with_active(
+    async fn load_parent_with_active<'a>(
         &self,
         reference: &InteractiveHandoffParent,
+        step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
-        let Some((parent, active)) = self
+        let params = [
+            Param::Text(reference.id_str()),
+            Param::OptText(step.map(StepKey::as_str)),
+        ];
+        let Some(snapshot) = self
             .engine
-            .fetch_record_with_handoff(&PARENT_WITH_ACTIVE, &[Param::Text(reference.id_str())])
+            .fetch_parent_snapshot(&PARENT_WITH_ACTIVE, &params)
             .await
             .map_err(failed)?
         else {
             return Ok(None);
         };
         Ok(Some(ParentWithActive {
-            parent: parent_from_row(reference, parent)?,
-            active: active.map(versioned_handoff).transpose()?,
+            parent: parent_from_row(reference, snapshot.parent)?,
+            active: snapshot.active.map(versioned_handoff).transpose()?,
+            at_step: snapshot.at_step.map(versioned_handoff).transpose()?,
         }))
     }
 

@@ -11,7 +11,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus,
+    InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_domain::timestamp::{from_unix_micros, to_unix_micros};
 use lf_handoff_domain::wave_home::WaveHome;
@@ -51,6 +51,10 @@ impl<'a> HandoffRow<'a> {
             terminal_at: handoff.terminal_at.map(to_unix_micros),
             wake_claimed_at: handoff.wake_claimed_at.map(to_unix_micros),
             wake_claimed_by_generation: handoff.wake_claimed_by_generation.map(i64::from),
+            step: handoff
+                .step
+                .as_ref()
+                .map(|step| Cow::Borrowed(step.as_str())),
         })
     }
 
@@ -113,6 +117,12 @@ impl<'a> HandoffRow<'a> {
                 .wake_claimed_by_generation
                 .map(generation)
                 .transpose()?,
+            step: self
+                .step
+                .as_deref()
+                .map(StepKey::parse)
+                .transpose()
+                .map_err(|e| damaged(format!("step: {e}")))?,
         };
         handoff.validate().map_err(|violation| {
             StoreError::damaged(format!(

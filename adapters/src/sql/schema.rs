@@ -8,10 +8,66 @@
 //! Version rules (contract C11): a store records the number of migrations
 //! applied. Opening one that records more than [`LATEST_VERSION`] (written by
 //! a newer build) is refused and the store is not touched; one that records
-//! fewer is migrated forward in a single transaction.
+//! fewer is migrated forward in a single transaction, which each backend
+//! serialises between processes and hosts (SQLite: `BEGIN IMMEDIATE`, the
+//! version read again inside; PostgreSQL: an advisory lock, the same), so a
+//! store is migrated once however many open it at once, and a crash during
+//! the migration leaves the version it had.
+//!
+//! Release 0.1.0 wrote version 1. Version 2 adds the step key (C12).
+//! Migrations only add: a column added to `handoffs` goes last, where
+//! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 
-/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
+/// A unique index a write can violate, as each engine names it when it
+/// refuses a row: PostgreSQL by the index's name, SQLite by its columns
+/// (`UNIQUE constraint failed: <columns>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UniqueIndex {
+    /// The index's name in the schema.
+    pub name: &'static str,
+    /// Its columns as SQLite lists them in the error message.
+    pub columns: &'static str,
+}
+
+/// Invariant I6: one non-terminal handoff per parent (migration 1).
+pub(crate) const ONE_ACTIVE_PER_PARENT: UniqueIndex = UniqueIndex {
+    name: "handoffs_one_active_per_parent",
+    columns: "handoffs.parent_id",
+};
+
+/// C12: one handoff per parent and step, ever (migration 2).
+pub(crate) const ONE_PER_PARENT_STEP: UniqueIndex = UniqueIndex {
+    name: "handoffs_one_per_parent_step",
+    columns: "handoffs.parent_id, handoffs.step",
+};
+
+/// The unique indexes of `handoffs` besides its primary key.
+pub(crate) const UNIQUE_INDEXES: &[UniqueIndex] = &[ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP];
+
+impl UniqueIndex {
+    /// The schema's unique index named `name` (PostgreSQL reports the
+    /// index's name as the violated constraint).
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        UNIQUE_INDEXES
+            .iter()
+            .copied()
+            .find(|index| index.name == name)
+    }
+
+    /// The schema's unique index a SQLite message names by its columns
+    /// (`UNIQUE constraint failed: handoffs.parent_id, handoffs.step`).
+    pub(crate) fn in_sqlite_message(message: &str) -> Option<Self> {
+        let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
+        UNIQUE_INDEXES
+            .iter()
+            .copied()
+            .find(|index| index.columns == columns)
+    }
+}
+
+/// Migration 1: the schema of release 0.1.0. A migration is never edited
+/// once released: stores of that release ran it as it is.
+const MIGRATION_1: &[&str] = &[
     "CREATE TABLE parents (
         id TEXT PRIMARY KEY,
         kind TEXT NOT NULL,
@@ -55,7 +111,19 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[&[
         WHERE status IN ('waiting', 'attached')",
     "CREATE INDEX handoffs_by_created ON handoffs (created_at, id)",
     "CREATE INDEX task_prs_by_task ON task_prs (task_session_id)",
-]];
+];
+
+/// Migration 2: step keys (C12). Rows of version 1 have no step; the
+/// partial index leaves them out and refuses a second handoff for one
+/// (parent, step), even from another process.
+const MIGRATION_2: &[&str] = &[
+    "ALTER TABLE handoffs ADD COLUMN step TEXT",
+    "CREATE UNIQUE INDEX handoffs_one_per_parent_step
+        ON handoffs (parent_id, step) WHERE step IS NOT NULL",
+];
+
+/// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
+pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2];
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

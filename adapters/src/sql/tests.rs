@@ -1,20 +1,37 @@
 //! Tests of what the conformance suite cannot reach through the service:
-//! a transition stores the whole record the domain returned.
+//! a transition stores the whole record the domain returned; the upgrade
+//! of a store of release 0.1.0 (schema version 1) keeps every row, a store
+//! of this build reopens without migrating, a newer one is refused
+//! untouched; the insert outcomes each unique index gives, also to racing
+//! handles; the plan of the snapshot `open` reads.
+//!
+//! The PostgreSQL variants run when `LF_HANDOFF_TEST_POSTGRES_URL` names a
+//! test server, each in a fresh schema it drops afterwards; otherwise they
+//! say they skipped.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use lf_handoff_application::ports::{HandoffRepository, TransitionOutcome};
-use lf_handoff_application::GenerateId;
-use lf_handoff_domain::id::WaveId;
+use lf_handoff_application::ports::{
+    HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome,
+};
+use lf_handoff_application::{GenerateId, Store, StoreError, UnavailableKind};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoffParent, InteractiveHandoffStatus, OpenInteractiveHandoff, Transition,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
 };
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
+use sqlx::{ConnectOptions as _, Connection as _};
 
+use super::columns::HANDOFF_COLUMNS;
+use super::schema::{LATEST_VERSION, ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP, UNIQUE_INDEXES};
+use super::statements::PARENT_WITH_ACTIVE;
 use super::SqlStore;
+use crate::postgres::PostgresEngine;
 use crate::sqlite::SqliteEngine;
 use crate::{open_store, StorageConfig};
 
@@ -26,17 +43,7 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (opened, _) = store
-        .open_interactive_handoff(OpenInteractiveHandoff {
-            parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-            home: WaveHome::parse("jack@local").unwrap(),
-            cwd: dir.path().to_path_buf(),
-            provider: "codex".into(),
-            provider_session_id: None,
-            body_generation: 1,
-            reason: "login".into(),
-            environment: BTreeMap::new(),
-            attach_argv: vec!["tmux".into(), "attach".into()],
-        })
+        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
         .await
         .unwrap();
 
@@ -53,6 +60,7 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     next.reason = "review".into();
     next.environment = BTreeMap::from([("TERM".into(), "xterm".into())]);
     next.attach_argv = vec!["ssh".into(), "-t".into()];
+    next.step = Some(step("login@2"));
 
     let StorageConfig::Sqlite(sqlite) = &config else {
         unreachable!("a SQLite configuration")
@@ -76,4 +84,566 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     let stored = sql.load(&opened.id).await.unwrap().unwrap();
     assert_eq!(stored.value, next);
     assert_eq!(stored.version, 2);
+}
+
+// ----- helpers -----
+
+fn step(text: &str) -> StepKey {
+    StepKey::parse(text).unwrap()
+}
+
+fn request(wave: &Wave, dir: &Path) -> OpenInteractiveHandoff {
+    OpenInteractiveHandoff {
+        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
+        home: WaveHome::parse("jack@local").unwrap(),
+        cwd: dir.to_path_buf(),
+        provider: "codex".into(),
+        provider_session_id: None,
+        body_generation: 1,
+        reason: "login".into(),
+        environment: BTreeMap::new(),
+        attach_argv: vec!["tmux".into(), "attach".into()],
+    }
+}
+
+/// Both ports of one store handle, whatever its engine.
+trait Ports: HandoffRepository + ParentRegistry {}
+impl<T: HandoffRepository + ParentRegistry> Ports for T {}
+
+/// A handle on the store `config` names, through the shared SQL repository.
+async fn ports(config: &StorageConfig) -> Arc<dyn Ports> {
+    match config {
+        StorageConfig::Sqlite(sqlite) => {
+            Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await.unwrap()))
+        }
+        StorageConfig::Postgres(postgres) => {
+            Arc::new(SqlStore::new(PostgresEngine::open(postgres).await.unwrap()))
+        }
+        StorageConfig::Sled(_) => unreachable!("a SQL store"),
+    }
+}
+
+/// `handoff` under a fresh id, at `at`.
+fn copy_at(handoff: &InteractiveHandoff, at: Option<&str>) -> InteractiveHandoff {
+    let mut copy = handoff.clone();
+    copy.id = InteractiveHandoffId::new();
+    copy.step = at.map(step);
+    copy
+}
+
+/// Runs `scenario` on a fresh SQLite store and, when the test server is
+/// named, on a fresh PostgreSQL schema (dropped afterwards, also when the
+/// scenario fails).
+async fn on_both_engines<F, Fut>(scenario: F)
+where
+    F: Fn(StorageConfig, PathBuf) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let dir = tempfile::tempdir().unwrap();
+    scenario(
+        StorageConfig::sqlite(dir.path().join("store.db")),
+        dir.path().to_path_buf(),
+    )
+    .await;
+    let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
+        eprintln!("PostgreSQL part skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let schema = format!("lfa_{}", WaveId::new().as_str().replace(['-', '_'], ""));
+    let StorageConfig::Postgres(mut postgres) = StorageConfig::postgres(&url).unwrap() else {
+        unreachable!("a postgres:// URL")
+    };
+    postgres.schema = schema.clone();
+    postgres.pool_size = 2;
+    let outcome = tokio::spawn(scenario(
+        StorageConfig::Postgres(postgres.clone()),
+        dir.path().to_path_buf(),
+    ))
+    .await;
+    let mut admin = postgres.connect_options().unwrap().connect().await.unwrap();
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
+
+/// A wave with a finished handoff (no step) and a waiting one at
+/// `login@1`, with the service that made them.
+async fn wave_with_handoffs(
+    config: &StorageConfig,
+    dir: &Path,
+) -> (Store, Wave, InteractiveHandoff, InteractiveHandoff) {
+    let store = open_store(config).await.unwrap();
+    let wave = Wave::new(WaveId::new(), "w".into(), dir.display().to_string());
+    store.create_wave(&wave).await.unwrap();
+    let (first, _) = store
+        .open_interactive_handoff(request(&wave, dir))
+        .await
+        .unwrap();
+    let done = InteractiveHandoffOutcome::Completed {
+        summary: "done".into(),
+    };
+    let finished = store
+        .finish_interactive_handoff(&first.id, &done)
+        .await
+        .unwrap();
+    let (waiting, _) = store
+        .open_interactive_handoff_at_step(request(&wave, dir), &step("login@1"))
+        .await
+        .unwrap();
+    (store, wave, finished, waiting)
+}
+
+// ----- insert outcomes and the snapshot -----
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_unique_index_gives_its_insert_outcome() {
+    on_both_engines(|config, dir| async move {
+        let (_store, wave, finished, waiting) = wave_with_handoffs(&config, &dir).await;
+        let sql = ports(&config).await;
+        let parent = InteractiveHandoffParent::Wave(wave.id().clone());
+        let version = sql.load_parent(&parent).await.unwrap().unwrap().version;
+
+        // The active slot is taken (by login@1): a second active handoff,
+        // at another step or none, is refused by the active slot's index.
+        for at in [Some("login@2"), None] {
+            assert_eq!(
+                sql.insert(&copy_at(&waiting, at), version).await.unwrap(),
+                InsertOutcome::ParentBusy,
+                "{at:?}"
+            );
+        }
+        // A finished handoff at a step the parent has is refused by the
+        // step's index; at a new step, or none, it is stored.
+        assert_eq!(
+            sql.insert(&copy_at(&finished, Some("login@1")), version)
+                .await
+                .unwrap(),
+            InsertOutcome::StepTaken
+        );
+        for at in [Some("login@3"), None, None] {
+            assert_eq!(
+                sql.insert(&copy_at(&finished, at), version).await.unwrap(),
+                InsertOutcome::Inserted,
+                "{at:?}"
+            );
+        }
+        assert_eq!(
+            sql.insert(&copy_at(&finished, Some("login@3")), version)
+                .await
+                .unwrap(),
+            InsertOutcome::StepTaken
+        );
+        // A parent's step is its own: another parent may use it.
+        let other = Wave::new(WaveId::new(), "v".into(), dir.display().to_string());
+        let store = open_store(&config).await.unwrap();
+        store.create_wave(&other).await.unwrap();
+        let mut elsewhere = copy_at(&finished, Some("login@1"));
+        elsewhere.parent = InteractiveHandoffParent::Wave(other.id().clone());
+        elsewhere.wave_id = other.id().clone();
+        assert_eq!(
+            sql.insert(&elsewhere, 1).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_snapshot_holds_the_parent_its_active_handoff_and_the_steps() {
+    on_both_engines(|config, dir| async move {
+        let (store, wave, finished, waiting) = wave_with_handoffs(&config, &dir).await;
+        let sql = ports(&config).await;
+        let parent = InteractiveHandoffParent::Wave(wave.id().clone());
+        let version = sql.load_parent(&parent).await.unwrap().unwrap().version;
+        let old = copy_at(&finished, Some("login@0"));
+        assert_eq!(
+            sql.insert(&old, version).await.unwrap(),
+            InsertOutcome::Inserted
+        );
+
+        let snapshot = |at: Option<&'static str>| {
+            let sql = sql.clone();
+            let parent = parent.clone();
+            async move {
+                let key = at.map(step);
+                sql.load_parent_with_active(&parent, key.as_ref())
+                    .await
+                    .unwrap()
+                    .unwrap()
+            }
+        };
+        // The active handoff is also the one at its own step.
+        let at_1 = snapshot(Some("login@1")).await;
+        assert_eq!(at_1.parent.version, version);
+        assert_eq!(at_1.parent.value.reference(), parent);
+        let active = at_1.active.unwrap();
+        assert_eq!(active.value, waiting);
+        assert_eq!(at_1.at_step, Some(active));
+        // A finished handoff is found at its step, whatever its status.
+        let at_0 = snapshot(Some("login@0")).await;
+        assert_eq!(at_0.active.map(|h| h.value), Some(waiting.clone()));
+        assert_eq!(at_0.at_step.map(|h| (h.value, h.version)), Some((old, 1)));
+        // No handoff at the step, or no step asked for.
+        for at in [Some("login@9"), None] {
+            let none = snapshot(at).await;
+            assert_eq!(none.active.map(|h| h.value), Some(waiting.clone()));
+            assert_eq!(none.at_step, None, "{at:?}");
+        }
+        // No active handoff: the step's still.
+        let done = InteractiveHandoffOutcome::Completed {
+            summary: "done".into(),
+        };
+        store
+            .finish_interactive_handoff(&waiting.id, &done)
+            .await
+            .unwrap();
+        let idle = snapshot(Some("login@1")).await;
+        assert_eq!(idle.active, None);
+        let found = idle.at_step.unwrap();
+        assert_eq!(found.value.status, InteractiveHandoffStatus::Completed);
+        assert_eq!(found.version, 2);
+        // An unknown parent.
+        let unknown = InteractiveHandoffParent::Wave(WaveId::new());
+        assert_eq!(
+            sql.load_parent_with_active(&unknown, Some(&step("login@1")))
+                .await
+                .unwrap(),
+            None
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn racing_inserts_of_one_step_from_two_handles_store_one() {
+    on_both_engines(|config, dir| async move {
+        let (_store, wave, finished, _) = wave_with_handoffs(&config, &dir).await;
+        let (a, b) = (ports(&config).await, ports(&config).await);
+        let parent = InteractiveHandoffParent::Wave(wave.id().clone());
+        let version = a.load_parent(&parent).await.unwrap().unwrap().version;
+        for round in 0..20 {
+            let at = format!("race@{round}");
+            // Finished records, so only the step's index can refuse one.
+            let (first, second) = (copy_at(&finished, Some(&at)), copy_at(&finished, Some(&at)));
+            let (a, b) = (a.clone(), b.clone());
+            let one = tokio::spawn(async move { a.insert(&first, version).await.unwrap() });
+            let two = tokio::spawn(async move { b.insert(&second, version).await.unwrap() });
+            let mut outcomes = [one.await.unwrap(), two.await.unwrap()];
+            outcomes.sort_by_key(|outcome| format!("{outcome:?}"));
+            assert_eq!(
+                outcomes,
+                [InsertOutcome::Inserted, InsertOutcome::StepTaken],
+                "round {round}"
+            );
+        }
+        let stored = a
+            .list(&lf_handoff_application::ports::ListQuery {
+                parent: Some(parent),
+                active_only: false,
+            })
+            .await
+            .unwrap();
+        for round in 0..20 {
+            let at = step(&format!("race@{round}"));
+            let at_step = stored.iter().filter(|h| h.step.as_ref() == Some(&at));
+            assert_eq!(at_step.count(), 1, "round {round}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_snapshot_is_three_index_probes_on_sqlite() {
+    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    for statement in super::schema::statements_after(0) {
+        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    }
+    let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", *PARENT_WITH_ACTIVE))
+        .bind("wv_1")
+        .bind("login@1")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = rows
+        .iter()
+        .map(|row| sqlx::Row::try_get(row, "detail").unwrap())
+        .collect();
+    let plan = plan.join("\n");
+    for probe in [
+        "SEARCH p USING INDEX sqlite_autoindex_parents_1 (id=?)",
+        "SEARCH handoffs USING INDEX handoffs_one_active_per_parent (parent_id=?)",
+        "SEARCH handoffs USING INDEX handoffs_one_per_parent_step (parent_id=? AND step=?)",
+    ] {
+        assert!(plan.contains(probe), "{probe} is not in\n{plan}");
+    }
+    assert!(!plan.contains("SCAN"), "{plan}");
+}
+
+#[tokio::test]
+async fn the_unique_indexes_are_the_schemas() {
+    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    for statement in super::schema::statements_after(0) {
+        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    }
+    let mut unique: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM pragma_index_list('handoffs') WHERE \"unique\" AND origin = 'c'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    unique.sort();
+    let mut known: Vec<&str> = UNIQUE_INDEXES.iter().map(|index| index.name).collect();
+    known.sort_unstable();
+    assert_eq!(unique, known);
+    for index in UNIQUE_INDEXES {
+        let columns: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT 'handoffs.' || name FROM pragma_index_info('{}') ORDER BY seqno",
+            index.name
+        ))
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(columns.join(", "), index.columns, "{}", index.name);
+    }
+    assert_ne!(ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP);
+}
+
+// ----- upgrades (SQLite; the conformance suite upgrades every backend) -----
+
+/// A copy of the SQLite store release 0.1.0 wrote (the fixture itself is
+/// never opened: opening may write).
+fn release_1_copy(dir: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/v1/registry.db");
+    let path = dir.join("release-1.db");
+    std::fs::copy(fixture, &path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// A plain connection to the SQLite file at `path`.
+async fn raw(path: &Path) -> sqlx::SqliteConnection {
+    sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// Every row of the tables of release 0.1.0, as JSON arrays of the columns
+/// it had, in key order; and the user version.
+async fn rows_of_release_1(path: &Path) -> (Vec<String>, i64) {
+    let mut conn = raw(path).await;
+    let handoff_columns: Vec<&str> = HANDOFF_COLUMNS
+        .iter()
+        .map(|column| column.name)
+        .filter(|name| *name != "step")
+        .collect();
+    let mut rows = Vec::new();
+    for sql in [
+        format!(
+            "SELECT json_array({}) FROM handoffs ORDER BY id",
+            handoff_columns.join(", ")
+        ),
+        "SELECT json_array(id, kind, wave_id, version, record) FROM parents ORDER BY id".into(),
+        "SELECT json_array(id, task_session_id, record) FROM task_prs ORDER BY id".into(),
+    ] {
+        let table: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&mut conn).await.unwrap();
+        assert!(!table.is_empty(), "{sql}");
+        rows.extend(table);
+    }
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    (rows, version)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_of_release_1_is_upgraded_keeping_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = release_1_copy(dir.path());
+    let (before, version) = rows_of_release_1(&path).await;
+    assert_eq!(version, 1);
+
+    let config = StorageConfig::sqlite(path.clone());
+    let store = open_store(&config).await.unwrap();
+    let handoffs = store.list_interactive_handoffs(None).await.unwrap();
+    assert!(!handoffs.is_empty());
+    assert!(handoffs.iter().all(|handoff| handoff.step.is_none()));
+    drop(store);
+
+    let (after, version) = rows_of_release_1(&path).await;
+    assert_eq!(version, LATEST_VERSION);
+    assert_eq!(after, before);
+    let mut conn = raw(&path).await;
+    let (steps, index): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(step) FROM handoffs), \
+                (SELECT count(*) FROM sqlite_master \
+                   WHERE name = 'handoffs_one_per_parent_step')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!((steps, index), (0, 1));
+}
+
+/// Opens `config` from eight handles at once (separate connections, as
+/// separate processes or hosts would), and checks each one sees the
+/// upgraded store.
+async fn open_eight_at_once(config: &StorageConfig) {
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let config = config.clone();
+            tokio::spawn(async move {
+                let store = open_store(&config).await?;
+                store.list_interactive_handoffs(None).await
+            })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for open in opens {
+        // A second migration would fail on the step column it adds again.
+        counts.push(open.await.unwrap().unwrap().len());
+    }
+    assert!(counts[0] > 0);
+    assert_eq!(counts, vec![counts[0]; 8]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn handles_opening_a_store_of_release_1_at_once_migrate_it_once() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = release_1_copy(dir.path());
+        let (before, _) = rows_of_release_1(&path).await;
+        open_eight_at_once(&StorageConfig::sqlite(path.clone())).await;
+        assert_eq!(rows_of_release_1(&path).await, (before, LATEST_VERSION));
+    }
+    let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
+        eprintln!("PostgreSQL part skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    // The release-0.1.0 dump, replayed into a schema of its own; psql's
+    // meta-commands dropped.
+    let schema = format!("lfa_{}", WaveId::new().as_str().replace(['-', '_'], ""));
+    let dump = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/v1/postgres.sql"),
+    )
+    .unwrap();
+    let script: String = dump
+        .lines()
+        .filter(|line| !line.starts_with('\\'))
+        .map(|line| line.replace("lf_fixture_v1", &schema) + "\n")
+        .collect();
+    let StorageConfig::Postgres(mut postgres) = StorageConfig::postgres(&url).unwrap() else {
+        unreachable!("a postgres:// URL")
+    };
+    postgres.schema = schema.clone();
+    postgres.pool_size = 2;
+    let options = postgres.connect_options().unwrap();
+    // The dump's session settings (an empty search path) last for the
+    // connection that replays it: a connection of its own.
+    let mut replay = options.connect().await.unwrap();
+    sqlx::Executor::execute(&mut replay, script.as_str())
+        .await
+        .unwrap();
+    replay.close().await.unwrap();
+    let config = StorageConfig::Postgres(postgres);
+    let outcome = tokio::spawn(async move { open_eight_at_once(&config).await }).await;
+    let mut admin = options.connect().await.unwrap();
+    let version: i64 = sqlx::query_scalar(&format!(
+        "SELECT value FROM \"{schema}\".lf_handoff_meta WHERE name = 'schema_version'"
+    ))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+    assert_eq!(version, LATEST_VERSION);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_of_this_build_reopens_without_migrating() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let config = StorageConfig::sqlite(path.clone());
+    let (store, _, _, waiting) = wave_with_handoffs(&config, dir.path()).await;
+    drop(store);
+    let schema = |path: PathBuf| async move {
+        let mut conn = raw(&path).await;
+        // The schema cookie: every schema change increments it.
+        let cookie: (i64, i64, String) = sqlx::query_as(
+            "SELECT (SELECT schema_version FROM pragma_schema_version), \
+                    (SELECT user_version FROM pragma_user_version), \
+                    (SELECT group_concat(sql, ';') FROM sqlite_master)",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        cookie
+    };
+    let before = schema(path.clone()).await;
+    assert_eq!(before.1, LATEST_VERSION);
+
+    let again = open_store(&config).await.unwrap();
+    let stored = again
+        .get_interactive_handoff(&waiting.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, waiting);
+    assert_eq!(stored.step, Some(step("login@1")));
+    drop(again);
+    assert_eq!(schema(path).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_of_a_newer_schema_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    // Release 0.1.0's store, as a build of schema version 3 would leave it
+    // (the version is all this build can know of a newer one).
+    let path = release_1_copy(dir.path());
+    let mut conn = raw(&path).await;
+    sqlx::query(&format!("PRAGMA user_version = {}", LATEST_VERSION + 1))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+
+    match open_store(&StorageConfig::sqlite(path.clone())).await {
+        Err(StoreError::Unavailable { kind, message, .. }) => {
+            assert_eq!(kind, UnavailableKind::NewerSchema, "{message}");
+            assert!(message.contains("schema version 3"), "{message}");
+        }
+        Err(other) => panic!("expected Unavailable, got {other}"),
+        Ok(_) => panic!("a store of a newer schema opened"),
+    }
+    assert!(std::fs::read(&path).unwrap() == bytes, "the file changed");
+    let mut conn = raw(&path).await;
+    let columns: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pragma_table_info('handoffs') WHERE name = 'step'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(columns, 0, "no migration ran");
 }

@@ -338,6 +338,8 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
         "generation 2",
         "claimed=true",
         "claimed=false",
+        "step oauth-login",
+        "took the wake over",
         "census row",
         "handed_back",
     ] {
@@ -374,13 +376,27 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
             "claim_wake",
             "claim_retry",
             "claim_lost",
+            "rerun_step",
+            "take_over",
+            "old_retry",
             "census",
         ]
     );
+    assert_eq!(steps[4]["data"]["step"], "oauth-login");
     assert_eq!(steps[5]["data"]["created"], false);
     assert_eq!(steps[9]["data"]["claimed"], true);
     assert_eq!(steps[11]["data"]["claimed"], false);
-    assert_eq!(steps[12]["data"]["status"], "handed_back");
+    assert_eq!(steps[12]["data"]["created"], false);
+    assert_eq!(steps[12]["data"]["handoff"]["status"], "handed_back");
+    assert_eq!(steps[13]["data"]["claimed"], true);
+    assert_eq!(steps[13]["data"]["holder"], 3);
+    assert_eq!(steps[14]["data"]["claimed"], false);
+    assert_eq!(
+        steps[14]["data"]["handoff"]["wake_claimed_by_generation"],
+        3
+    );
+    assert_eq!(steps[15]["data"]["status"], "handed_back");
+    assert_eq!(steps[15]["data"]["step"], "oauth-login");
 }
 
 #[test]

@@ -24,6 +24,7 @@ const HANDOFF_FIELDS: &[&str] = &[
     "terminal_at",
     "wake_claimed_at",
     "wake_claimed_by_generation",
+    "step",
 ];
 
 const ROW_FIELDS: &[&str] = &[
@@ -40,9 +41,10 @@ const ROW_FIELDS: &[&str] = &[
     "created_at",
     "updated_at",
     "age_secs",
+    "step",
 ];
 
-fn assert_handoff_shape(handoff: &Value) {
+pub fn assert_handoff_shape(handoff: &Value) {
     assert_eq!(keys(handoff), sorted(HANDOFF_FIELDS), "{handoff}");
     assert!(handoff["id"].as_str().unwrap().starts_with("ih_"));
     assert_eq!(keys(&handoff["parent"]), sorted(&["kind", "id"]));
@@ -51,7 +53,7 @@ fn assert_handoff_shape(handoff: &Value) {
 }
 
 /// A project and a task whose worktree is `worktree`; returns the task id.
-fn task(sandbox: &Sandbox, worktree: &str) -> String {
+pub fn task(sandbox: &Sandbox, worktree: &str) -> String {
     let wave = sandbox.wave();
     let project = sandbox.ok(&[
         "project",
@@ -82,7 +84,9 @@ fn task(sandbox: &Sandbox, worktree: &str) -> String {
     task.trim().to_string()
 }
 
-fn open_task_args<'a>(task: &'a str, cwd: &'a str, generation: &'a str) -> Vec<&'a str> {
+/// `open` on `task` by body `generation` with a credential reason, an
+/// environment and a tmux argv.
+pub fn open_task_args<'a>(task: &'a str, cwd: &'a str, generation: &'a str) -> Vec<&'a str> {
     vec![
         "open",
         "--parent",
@@ -145,6 +149,7 @@ fn open_prints_created_and_the_handoff_field_by_field() {
         "terminal_at",
         "wake_claimed_at",
         "wake_claimed_by_generation",
+        "step",
     ] {
         assert!(handoff[empty].is_null(), "{empty}: {handoff}");
     }
@@ -261,6 +266,7 @@ fn list_rows_never_carry_environment_or_argv() {
     assert_eq!(rows[0]["cwd"], cwd.to_str().unwrap());
     assert_eq!(rows[0]["reason"], "OAuth login requires a human");
     assert_eq!(rows[1]["status"], "completed");
+    assert!(rows[0]["step"].is_null(), "opened without a step");
 
     let active = sandbox.json(&["list", "--active"]);
     assert_eq!(active.as_array().unwrap().len(), 1);
@@ -278,6 +284,7 @@ fn list_rows_never_carry_environment_or_argv() {
     for title in ["ID", "PARENT", "STATUS", "AGE", "REASON"] {
         assert!(lines[0].contains(title), "{table}");
     }
+    assert!(!lines[0].contains("STEP"), "no handoff has a step: {table}");
     let status_column = lines[0].find("STATUS").unwrap();
     assert_eq!(&lines[1][status_column..status_column + 7], "waiting");
     assert_eq!(&lines[2][status_column..status_column + 9], "completed");
@@ -363,6 +370,7 @@ fn status_prints_the_handoff_or_exits_3() {
         ("command", "tmux attach"),
         ("environment", "SECRET"),
         ("body generation", "1"),
+        ("step", "-"),
     ] {
         let line = block
             .lines()
@@ -486,8 +494,9 @@ fn claim_wake_says_who_holds_the_wake_and_exits_0_either_way() {
     );
 
     let claimed = sandbox.json(&["claim-wake", &id, "--generation", "2"]);
-    assert_eq!(keys(&claimed), sorted(&["claimed", "handoff"]));
+    assert_eq!(keys(&claimed), sorted(&["claimed", "holder", "handoff"]));
     assert_eq!(claimed["claimed"], true);
+    assert_eq!(claimed["holder"], 2);
     assert_handoff_shape(&claimed["handoff"]);
     assert_eq!(claimed["handoff"]["wake_claimed_by_generation"], 2);
     assert_timestamp(&claimed["handoff"]["wake_claimed_at"]);
@@ -496,6 +505,7 @@ fn claim_wake_says_who_holds_the_wake_and_exits_0_either_way() {
     assert_eq!(retry, claimed, "the same generation may retry");
     let lost = sandbox.json(&["claim-wake", &id, "--generation", "3"]);
     assert_eq!(lost["claimed"], false);
+    assert_eq!(lost["holder"], 2, "generation 2 still holds it");
     assert_eq!(lost["handoff"], claimed["handoff"]);
 
     let human = sandbox.ok(&["claim-wake", &id, "--generation", "3"]);

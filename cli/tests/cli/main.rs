@@ -11,5 +11,6 @@ mod commands;
 mod config;
 mod handoffs;
 mod readme;
+mod steps;
 mod support;
 mod wait;

@@ -45,6 +45,7 @@ fn the_walkthrough_runs_line_by_line() {
         "project create",
         "task create",
         "open ",
+        "--step ",
         "list",
         "attach",
         "--print",
@@ -80,5 +81,31 @@ fn the_walkthrough_runs_line_by_line() {
         "attach ran the command: {run:?}"
     );
     assert!(run.stdout.contains("not claimed: generation 2"), "{run:?}");
+    assert!(
+        run.stdout.contains("claimed: generation 3 holds the wake"),
+        "generation 3 took the wake over: {run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("not claimed: generation 3 already holds"),
+        "generation 2's retry is refused: {run:?}"
+    );
+    assert!(
+        run.stderr.contains("reused: task:") && run.stderr.contains("is handed back"),
+        "the re-run step got the finished handoff back: {run:?}"
+    );
+    // The re-run printed an id, alone on its line: the one `list` showed.
+    let ids: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("ih_") && line.len() == 39)
+        .collect();
+    assert_eq!(ids.len(), 1, "{run:?}");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|line| line.len() > 39 && line.starts_with(ids[0])),
+        "the re-run got the listed handoff back: {run:?}"
+    );
     assert!(!run.stderr.contains("error:"), "{run:?}");
 }

@@ -14,6 +14,7 @@
 //! - the census row and the attach descriptor.
 
 mod invariant;
+mod step;
 mod transition;
 mod view;
 
@@ -32,9 +33,10 @@ use crate::text::{check_absolute_path, check_non_blank, check_text, MAX_ITEMS};
 use crate::wave_home::WaveHome;
 
 pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
+pub use step::{StepKey, MAX_STEP_BYTES};
 pub use transition::{
-    attach, check_claim_generation, claim_wake, decide_open, finish, open, replay, OpenDecision,
-    Transition, WakeClaim,
+    attach, check_claim_generation, claim_wake, claim_wake_for_parent, decide_open,
+    decide_open_at_step, finish, open, replay, OpenDecision, Transition, WakeClaim,
 };
 pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 
@@ -318,6 +320,10 @@ pub struct InteractiveHandoff {
     pub wake_claimed_at: Option<OffsetDateTime>,
     /// The body generation that claimed the wake.
     pub wake_claimed_by_generation: Option<u32>,
+    /// The body's name for the step it opened this handoff at (C12); a
+    /// parent has at most one handoff per step, ever.
+    #[serde(default)]
+    pub step: Option<StepKey>,
 }
 
 impl InteractiveHandoff {

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::{
     InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffOutcome, InteractiveHandoffStatus,
-    OpenInteractiveHandoff,
+    OpenInteractiveHandoff, StepKey,
 };
 use crate::error::{ConflictKind, DomainError, DomainResult};
 use crate::id::WaveId;
@@ -64,15 +64,11 @@ pub struct WakeClaim {
     pub claimed: bool,
 }
 
-/// Decides an open request (contracts C1, C2 and C3, in that order).
-///
-/// The request is validated on its own, then against `parent` (which must be
-/// the request's parent), and only then is the parent's `active` handoff
-/// replayed, so a stale body can never obtain a handoff.
+/// Decides an open request without a step (contracts C1, C2 and C3, in that
+/// order): [`decide_open_at_step`] with no step.
 ///
 /// # Errors
-/// [`DomainError::InvalidInput`] for a malformed request or a `parent` that is
-/// not the request's; [`DomainError::Conflict`] naming the parent rule broken.
+/// As [`decide_open_at_step`].
 pub fn decide_open(
     request: &OpenInteractiveHandoff,
     parent: &Parent,
@@ -80,17 +76,75 @@ pub fn decide_open(
     id: InteractiveHandoffId,
     now: OffsetDateTime,
 ) -> DomainResult<OpenDecision> {
+    decide_open_at_step(request, None, parent, active, None, id, now)
+}
+
+/// Decides an open request, at `step` when the body names one (contracts
+/// C1, C2, C3 and C12, in that order).
+///
+/// The request is validated on its own, then against `parent` (which must be
+/// the request's parent), and only then is an existing handoff returned, so
+/// a stale body can never obtain one. With a step, `at_step` is the parent's
+/// handoff for that step if it has one, whatever its status: it is returned
+/// as it is. Without one, the parent's `active` handoff is replayed (C3),
+/// whatever its step.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for a malformed request, a `parent` that is
+/// not the request's, or an `at_step` of another parent or step;
+/// [`DomainError::Conflict`] naming the parent rule broken, or
+/// [`ConflictKind::ParentBusy`] when the parent's active handoff is for
+/// another step (or none).
+pub fn decide_open_at_step(
+    request: &OpenInteractiveHandoff,
+    step: Option<&StepKey>,
+    parent: &Parent,
+    active: Option<&InteractiveHandoff>,
+    at_step: Option<&InteractiveHandoff>,
+    id: InteractiveHandoffId,
+    now: OffsetDateTime,
+) -> DomainResult<OpenDecision> {
     request.validate()?;
     parent.check_open(request)?;
-    match active {
-        Some(existing) => replay(existing, request).map(OpenDecision::Replay),
-        None => Ok(OpenDecision::Create(open(
-            request,
-            parent.wave_id().clone(),
-            id,
-            now,
-        )?)),
+    let Some(step) = step else {
+        return match active {
+            Some(existing) => replay(existing, request).map(OpenDecision::Replay),
+            None => Ok(OpenDecision::Create(open(
+                request,
+                parent.wave_id().clone(),
+                id,
+                now,
+            )?)),
+        };
+    };
+    if let Some(existing) = at_step {
+        if existing.parent != request.parent || existing.step.as_ref() != Some(step) {
+            return Err(DomainError::invalid(format!(
+                "handoff {} is not {}'s handoff for step {step:?}",
+                existing.id, request.parent
+            )));
+        }
+        return Ok(OpenDecision::Replay(existing.clone()));
     }
+    if let Some(busy) = active {
+        let held = match &busy.step {
+            Some(other) => format!("step {:?}", other.as_str()),
+            None => "no step".to_string(),
+        };
+        return Err(DomainError::conflict(
+            ConflictKind::ParentBusy,
+            format!(
+                "parent {} is busy: its active handoff {} is for {held}; finish it before \
+                 opening step {:?}",
+                request.parent,
+                busy.id,
+                step.as_str()
+            ),
+        ));
+    }
+    let mut created = open(request, parent.wave_id().clone(), id, now)?;
+    created.step = Some(step.clone());
+    Ok(OpenDecision::Create(created))
 }
 
 /// Builds a new Waiting handoff from a request. Parent rules are not checked
@@ -134,6 +188,7 @@ pub fn open(
         terminal_at: None,
         wake_claimed_at: None,
         wake_claimed_by_generation: None,
+        step: None,
     })
 }
 
@@ -240,19 +295,39 @@ pub fn check_claim_generation(generation: u32) -> DomainResult<()> {
     }
 }
 
-/// Claims the wake of a terminal handoff for body `generation` (contract C7).
+/// Claims the wake of a terminal handoff for body `generation` (contract C7),
+/// without knowing the parent's current generation, so the wake is never
+/// handed over: [`claim_wake_for_parent`] with no parent generation.
+///
+/// # Errors
+/// As [`claim_wake_for_parent`].
+pub fn claim_wake(
+    handoff: &InteractiveHandoff,
+    generation: u32,
+    now: OffsetDateTime,
+) -> DomainResult<WakeClaim> {
+    claim_wake_for_parent(handoff, generation, None, now)
+}
+
+/// Claims the wake of a terminal handoff for body `generation` (contracts C7
+/// and C13). `parent_generation` is the parent's recorded current body
+/// generation, when the caller knows it.
 ///
 /// The first claim records the generation and returns `claimed = true`; the
 /// same generation claiming again gets `true` and changes nothing (safe after
-/// a lost reply); any other generation gets `false`.
+/// a lost reply). A generation newer than the holder's that is the parent's
+/// current one takes the wake over (a replaced body resumes in place of the
+/// one it replaced): `true`, and the old holder's retries then get `false`.
+/// Any other generation gets `false`.
 ///
 /// # Errors
 /// [`DomainError::InvalidInput`] for generation 0; [`DomainError::Conflict`]
 /// for a generation older than the one that opened the handoff, or a handoff
 /// that is not terminal yet.
-pub fn claim_wake(
+pub fn claim_wake_for_parent(
     handoff: &InteractiveHandoff,
     generation: u32,
+    parent_generation: Option<u32>,
     now: OffsetDateTime,
 ) -> DomainResult<WakeClaim> {
     check_claim_generation(generation)?;
@@ -276,9 +351,24 @@ pub fn claim_wake(
         ));
     }
     Ok(match handoff.wake_claimed_by_generation {
-        Some(holder) => WakeClaim {
+        Some(holder) if holder == generation => WakeClaim {
             transition: Transition::Unchanged(handoff.clone()),
-            claimed: holder == generation,
+            claimed: true,
+        },
+        Some(holder) if holder < generation && parent_generation == Some(generation) => {
+            let now = next_instant(handoff, now);
+            let mut next = handoff.clone();
+            next.wake_claimed_at = Some(now);
+            next.wake_claimed_by_generation = Some(generation);
+            next.updated_at = now;
+            WakeClaim {
+                transition: Transition::Changed(next),
+                claimed: true,
+            }
+        }
+        Some(_) => WakeClaim {
+            transition: Transition::Unchanged(handoff.clone()),
+            claimed: false,
         },
         None => {
             let now = next_instant(handoff, now);

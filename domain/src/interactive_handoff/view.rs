@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::{InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus};
+use super::{InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus, StepKey};
 use crate::id::WaveId;
 
 /// One line of the census. It never carries the environment or the attach
@@ -41,6 +41,9 @@ pub struct InteractiveHandoffListRow {
     pub updated_at: OffsetDateTime,
     /// Whole seconds since `updated_at`; never negative.
     pub age_secs: Option<i64>,
+    /// The body's step key, if it opened the handoff at one (C12).
+    #[serde(default)]
+    pub step: Option<StepKey>,
 }
 
 /// Everything a terminal needs to join the work.
@@ -78,6 +81,7 @@ impl InteractiveHandoff {
             created_at: self.created_at,
             updated_at: self.updated_at,
             age_secs: Some(age),
+            step: self.step.clone(),
         }
     }
 

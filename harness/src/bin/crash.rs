@@ -54,6 +54,10 @@ struct Args {
     /// postgres://postgres@127.0.0.1:5432/test].
     #[arg(long)]
     postgres_url: Option<String>,
+    /// Parents whose bodies play the crash story of step keys and wake
+    /// hand-overs, one lane each in every child (0: none).
+    #[arg(long, default_value_t = 2)]
+    story_parents: usize,
     /// Print a line per trial.
     #[arg(long)]
     verbose: bool,
@@ -61,6 +65,11 @@ struct Args {
     /// harness reports them as lost (it must then exit 1).
     #[arg(long, hide = true)]
     self_test_fake_acks: bool,
+    /// Self-test: story lanes acknowledge a second handoff for a step and a
+    /// wake won back by an older generation, to show the harness counts
+    /// both (it must then exit 1).
+    #[arg(long, hide = true)]
+    self_test_fake_steps: bool,
 }
 
 fn main() -> ExitCode {
@@ -85,25 +94,32 @@ fn main() -> ExitCode {
         placement: Placement::new(args.dir, args.postgres_url),
         verbose: args.verbose,
         fake_acks: args.self_test_fake_acks,
+        story_parents: args.story_parents,
+        fake_steps: args.self_test_fake_steps,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, kill 0-{} ms after ready (1 trial in 8: during startup)",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup)",
         options.seed,
         options.trials,
         options.backends.join(", "),
         options.lanes,
+        options.story_parents,
         options.max_delay.as_millis()
     );
     let figures = runtime().block_on(crash::run(&options, &exe));
     let lost: u64 = figures.iter().map(|f| f.lost).sum();
     let violations: u64 = figures.iter().map(|f| f.violations).sum();
     let errors: u64 = figures.iter().map(|f| f.errors).sum();
+    let duplicates: u64 = figures.iter().map(|f| f.duplicate_steps).sum();
+    let double_held: u64 = figures.iter().map(|f| f.double_held_wakes).sum();
     verdict(
         "crash harness",
         figures.iter().all(CrashFigures::passed),
         figures.iter().all(|f| !f.stopped_by_time_limit),
         &format!(
-            "{lost} transitions lost, {violations} invariant violations, {errors} harness errors"
+            "{lost} transitions lost, {violations} invariant violations, {duplicates} duplicate \
+             handoffs for one step, {double_held} wakes held by two generations, {errors} harness \
+             errors"
         ),
     )
 }

@@ -245,6 +245,33 @@ impl Backend for PostgresBackend {
         true
     }
 
+    fn release_1_store<'a>(&'a self, _dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+        Box::pin(async move {
+            // The dump, replayed into this test's schema on a connection of
+            // its own: psql's `\restrict` lines are dropped, and the dump's
+            // SET lines last only for this session.
+            let dump = std::fs::read_to_string(crate::upgrade::fixtures_v1().join("postgres.sql"))
+                .unwrap();
+            let script: String = dump
+                .lines()
+                .filter(|line| !line.starts_with('\\'))
+                .map(|line| line.replace("lf_fixture_v1", &self.schema) + "\n")
+                .collect();
+            self.execute(&format!(
+                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                self.schema
+            ))
+            .await;
+            let options = PgConnectOptions::from_str(&self.base.connection).unwrap();
+            let mut conn = options.connect().await.unwrap();
+            sqlx::Executor::execute(&mut conn, script.as_str())
+                .await
+                .unwrap_or_else(|e| panic!("the release 1 dump does not replay: {e}"));
+            conn.close().await.ok();
+            self.config(PathBuf::new())
+        })
+    }
+
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
         Box::pin(async move {
             let mut cases = vec![Unusable {

@@ -70,6 +70,14 @@ impl Backend for SledBackend {
         false
     }
 
+    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+        Box::pin(async move {
+            let store = dir.join("release-1");
+            copy_dir(&crate::upgrade::fixtures_v1().join("sled"), &store);
+            StorageConfig::sled(store)
+        })
+    }
+
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
         Box::pin(async move {
             let mut cases = Vec::new();
@@ -345,5 +353,21 @@ pub async fn a_new_store_directory_is_private() {
     for created in [path.clone(), dir.path().join("nested")] {
         let mode = std::fs::metadata(&created).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{}: {mode:o}", created.display());
+    }
+}
+
+/// Copies the directory `from` to `to` (created 0700), files 0600.
+fn copy_dir(from: &Path, to: &Path) {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().mode(0o700).create(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
     }
 }

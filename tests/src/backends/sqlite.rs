@@ -1,5 +1,6 @@
 //! The SQLite backend under test, and the damaged files C11 must refuse.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind};
@@ -29,6 +30,15 @@ impl Backend for SqliteBackend {
 
     fn shares_across_processes(&self) -> bool {
         true
+    }
+
+    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+        Box::pin(async move {
+            let path = dir.join("release-1.db");
+            std::fs::copy(crate::upgrade::fixtures_v1().join("registry.db"), &path).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            StorageConfig::sqlite(path)
+        })
     }
 
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {

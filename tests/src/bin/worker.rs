@@ -6,6 +6,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_adapters::domain::interactive_handoff::StepKey;
 use lf_handoff_adapters::{open_store, ConflictKind, StorageConfig, Store, StoreError};
 use lf_handoff_conformance::fixtures::{new_wave, outcome, wave_request};
 
@@ -34,6 +35,21 @@ async fn run(args: Vec<String>) {
             let request = wave_request(&wave, &PathBuf::from(&args[3]));
             wait_for_go();
             match store.open_interactive_handoff(request).await {
+                Ok((handoff, true)) => println!("created {}", handoff.id),
+                Ok((handoff, false)) => println!("replayed {}", handoff.id),
+                Err(e) => println!("error {e}"),
+            }
+        }
+        "open-step" => {
+            let wave = store
+                .get_wave(&WaveId::parse(&args[2]).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            let request = wave_request(&wave, &PathBuf::from(&args[3]));
+            let step = StepKey::parse(&args[4]).unwrap();
+            wait_for_go();
+            match store.open_interactive_handoff_at_step(request, &step).await {
                 Ok((handoff, true)) => println!("created {}", handoff.id),
                 Ok((handoff, false)) => println!("replayed {}", handoff.id),
                 Err(e) => println!("error {e}"),
