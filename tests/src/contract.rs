@@ -21,7 +21,7 @@ use crate::worker::{race, race_all, Worker};
 use crate::Backend;
 
 /// A fresh store in a fresh temporary directory.
-async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
+pub(crate) async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(&backend.config(location(dir.path())))
         .await
@@ -30,7 +30,7 @@ async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
 }
 
 /// `count` more handles on the store in `dir`.
-async fn handles(backend: &dyn Backend, dir: &TempDir, count: usize) -> Vec<Store> {
+pub(crate) async fn handles(backend: &dyn Backend, dir: &TempDir, count: usize) -> Vec<Store> {
     let mut stores = Vec::new();
     for _ in 0..count {
         stores.push(

@@ -5,34 +5,16 @@
 
 use std::collections::BTreeSet;
 
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ConflictKind, Store, StoreError};
 use tempfile::TempDir;
 
+use crate::contract::{fresh, handles};
 use crate::fixtures::{body, location, new_wave, outcome, wave_request};
 use crate::worker::race;
 use crate::Backend;
-
-async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = lf_handoff_adapters::open_store(&backend.config(location(dir.path())))
-        .await
-        .unwrap();
-    (dir, store)
-}
-
-async fn handles(backend: &dyn Backend, dir: &TempDir, count: usize) -> Vec<Store> {
-    let mut stores = Vec::new();
-    for _ in 0..count {
-        stores.push(
-            lf_handoff_adapters::open_store(&backend.config(location(dir.path())))
-                .await
-                .unwrap(),
-        );
-    }
-    stores
-}
 
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
@@ -58,6 +40,28 @@ async fn wave_at(store: &Store, dir: &TempDir, generation: u32) -> Wave {
         .await
         .unwrap();
     wave
+}
+
+/// A finished handoff of a wave at generation 5 whose wake generation 5
+/// holds, with the wave then moved to `next`.
+async fn held_by_5(store: &Store, dir: &TempDir, next: u32) -> InteractiveHandoff {
+    let wave = wave_at(store, dir, 5).await;
+    let mut request = wave_request(&wave, dir.path());
+    request.body_generation = 5;
+    let (opened, _) = store.open_interactive_handoff(request).await.unwrap();
+    store
+        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .await
+        .unwrap();
+    assert!(store
+        .claim_interactive_handoff_wake(&opened.id, 5)
+        .await
+        .unwrap());
+    store
+        .record_body(&parent_of(&wave), body(next, None))
+        .await
+        .unwrap();
+    opened
 }
 
 /// C12: a step the parent has is answered with its handoff, whatever its
@@ -315,22 +319,7 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
 /// from an older holder; otherwise C7 holds unchanged.
 pub async fn c13_only_the_current_generation_takes_the_wake_over(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
-    let wave = wave_at(&store, &dir, 5).await;
-    let mut request = wave_request(&wave, dir.path());
-    request.body_generation = 5;
-    let (opened, _) = store.open_interactive_handoff(request).await.unwrap();
-    store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
-        .await
-        .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
-    store
-        .record_body(&parent_of(&wave), body(7, None))
-        .await
-        .unwrap();
+    let opened = held_by_5(&store, &dir, 7).await;
     // 6 is newer than the holder but not the parent's current generation.
     assert!(!store
         .claim_interactive_handoff_wake(&opened.id, 6)
@@ -364,22 +353,7 @@ pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let stores = handles(backend, &dir, 8).await;
     for _ in 0..3 {
-        let wave = wave_at(&store, &dir, 5).await;
-        let mut request = wave_request(&wave, dir.path());
-        request.body_generation = 5;
-        let (opened, _) = store.open_interactive_handoff(request).await.unwrap();
-        store
-            .finish_interactive_handoff(&opened.id, &outcome(1))
-            .await
-            .unwrap();
-        assert!(store
-            .claim_interactive_handoff_wake(&opened.id, 5)
-            .await
-            .unwrap());
-        store
-            .record_body(&parent_of(&wave), body(6, None))
-            .await
-            .unwrap();
+        let opened = held_by_5(&store, &dir, 6).await;
         let tasks: Vec<_> = stores
             .iter()
             .enumerate()

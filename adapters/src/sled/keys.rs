@@ -115,15 +115,19 @@ pub(super) fn id_in_slot(
     parent: &InteractiveHandoffParent,
     holder: &[u8],
 ) -> StoreResult<InteractiveHandoffId> {
+    parse_id(holder).ok_or_else(|| {
+        StoreError::damaged(format!(
+            "the active slot of {parent} holds {}, not a handoff id; the store may be damaged",
+            String::from_utf8_lossy(holder)
+        ))
+    })
+}
+
+/// The handoff id an index value holds, if it holds one.
+fn parse_id(holder: &[u8]) -> Option<InteractiveHandoffId> {
     std::str::from_utf8(holder)
         .ok()
         .and_then(|id| InteractiveHandoffId::parse(id).ok())
-        .ok_or_else(|| {
-            StoreError::damaged(format!(
-                "the active slot of {parent} holds {}, not a handoff id; the store may be damaged",
-                String::from_utf8_lossy(holder)
-            ))
-        })
 }
 
 /// The handoff id the [`STEPS`] entry of `parent` and `step` holds.
@@ -135,18 +139,15 @@ pub(super) fn id_in_step(
     step: &StepKey,
     holder: &[u8],
 ) -> StoreResult<InteractiveHandoffId> {
-    std::str::from_utf8(holder)
-        .ok()
-        .and_then(|id| InteractiveHandoffId::parse(id).ok())
-        .ok_or_else(|| {
-            StoreError::damaged(format!(
-                "index {} holds {} for step {:?} of {parent}, not a handoff id; the store \
-                 may be damaged",
-                String::from_utf8_lossy(STEPS),
-                String::from_utf8_lossy(holder),
-                step.as_str()
-            ))
-        })
+    parse_id(holder).ok_or_else(|| {
+        StoreError::damaged(format!(
+            "index {} holds {} for step {:?} of {parent}, not a handoff id; the store \
+             may be damaged",
+            String::from_utf8_lossy(STEPS),
+            String::from_utf8_lossy(holder),
+            step.as_str()
+        ))
+    })
 }
 
 /// An instant as 8 big-endian bytes that sort in time order: microseconds

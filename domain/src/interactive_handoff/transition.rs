@@ -355,33 +355,29 @@ pub fn claim_wake_for_parent(
             transition: Transition::Unchanged(handoff.clone()),
             claimed: true,
         },
+        // The first claim, or a take-over by the parent's current body.
+        None => wake_held_by(handoff, generation, now),
         Some(holder) if holder < generation && parent_generation == Some(generation) => {
-            let now = next_instant(handoff, now);
-            let mut next = handoff.clone();
-            next.wake_claimed_at = Some(now);
-            next.wake_claimed_by_generation = Some(generation);
-            next.updated_at = now;
-            WakeClaim {
-                transition: Transition::Changed(next),
-                claimed: true,
-            }
+            wake_held_by(handoff, generation, now)
         }
         Some(_) => WakeClaim {
             transition: Transition::Unchanged(handoff.clone()),
             claimed: false,
         },
-        None => {
-            let now = next_instant(handoff, now);
-            let mut next = handoff.clone();
-            next.wake_claimed_at = Some(now);
-            next.wake_claimed_by_generation = Some(generation);
-            next.updated_at = now;
-            WakeClaim {
-                transition: Transition::Changed(next),
-                claimed: true,
-            }
-        }
     })
+}
+
+/// The claim that records `generation` as the wake's holder, now.
+fn wake_held_by(handoff: &InteractiveHandoff, generation: u32, now: OffsetDateTime) -> WakeClaim {
+    let now = next_instant(handoff, now);
+    let mut next = handoff.clone();
+    next.wake_claimed_at = Some(now);
+    next.wake_claimed_by_generation = Some(generation);
+    next.updated_at = now;
+    WakeClaim {
+        transition: Transition::Changed(next),
+        claimed: true,
+    }
 }
 
 /// `now` in storage precision, never before the record's last change.
