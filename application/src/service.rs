@@ -433,8 +433,9 @@ impl Store {
     }
 
     /// Claims the wake of a terminal handoff for body `generation`: `true`
-    /// if and only if this generation holds it (the first claim, or a retry
-    /// by the same generation).
+    /// if and only if this generation holds it afterwards (the first claim,
+    /// a retry by the holder, or a take-over by the parent's current body
+    /// from an older holder, C13).
     ///
     /// # Errors
     /// `InvalidInput` for generation 0 (checked before any read); `NotFound`
@@ -469,8 +470,10 @@ impl Store {
             return Ok((claimed, handoff));
         }
         // An older generation holds the wake: this one takes it over if it
-        // is the parent's current body (C13). Generations only increase, so
-        // a parent read now can only be older than the truth, never newer.
+        // is the parent's current body (C13). The parent read is not part
+        // of the compare-and-swap: a body replaced between this read and
+        // the swap may still take the wake over, and its successor takes it
+        // over in turn when it claims. One generation holds it at a time.
         let parent = self
             .parents
             .load_parent(&handoff.parent)

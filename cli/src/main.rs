@@ -16,15 +16,16 @@
 //!   only by commands that use it, nothing read past the winning store
 //!   source: `lf-handoff status ID` is one store open and one read.
 //! - **One error line, one exit code.** Every failure, clap's usage errors
-//!   included, is one `error:` line on stderr and exit 2 (usage), 3 (not
-//!   found), 4 (conflict) or 5 (storage unavailable).
+//!   included, is one line on stderr (`error: ...`, or with `--json` one
+//!   JSON object with the error's kind) and exit 2 (usage), 3 (not found),
+//!   4 (conflict) or 5 (storage unavailable).
 //! - **Data on stdout, narration on stderr.** Human output of the commands
 //!   that create something prints the new id on stdout and a note on
 //!   stderr, so `ID=$(lf-handoff ...)` works without a JSON parser.
 //! - **No shell.** `attach` runs the stored argv with `exec`, never through
 //!   a shell; what it prints for a shell is quoted word by word.
 //!
-//! `docs/CLI.md` records the decisions the specification left open.
+//! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
 mod args;
 mod attach;
@@ -186,7 +187,7 @@ fn created(
 }
 
 /// Reports a clap error: help and version print as usual (exit 0); every
-/// usage error becomes one `error:` line and exit 2.
+/// usage error becomes one line (`error:`, or JSON with `--json`) and exit 2.
 fn usage_error(error: &clap::Error, json: bool) -> ExitCode {
     let help = format!("lf-handoff {}--help", command_path());
     match error.kind() {

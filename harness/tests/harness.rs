@@ -77,6 +77,7 @@ fn crash_harness_passes_on_sqlite_and_prints_its_figures() {
 #[test]
 fn crash_harness_plays_the_crash_story_and_prints_its_two_figures() {
     // The fast form CI runs, on the embedded backends, fewer trials.
+    let mut taken_over = 0;
     for backend in ["sqlite", "sled"] {
         let output = crash(&["--backends", backend, "--trials", "12", "--seed", "1"]);
         let text = stdout(&output);
@@ -110,7 +111,11 @@ fn crash_harness_plays_the_crash_story_and_prints_its_two_figures() {
         );
         assert!(text.contains("0 duplicate handoffs for one step"), "{text}");
         assert!(text.contains("0 wakes held by two generations"), "{text}");
+        // "... (N finished), M wakes taken over, ..."
+        taken_over += figure(line, "finished),");
     }
+    // The zeros above mean something only if wakes did change hands.
+    assert!(taken_over >= 1, "no wake was taken over in the fast form");
 }
 
 #[test]

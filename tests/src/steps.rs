@@ -347,41 +347,51 @@ pub async fn c13_only_the_current_generation_takes_the_wake_over(backend: &dyn B
     assert_eq!(stored.wake_claimed_by_generation, Some(7));
 }
 
-/// C13: of 8 handles racing to claim a held wake with generations 6 to 13
-/// while the parent is at 6, exactly one (6) wins and holds it.
+/// C13: 8 handles race on a wake that generation 5 holds while the parent
+/// is at 6: four claim as 6 (the take-over), two retry as 5 (the old
+/// holder) and two claim as 7 (not recorded). Every claim by 6 wins, 7
+/// never does, a `true` for 5 comes with a record that 5 still holds, and
+/// 6 holds the wake at the end.
 pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let stores = handles(backend, &dir, 8).await;
-    for _ in 0..3 {
+    for _ in 0..5 {
         let opened = held_by_5(&store, &dir, 6).await;
         let tasks: Vec<_> = stores
             .iter()
             .enumerate()
             .map(|(n, handle)| {
                 let (handle, id) = (handle.clone(), opened.id.clone());
-                let generation = 6 + n as u32;
+                let generation = [6, 5, 6, 7, 6, 5, 6, 7][n];
                 tokio::spawn(async move {
-                    let claimed = handle
-                        .claim_interactive_handoff_wake(&id, generation)
+                    let (claimed, record) = handle
+                        .claim_interactive_handoff_wake_with_record(&id, generation)
                         .await
                         .unwrap();
-                    (generation, claimed)
+                    (generation, claimed, record.wake_claimed_by_generation)
                 })
             })
             .collect();
-        let mut winners = Vec::new();
         for task in tasks {
-            let (generation, claimed) = task.await.unwrap();
-            if claimed {
-                winners.push(generation);
+            let (generation, claimed, holder) = task.await.unwrap();
+            match generation {
+                6 => assert!(claimed && holder == Some(6), "6 takes the wake over"),
+                5 => assert!(
+                    !claimed || holder == Some(5),
+                    "5 is told it holds the wake only while it does ({holder:?})"
+                ),
+                _ => assert!(!claimed, "7 is not the parent's body"),
             }
         }
-        assert_eq!(winners, vec![6]);
         let stored = store
             .get_interactive_handoff(&opened.id)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(stored.wake_claimed_by_generation, Some(6));
+        assert!(!store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap());
     }
 }

@@ -79,6 +79,20 @@ async fn assert_as_written(backend: &dyn Backend, store: &Store) {
     let written: Vec<&str> = array(&handoffs).iter().map(|h| text(h, "id")).collect();
     assert_eq!(listed, written, "list order");
 
+    // The census rows, as `list --json` printed them (but for their age).
+    let rows = manifest(backend, "list");
+    let stored = store.list_interactive_handoffs(None).await.unwrap();
+    assert_eq!(stored.len(), array(&rows).len());
+    for (handoff, expected) in stored.iter().zip(array(&rows)) {
+        let mut row = serde_json::to_value(handoff.list_row(handoff.updated_at)).unwrap();
+        let fields = row.as_object_mut().unwrap();
+        assert_eq!(fields.remove("step"), Some(Value::Null));
+        fields.remove("age_secs");
+        let mut expected = expected.clone();
+        expected.as_object_mut().unwrap().remove("age_secs");
+        assert_eq!(row, expected, "census row of {}", handoff.id);
+    }
+
     let task_after_body = manifest(backend, "task-body");
     for created in array(&manifest(backend, "parents")) {
         let id = text(created, "id");

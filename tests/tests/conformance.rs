@@ -32,6 +32,7 @@ mod postgres {
         newer_schema_is_left_untouched,
         foreign_schema_is_left_untouched,
         each_schema_is_a_separate_store,
+        an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing,
     );
 
     // TLS to the test server; skipped, saying why, without

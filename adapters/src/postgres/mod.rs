@@ -72,6 +72,8 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a migration waits for another process's migration lock.
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
+/// How long a migration's DDL waits for a table another session holds.
+const DDL_LOCK_TIMEOUT: &str = "5s";
 
 /// The PostgreSQL engine: a few connections to one schema of one database.
 pub(crate) type PostgresEngine = Engine<Server>;
@@ -196,11 +198,32 @@ impl Server {
                 0
             }
         };
+        // The migration's DDL waits for its tables' locks, and while it
+        // waits every read and write of the store queues behind it: wait
+        // briefly, and say who to look for when another session holds them.
+        sqlx::query(&format!("SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.unavailable(e))?;
         for statement in statements_after(version) {
             sqlx::query(statement)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| self.unavailable(e))?;
+                .map_err(|e| match &e {
+                    sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03") => {
+                        StoreError::unavailable_because(
+                            UnavailableKind::Locked,
+                            format!(
+                                "{self}: upgrading the store needs its tables alone for a \
+                                 moment, but another session held them for over \
+                                 {DDL_LOCK_TIMEOUT} (a long transaction or a dump); \
+                                 retry when it is done. Nothing was changed"
+                            ),
+                            e,
+                        )
+                    }
+                    _ => self.unavailable(e),
+                })?;
         }
         sqlx::query(
             "INSERT INTO lf_handoff_meta (name, value) VALUES ('schema_version', $1) \

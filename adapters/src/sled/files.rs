@@ -21,7 +21,7 @@
 //!
 //! A store of an older format (release 0.1.0's, format 1) is upgraded by
 //! rewriting its marker the same way, once sled has opened the store (see
-//! [`upgrade_marker`]): the rename is the whole upgrade, so a crash leaves
+//! [`settle_marker`]): the rename is the whole upgrade, so a crash leaves
 //! the old marker (the next open upgrades) or the new one (it finds the
 //! store upgraded), never a torn one.
 
@@ -49,25 +49,16 @@ const SLED_VERSION: &str = "0.34";
 /// Length of the header that starts every sled log segment.
 const SEGMENT_HEADER_LEN: u64 = 20;
 
-/// A store directory ready for sled.
-#[derive(Debug)]
-pub(super) struct Prepared {
-    /// The canonical directory.
-    pub dir: PathBuf,
-    /// True when its marker names an older store format than this build's:
-    /// [`upgrade_marker`] must run once sled has opened the store.
-    pub needs_upgrade: bool,
-}
-
-/// Makes `path` ready for sled: creates a missing directory (0700) with
-/// its marker, or checks an existing one. Changes nothing in an existing
-/// store: an older one's marker is upgraded only by [`upgrade_marker`].
+/// Makes `path` ready for sled and returns its canonical form: creates a
+/// missing directory (0700) with its marker, or checks an existing one.
+/// Changes nothing in an existing store: an older one's marker is upgraded
+/// only by [`settle_marker`], once sled has opened the store.
 ///
 /// # Errors
 /// `Unavailable` naming the path and what to do when it is not a
 /// directory, not an lf-handoff store, written by a newer format, or
 /// damaged; nothing was changed.
-pub(super) fn prepare(path: &Path) -> StoreResult<Prepared> {
+pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
     let shown = path.display();
     match fs::metadata(path) {
         Ok(metadata) if metadata.is_dir() => {}
@@ -82,12 +73,11 @@ pub(super) fn prepare(path: &Path) -> StoreResult<Prepared> {
         Err(e) => return Err(io_error(format!("cannot read {shown}"), e)),
     }
     let dir = fs::canonicalize(path).map_err(|e| io_error(format!("cannot resolve {shown}"), e))?;
-    let needs_upgrade = match read_marker(&dir)? {
-        Some(format) => check_format(&dir, format)? < FORMAT,
-        None if is_empty(&dir)? => {
-            write_marker(&dir, "create")?;
-            false
+    match read_marker(&dir)? {
+        Some(format) => {
+            check_format(&dir, format)?;
         }
+        None if is_empty(&dir)? => write_marker(&dir, "create")?,
         None => {
             return Err(StoreError::damaged(format!(
                 "{} is not an lf-handoff store: the directory holds files but no {MARKER} \
@@ -95,24 +85,49 @@ pub(super) fn prepare(path: &Path) -> StoreResult<Prepared> {
                 dir.display()
             )))
         }
-    };
+    }
     check_sled_files(&dir)?;
-    Ok(Prepared { dir, needs_upgrade })
+    Ok(dir)
+}
+
+/// Reads the marker again once this process has sled open on `dir` (so
+/// holds sled's lock), and upgrades an older one to this build's format.
+///
+/// [`prepare`] read the marker before the lock, and waiting for the lock
+/// takes time: meanwhile another process may have upgraded the store (to a
+/// format this build does not know) or released it. Deciding again under
+/// the lock means an older marker is upgraded only while no other process
+/// uses the store, and a store that became newer is refused.
+///
+/// # Errors
+/// `Unavailable` (kind NewerSchema) for a marker newer than this build's,
+/// Damaged for a missing or unreadable one, or an I/O error.
+pub(super) fn settle_marker(dir: &Path) -> StoreResult<()> {
+    match read_marker(dir)? {
+        Some(format) if check_format(dir, format)? < FORMAT => upgrade_marker(dir),
+        Some(_) => Ok(()),
+        None => Err(StoreError::damaged(format!(
+            "{} lost its {MARKER} marker while this process opened it; it was left as it \
+             is",
+            dir.display()
+        ))),
+    }
 }
 
 /// Upgrades the store's marker to this build's format, atomically (see
 /// [`write_marker`]). Records are not rewritten: each moves to the current
 /// record format when it is next written (see `record`).
 ///
-/// Call it only while this process has sled open on `dir`: sled's lock
-/// then guarantees no other process uses the store, so the marker of a
-/// store another process holds is never rewritten.
+/// Call it only while this process has sled open on `dir` (see
+/// [`settle_marker`]): sled's lock then guarantees no other process uses
+/// the store, so the marker of a store another process holds is never
+/// rewritten.
 ///
 /// # Errors
 /// `Unavailable` on an I/O error; the store keeps its old marker (or, if
 /// only the directory sync failed, may already have the new one) and the
 /// next open upgrades it again.
-pub(super) fn upgrade_marker(dir: &Path) -> StoreResult<()> {
+fn upgrade_marker(dir: &Path) -> StoreResult<()> {
     write_marker(dir, "upgrade")
 }
 

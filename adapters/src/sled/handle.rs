@@ -171,15 +171,14 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
             return Ok(shared);
         }
     }
-    let files::Prepared { dir, needs_upgrade } = files::prepare(path)?;
+    let dir = files::prepare(path)?;
     if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
         return Ok(shared);
     }
     let shared = Arc::new(open_db(dir.clone())?);
-    if needs_upgrade {
-        // sled's lock is ours now: no other process is using the store.
-        files::upgrade_marker(&shared.dir)?;
-    }
+    // sled's lock is ours now: decide about the marker again (it may have
+    // changed while the lock was awaited) and upgrade an older one.
+    files::settle_marker(&shared.dir)?;
     open.insert(dir, Arc::downgrade(&shared));
     Ok(shared)
 }

@@ -33,12 +33,17 @@
 //! 1 (handoffs without a `step`). This build writes format 2 and opens a
 //! format-1 store by upgrading it in place:
 //!
-//! - The marker is rewritten to `format 2` (temporary file, `fsync`,
-//!   rename, `fsync` of the directory) right after sled has opened the
-//!   store, so sled's lock is held and the marker of a store another
-//!   process holds is never touched. Until the marker says 2 no format-2
-//!   record is written, so a release-0.1.0 binary either opens a store it
-//!   can read or refuses it as newer (C11), untouched.
+//! - The marker is read again and rewritten to `format 2` (temporary
+//!   file, `fsync`, rename, `fsync` of the directory) right after sled has
+//!   opened the store, so sled's lock is held and the marker of a store
+//!   another process holds is never touched; deciding again under the lock
+//!   also refuses a store that another build made newer while this one
+//!   waited for the lock. Until the marker says 2 no format-2 record is
+//!   written. A release-0.1.0 binary that read the old marker just before
+//!   and waits for the lock (it waits up to a second) may still open the
+//!   upgraded store: it then reports format-2 records as damaged and
+//!   writes only records it understands, losing nothing; any later open by
+//!   it refuses the store as newer (C11).
 //! - Records are upgraded lazily, not at open: every record of format 1 or
 //!   2 is read (a format-1 handoff has no step), and a record moves to
 //!   format 2 when it is next written, keeping its version. So the upgrade

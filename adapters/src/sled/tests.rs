@@ -852,19 +852,25 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     assert_eq!(snapshot(&path)[&marker], before[&marker]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = release_1_store(dir.path());
-    let marker = path.join(files::MARKER);
-    // sled's lock belongs to the open file, so a `Db` opened here directly
-    // holds the store as another process would.
+/// A copy of the release-0.1.0 store in `dir`, held open by a `Db` opened
+/// here directly: sled's lock belongs to the open file, so it holds the
+/// store as another process would.
+async fn held_release_1_store(dir: &Path) -> (std::path::PathBuf, ::sled::Db) {
+    let path = release_1_store(dir);
     let holder = tokio::task::spawn_blocking({
         let path = path.clone();
         move || ::sled::Config::new().path(path).open().unwrap()
     })
     .await
     .unwrap();
+    (path, holder)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, holder) = held_release_1_store(dir.path()).await;
+    let marker = path.join(files::MARKER);
     assert_unavailable(
         open_store(&StorageConfig::sled(path.clone())).await,
         UnavailableKind::Locked,
@@ -876,4 +882,30 @@ async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
         .unwrap();
     drop(open_store(&StorageConfig::sled(path)).await.unwrap());
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_marker_that_changes_while_the_lock_is_awaited_is_decided_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, holder) = held_release_1_store(dir.path()).await;
+    let marker = path.join(files::MARKER);
+    // The open reads the format-1 marker, then waits for sled's lock...
+    let config = StorageConfig::sled(path.clone());
+    let opening = tokio::spawn(async move { open_store(&config).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // ...while a newer build upgrades the store and lets it go.
+    std::fs::write(&marker, "lf-handoff sled store\nformat 3\n").unwrap();
+    tokio::task::spawn_blocking(move || drop(holder))
+        .await
+        .unwrap();
+    assert_unavailable(
+        opening.await.unwrap(),
+        UnavailableKind::NewerSchema,
+        "newer lf-handoff (store format 3",
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "lf-handoff sled store\nformat 3\n",
+        "the newer marker is never written back to an older format"
+    );
 }

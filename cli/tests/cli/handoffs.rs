@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{assert_timestamp, keys, sorted, Run, Sandbox};
+use crate::support::{assert_timestamp, json_error, keys, sorted, Run, Sandbox};
 
 const HANDOFF_FIELDS: &[&str] = &[
     "id",
@@ -383,6 +383,17 @@ fn status_prints_the_handoff_or_exits_3() {
     let unknown = "ih_01a23770-7ddd-7406-89b2-f78da53555de";
     let error = sandbox.fails(&["status", unknown], 3, "not_found");
     assert!(error.contains(unknown), "{error}");
+    // As a script writes it: `--json` after the id.
+    let nil = "ih_00000000-0000-7000-8000-000000000000";
+    let run = sandbox.run(&["status", nil, "--json"]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    let error = json_error(&run, "status --json of a nil id");
+    assert_eq!(
+        (error.kind.as_str(), error.code),
+        ("not_found", 3),
+        "{run:?}"
+    );
 }
 
 #[test]

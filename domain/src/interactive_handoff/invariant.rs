@@ -11,7 +11,7 @@ use thiserror::Error;
 use super::{check_fields, Fields, InteractiveHandoff, InteractiveHandoffParent};
 use crate::timestamp::is_normalized;
 
-/// One of the handoff invariants of the design (I1-I7).
+/// One of the handoff invariants (I1-I7, docs/CONTRACT.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Invariant {
     /// Terminal status <=> terminal_at set <=> outcome set; outcome matches status.

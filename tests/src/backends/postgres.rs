@@ -394,6 +394,48 @@ pub mod scenarios {
         assert_eq!(backend.fingerprint(&newer).await, before);
     }
 
+    /// An upgrade whose tables another session holds (a long transaction,
+    /// a dump) gives up after a few seconds as `Locked`, changing nothing,
+    /// and the next open after that session ends upgrades the store.
+    pub async fn an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing(
+        backend: &PostgresBackend,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = backend.release_1_store(dir.path()).await;
+        let before = backend.fingerprint(backend.schema()).await;
+        let options = PgConnectOptions::from_str(&backend.base.connection).unwrap();
+        let mut reader = options.connect().await.unwrap();
+        sqlx::Executor::execute(
+            &mut reader,
+            format!(
+                "BEGIN; LOCK TABLE \"{}\".handoffs IN ACCESS SHARE MODE",
+                backend.schema()
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+        match open_store(&config).await {
+            Err(StoreError::Unavailable {
+                kind: UnavailableKind::Locked,
+                message,
+                ..
+            }) => assert!(message.contains(backend.schema()), "{message}"),
+            Err(other) => panic!("expected Locked, got {other}"),
+            Ok(_) => panic!("the upgrade ran past another session's lock"),
+        }
+        sqlx::Executor::execute(&mut reader, "ROLLBACK")
+            .await
+            .unwrap();
+        reader.close().await.ok();
+        assert_eq!(backend.fingerprint(backend.schema()).await, before);
+        let store = open_store(&config).await.unwrap();
+        assert_eq!(
+            store.list_interactive_handoffs(None).await.unwrap().len(),
+            5
+        );
+    }
+
     /// A schema holding another program's tables is refused and left as it
     /// was: no lf-handoff table appears in it.
     pub async fn foreign_schema_is_left_untouched(backend: &PostgresBackend) {
