@@ -39,6 +39,7 @@ pub mod program;
 pub mod race;
 pub mod requests;
 pub mod target;
+pub mod upgrade;
 
 /// The seeded random source, shared with the conformance suite.
 pub use lf_handoff_conformance::rng;

@@ -319,3 +319,26 @@ fn sled_is_crashed_and_raced_with_handles_in_one_process() {
     assert_eq!(output.status.code(), Some(1), "{text}");
     assert!(text.contains("race it with handles instead"), "{text}");
 }
+
+#[test]
+fn crash_harness_kills_upgrades_of_release_1_stores_and_loses_nothing() {
+    let output = crash(&[
+        "--backends",
+        "sqlite,sled",
+        "--trials",
+        "0",
+        "--upgrade-trials",
+        "6",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    for backend in ["sqlite", "sled"] {
+        let label = format!("[{backend}] upgrade kills:");
+        let line = text.lines().find(|line| line.contains(&label));
+        assert!(
+            line.is_some_and(|line| line.ends_with(", 0 records lost")),
+            "{text}"
+        );
+    }
+    assert!(!text.contains("trials run:"), "no crash trials ran: {text}");
+}

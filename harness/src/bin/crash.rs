@@ -11,6 +11,7 @@ use lf_handoff_harness::crash::{self, CrashFigures, CrashOptions};
 use lf_handoff_harness::crash_child::{self, CHILD_ARG};
 use lf_handoff_harness::program::{act_as, backends_and_exe, duration_arg, runtime, verdict};
 use lf_handoff_harness::target::Placement;
+use lf_handoff_harness::upgrade::{self, UpgradeFigures};
 
 /// Kill a process running handoff lifecycles with SIGKILL at random moments,
 /// reopen the store, and check that every acknowledged transition survived
@@ -58,6 +59,11 @@ struct Args {
     /// hand-overs, one lane each in every child (0: none).
     #[arg(long, default_value_t = 2)]
     story_parents: usize,
+    /// Upgrade trials per backend: SIGKILL a process opening a copy of the
+    /// backend's release 0.1.0 store, then check the next open keeps every
+    /// record (0: none). PostgreSQL uses $LF_HANDOFF_TEST_POSTGRES_URL.
+    #[arg(long, default_value_t = 0)]
+    upgrade_trials: u64,
     /// Print a line per trial.
     #[arg(long)]
     verbose: bool,
@@ -76,6 +82,13 @@ fn main() -> ExitCode {
     if let Some(status) = act_as(CHILD_ARG, "crash child", |args| async move {
         crash_child::run(&args).await
     }) {
+        return status;
+    }
+    if let Some(status) = act_as(
+        upgrade::OPEN_CHILD_ARG,
+        "upgrade child",
+        |args| async move { upgrade::child(&args).await },
+    ) {
         return status;
     }
     let args = Args::parse();
@@ -98,15 +111,33 @@ fn main() -> ExitCode {
         fake_steps: args.self_test_fake_steps,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup)",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend",
         options.seed,
         options.trials,
         options.backends.join(", "),
         options.lanes,
         options.story_parents,
-        options.max_delay.as_millis()
+        options.max_delay.as_millis(),
+        args.upgrade_trials
     );
-    let figures = runtime().block_on(crash::run(&options, &exe));
+    let runtime = runtime();
+    let figures = if options.trials > 0 {
+        runtime.block_on(crash::run(&options, &exe))
+    } else {
+        Vec::new()
+    };
+    let upgrades = if args.upgrade_trials > 0 {
+        runtime.block_on(upgrade::run(
+            &options.backends,
+            args.upgrade_trials,
+            options.seed,
+            &exe,
+        ))
+    } else {
+        Vec::new()
+    };
+    let upgrade_lost: u64 = upgrades.iter().map(|f| f.lost).sum();
+    let upgrade_errors: u64 = upgrades.iter().map(|f| f.errors).sum();
     let lost: u64 = figures.iter().map(|f| f.lost).sum();
     let violations: u64 = figures.iter().map(|f| f.violations).sum();
     let errors: u64 = figures.iter().map(|f| f.errors).sum();
@@ -114,12 +145,12 @@ fn main() -> ExitCode {
     let double_held: u64 = figures.iter().map(|f| f.double_held_wakes).sum();
     verdict(
         "crash harness",
-        figures.iter().all(CrashFigures::passed),
+        figures.iter().all(CrashFigures::passed) && upgrades.iter().all(UpgradeFigures::passed),
         figures.iter().all(|f| !f.stopped_by_time_limit),
         &format!(
             "{lost} transitions lost, {violations} invariant violations, {duplicates} duplicate \
              handoffs for one step, {double_held} wakes held by two generations, {errors} harness \
-             errors"
+             errors, {upgrade_lost} records lost and {upgrade_errors} failures in upgrade trials"
         ),
     )
 }
