@@ -42,7 +42,8 @@ use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::wave::Wave;
@@ -252,6 +253,35 @@ impl Lane {
         self.ack_json("wake", &handoff.id, &value)
     }
 
+    /// Attaches `id`, announced before and acknowledged after.
+    async fn attach(&self, id: &InteractiveHandoffId) -> Result<InteractiveHandoff, String> {
+        self.begin("attach", id)?;
+        let attached = self
+            .store
+            .attach_interactive_handoff(id)
+            .await
+            .map_err(|e| format!("attach {id}: {e}"))?;
+        self.ack_handoff("attach", id, &attached)?;
+        Ok(attached)
+    }
+
+    /// Finishes `id` with `outcome`, announced before and acknowledged
+    /// after.
+    async fn finish(
+        &self,
+        id: &InteractiveHandoffId,
+        outcome: &InteractiveHandoffOutcome,
+    ) -> Result<InteractiveHandoff, String> {
+        self.begin("finish", id)?;
+        let finished = self
+            .store
+            .finish_interactive_handoff(id, outcome)
+            .await
+            .map_err(|e| format!("finish {id}: {e}"))?;
+        self.ack_handoff("finish", id, &finished)?;
+        Ok(finished)
+    }
+
     /// The crash story for `reference` (see the module documentation),
     /// from step `step` on, until the child is killed.
     async fn story(
@@ -287,23 +317,11 @@ impl Lane {
             }
             let id = current.id.clone();
             if current.status == InteractiveHandoffStatus::Waiting && self.rng.chance(1, 2) {
-                self.begin("attach", &id)?;
-                current = self
-                    .store
-                    .attach_interactive_handoff(&id)
-                    .await
-                    .map_err(|e| format!("attach {id}: {e}"))?;
-                self.ack_handoff("attach", &id, &current)?;
+                current = self.attach(&id).await?;
             }
             if !current.status.is_terminal() {
                 let outcome = random_outcome(&mut self.rng);
-                self.begin("finish", &id)?;
-                current = self
-                    .store
-                    .finish_interactive_handoff(&id, &outcome)
-                    .await
-                    .map_err(|e| format!("finish {id}: {e}"))?;
-                self.ack_handoff("finish", &id, &current)?;
+                current = self.finish(&id, &outcome).await?;
             }
             let replaced = current
                 .wake_claimed_by_generation
@@ -384,13 +402,7 @@ impl Lane {
         }
 
         if self.rng.chance(2, 3) {
-            self.begin("attach", &id)?;
-            current = self
-                .store
-                .attach_interactive_handoff(&id)
-                .await
-                .map_err(|e| format!("attach {id}: {e}"))?;
-            self.ack_handoff("attach", &id, &current)?;
+            current = self.attach(&id).await?;
             if self.rng.chance(1, 4) {
                 let again = self
                     .store
@@ -404,13 +416,7 @@ impl Lane {
         }
 
         let outcome = random_outcome(&mut self.rng);
-        self.begin("finish", &id)?;
-        current = self
-            .store
-            .finish_interactive_handoff(&id, &outcome)
-            .await
-            .map_err(|e| format!("finish {id}: {e}"))?;
-        self.ack_handoff("finish", &id, &current)?;
+        current = self.finish(&id, &outcome).await?;
         if self.rng.chance(1, 4) {
             let again = self
                 .store

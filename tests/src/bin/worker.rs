@@ -26,30 +26,21 @@ async fn run(args: Vec<String>) {
     }
     let store = open_store(&config).await.unwrap();
     match args[1].as_str() {
-        "open" => {
+        // open WAVE CWD [STEP]: opens on the wave, at STEP when given.
+        "open" | "open-step" => {
             let wave = store
                 .get_wave(&WaveId::parse(&args[2]).unwrap())
                 .await
                 .unwrap()
                 .unwrap();
             let request = wave_request(&wave, &PathBuf::from(&args[3]));
+            let step = args.get(4).map(|step| StepKey::parse(step).unwrap());
             wait_for_go();
-            match store.open_interactive_handoff(request).await {
-                Ok((handoff, true)) => println!("created {}", handoff.id),
-                Ok((handoff, false)) => println!("replayed {}", handoff.id),
-                Err(e) => println!("error {e}"),
-            }
-        }
-        "open-step" => {
-            let wave = store
-                .get_wave(&WaveId::parse(&args[2]).unwrap())
-                .await
-                .unwrap()
-                .unwrap();
-            let request = wave_request(&wave, &PathBuf::from(&args[3]));
-            let step = StepKey::parse(&args[4]).unwrap();
-            wait_for_go();
-            match store.open_interactive_handoff_at_step(request, &step).await {
+            let opened = match &step {
+                Some(step) => store.open_interactive_handoff_at_step(request, step).await,
+                None => store.open_interactive_handoff(request).await,
+            };
+            match opened {
                 Ok((handoff, true)) => println!("created {}", handoff.id),
                 Ok((handoff, false)) => println!("replayed {}", handoff.id),
                 Err(e) => println!("error {e}"),
