@@ -11,7 +11,7 @@ use lf_handoff_application::ports::{
 use lf_handoff_application::{ListQuery, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, StepKey, Transition,
+    Actor, InteractiveHandoff, InteractiveHandoffParent, StepKey, Transition,
 };
 
 use super::error::{abort, failed, settle, Abort};
@@ -20,6 +20,24 @@ use super::{keys, record, SledStore};
 
 #[async_trait]
 impl HandoffRepository for SledStore {
+    async fn due(
+        &self,
+        _now: time::OffsetDateTime,
+        _limit: usize,
+    ) -> StoreResult<Vec<InteractiveHandoffId>> {
+        Err(lf_handoff_application::StoreError::unavailable(
+            lf_handoff_application::UnavailableKind::Other,
+            "WIP: deadlines are not stored yet",
+        ))
+    }
+
+    async fn history(
+        &self,
+        _id: &InteractiveHandoffId,
+    ) -> StoreResult<Vec<lf_handoff_domain::interactive_handoff::HandoffEvent>> {
+        Ok(Vec::new())
+    }
+
     async fn load(
         &self,
         id: &InteractiveHandoffId,
@@ -78,6 +96,7 @@ impl HandoffRepository for SledStore {
         &self,
         handoff: &InteractiveHandoff,
         parent_version: u64,
+        _actor: &Actor,
     ) -> StoreResult<InsertOutcome> {
         let stored = record::encode(1, handoff)?;
         let handoff = handoff.clone();
@@ -145,6 +164,7 @@ impl HandoffRepository for SledStore {
         &self,
         id: &InteractiveHandoffId,
         decide: Decision,
+        _actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>> {
         let id = id.clone();
         // Load, decision and compare-and-swap in one call: one hop to the

@@ -14,7 +14,7 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::StoreResult;
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, Transition};
+use lf_handoff_domain::interactive_handoff::{Actor, InteractiveHandoff, Transition};
 
 use crate::sql::columns::{HandoffRow, COLUMN_COUNT};
 use crate::sql::engine::{EngineError, Param, SqlEngine};
@@ -30,6 +30,24 @@ const INSERT_PARAMS: usize = COLUMN_COUNT + 2;
 
 #[async_trait]
 impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
+    async fn due(
+        &self,
+        _now: time::OffsetDateTime,
+        _limit: usize,
+    ) -> StoreResult<Vec<InteractiveHandoffId>> {
+        Err(lf_handoff_application::StoreError::unavailable(
+            lf_handoff_application::UnavailableKind::Other,
+            "WIP: deadlines are not stored yet",
+        ))
+    }
+
+    async fn history(
+        &self,
+        _id: &InteractiveHandoffId,
+    ) -> StoreResult<Vec<lf_handoff_domain::interactive_handoff::HandoffEvent>> {
+        Ok(Vec::new())
+    }
+
     async fn load(
         &self,
         id: &InteractiveHandoffId,
@@ -65,6 +83,7 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         &self,
         handoff: &InteractiveHandoff,
         parent_version: u64,
+        _actor: &Actor,
     ) -> StoreResult<InsertOutcome> {
         let row = HandoffRow::from_domain(handoff, 1)?;
         let mut params = [Param::Int(to_stored_version(parent_version)?); INSERT_PARAMS];
@@ -87,6 +106,7 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         &self,
         id: &InteractiveHandoffId,
         decide: Decision,
+        _actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>> {
         let Some(current) = self.load(id).await? else {
             return Ok(None);

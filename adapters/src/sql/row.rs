@@ -123,6 +123,7 @@ impl<'a> HandoffRow<'a> {
                 .map(StepKey::parse)
                 .transpose()
                 .map_err(|e| damaged(format!("step: {e}")))?,
+            expires_at: None,
         };
         handoff.validate().map_err(|violation| {
             StoreError::damaged(format!(
