@@ -50,6 +50,8 @@ use std::sync::Arc;
 
 use lf_handoff_adapters::{StorageConfig, UnavailableKind};
 
+use crate::upgrade::Release;
+
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -86,11 +88,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Prepares, in `dir`, stores that `open_store` must refuse (C11).
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>>;
 
-    /// A copy of this backend's store written by release 0.1.0
-    /// (`tests/fixtures/v1`, whose manifests are named after
-    /// [`name`](Self::name)), placed in `dir` or the test's schema and not
-    /// opened yet.
-    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig>;
+    /// A copy of this backend's store written by `release`
+    /// ([`upgrade::fixtures`](crate::upgrade::fixtures), whose manifests
+    /// are named after [`name`](Self::name)), placed in `dir` or the test's
+    /// schema and not opened yet.
+    fn release_store<'a>(&'a self, release: Release, dir: &'a Path)
+        -> BoxFuture<'a, StorageConfig>;
 
     /// Removes what the backend created outside the temporary directory.
     fn cleanup(&self) -> BoxFuture<'_, ()> {
@@ -187,8 +190,11 @@ macro_rules! conformance_tests {
         );
         $crate::conformance_tests!(@upgrade $backend;
             upgrades_a_store_of_release_1_keeping_every_record,
-            an_upgraded_store_runs_a_full_lifecycle_and_reopens,
-            a_kill_9_during_the_upgrade_leaves_an_upgradable_store,
+            upgrades_a_store_of_release_2_keeping_every_record,
+            an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
+            an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
+            a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
+            a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
         );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
