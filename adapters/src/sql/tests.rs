@@ -414,9 +414,15 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
         due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at<?)"),
         "{due}"
     );
-    assert!(!due.contains("SCAN") && !due.contains("TEMP B-TREE"), "{due}");
+    assert!(
+        !due.contains("SCAN") && !due.contains("TEMP B-TREE"),
+        "{due}"
+    );
     let history = plan(super::statements::HISTORY.clone()).await;
-    assert!(history.contains("USING INDEX") && !history.contains("SCAN"), "{history}");
+    assert!(
+        history.contains("USING INDEX") && !history.contains("SCAN"),
+        "{history}"
+    );
     assert!(!history.contains("TEMP B-TREE"), "{history}");
 }
 
