@@ -362,8 +362,8 @@ async fn the_snapshot_is_three_index_probes_on_sqlite() {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
-    for statement in super::schema::statements_after(0) {
-        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+        sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", *PARENT_WITH_ACTIVE))
         .bind("wv_1")
@@ -391,8 +391,8 @@ async fn the_unique_indexes_are_the_schemas() {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
-    for statement in super::schema::statements_after(0) {
-        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+        sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let mut unique: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM pragma_index_list('handoffs') WHERE \"unique\" AND origin = 'c'",
