@@ -133,8 +133,10 @@ pub enum Command {
         id: InteractiveHandoffId,
     },
     /// Block until a handoff is finished or expired, then print it (exit 4
-    /// on timeout). A handoff whose deadline passes while waiting is
-    /// expired and printed (exit 0).
+    /// on timeout).
+    ///
+    /// A handoff whose deadline passes while waiting is expired then and
+    /// printed like a finished one (exit 0; its status says `expired`).
     Wait {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,

@@ -167,7 +167,7 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
             handoff.status.describe()
         ));
     }
-    if !created && expires_at.is_some() {
+    if !created && expires_at.is_some() && handoff.is_active() {
         let kept = handoff.expires_at.map_or_else(
             || "none".to_string(),
             |at| format!("{}, {}", timestamp(at), deadline_phrase(&handoff, now)),

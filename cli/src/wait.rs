@@ -24,10 +24,11 @@ const FIRST_POLL: Duration = Duration::from_millis(50);
 const LONGEST_POLL: Duration = Duration::from_secs(1);
 const SPINNER_TICK: Duration = Duration::from_millis(120);
 
-/// Waits for `id` to finish, at most `timeout` when given.
+/// Waits for `id` to finish or expire, at most `timeout` when given.
 ///
 /// # Errors
-/// Exit 3 for an unknown id; exit 4 when the timeout passes first.
+/// Exit 3 for an unknown id; exit 4 when the timeout passes first. An
+/// expiry is not an error: the expired handoff is printed.
 pub async fn wait(
     ctx: &Context,
     id: &InteractiveHandoffId,
