@@ -38,7 +38,7 @@
 pub(crate) mod columns;
 pub(crate) mod connections;
 pub(crate) mod engine;
-mod events;
+pub(crate) mod events;
 mod handoffs;
 mod parents;
 mod row;

@@ -387,6 +387,46 @@ async fn the_snapshot_is_three_index_probes_on_sqlite() {
 }
 
 #[tokio::test]
+async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
+    let plan = |sql: String| {
+        let sql = format!("EXPLAIN QUERY PLAN {sql}");
+        async move {
+            let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+                .await
+                .unwrap();
+            for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+                sqlx::query(&statement).execute(&mut conn).await.unwrap();
+            }
+            let rows = sqlx::query(&sql)
+                .bind(1_i64)
+                .bind(10_i64)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|row| sqlx::Row::try_get::<String, _>(row, "detail").unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    };
+    let due = plan(super::statements::DUE_HANDOFFS.clone()).await;
+    assert!(
+        due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at<?)"),
+        "{due}"
+    );
+    assert!(
+        !due.contains("SCAN") && !due.contains("TEMP B-TREE"),
+        "{due}"
+    );
+    let history = plan(super::statements::HISTORY.clone()).await;
+    assert!(
+        history.contains("USING INDEX") && !history.contains("SCAN"),
+        "{history}"
+    );
+    assert!(!history.contains("TEMP B-TREE"), "{history}");
+}
+
+#[tokio::test]
 async fn the_unique_indexes_are_the_schemas() {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
