@@ -11,7 +11,7 @@ use lf_handoff_application::ports::{
 use lf_handoff_application::{GenerateId, ListQuery, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    Actor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
 };
 use lf_handoff_domain::wave::Wave;
@@ -111,18 +111,33 @@ async fn at_step(
     Ok(snapshot.and_then(|snapshot| snapshot.at_step))
 }
 
+fn actor() -> Actor {
+    Actor::parse("tester@sled (pid 1)").unwrap()
+}
+
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
 }
 
 /// `value` stored as release 0.1.0 stored it: record format 1, and a
-/// handoff's JSON without `step`.
+/// handoff's JSON without `step` or `expires_at`.
 fn format_1<T: serde::Serialize>(version: u64, value: &T) -> Vec<u8> {
+    older_format(1, &["step", "expires_at"], version, value)
+}
+
+fn older_format<T: serde::Serialize>(
+    format: u8,
+    missing: &[&str],
+    version: u64,
+    value: &T,
+) -> Vec<u8> {
     let mut json = serde_json::to_value(value).unwrap();
     if let Some(fields) = json.as_object_mut() {
-        fields.remove("step");
+        for field in missing {
+            fields.remove(*field);
+        }
     }
-    let mut bytes = vec![1];
+    let mut bytes = vec![format];
     bytes.extend_from_slice(&version.to_be_bytes());
     bytes.extend_from_slice(&serde_json::to_vec(&json).unwrap());
     bytes
@@ -174,11 +189,11 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     let key = keys::handoff(&opened.id);
     let stored = raw.shared.handoffs.get(&key).unwrap().unwrap().to_vec();
     assert_eq!(stored[0], record::FORMAT);
-    assert_eq!(record::FORMAT, 2);
+    assert_eq!(record::FORMAT, 3);
     assert_eq!(stored[1..9], 1u64.to_be_bytes());
 
     for (format, kind, needle) in [
-        (3u8, UnavailableKind::NewerSchema, "newer than this build"),
+        (4u8, UnavailableKind::NewerSchema, "newer than this build"),
         (255, UnavailableKind::NewerSchema, "record format 255"),
         (0, UnavailableKind::Damaged, "unknown record format"),
     ] {
@@ -319,11 +334,13 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     let mut second = opened.clone();
     second.id = GenerateId::new();
     assert_eq!(
-        raw.insert(&second, parent.version).await.unwrap(),
+        raw.insert(&second, parent.version, &actor()).await.unwrap(),
         InsertOutcome::ParentBusy
     );
     assert_eq!(
-        raw.insert(&second, parent.version + 1).await.unwrap(),
+        raw.insert(&second, parent.version + 1, &actor())
+            .await
+            .unwrap(),
         InsertOutcome::ParentChanged
     );
 
@@ -332,7 +349,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     // compare-and-swap (attach) and the multi-tree transaction (finish).
     for next in [attach, finish] {
         assert_eq!(
-            raw.transition(&opened.id, racing(&raw, next))
+            raw.transition(&opened.id, racing(&raw, next), &actor())
                 .await
                 .unwrap(),
             Some(TransitionOutcome::Lost)
@@ -348,13 +365,14 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &opened.id,
-            Arc::new(|h| Ok(Transition::Changed(finish(h)).into()))
+            Arc::new(|h| Ok(Transition::Changed(finish(h)).into())),
+            &actor(),
         )
         .await
         .unwrap(),
         Some(TransitionOutcome::Applied {
             handoff: Box::new(finished.clone()),
-            answer: true,
+            answer: Ok(true),
         })
     );
     let stored = raw.load(&opened.id).await.unwrap().unwrap();
@@ -371,13 +389,14 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &opened.id,
-            Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into()))
+            Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into())),
+            &actor(),
         )
         .await
         .unwrap(),
         Some(TransitionOutcome::Applied {
             handoff: Box::new(finished.clone()),
-            answer: true,
+            answer: Ok(true),
         })
     );
     assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().version, 4);
@@ -390,6 +409,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
                     "refused".to_string(),
                 ))
             }),
+            &actor(),
         )
         .await
         .unwrap_err();
@@ -401,7 +421,8 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &GenerateId::new(),
-            Arc::new(|_| unreachable!("nothing to decide on"))
+            Arc::new(|_| unreachable!("nothing to decide on")),
+            &actor(),
         )
         .await
         .unwrap(),
@@ -409,7 +430,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     );
 
     assert_eq!(
-        raw.insert(&second, parent.version).await.unwrap(),
+        raw.insert(&second, parent.version, &actor()).await.unwrap(),
         InsertOutcome::Inserted
     );
     assert_eq!(
@@ -430,14 +451,14 @@ async fn a_newer_store_format_is_refused_before_sled_opens_it() {
     let marker = path.join(files::MARKER);
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 2\n"
+        "lf-handoff sled store\nformat 3\n"
     );
-    std::fs::write(&marker, "lf-handoff sled store\nformat 3\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
     let before = snapshot(&path);
     assert_unavailable(
         open_store(&config).await,
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 3",
+        "newer lf-handoff (store format 4",
     );
     assert_eq!(snapshot(&path), before, "a newer store is left untouched");
     std::fs::write(&marker, "lf-handoff sled store\nformat 0\n").unwrap();
@@ -570,7 +591,11 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
             at(&template, &parent, Some(&login)),
             at(&template, &parent, Some(&login)),
         );
-        let (from_a, from_b) = tokio::join!(first.insert(&a, version), second.insert(&b, version));
+        let who = actor();
+        let (from_a, from_b) = tokio::join!(
+            first.insert(&a, version, &who),
+            second.insert(&b, version, &who)
+        );
         let (winner, outcomes) = match (from_a.unwrap(), from_b.unwrap()) {
             (InsertOutcome::Inserted, lost) => (a, lost),
             (lost, InsertOutcome::Inserted) => (b, lost),
@@ -605,14 +630,14 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         // another step opens.
         assert_eq!(
             first
-                .insert(&at(&template, &parent, Some(&login)), version)
+                .insert(&at(&template, &parent, Some(&login)), version, &actor())
                 .await
                 .unwrap(),
             InsertOutcome::StepTaken
         );
         let other = at(&template, &parent, Some(&step("other")));
         assert_eq!(
-            second.insert(&other, version).await.unwrap(),
+            second.insert(&other, version, &actor()).await.unwrap(),
             InsertOutcome::Inserted
         );
         assert_eq!(
@@ -652,6 +677,7 @@ async fn a_transition_keeps_the_step() {
                 next.step = Some(StepKey::parse("b").unwrap());
                 Ok(Transition::Changed(next).into())
             }),
+            &actor(),
         )
         .await;
     assert_unavailable(moved, UnavailableKind::Other, "keeps its step");
@@ -714,7 +740,7 @@ async fn a_damaged_step_index_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn format_1_records_are_read_and_written_back_in_format_2() {
+async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     let id_key = keys::handoff(&opened.id);
@@ -747,10 +773,10 @@ async fn format_1_records_are_read_and_written_back_in_format_2() {
     );
     assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 1);
 
-    // The next write of each stores format 2, at the next version.
+    // The next write of each stores format 3, at the next version.
     let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
     let (format, version, json) = stored_parts(&raw.shared.handoffs, &id_key);
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     assert_eq!(json["step"], serde_json::Value::Null);
     assert_eq!(
         serde_json::from_value::<InteractiveHandoff>(json).unwrap(),
@@ -772,7 +798,7 @@ async fn format_1_records_are_read_and_written_back_in_format_2() {
         lf_handoff_application::ports::SwapOutcome::Swapped
     );
     let (format, version, _) = stored_parts(&raw.shared.parents, &parent_key);
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     assert_eq!(
         at_step(&raw, &opened.parent, &step("s"))
             .await
@@ -796,7 +822,7 @@ fn release_1_store(dir: &Path) -> PathBuf {
 }
 
 const MARKER_1: &str = "lf-handoff sled store\nformat 1\n";
-const MARKER_2: &str = "lf-handoff sled store\nformat 2\n";
+const MARKER_3: &str = "lf-handoff sled store\nformat 3\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
@@ -810,7 +836,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let raw = SledStore::open(&SledConfig { path: path.clone() })
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert!(!path.join("lf-handoff-store.tmp").exists());
     // No record was rewritten: every one is still format 1.
     let formats: Vec<u8> = raw
@@ -835,7 +861,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
         .unwrap();
     store.attach_interactive_handoff(&waiting.id).await.unwrap();
     let (format, version, _) = stored_parts(&raw.shared.handoffs, &keys::handoff(&waiting.id));
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     drop((store, raw));
 
     // Reopening finds it upgraded and changes nothing more.
@@ -843,7 +869,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert_eq!(
         store.list_interactive_handoffs(None).await.unwrap().len(),
         5
@@ -881,7 +907,7 @@ async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
         .await
         .unwrap();
     drop(open_store(&StorageConfig::sled(path)).await.unwrap());
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -894,18 +920,18 @@ async fn a_marker_that_changes_while_the_lock_is_awaited_is_decided_again() {
     let opening = tokio::spawn(async move { open_store(&config).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // ...while a newer build upgrades the store and lets it go.
-    std::fs::write(&marker, "lf-handoff sled store\nformat 3\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
     tokio::task::spawn_blocking(move || drop(holder))
         .await
         .unwrap();
     assert_unavailable(
         opening.await.unwrap(),
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 3",
+        "newer lf-handoff (store format 4",
     );
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 3\n",
+        "lf-handoff sled store\nformat 4\n",
         "the newer marker is never written back to an older format"
     );
 }
