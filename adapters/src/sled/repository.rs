@@ -4,6 +4,7 @@
 //! and the history (C15): every write that changes a handoff appends its
 //! event in the same transaction.
 
+use std::collections::HashSet;
 use std::fmt::Display;
 
 use ::sled::transaction::{ConflictableTransactionError, Transactional as _, TransactionalTree};
@@ -229,6 +230,7 @@ impl HandoffRepository for SledStore {
     ) -> StoreResult<Vec<InteractiveHandoffId>> {
         self.run(move |shared| {
             let mut due = Vec::new();
+            let mut named = HashSet::new();
             if limit == 0 {
                 return Ok(due);
             }
@@ -242,8 +244,9 @@ impl HandoffRepository for SledStore {
                     .map_err(|e| shared.engine(e))?
                     .ok_or_else(|| missing(keys::DUE, &id))?;
                 // One finished or extended since its entry was read is not
-                // due any more.
-                if record::handoff(&id, &bytes)?.value.is_due(now) {
+                // due any more; one whose deadline moved during the walk may
+                // be met at its old and its new entry, and is named once.
+                if record::handoff(&id, &bytes)?.value.is_due(now) && named.insert(id.clone()) {
                     due.push(id);
                     if due.len() >= limit {
                         break;
