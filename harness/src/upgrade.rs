@@ -305,7 +305,7 @@ enum Problem {
 }
 
 /// Opens the store and compares every manifest handoff with the stored one
-/// (whose new `step` must be null).
+/// (whose new `step` and `expires_at` must be null).
 async fn compare(config: &StorageConfig, manifest: &[Value]) -> Vec<Problem> {
     let store = match open_store(config).await {
         Ok(store) => store,
@@ -340,12 +340,15 @@ async fn compare(config: &StorageConfig, manifest: &[Value]) -> Vec<Problem> {
                 continue;
             }
         };
-        let step = value
-            .as_object_mut()
-            .and_then(|fields| fields.remove("step"));
-        if step != Some(Value::Null) || &value != expected {
+        let fields = value.as_object_mut();
+        let (step, expires_at) = fields.map_or((None, None), |fields| {
+            (fields.remove("step"), fields.remove("expires_at"))
+        });
+        let new_fields_null = step == Some(Value::Null) && expires_at == Some(Value::Null);
+        if !new_fields_null || &value != expected {
             problems.push(Problem::Lost(format!(
-                "handoff {id} differs: stored {value} (step {step:?}), written {expected}"
+                "handoff {id} differs: stored {value} (step {step:?}, expires_at \
+                 {expires_at:?}), written {expected}"
             )));
         }
     }
