@@ -78,7 +78,11 @@ pub mod sql_columns {
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
-    pub use crate::sql::statements::{HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sql::events::event_values;
+    pub use crate::sql::statements::{
+        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
+        SWAP_HANDOFF_WITH_EVENT,
+    };
 }
 
 /// Opens (creating when missing) the store `config` names.

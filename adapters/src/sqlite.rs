@@ -39,7 +39,7 @@ use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION};
+use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION, SQLITE_POSITION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
@@ -64,6 +64,7 @@ impl Dialect for SqliteFile {
     /// Takes the write lock before the first read, so a writer never
     /// deadlocks into `SQLITE_BUSY`.
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    const DATA_MODIFYING_CTE: bool = false;
 
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();
@@ -219,8 +220,8 @@ impl SqliteEngine {
         if version == LATEST_VERSION {
             return tx.commit().await.map_err(|e| file.unavailable(e));
         }
-        for statement in statements_after(version) {
-            sqlx::query(statement)
+        for statement in statements_after(version, SQLITE_POSITION) {
+            sqlx::query(&statement)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| file.unavailable(e))?;

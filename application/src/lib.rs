@@ -28,11 +28,12 @@ mod system;
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
-    Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
-    ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
+    recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
+    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome,
+    Versioned,
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS};
-pub use system::{GenerateId, SystemClock, UuidV7Ids};
+pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 
 /// The domain crate, re-exported so callers need one dependency.
 pub use lf_handoff_domain as domain;

@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, StepKey, Transition, WakeClaim,
+    Actor, HandoffChange, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, StepKey,
+    Transition, WakeClaim,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
@@ -72,20 +73,24 @@ pub enum SwapOutcome {
 
 /// What the domain decided for one stored handoff: the transition to
 /// store, and the caller's answer besides the record (for a wake claim,
-/// whether the claiming generation holds the wake; `true` otherwise).
+/// whether the claiming generation holds the wake; for a sweep, whether
+/// this call expired it; `Ok(true)` otherwise). The answer is an error
+/// when the transition stored is not the one asked for: attaching,
+/// finishing or extending a due handoff stores its expiry (C14) and
+/// answers [`ConflictKind::Expired`](lf_handoff_domain::ConflictKind::Expired).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decided {
     /// The record to store, or the replay that writes nothing.
     pub transition: Transition,
     /// The caller's answer, taken from the same decision that was stored.
-    pub answer: bool,
+    pub answer: DomainResult<bool>,
 }
 
 impl From<Transition> for Decided {
     fn from(transition: Transition) -> Self {
         Self {
             transition,
-            answer: true,
+            answer: Ok(true),
         }
     }
 }
@@ -94,9 +99,27 @@ impl From<WakeClaim> for Decided {
     fn from(claim: WakeClaim) -> Self {
         Self {
             transition: claim.transition,
-            answer: claim.claimed,
+            answer: Ok(claim.claimed),
         }
     }
+}
+
+/// The history event a stored change appends (C15), as the domain names
+/// it: what every adapter calls between deciding a write and making it.
+///
+/// # Errors
+/// `Unavailable` when the domain cannot name the change (a bug: no
+/// transition makes such a change); nothing is written then.
+pub fn recorded_change(
+    before: Option<&InteractiveHandoff>,
+    after: &InteractiveHandoff,
+) -> StoreResult<HandoffChange> {
+    HandoffChange::between(before, after).map_err(|e| {
+        crate::StoreError::unavailable(
+            crate::UnavailableKind::Other,
+            format!("refusing a change its history cannot record: {e}"),
+        )
+    })
 }
 
 /// The domain's decision for one stored handoff, as the service hands it to
@@ -115,7 +138,7 @@ pub enum TransitionOutcome {
         /// The record as it now is.
         handoff: Box<InteractiveHandoff>,
         /// [`Decided::answer`] of the decision that was applied.
-        answer: bool,
+        answer: DomainResult<bool>,
     },
     /// The record changed between the load and the compare-and-swap;
     /// nothing was written. The caller decides again on the new record.
@@ -177,7 +200,8 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
 
     /// Stores a new handoff at version 1, atomically and only if its parent
     /// is still at `parent_version`, has no non-terminal handoff and, when
-    /// the handoff has a step, no handoff for that step (C12).
+    /// the handoff has a step, no handoff for that step (C12), with its
+    /// `opened` event by `actor` in the same atomic write (C15).
     ///
     /// # Errors
     /// MUST return [`InsertOutcome::ParentBusy`] (not an error) when the
@@ -190,14 +214,16 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
         &self,
         handoff: &InteractiveHandoff,
         parent_version: u64,
+        actor: &Actor,
     ) -> StoreResult<InsertOutcome>;
 
     /// One attempt at a transition: loads handoff `id`, asks `decide` (the
     /// domain) what to do with it, and stores a [`Transition::Changed`]
     /// record if and only if the stored version is still the one loaded,
-    /// keeping the parent's active slot in step (a handoff that becomes
-    /// terminal frees the slot in the same write). A
-    /// [`Transition::Unchanged`] writes nothing.
+    /// keeping the parent's active slot and the deadline index in step (a
+    /// handoff that becomes terminal frees the slot in the same write),
+    /// with the change's event ([`recorded_change`]) by `actor` in the same
+    /// atomic write (C15). A [`Transition::Unchanged`] writes nothing.
     ///
     /// # Errors
     /// MUST return `Ok(None)` for an unknown id, [`TransitionOutcome::Lost`]
@@ -208,7 +234,28 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
         &self,
         id: &InteractiveHandoffId,
         decide: Decision,
+        actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>>;
+
+    /// The ids of at most `limit` active handoffs whose deadline is at or
+    /// before `now`, earliest deadline first (C14), read through an index
+    /// over the deadlines of active handoffs only.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure.
+    async fn due(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<InteractiveHandoffId>>;
+
+    /// The events of handoff `id`, in order (C15); empty for an unknown id
+    /// and for a handoff stored by a release without history that has not
+    /// changed since.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure or an unreadable event.
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>>;
 }
 
 /// Stores waves, project sessions, task sessions and task PRs.

@@ -13,12 +13,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
 };
 use lf_handoff_domain::interactive_handoff::{
-    self as handoff, check_claim_generation, decide_open_at_step, InteractiveHandoff,
-    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenDecision, StepKey,
+    self as handoff, check_claim_generation, check_person_outcome, decide_open_with, Actor,
+    HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    OpenDecision, OpenOptions, StepKey, Transition,
 };
 use lf_handoff_domain::parent::{check_task_pr, Parent};
 use lf_handoff_domain::project_session::ProjectSession;
@@ -29,7 +31,7 @@ use time::OffsetDateTime;
 
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
-    Clock, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
+    Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
     ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
 };
 
@@ -38,6 +40,9 @@ use crate::ports::{
 /// A handoff changes at most three times (attach, finish, claim), so a call
 /// that keeps losing means something other than this protocol is writing.
 pub const MAX_RACE_ATTEMPTS: usize = 32;
+
+/// How many due handoffs one round of [`Store::expire_due`] reads.
+const EXPIRE_BATCH: usize = 256;
 
 /// The handoff registry: the public API an orchestrator links against.
 ///
@@ -49,12 +54,14 @@ pub struct Store {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
     backend: &'static str,
+    actor: Actor,
 }
 
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
             .field("backend", &self.backend)
+            .field("actor", &self.actor)
             .field("handoffs", &self.handoffs)
             .finish_non_exhaustive()
     }
@@ -62,7 +69,9 @@ impl fmt::Debug for Store {
 
 impl Store {
     /// Builds a store from its ports. `backend` names the storage engine in
-    /// diagnostics (`sqlite`, `sled`, `postgres`, ...).
+    /// diagnostics (`sqlite`, `sled`, `postgres`, ...). Its history names
+    /// this process as the actor ([`this_process_actor`](crate::this_process_actor))
+    /// until [`with_actor`](Self::with_actor) says otherwise.
     pub fn new(
         backend: &'static str,
         handoffs: Arc<dyn HandoffRepository>,
@@ -76,7 +85,26 @@ impl Store {
             clock,
             ids,
             backend,
+            actor: crate::system::this_process_actor(),
         }
+    }
+
+    /// This handle, naming `actor` in the history of every change it makes
+    /// (C15). Other clones keep their own actor.
+    #[must_use]
+    pub fn with_actor(mut self, actor: Actor) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// Names `actor` in the history of every change this handle makes.
+    pub fn set_actor(&mut self, actor: Actor) {
+        self.actor = actor;
+    }
+
+    /// The actor this handle names in the history.
+    pub fn actor(&self) -> &Actor {
+        &self.actor
     }
 
     /// The storage engine's name.
@@ -281,7 +309,7 @@ impl Store {
         &self,
         request: handoff::OpenInteractiveHandoff,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
-        self.open(request, None).await
+        self.open(request, &OpenOptions::default()).await
     }
 
     /// Opens a handoff for the request's parent at the body's `step` (C12),
@@ -303,13 +331,35 @@ impl Store {
         request: handoff::OpenInteractiveHandoff,
         step: &StepKey,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
-        self.open(request, Some(step)).await
+        let options = OpenOptions {
+            step: Some(step.clone()),
+            expires_at: None,
+        };
+        self.open(request, &options).await
+    }
+
+    /// Opens a handoff with [`OpenOptions`]: a step (as
+    /// [`open_interactive_handoff_at_step`](Self::open_interactive_handoff_at_step))
+    /// and a deadline (C14), after which the handoff expires unless it was
+    /// finished. A replay returns the existing handoff with its own
+    /// deadline; [`extend_interactive_handoff`](Self::extend_interactive_handoff)
+    /// moves it.
+    ///
+    /// # Errors
+    /// As [`open_interactive_handoff_at_step`](Self::open_interactive_handoff_at_step),
+    /// and `InvalidInput` for a deadline that is not later than now.
+    pub async fn open_interactive_handoff_with(
+        &self,
+        request: handoff::OpenInteractiveHandoff,
+        options: &OpenOptions,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        self.open(request, options).await
     }
 
     async fn open(
         &self,
         request: handoff::OpenInteractiveHandoff,
-        step: Option<&StepKey>,
+        options: &OpenOptions,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         request.validate()?;
         for _ in 0..MAX_RACE_ATTEMPTS {
@@ -319,12 +369,12 @@ impl Store {
                 at_step,
             } = self
                 .parents
-                .load_parent_with_active(&request.parent, step)
+                .load_parent_with_active(&request.parent, options.step.as_ref())
                 .await?
                 .ok_or_else(|| not_found(&request.parent))?;
-            let decision = decide_open_at_step(
+            let decision = decide_open_with(
                 &request,
-                step,
+                options,
                 &parent.value,
                 active.as_ref().map(|versioned| &versioned.value),
                 at_step.as_ref().map(|versioned| &versioned.value),
@@ -334,7 +384,11 @@ impl Store {
             match decision {
                 OpenDecision::Replay(existing) => return Ok((existing, false)),
                 OpenDecision::Create(created) => {
-                    match self.handoffs.insert(&created, parent.version).await? {
+                    match self
+                        .handoffs
+                        .insert(&created, parent.version, &self.actor)
+                        .await?
+                    {
                         InsertOutcome::Inserted => return Ok((created, true)),
                         // Another writer got there first: decide again on
                         // what it stored.
@@ -395,18 +449,16 @@ impl Store {
     /// unchanged.
     ///
     /// # Errors
-    /// `NotFound` for an unknown id; `Conflict` when the handoff is terminal.
+    /// `NotFound` for an unknown id; `Conflict` when the handoff is terminal,
+    /// of kind `Expired` when its deadline has passed (a due handoff is
+    /// expired by this call, C14).
     pub async fn attach_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<InteractiveHandoff> {
-        let clock = self.clock.clone();
-        self.apply(
-            id,
-            Arc::new(move |current| Ok(handoff::attach(current, clock.now())?.into())),
-        )
-        .await
-        .map(|(handoff, _)| handoff)
+        self.apply(id, self.expiring(handoff::attach))
+            .await
+            .map(|(handoff, _)| handoff)
     }
 
     /// Finishes a handoff with `outcome`. Finishing again with an equal
@@ -414,22 +466,143 @@ impl Store {
     /// succeeds.
     ///
     /// # Errors
-    /// `InvalidInput` for a blank outcome text (checked before any read);
-    /// `NotFound` for an unknown id; `Conflict` when another outcome is
-    /// already recorded.
+    /// `InvalidInput` for a blank outcome text or the expiry outcome
+    /// (checked before any read); `NotFound` for an unknown id; `Conflict`
+    /// when another outcome is already recorded, of kind `Expired` when the
+    /// deadline has passed (a due handoff is expired by this call, C14).
     pub async fn finish_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
     ) -> StoreResult<InteractiveHandoff> {
-        outcome.validate()?;
-        let (clock, outcome) = (self.clock.clone(), outcome.clone());
+        check_person_outcome(outcome)?;
+        let outcome = outcome.clone();
         self.apply(
             id,
-            Arc::new(move |current| Ok(handoff::finish(current, &outcome, clock.now())?.into())),
+            self.expiring(move |current, now| handoff::finish(current, &outcome, now)),
         )
         .await
         .map(|(handoff, _)| handoff)
+    }
+
+    /// Moves the deadline of an active handoff to `until` (C14), which
+    /// must be later than now; a handoff without a deadline gets one.
+    /// Extending to the deadline it has returns it unchanged.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a deadline not later than now; `NotFound` for an
+    /// unknown id; `Conflict` of kind `Expired` when the deadline has
+    /// already passed (a due handoff is expired by this call, never
+    /// extended), `AlreadyFinished` for another terminal handoff.
+    pub async fn extend_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        until: OffsetDateTime,
+    ) -> StoreResult<InteractiveHandoff> {
+        self.apply(
+            id,
+            self.expiring(move |current, now| handoff::extend(current, until, now)),
+        )
+        .await
+        .map(|(handoff, _)| handoff)
+    }
+
+    /// Expires handoff `id` if it is due (C14) and returns it as it then
+    /// is, expired or not: what a waiter calls when the deadline passes.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown id; `Unavailable` on storage failure.
+    pub async fn expire_if_due(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<InteractiveHandoff> {
+        self.apply(id, self.expiry())
+            .await
+            .map(|(handoff, _)| handoff)
+    }
+
+    /// Expires every handoff that is due (C14), each with its own
+    /// compare-and-swap, and returns those this call expired: a handoff a
+    /// concurrent sweeper expired, or that was finished in time, is not in
+    /// the list, so racing sweepers report each expiry once.
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure; handoffs expired before it are
+    /// expired all the same.
+    pub async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
+        let mut expired = Vec::new();
+        let mut tried = std::collections::HashSet::new();
+        loop {
+            let due = self.handoffs.due(self.clock.now(), EXPIRE_BATCH).await?;
+            let fresh: Vec<_> = due
+                .into_iter()
+                .filter(|id| tried.insert(id.clone()))
+                .collect();
+            if fresh.is_empty() {
+                return Ok(expired);
+            }
+            for id in fresh {
+                match self.apply(&id, self.expiry()).await {
+                    Ok((handoff, true)) => expired.push(handoff),
+                    // Finished in time, or expired by another sweeper, or
+                    // removed meanwhile.
+                    Ok((_, false)) | Err(StoreError::NotFound(_)) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+    }
+
+    /// The history of handoff `id` (C15): every change, in order, with who
+    /// made it. A handoff stored by a release without history starts with
+    /// its first change since the upgrade.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown id; `Unavailable` on storage failure or an
+    /// unreadable event.
+    pub async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        let events = self.handoffs.history(id).await?;
+        if events.is_empty() && self.handoffs.load(id).await?.is_none() {
+            return Err(StoreError::NotFound(format!("handoff {id} does not exist")));
+        }
+        Ok(events)
+    }
+
+    /// The decision of a transition that a due handoff refuses (C14): when
+    /// `transition` refuses a handoff that is due, its expiry is stored in
+    /// the same round and the refusal is the caller's answer.
+    fn expiring(
+        &self,
+        transition: impl Fn(&InteractiveHandoff, OffsetDateTime) -> DomainResult<Transition>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Decision {
+        let clock = self.clock.clone();
+        Arc::new(move |current| {
+            let now = clock.now();
+            match transition(current, now) {
+                Err(refusal) if current.is_due(now) => Ok(Decided {
+                    transition: handoff::expire_if_due(current, now),
+                    answer: Err(refusal),
+                }),
+                decided => Ok(decided?.into()),
+            }
+        })
+    }
+
+    /// The decision of a sweep: expire the handoff if it is due; the answer
+    /// says whether this decision expired it.
+    fn expiry(&self) -> Decision {
+        let clock = self.clock.clone();
+        Arc::new(move |current| {
+            let transition = handoff::expire_if_due(current, clock.now());
+            let expired = transition.is_changed();
+            Ok(Decided {
+                transition,
+                answer: Ok(expired),
+            })
+        })
     }
 
     /// Claims the wake of a terminal handoff for body `generation`: `true`
@@ -521,10 +694,14 @@ impl Store {
         decide: Decision,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         for _ in 0..MAX_RACE_ATTEMPTS {
-            match self.handoffs.transition(id, decide.clone()).await? {
+            match self
+                .handoffs
+                .transition(id, decide.clone(), &self.actor)
+                .await?
+            {
                 None => return Err(StoreError::NotFound(format!("handoff {id} does not exist"))),
                 Some(TransitionOutcome::Applied { handoff, answer }) => {
-                    return Ok((*handoff, answer))
+                    return Ok((*handoff, answer?))
                 }
                 Some(TransitionOutcome::Lost) => continue,
             }

@@ -160,10 +160,14 @@ async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
     let mut seq = mockall::Sequence::new();
     handoffs
         .expect_transition()
-        .with(eq(handoff_id()), mockall::predicate::always())
+        .with(
+            eq(handoff_id()),
+            mockall::predicate::always(),
+            mockall::predicate::always(),
+        )
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, decide| {
+        .returning(|_, decide, _| {
             // The domain would write, but another writer wins the swap.
             decided_on(&waiting(), &decide, Expect::Write)?;
             Ok(Some(TransitionOutcome::Lost))
@@ -174,7 +178,7 @@ async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, decide| decided_on(&finished(&completed()), &decide, Expect::Replay));
+        .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let result = store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -191,7 +195,7 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, decide| {
+        .returning(|_, decide, _| {
             decided_on(&waiting(), &decide, Expect::Write)?;
             Ok(Some(TransitionOutcome::Lost))
         });
@@ -199,7 +203,7 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, decide| decided_on(&finished(&failed()), &decide, Expect::Replay));
+        .returning(|_, decide, _| decided_on(&finished(&failed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -225,7 +229,7 @@ async fn a_lost_open_race_replays_the_winners_handoff() {
         .expect_insert()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, _| Ok(InsertOutcome::ParentBusy));
+        .returning(|_, _, _| Ok(InsertOutcome::ParentBusy));
     let mut winner = waiting();
     winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
     let expected = winner.clone();
@@ -256,10 +260,10 @@ async fn a_lost_step_race_returns_the_winners_handoff_for_the_step() {
     let stored_step = step.clone();
     handoffs
         .expect_insert()
-        .withf(move |handoff, _| handoff.step.as_ref() == Some(&stored_step))
+        .withf(move |handoff, _, _| handoff.step.as_ref() == Some(&stored_step))
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_, _| Ok(InsertOutcome::StepTaken));
+        .returning(|_, _, _| Ok(InsertOutcome::StepTaken));
     // The winner already finished: the step's handoff is returned as it is.
     let mut winner = finished(&completed());
     winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
@@ -293,11 +297,11 @@ async fn open_inserts_against_the_loaded_parent_version() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs
         .expect_insert()
-        .withf(|handoff, version| {
+        .withf(|handoff, version, _| {
             *version == 7 && handoff.status == InteractiveHandoffStatus::Waiting
         })
         .times(1)
-        .returning(|_, _| Ok(InsertOutcome::Inserted));
+        .returning(|_, _, _| Ok(InsertOutcome::Inserted));
     let store = build(handoffs, parents_with_wave(7), clock_at(T0));
     let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
     assert!(created);
@@ -324,7 +328,7 @@ async fn a_parent_that_changed_under_open_is_revalidated() {
     handoffs
         .expect_insert()
         .times(1)
-        .returning(|_, _| Ok(InsertOutcome::ParentChanged));
+        .returning(|_, _, _| Ok(InsertOutcome::ParentChanged));
     let store = build(handoffs, parents, clock_at(T0));
     let err = store.open_interactive_handoff(request()).await.unwrap_err();
     assert!(
@@ -381,7 +385,7 @@ async fn malformed_requests_are_refused_before_any_read() {
 #[tokio::test]
 async fn a_repository_failure_surfaces_as_unavailable() {
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_transition().returning(|_, _| {
+    handoffs.expect_transition().returning(|_, _, _| {
         Err(StoreError::unavailable(
             UnavailableKind::DiskFull,
             "disk on fire",
@@ -419,7 +423,7 @@ async fn the_clocks_value_is_what_gets_stored() {
     handoffs
         .expect_transition()
         .times(1)
-        .returning(|_, decide| {
+        .returning(|_, decide, _| {
             let stored = decided_on(&waiting(), &decide, Expect::Write)?;
             let Some(TransitionOutcome::Applied {
                 handoff: attached, ..
@@ -449,9 +453,9 @@ async fn the_clocks_value_is_what_gets_stored() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs
         .expect_insert()
-        .withf(|handoff, _| handoff.created_at == datetime!(2026-12-02 12:34:56.789_123 UTC))
+        .withf(|handoff, _, _| handoff.created_at == datetime!(2026-12-02 12:34:56.789_123 UTC))
         .times(1)
-        .returning(|_, _| Ok(InsertOutcome::Inserted));
+        .returning(|_, _, _| Ok(InsertOutcome::Inserted));
     let store = build(handoffs, parents_with_wave(1), clock_at(now));
     let (opened, _) = store.open_interactive_handoff(request()).await.unwrap();
     assert_eq!(
@@ -466,7 +470,7 @@ async fn replayed_transitions_write_nothing() {
     let mut handoffs = MockHandoffRepository::new();
     handoffs
         .expect_transition()
-        .returning(|_, decide| decided_on(&finished(&completed()), &decide, Expect::Replay));
+        .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     store
         .finish_interactive_handoff(&handoff_id(), &completed())
@@ -484,7 +488,7 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
             .into_handoff();
     handoffs
         .expect_transition()
-        .returning(move |_, decide| decided_on(&claimed, &decide, Expect::Replay));
+        .returning(move |_, decide, _| decided_on(&claimed, &decide, Expect::Replay));
     // Generation 6 is newer than the holder but not the parent's current
     // body (5), so it reads the parent once and does not take over.
     let mut parents = MockParentRegistry::new();
@@ -518,7 +522,7 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_, decide| decided_on(&first, &decide, Expect::Replay));
+        .returning(move |_, decide, _| decided_on(&first, &decide, Expect::Replay));
     let mut parents = MockParentRegistry::new();
     parents
         .expect_load_parent()
@@ -534,7 +538,7 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_, decide| decided_on(&held, &decide, Expect::Write));
+        .returning(move |_, decide, _| decided_on(&held, &decide, Expect::Write));
     let store = build(handoffs, parents, clock_at(T0));
     let (claimed, handoff) = store
         .claim_interactive_handoff_wake_with_record(&handoff_id(), 6)
@@ -550,7 +554,7 @@ async fn endless_lost_races_give_up_as_unavailable() {
     handoffs
         .expect_transition()
         .times(MAX_RACE_ATTEMPTS)
-        .returning(|_, _| Ok(Some(TransitionOutcome::Lost)));
+        .returning(|_, _, _| Ok(Some(TransitionOutcome::Lost)));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     let err = store
         .attach_interactive_handoff(&handoff_id())
@@ -562,7 +566,7 @@ async fn endless_lost_races_give_up_as_unavailable() {
 #[tokio::test]
 async fn unknown_ids_and_parents_are_not_found() {
     let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_transition().returning(|_, _| Ok(None));
+    handoffs.expect_transition().returning(|_, _, _| Ok(None));
     handoffs.expect_load().returning(|_| Ok(None));
     let mut parents = MockParentRegistry::new();
     parents

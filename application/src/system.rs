@@ -6,6 +6,7 @@
 use lf_handoff_domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
 };
+use lf_handoff_domain::interactive_handoff::Actor;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -29,6 +30,21 @@ impl IdSource for UuidV7Ids {
     fn new_handoff_id(&self) -> InteractiveHandoffId {
         InteractiveHandoffId::new()
     }
+}
+
+/// The actor a store names in its history when nobody set one (C15):
+/// `user@host (pid N)`, from `$USER` (or `$LOGNAME`), the kernel's host
+/// name (or `$HOSTNAME`) and this process's id.
+pub fn this_process_actor() -> Actor {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok())
+        .unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    Actor::of_process(&user, &host, std::process::id())
 }
 
 /// Fresh ids for every id type: `WaveId::new()`, `TaskSessionId::new()`, ...

@@ -258,6 +258,7 @@ pub(crate) async fn raw_lifecycle(
         wake_claimed_at: None,
         wake_claimed_by_generation: None,
         step: None,
+        expires_at: None,
     };
     raw.insert(&waiting).await?;
     let opened = Instant::now();

@@ -160,6 +160,7 @@ impl Population {
             wake_claimed_at,
             wake_claimed_by_generation: claimed.then_some(1),
             step: None,
+            expires_at: None,
         };
         if let Err(violation) = handoff.validate() {
             return fail(format!("synthetic handoff {i} is invalid: {violation}"));

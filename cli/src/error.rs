@@ -218,6 +218,11 @@ mod tests {
                 "stale_generation",
             ),
             (
+                StoreError::conflict(ConflictKind::Expired, "too late"),
+                CONFLICT,
+                "expired",
+            ),
+            (
                 StoreError::unavailable(UnavailableKind::Locked, "down"),
                 UNAVAILABLE,
                 "locked",

@@ -18,7 +18,10 @@
 //! - **One error line, one exit code.** Every failure, clap's usage errors
 //!   included, is one line on stderr (`error: ...`, or with `--json` one
 //!   JSON object with the error's kind) and exit 2 (usage), 3 (not found),
-//!   4 (conflict) or 5 (storage unavailable).
+//!   4 (conflict, `expired` included) or 5 (storage unavailable).
+//! - **Deadlines from now.** `open --expires-in` and `extend --by` count
+//!   from the store's clock at the call, so a retried command sets the
+//!   same deadline (`duration.rs` parses the durations).
 //! - **Data on stdout, narration on stderr.** Human output of the commands
 //!   that create something prints the new id on stdout and a note on
 //!   stderr, so `ID=$(lf-handoff ...)` works without a JSON parser.
@@ -31,6 +34,7 @@ mod args;
 mod attach;
 mod context;
 mod demo;
+mod duration;
 mod error;
 mod handoffs;
 mod output;
@@ -96,8 +100,9 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 }
 
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
     if let Command::Demo = cli.command {
-        return demo::demo(cli.store.as_deref(), cli.json)
+        return demo::demo(cli.store.as_deref(), cli.json, actor)
             .await
             .map(|()| None);
     }
@@ -106,7 +111,7 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
-    let ctx = Context::open(&config, cli.json).await?;
+    let ctx = Context::open(&config, cli.json, actor).await?;
     match cli.command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
@@ -165,6 +170,9 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::ClaimWake { id, generation } => {
             handoffs::claim_wake(&ctx, &id, generation).await?
         }
+        Command::Extend(args) => handoffs::extend(&ctx, args).await?,
+        Command::Expire => handoffs::expire(&ctx).await?,
+        Command::History { id } => handoffs::history(&ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
         Command::Demo | Command::Completions { .. } => {}
     }
@@ -216,7 +224,7 @@ fn command_path() -> String {
         if arg == "--" {
             break;
         }
-        if arg == "--store" || arg == "--config" {
+        if arg == "--store" || arg == "--config" || arg == "--actor" {
             args.next();
             continue;
         }

@@ -44,11 +44,15 @@ pub enum ConflictKind {
     NotFinished,
     /// A record with this id already exists with different fields.
     AlreadyExists,
+    /// The handoff's deadline passed (C14): it is expired, or was due and
+    /// has just been expired by this very request, which therefore did not
+    /// happen.
+    Expired,
 }
 
 impl ConflictKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::ParentBusy,
         Self::StaleGeneration,
         Self::GenerationNotRecorded,
@@ -62,6 +66,7 @@ impl ConflictKind {
         Self::OtherOutcome,
         Self::NotFinished,
         Self::AlreadyExists,
+        Self::Expired,
     ];
 
     /// The kind's stable snake_case name, as the command line prints it.
@@ -80,6 +85,7 @@ impl ConflictKind {
             Self::OtherOutcome => "other_outcome",
             Self::NotFinished => "not_finished",
             Self::AlreadyExists => "already_exists",
+            Self::Expired => "expired",
         }
     }
 }

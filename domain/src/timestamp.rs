@@ -30,10 +30,38 @@ pub fn from_unix_micros(micros: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).ok()
 }
 
+/// A duration for people, in its two largest units: `2d 3h`, `1h 12m`,
+/// `4m 10s`, `9s`. A negative one reads as `0s`.
+pub fn approximate(duration: time::Duration) -> String {
+    let seconds = duration.whole_seconds().max(0);
+    let (days, hours, minutes, secs) = (
+        seconds / 86_400,
+        seconds / 3_600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{secs}s"),
+        (0, 0, _) => format!("{minutes}m {secs}s"),
+        (0, _, _) => format!("{hours}h {minutes}m"),
+        _ => format!("{days}d {hours}h"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
+    use time::Duration;
+
+    #[test]
+    fn approximations_keep_two_units() {
+        assert_eq!(approximate(Duration::seconds(9)), "9s");
+        assert_eq!(approximate(Duration::seconds(250)), "4m 10s");
+        assert_eq!(approximate(Duration::minutes(72)), "1h 12m");
+        assert_eq!(approximate(Duration::hours(51)), "2d 3h");
+        assert_eq!(approximate(Duration::seconds(-5)), "0s");
+    }
 
     #[test]
     fn truncation_drops_nanoseconds_and_converts_to_utc() {

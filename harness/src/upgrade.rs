@@ -1,9 +1,11 @@
 //! The upgrade trials of the crash harness (docs/CONTRACT.md, "Upgrading
 //! stores"): a SIGKILL while a process opens, and so upgrades, a store of
-//! release 0.1.0 leaves a store that the next open upgrades or finds
-//! upgraded, with every record as release 0.1.0 wrote it.
+//! an earlier release (0.1.0 unless told otherwise) leaves a store that the
+//! next open upgrades or finds upgraded, with every record as that release
+//! wrote it.
 //!
-//! One trial copies the backend's fixture (`tests/fixtures/v1`), starts a
+//! One trial copies the backend's fixture of the release
+//! (`tests/fixtures/v1`, `tests/fixtures/v2`), starts a
 //! child that only opens the store and prints `opened`, and kills it at a
 //! random moment within one and a half times a measured open. Before
 //! reopening, the harness reads the stored format itself (SQLite
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{open_store, StorageConfig};
 use lf_handoff_conformance::backends::{postgres, sled, sqlite};
-use lf_handoff_conformance::upgrade::fixtures_v1;
+use lf_handoff_conformance::upgrade::{fixtures, Release};
 use lf_handoff_conformance::Backend;
 use serde_json::Value;
 use sqlx::postgres::PgConnectOptions;
@@ -113,10 +115,12 @@ impl UpgradeFigures {
     }
 }
 
-/// Runs `trials` upgrade trials on each of `backends`, printing each
-/// backend's figures. `exe` acts as the child when given [`OPEN_CHILD_ARG`].
+/// Runs `trials` upgrade trials of `release`'s stores on each of
+/// `backends`, printing each backend's figures. `exe` acts as the child
+/// when given [`OPEN_CHILD_ARG`].
 pub async fn run(
     backends: &[&'static str],
+    release: Release,
     trials: u64,
     seed: u64,
     exe: &Path,
@@ -132,11 +136,19 @@ pub async fn run(
             "sqlite" => sqlite().await,
             "sled" => sled().await,
             "postgres" => postgres().await,
-            other => Err(format!("no release 0.1.0 fixture for {other}")),
+            other => Err(format!("no fixture of {release} for {other}")),
         };
         match made {
             Ok(fixture) => {
-                run_backend(fixture.as_ref(), trials, exe, rng.fork(), &mut figures).await;
+                run_backend(
+                    fixture.as_ref(),
+                    release,
+                    trials,
+                    exe,
+                    rng.fork(),
+                    &mut figures,
+                )
+                .await;
                 fixture.cleanup().await;
             }
             Err(message) => figures.fail(message),
@@ -149,12 +161,13 @@ pub async fn run(
 
 async fn run_backend(
     fixture: &dyn Backend,
+    release: Release,
     trials: u64,
     exe: &Path,
     mut rng: Rng,
     figures: &mut UpgradeFigures,
 ) {
-    let manifest = match read_manifest(fixture.name()) {
+    let manifest = match read_manifest(fixture.name(), release) {
         Ok(manifest) => manifest,
         Err(message) => return figures.fail(message),
     };
@@ -163,7 +176,7 @@ async fn run_backend(
         Ok(dir) => dir,
         Err(e) => return figures.fail(format!("cannot make a temporary directory: {e}")),
     };
-    let config = fixture.release_1_store(dir.path()).await;
+    let config = fixture.release_store(release, dir.path()).await;
     let started = Instant::now();
     if let Err(message) = open_in_child(exe, &config, None).await {
         return figures.fail(message);
@@ -174,7 +187,7 @@ async fn run_backend(
             Ok(dir) => dir,
             Err(e) => return figures.fail(format!("cannot make a temporary directory: {e}")),
         };
-        let config = fixture.release_1_store(dir.path()).await;
+        let config = fixture.release_store(release, dir.path()).await;
         let span_us = u64::try_from(span.as_micros()).unwrap_or(u64::MAX);
         let delay = Duration::from_micros(rng.below(span_us.saturating_mul(3) / 2 + 1));
         match open_in_child(exe, &config, Some(delay)).await {
@@ -191,7 +204,7 @@ async fn run_backend(
                 continue;
             }
         }
-        for problem in compare(&config, &manifest).await {
+        for problem in compare(&config, release, &manifest).await {
             match problem {
                 Problem::Lost(message) => figures.lose(format!("trial {trial}: {message}")),
                 Problem::Error(message) => figures.fail(format!("trial {trial}: {message}")),
@@ -200,8 +213,8 @@ async fn run_backend(
     }
 }
 
-fn read_manifest(backend: &str) -> Result<Vec<Value>, String> {
-    let path = fixtures_v1().join(format!("{backend}.handoffs.json"));
+fn read_manifest(backend: &str, release: Release) -> Result<Vec<Value>, String> {
+    let path = fixtures(release).join(format!("{backend}.handoffs.json"));
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     match serde_json::from_str(&text) {
@@ -305,8 +318,9 @@ enum Problem {
 }
 
 /// Opens the store and compares every manifest handoff with the stored one
-/// (whose new `step` must be null).
-async fn compare(config: &StorageConfig, manifest: &[Value]) -> Vec<Problem> {
+/// (whose fields added after `release` must have the value an upgraded
+/// record of `release` has).
+async fn compare(config: &StorageConfig, release: Release, manifest: &[Value]) -> Vec<Problem> {
     let store = match open_store(config).await {
         Ok(store) => store,
         Err(e) => return vec![Problem::Error(format!("the reopen failed: {e}"))],
@@ -340,12 +354,18 @@ async fn compare(config: &StorageConfig, manifest: &[Value]) -> Vec<Problem> {
                 continue;
             }
         };
-        let step = value
-            .as_object_mut()
-            .and_then(|fields| fields.remove("step"));
-        if step != Some(Value::Null) || &value != expected {
+        let mut later = Vec::new();
+        if let Some(fields) = value.as_object_mut() {
+            for (field, upgraded) in release.later_handoff_fields() {
+                match fields.remove(field) {
+                    Some(value) if value == upgraded => {}
+                    other => later.push(format!("{field} {other:?}")),
+                }
+            }
+        }
+        if !later.is_empty() || &value != expected {
             problems.push(Problem::Lost(format!(
-                "handoff {id} differs: stored {value} (step {step:?}), written {expected}"
+                "handoff {id} differs: stored {value} (and {later:?}), written {expected}"
             )));
         }
     }

@@ -342,3 +342,31 @@ fn crash_harness_kills_upgrades_of_release_1_stores_and_loses_nothing() {
     }
     assert!(!text.contains("trials run:"), "no crash trials ran: {text}");
 }
+
+#[test]
+fn crash_harness_kills_upgrades_of_release_2_stores_and_loses_nothing() {
+    let output = crash(&[
+        "--backends",
+        "sqlite,sled",
+        "--trials",
+        "0",
+        "--upgrade-trials",
+        "4",
+        "--upgrade-from",
+        "2",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("upgrade trials per backend of release 0.2.0 stores"),
+        "{text}"
+    );
+    for backend in ["sqlite", "sled"] {
+        let label = format!("[{backend}] upgrade kills:");
+        let line = text.lines().find(|line| line.contains(&label));
+        assert!(
+            line.is_some_and(|line| line.ends_with(", 0 records lost")),
+            "{text}"
+        );
+    }
+}

@@ -32,7 +32,9 @@
 
 pub mod backends;
 pub mod contract;
+pub mod deadlines;
 pub mod fixtures;
+pub mod history;
 pub mod hostile;
 pub mod rng;
 pub mod seed;
@@ -47,6 +49,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use lf_handoff_adapters::{StorageConfig, UnavailableKind};
+
+use crate::upgrade::Release;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -84,11 +88,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Prepares, in `dir`, stores that `open_store` must refuse (C11).
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>>;
 
-    /// A copy of this backend's store written by release 0.1.0
-    /// (`tests/fixtures/v1`, whose manifests are named after
-    /// [`name`](Self::name)), placed in `dir` or the test's schema and not
-    /// opened yet.
-    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig>;
+    /// A copy of this backend's store written by `release`
+    /// ([`upgrade::fixtures`](crate::upgrade::fixtures), whose manifests
+    /// are named after [`name`](Self::name)), placed in `dir` or the test's
+    /// schema and not opened yet.
+    fn release_store<'a>(&'a self, release: Release, dir: &'a Path)
+        -> BoxFuture<'a, StorageConfig>;
 
     /// Removes what the backend created outside the temporary directory.
     fn cleanup(&self) -> BoxFuture<'_, ()> {
@@ -170,10 +175,26 @@ macro_rules! conformance_tests {
             c13_only_the_current_generation_takes_the_wake_over,
             c13_racing_take_overs_have_one_winner,
         );
+        $crate::conformance_tests!(@deadlines $backend;
+            c14_a_handoff_expires_only_when_due,
+            c14_writes_on_a_due_handoff_expire_it,
+            c14_extend_moves_the_deadline,
+            c14_racing_sweepers_expire_each_handoff_once,
+            c14_expire_complete_and_extend_race_on_handles,
+        );
+        $crate::conformance_tests!(@history $backend;
+            c15_every_change_appends_one_event_with_its_actor,
+            c15_positions_are_store_wide_and_increasing,
+            c15_racing_writers_append_one_event_per_change,
+            c15_history_refuses_unknown_handoffs_and_bad_actors,
+        );
         $crate::conformance_tests!(@upgrade $backend;
             upgrades_a_store_of_release_1_keeping_every_record,
-            an_upgraded_store_runs_a_full_lifecycle_and_reopens,
-            a_kill_9_during_the_upgrade_leaves_an_upgradable_store,
+            upgrades_a_store_of_release_2_keeping_every_record,
+            an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
+            an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
+            a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
+            a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
         );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
@@ -197,6 +218,26 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::steps::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@deadlines $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::deadlines::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@history $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::history::$name(&*backend).await })
             })
             .await;
         }
@@ -246,6 +287,9 @@ macro_rules! multi_process_tests {
         );
         $crate::conformance_tests!(@steps $backend;
             c12_racing_opens_of_one_step_from_separate_processes_create_one,
+        );
+        $crate::conformance_tests!(@deadlines $backend;
+            c14_expire_complete_and_extend_race_across_processes,
         );
     };
 }

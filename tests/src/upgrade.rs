@@ -1,10 +1,12 @@
-//! Upgrading stores written by the previous release (docs/CONTRACT.md,
+//! Upgrading stores written by earlier releases (docs/CONTRACT.md,
 //! "Upgrading stores"): each backend opens a copy of its fixture store of
-//! release 0.1.0 (`tests/fixtures/v1`, made by `make.sh` there), finds
-//! every record exactly as the manifests beside it say, and then runs a
-//! full lifecycle on it.
+//! each [`Release`] (`tests/fixtures/v1`, `tests/fixtures/v2`, each made by
+//! the `make.sh` there), finds every record exactly as the manifests beside
+//! it say, and then runs a full lifecycle on it.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use lf_handoff_adapters::domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
@@ -20,13 +22,104 @@ use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
 
-/// The directory of the release 0.1.0 fixtures.
-pub fn fixtures_v1() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/v1")
+/// A release whose stores `tests/fixtures` holds, one directory each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Release {
+    /// 0.1.0 (`tests/fixtures/v1`): SQL schema version 1, sled store and
+    /// record format 1; no step keys.
+    V1,
+    /// 0.2.0 (`tests/fixtures/v2`), the step-key release: SQL schema
+    /// version 2, sled store and record format 2.
+    V2,
 }
 
-fn manifest(backend: &dyn Backend, what: &str) -> Value {
-    let path = fixtures_v1().join(format!("{}.{what}.json", backend.name()));
+impl Release {
+    /// Every release with fixtures, oldest first.
+    pub const ALL: [Release; 2] = [Release::V1, Release::V2];
+
+    /// The fixture number: 1 for `tests/fixtures/v1`.
+    pub fn number(self) -> u32 {
+        match self {
+            Release::V1 => 1,
+            Release::V2 => 2,
+        }
+    }
+
+    /// The release's version, as its `lf-handoff --version` prints it.
+    pub fn version(self) -> &'static str {
+        match self {
+            Release::V1 => "0.1.0",
+            Release::V2 => "0.2.0",
+        }
+    }
+
+    /// The PostgreSQL schema its `postgres.sql` dump creates and fills.
+    pub fn postgres_schema(self) -> &'static str {
+        match self {
+            Release::V1 => "lf_fixture_v1",
+            Release::V2 => "lf_fixture_v2",
+        }
+    }
+
+    /// The fields of a handoff (as JSON) that later releases added, each
+    /// with the value it has in a record of this release once upgraded to
+    /// the current one. This release's `handoffs` manifests lack them.
+    pub fn later_handoff_fields(self) -> Vec<(&'static str, Value)> {
+        let mut fields = match self {
+            Release::V1 => vec![("step", Value::Null)],
+            Release::V2 => Vec::new(),
+        };
+        // Release 0.3.0: deadlines (C14).
+        fields.push(("expires_at", Value::Null));
+        fields
+    }
+
+    /// The same for a census row (`list --json`, the `list` manifests).
+    pub fn later_row_fields(self) -> Vec<(&'static str, Value)> {
+        let mut fields = match self {
+            Release::V1 => vec![("step", Value::Null)],
+            Release::V2 => Vec::new(),
+        };
+        fields.push(("expires_at", Value::Null));
+        fields.push(("due", Value::Bool(false)));
+        fields
+    }
+}
+
+impl fmt::Display for Release {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "release {}", self.version())
+    }
+}
+
+impl FromStr for Release {
+    type Err = String;
+
+    /// `1` or `0.1.0`, `2` or `0.2.0`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        Release::ALL
+            .into_iter()
+            .find(|release| text == release.number().to_string() || text == release.version())
+            .ok_or_else(|| {
+                let known: Vec<String> = Release::ALL
+                    .iter()
+                    .map(|release| format!("{} ({})", release.number(), release.version()))
+                    .collect();
+                format!(
+                    "no fixtures of release {text:?}; known: {}",
+                    known.join(", ")
+                )
+            })
+    }
+}
+
+/// The directory of `release`'s fixtures (`tests/fixtures/v1`, ...).
+pub fn fixtures(release: Release) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/v{}", release.number()))
+}
+
+fn manifest(backend: &dyn Backend, release: Release, what: &str) -> Value {
+    let path = fixtures(release).join(format!("{}.{what}.json", backend.name()));
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
@@ -44,22 +137,25 @@ fn text<'a>(value: &'a Value, field: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{field} is not text in {value}"))
 }
 
-/// The handoff as JSON, checked to carry no step (release 0.1.0 had none)
-/// and with the field removed, so it compares with the old manifest.
-fn as_release_1(handoff: &InteractiveHandoff) -> Value {
-    let mut value = serde_json::to_value(handoff).unwrap();
+/// `value` (a handoff or a census row as JSON) without the `later` fields
+/// (those added after `release`), each checked to have the value an
+/// upgraded record of `release` has, so it compares with `release`'s
+/// manifests.
+fn as_written_by(release: Release, later: Vec<(&str, Value)>, mut value: Value) -> Value {
     let fields = value.as_object_mut().unwrap();
-    assert_eq!(
-        fields.remove("step"),
-        Some(Value::Null),
-        "a handoff of release 0.1.0 has no step"
-    );
+    for (field, upgraded) in later {
+        assert_eq!(
+            fields.remove(field),
+            Some(upgraded),
+            "{field} of a record of {release}"
+        );
+    }
     value
 }
 
-/// Checks every handoff and parent of the manifests against `store`.
-async fn assert_as_written(backend: &dyn Backend, store: &Store) {
-    let handoffs = manifest(backend, "handoffs");
+/// Checks every handoff and parent of `release`'s manifests against `store`.
+async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Store) {
+    let handoffs = manifest(backend, release, "handoffs");
     for expected in array(&handoffs) {
         let id = InteractiveHandoffId::parse(text(expected, "id")).unwrap();
         let stored = store
@@ -67,7 +163,9 @@ async fn assert_as_written(backend: &dyn Backend, store: &Store) {
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("handoff {id} is gone"));
-        assert_eq!(&as_release_1(&stored), expected, "handoff {id}");
+        let stored = serde_json::to_value(&stored).unwrap();
+        let stored = as_written_by(release, release.later_handoff_fields(), stored);
+        assert_eq!(&stored, expected, "handoff {id}");
     }
     let listed: Vec<String> = store
         .list_interactive_handoffs(None)
@@ -80,21 +178,20 @@ async fn assert_as_written(backend: &dyn Backend, store: &Store) {
     assert_eq!(listed, written, "list order");
 
     // The census rows, as `list --json` printed them (but for their age).
-    let rows = manifest(backend, "list");
+    let rows = manifest(backend, release, "list");
     let stored = store.list_interactive_handoffs(None).await.unwrap();
     assert_eq!(stored.len(), array(&rows).len());
     for (handoff, expected) in stored.iter().zip(array(&rows)) {
-        let mut row = serde_json::to_value(handoff.list_row(handoff.updated_at)).unwrap();
-        let fields = row.as_object_mut().unwrap();
-        assert_eq!(fields.remove("step"), Some(Value::Null));
-        fields.remove("age_secs");
+        let row = serde_json::to_value(handoff.list_row(handoff.updated_at)).unwrap();
+        let mut row = as_written_by(release, release.later_row_fields(), row);
+        row.as_object_mut().unwrap().remove("age_secs");
         let mut expected = expected.clone();
         expected.as_object_mut().unwrap().remove("age_secs");
         assert_eq!(row, expected, "census row of {}", handoff.id);
     }
 
-    let task_after_body = manifest(backend, "task-body");
-    for created in array(&manifest(backend, "parents")) {
+    let task_after_body = manifest(backend, release, "task-body");
+    for created in array(&manifest(backend, release, "parents")) {
         let id = text(created, "id");
         let expected = if id == text(&task_after_body, "id") {
             &task_after_body
@@ -123,16 +220,26 @@ async fn assert_as_written(backend: &dyn Backend, store: &Store) {
     }
 }
 
-/// The upgrade keeps every record exactly as release 0.1.0 wrote it, and a
-/// second open finds the store upgraded and changes nothing.
+/// The upgrade keeps every record of a store of release 0.1.0 exactly as
+/// that release wrote it, and a second open finds the store upgraded and
+/// changes nothing.
 pub async fn upgrades_a_store_of_release_1_keeping_every_record(backend: &dyn Backend) {
+    keeps_every_record(backend, Release::V1).await;
+}
+
+/// The same for a store of release 0.2.0, steps included.
+pub async fn upgrades_a_store_of_release_2_keeping_every_record(backend: &dyn Backend) {
+    keeps_every_record(backend, Release::V2).await;
+}
+
+async fn keeps_every_record(backend: &dyn Backend, release: Release) {
     let dir = tempfile::tempdir().unwrap();
-    let config = backend.release_1_store(dir.path()).await;
+    let config = backend.release_store(release, dir.path()).await;
     let store = open_store(&config).await.unwrap();
-    assert_as_written(backend, &store).await;
+    assert_as_written(backend, release, &store).await;
     drop(store);
     let again = open_store(&config).await.unwrap();
-    assert_as_written(backend, &again).await;
+    assert_as_written(backend, release, &again).await;
 }
 
 fn in_status(
@@ -145,16 +252,82 @@ fn in_status(
         .unwrap_or_else(|| panic!("the fixture has no {status:?} handoff"))
 }
 
-/// After the upgrade every transition works on the old records, a new
-/// handoff opens at a step, and everything survives a reopen.
-pub async fn an_upgraded_store_runs_a_full_lifecycle_and_reopens(backend: &dyn Backend) {
+/// After the upgrade of a store of release 0.1.0 every transition works on
+/// the old records, a new handoff opens at a step, and everything survives
+/// a reopen.
+pub async fn an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens(
+    backend: &dyn Backend,
+) {
+    runs_a_full_lifecycle_and_reopens(backend, Release::V1).await;
+}
+
+/// The same for a store of release 0.2.0; first, each body re-running a
+/// step the store holds gets that handoff back (the step index survived).
+pub async fn an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens(
+    backend: &dyn Backend,
+) {
+    runs_a_full_lifecycle_and_reopens(backend, Release::V2).await;
+}
+
+async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Release) {
     let dir = tempfile::tempdir().unwrap();
-    let config = backend.release_1_store(dir.path()).await;
+    let config = backend.release_store(release, dir.path()).await;
     let store = open_store(&config).await.unwrap();
     let handoffs = store.list_interactive_handoffs(None).await.unwrap();
 
-    // The waiting handoff: attach, finish, claim.
+    // Every stored step, run again by its parent's current body, returns
+    // its handoff as it is and creates nothing (C12).
+    let mut replayed = 0;
+    for handoff in &handoffs {
+        let Some(step) = &handoff.step else { continue };
+        let parent = store.get_parent(&handoff.parent).await.unwrap().unwrap();
+        let request = OpenInteractiveHandoff {
+            parent: handoff.parent.clone(),
+            home: handoff.home.clone(),
+            cwd: handoff.cwd.clone(),
+            provider: handoff.provider.clone(),
+            provider_session_id: handoff.provider_session_id.clone(),
+            body_generation: parent.body_generation(),
+            reason: "the step again after the upgrade".into(),
+            environment: handoff.environment.clone(),
+            attach_argv: handoff.attach_argv.clone(),
+        };
+        let (found, created) = store
+            .open_interactive_handoff_at_step(request, step)
+            .await
+            .unwrap();
+        assert!(!created, "step {step} of {} was opened again", handoff.id);
+        assert_eq!(&found, handoff, "step {step}");
+        replayed += 1;
+    }
+    if !release
+        .later_handoff_fields()
+        .iter()
+        .any(|(field, _)| *field == "step")
+    {
+        assert!(replayed > 0, "the fixture of {release} has no step");
+    }
+
+    // Upgraded handoffs have no deadline and an empty history (C14, C15).
+    for handoff in &handoffs {
+        assert_eq!(handoff.expires_at, None, "{}", handoff.id);
+        assert!(
+            store.history(&handoff.id).await.unwrap().is_empty(),
+            "{} has history from before the upgrade",
+            handoff.id
+        );
+    }
+    assert!(store.expire_due().await.unwrap().is_empty());
+
+    // The waiting handoff: a deadline, attach, finish, claim; its history
+    // starts with the first change after the upgrade, at 1.
     let waiting = in_status(&handoffs, InteractiveHandoffStatus::Waiting);
+    let deadline = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    let extended = store
+        .extend_interactive_handoff(&waiting.id, deadline)
+        .await
+        .unwrap();
+    assert!(extended.expires_at.is_some());
     let attached = store.attach_interactive_handoff(&waiting.id).await.unwrap();
     assert_eq!(attached.status, InteractiveHandoffStatus::Attached);
     let done = InteractiveHandoffOutcome::Completed {
@@ -168,6 +341,13 @@ pub async fn an_upgraded_store_runs_a_full_lifecycle_and_reopens(backend: &dyn B
         .claim_interactive_handoff_wake(&waiting.id, waiting.body_generation)
         .await
         .unwrap());
+    let events = store.history(&waiting.id).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4], "{events:#?}");
+    assert_eq!(
+        events[0].status_before,
+        Some(InteractiveHandoffStatus::Waiting)
+    );
 
     // The attached one is handed back; the completed one's wake is claimed;
     // the claimed one stays with its holder.
@@ -231,12 +411,25 @@ pub async fn an_upgraded_store_runs_a_full_lifecycle_and_reopens(backend: &dyn B
 /// A `kill -9` at a random moment of a process opening (and so upgrading)
 /// a store of release 0.1.0 leaves a store that the next open upgrades, or
 /// finds upgraded, with every record as it was.
-pub async fn a_kill_9_during_the_upgrade_leaves_an_upgradable_store(backend: &dyn Backend) {
+pub async fn a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store(
+    backend: &dyn Backend,
+) {
+    kill_9_during_the_upgrade(backend, Release::V1).await;
+}
+
+/// The same for a store of release 0.2.0.
+pub async fn a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store(
+    backend: &dyn Backend,
+) {
+    kill_9_during_the_upgrade(backend, Release::V2).await;
+}
+
+async fn kill_9_during_the_upgrade(backend: &dyn Backend, release: Release) {
     // How long a worker takes from its start to an upgraded, open store:
     // the kills below land across that span, most of them after the
     // process has started and before it has opened the store.
     let dir = tempfile::tempdir().unwrap();
-    let config = backend.release_1_store(dir.path()).await;
+    let config = backend.release_store(release, dir.path()).await;
     let started = std::time::Instant::now();
     let mut worker = Worker::spawn(&config.url(), &["probe".into()]);
     assert_eq!(worker.line().await.as_deref(), Some("opened"));
@@ -247,7 +440,7 @@ pub async fn a_kill_9_during_the_upgrade_leaves_an_upgradable_store(backend: &dy
     let (mut killed, mut finished) = (0, 0);
     for round in 0..8 {
         let dir = tempfile::tempdir().unwrap();
-        let config = backend.release_1_store(dir.path()).await;
+        let config = backend.release_store(release, dir.path()).await;
         let mut worker = Worker::spawn(&config.url(), &["probe".into()]);
         let at = span / 3 + u128::from(rng.below(u64::try_from(span).unwrap_or(u64::MAX)));
         let delay = std::time::Duration::from_millis(u64::try_from(at).unwrap_or(u64::MAX));
@@ -263,7 +456,10 @@ pub async fn a_kill_9_during_the_upgrade_leaves_an_upgradable_store(backend: &dy
         }
         worker.child.wait().await.unwrap();
         let store = open_store(&config).await.unwrap();
-        assert_as_written(backend, &store).await;
+        assert_as_written(backend, release, &store).await;
     }
-    println!("upgrade kills over {span} ms opens: {killed} killed, {finished} finished first");
+    println!(
+        "upgrade kills of {release} stores over {span} ms opens: {killed} killed, \
+         {finished} finished first"
+    );
 }

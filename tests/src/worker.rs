@@ -86,9 +86,23 @@ pub async fn race(url: &str, runs: &[Vec<String>]) -> Vec<String> {
 
 /// Like [`race`], returning every line each worker printed after `ready`.
 pub async fn race_all(url: &str, runs: &[Vec<String>]) -> Vec<Vec<String>> {
+    race_at(url, runs, time::OffsetDateTime::now_utc()).await
+}
+
+/// Like [`race_all`], sending `go` no earlier than `at` (when every worker
+/// is ready).
+pub async fn race_at(
+    url: &str,
+    runs: &[Vec<String>],
+    at: time::OffsetDateTime,
+) -> Vec<Vec<String>> {
     let mut workers: Vec<Worker> = runs.iter().map(|args| Worker::spawn(url, args)).collect();
     for worker in &mut workers {
         assert_eq!(worker.line().await.as_deref(), Some("ready"));
+    }
+    let left = at - time::OffsetDateTime::now_utc();
+    if left.is_positive() {
+        tokio::time::sleep(left.unsigned_abs()).await;
     }
     for worker in &mut workers {
         let stdin = worker.child.stdin.as_mut().expect("piped stdin");

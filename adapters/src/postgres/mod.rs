@@ -63,7 +63,7 @@ use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::postgres::config::PostgresConfig;
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION};
+use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION, POSTGRES_POSITION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
 
 /// A pooled connection idle for this long is pinged before it is lent, in
@@ -205,8 +205,8 @@ impl Server {
             .execute(&mut *tx)
             .await
             .map_err(|e| self.unavailable(e))?;
-        for statement in statements_after(version) {
-            sqlx::query(statement)
+        for statement in statements_after(version, POSTGRES_POSITION) {
+            sqlx::query(&statement)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| match &e {
@@ -320,6 +320,7 @@ impl Dialect for Server {
     /// READ COMMITTED: a writer that finds a row another transaction
     /// changed waits for it, then re-checks its condition on the new row.
     const BEGIN_WRITE: &'static str = "BEGIN";
+    const DATA_MODIFYING_CTE: bool = true;
 
     /// Maps one sqlx error to what the shared repository understands: a
     /// unique violation, or an actionable `Unavailable`.

@@ -56,6 +56,10 @@ pub(super) struct Shared {
     pub steps: Tree,
     pub parents: Tree,
     pub task_prs: Tree,
+    pub due: Tree,
+    pub events: Tree,
+    pub history: Tree,
+    pub counters: Tree,
     /// sled's log, opened a second time (without a lock) only to sync it.
     log: File,
     /// Writes begun and not yet durable (see [`Shared::write`]); a write
@@ -200,6 +204,10 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         steps: tree(keys::STEPS)?,
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
+        due: tree(keys::DUE)?,
+        events: tree(keys::EVENTS)?,
+        history: tree(keys::HISTORY)?,
+        counters: tree(keys::COUNTERS)?,
         log,
         writes: AtomicUsize::new(0),
         db,

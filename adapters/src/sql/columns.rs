@@ -42,6 +42,8 @@ pub struct HandoffRow<'a> {
     pub wake_claimed_at: Option<i64>,
     pub wake_claimed_by_generation: Option<i64>,
     pub step: Option<Cow<'a, str>>,
+    pub expires_at: Option<i64>,
+    pub events: i64,
 }
 
 /// What a column is to the statements.
@@ -53,6 +55,10 @@ pub enum Role {
     Version,
     /// Part of the record: written by an insert and by every transition.
     Record,
+    /// How many history events the handoff has (C15): an insert writes 1
+    /// (its `opened` event), a transition increments it, and the event it
+    /// appends takes the new value as its `seq`.
+    Events,
 }
 
 /// One column of `handoffs`.
@@ -180,6 +186,15 @@ pub const HANDOFF_COLUMNS: &[Column] = &[
         "step",
         Field::OptText(|r| r.step.as_deref(), |r| &mut r.step),
     ),
+    record(
+        "expires_at",
+        Field::OptInt(|r| r.expires_at, |r| &mut r.expires_at),
+    ),
+    Column {
+        name: "events",
+        role: Role::Events,
+        field: Field::Int(|r| r.events, |r| &mut r.events),
+    },
 ];
 
 /// How many columns `handoffs` has: the values an INSERT binds.
@@ -198,8 +213,12 @@ pub(crate) const ID_COLUMN: &str = HANDOFF_COLUMNS[ID_INDEX].name;
 /// The name of the version column.
 pub(crate) const VERSION_COLUMN: &str = HANDOFF_COLUMNS[index_of(Role::Version)].name;
 
-/// The table has exactly one key and one version.
-const _: () = assert!(count(Role::Id) == 1 && count(Role::Version) == 1);
+/// The name of the event counter column.
+pub(crate) const EVENTS_COLUMN: &str = HANDOFF_COLUMNS[index_of(Role::Events)].name;
+
+/// The table has exactly one key, one version and one event counter.
+const _: () =
+    assert!(count(Role::Id) == 1 && count(Role::Version) == 1 && count(Role::Events) == 1);
 
 const fn count(role: Role) -> usize {
     let mut n = 0;
@@ -260,13 +279,15 @@ pub(crate) fn placeholders() -> String {
 
 /// The SET list of a transition's UPDATE, for the parameters of
 /// [`HandoffRow::swap_values`]: every record column `= $3, $4, ...`, and
-/// the version incremented. (`$1` is the id, `$2` the expected version.)
+/// the version and the event counter incremented. (`$1` is the id, `$2`
+/// the expected version.)
 pub(crate) fn set_list() -> String {
     let mut assignments: Vec<String> = (3..)
         .zip(record_columns())
         .map(|(n, column)| format!("{} = ${n}", column.name))
         .collect();
     assignments.push(format!("{VERSION_COLUMN} = {VERSION_COLUMN} + 1"));
+    assignments.push(format!("{EVENTS_COLUMN} = {EVENTS_COLUMN} + 1"));
     assignments.join(", ")
 }
 
@@ -376,6 +397,8 @@ mod tests {
             wake_claimed_at: Some(5),
             wake_claimed_by_generation: Some(6),
             step: Some("login@turn-3".into()),
+            expires_at: Some(8),
+            events: 9,
         }
     }
 
@@ -412,7 +435,10 @@ mod tests {
         assert_eq!(params[1], Param::Int(41));
         let set = set_list();
         assert!(!set.split(", ").any(|a| a.starts_with("id ")), "{set}");
-        assert!(set.ends_with("version = version + 1"), "{set}");
+        assert!(
+            set.ends_with("version = version + 1, events = events + 1"),
+            "{set}"
+        );
         for (n, assignment) in set.split(", ").filter(|a| a.contains('$')).enumerate() {
             let (name, placeholder) = assignment.split_once(" = ").unwrap();
             assert_eq!(placeholder, format!("${}", n + 3));
@@ -422,14 +448,16 @@ mod tests {
         assert_eq!(set.matches('$').count() + 2, SWAP_PARAMS);
     }
 
+    use crate::sql::schema::SQLITE_POSITION;
+
     #[tokio::test]
     async fn the_table_is_the_migrated_schema() {
         use sqlx::Connection as _;
         let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
             .await
             .unwrap();
-        for statement in crate::sql::schema::statements_after(0) {
-            sqlx::query(statement).execute(&mut conn).await.unwrap();
+        for statement in crate::sql::schema::statements_after(0, SQLITE_POSITION) {
+            sqlx::query(&statement).execute(&mut conn).await.unwrap();
         }
         let schema: Vec<String> =
             sqlx::query_scalar("SELECT name FROM pragma_table_info('handoffs')")

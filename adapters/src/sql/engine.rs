@@ -21,6 +21,7 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type}
 
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
+use crate::sql::events::EventRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
 
@@ -104,6 +105,18 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         params: &[Param<'_>],
     ) -> Result<Option<ParentSnapshot>, EngineError>;
 
+    /// Runs a query returning the columns of
+    /// [`EVENT_ROW`](crate::sql::statements::EVENT_ROW).
+    async fn fetch_events(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<EventRow>, EngineError>;
+
+    /// Whether one statement can change a handoff and append its event (a
+    /// data-modifying CTE); otherwise a write is a two-statement batch.
+    fn writes_events_in_one_statement(&self) -> bool;
+
     /// Runs a query returning `version` and `record` columns.
     async fn fetch_records(
         &self,
@@ -130,6 +143,10 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
 
     /// The statement that opens a write transaction.
     const BEGIN_WRITE: &'static str;
+
+    /// Whether the engine runs data-modifying statements in a `WITH`
+    /// clause, so a change and its event are one statement.
+    const DATA_MODIFYING_CTE: bool;
 
     /// Maps every sqlx error of this backend, in one place: a unique
     /// violation (naming which of the schema's unique indexes refused the
@@ -383,6 +400,37 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             }))
         };
         decode().map_err(|e| self.dialect.map_error(e))
+    }
+
+    async fn fetch_events(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<EventRow>, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let decode = |row: &Row<D>| -> Result<EventRow, sqlx::Error> {
+            let text = |name: &str| D::Db::text(row, D::Db::ordinal(row, name)?);
+            let optional_text = |name: &str| D::Db::optional_text(row, D::Db::ordinal(row, name)?);
+            let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
+            Ok(EventRow {
+                position: int("position")?,
+                handoff_id: text("handoff_id")?,
+                seq: int("seq")?,
+                at: int("at")?,
+                kind: text("kind")?,
+                status_before: optional_text("status_before")?,
+                status_after: text("status_after")?,
+                actor: text("actor")?,
+                detail: optional_text("detail")?,
+            })
+        };
+        rows.iter()
+            .map(|row| decode(row).map_err(|e| self.dialect.map_error(e)))
+            .collect()
+    }
+
+    fn writes_events_in_one_statement(&self) -> bool {
+        D::DATA_MODIFYING_CTE
     }
 
     async fn fetch_records(

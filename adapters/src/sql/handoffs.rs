@@ -1,5 +1,7 @@
 //! [`HandoffRepository`] for [`SqlStore`]: each method one statement (a
-//! transition: a read, then one compare-and-swap of the whole record).
+//! transition: a read, then one compare-and-swap of the whole record), a
+//! write with its history event (one statement on PostgreSQL, a
+//! two-statement transaction on SQLite; see the module doc of `sql`).
 //!
 //! An insert the engine refuses is told apart by the unique index that
 //! refused it, as the dialect recognised it (PostgreSQL names the index,
@@ -9,19 +11,24 @@
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    Decided, Decision, HandoffRepository, InsertOutcome, ListQuery, SwapOutcome, TransitionOutcome,
-    Versioned,
+    recorded_change, Decided, Decision, HandoffRepository, InsertOutcome, ListQuery, SwapOutcome,
+    TransitionOutcome, Versioned,
 };
-use lf_handoff_application::StoreResult;
+use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, Transition};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, HandoffChange, HandoffEvent, InteractiveHandoff, Transition,
+};
+use lf_handoff_domain::timestamp::to_unix_micros;
+use time::OffsetDateTime;
 
 use crate::sql::columns::{HandoffRow, COLUMN_COUNT};
-use crate::sql::engine::{EngineError, Param, SqlEngine};
+use crate::sql::engine::{EngineError, Param, SqlEngine, Statement};
+use crate::sql::events::event_values;
 use crate::sql::schema::{ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP};
 use crate::sql::statements::{
-    HANDOFF_BY_ID, INSERT_HANDOFF, LIST_ACTIVE, LIST_ALL, LIST_PARENT, LIST_PARENT_ACTIVE,
-    SWAP_HANDOFF,
+    DUE_HANDOFFS, HANDOFF_BY_ID, HISTORY, INSERT_EVENT, INSERT_HANDOFF, INSERT_HANDOFF_WITH_EVENT,
+    LIST_ACTIVE, LIST_ALL, LIST_PARENT, LIST_PARENT_ACTIVE, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
 };
 use crate::sql::{failed, to_stored_version, versioned_handoff, SqlStore};
 
@@ -65,14 +72,25 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         &self,
         handoff: &InteractiveHandoff,
         parent_version: u64,
+        actor: &Actor,
     ) -> StoreResult<InsertOutcome> {
+        let change = recorded_change(None, handoff)?;
         let row = HandoffRow::from_domain(handoff, 1)?;
         let mut params = [Param::Int(to_stored_version(parent_version)?); INSERT_PARAMS];
         params[..COLUMN_COUNT].copy_from_slice(&row.values());
         params[COLUMN_COUNT] = Param::Text(handoff.parent.id_str());
-        match self.engine.execute(&INSERT_HANDOFF, &params).await {
-            Ok(1) => Ok(InsertOutcome::Inserted),
-            Ok(_) => Ok(InsertOutcome::ParentChanged),
+        let written = self
+            .write_with_event(
+                (&INSERT_HANDOFF, &INSERT_HANDOFF_WITH_EVENT),
+                &params,
+                handoff,
+                &change,
+                actor,
+            )
+            .await;
+        match written {
+            Ok(true) => Ok(InsertOutcome::Inserted),
+            Ok(false) => Ok(InsertOutcome::ParentChanged),
             Err(EngineError::Unique {
                 index: Some(index), ..
             }) if index == ONE_ACTIVE_PER_PARENT => Ok(InsertOutcome::ParentBusy),
@@ -87,6 +105,7 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         &self,
         id: &InteractiveHandoffId,
         decide: Decision,
+        actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>> {
         let Some(current) = self.load(id).await? else {
             return Ok(None);
@@ -98,7 +117,9 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
                 answer,
             })),
             Transition::Changed(handoff) => {
-                Ok(Some(match self.swap(current.version, &handoff).await? {
+                let change = recorded_change(Some(&current.value), &handoff)?;
+                let swapped = self.swap(current.version, &handoff, &change, actor).await?;
+                Ok(Some(match swapped {
                     SwapOutcome::Swapped => TransitionOutcome::Applied {
                         handoff: Box::new(handoff),
                         answer,
@@ -108,23 +129,104 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
             }
         }
     }
+
+    async fn due(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<InteractiveHandoffId>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .engine
+            .fetch_handoffs(
+                &DUE_HANDOFFS,
+                &[Param::Int(to_unix_micros(now)), Param::Int(limit)],
+            )
+            .await
+            .map_err(failed)?;
+        rows.into_iter()
+            .map(|row| row.into_domain().map(|handoff| handoff.id))
+            .collect()
+    }
+
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        let rows = self
+            .engine
+            .fetch_events(&HISTORY, &[Param::Text(id.as_str())])
+            .await
+            .map_err(failed)?;
+        rows.into_iter().map(|row| row.into_domain()).collect()
+    }
 }
 
 impl<E: SqlEngine> SqlStore<E> {
     /// Replaces the stored handoff with `handoff`, every column but the
     /// id, if and only if its stored version is `expected`: one `UPDATE
     /// ... WHERE id AND version`.
-    async fn swap(&self, expected: u64, handoff: &InteractiveHandoff) -> StoreResult<SwapOutcome> {
+    async fn swap(
+        &self,
+        expected: u64,
+        handoff: &InteractiveHandoff,
+        change: &HandoffChange,
+        actor: &Actor,
+    ) -> StoreResult<SwapOutcome> {
         let expected = to_stored_version(expected)?;
         let row = HandoffRow::from_domain(handoff, expected.saturating_add(1))?;
-        match self
-            .engine
-            .execute(&SWAP_HANDOFF, &row.swap_values(expected))
+        let swapped = self
+            .write_with_event(
+                (&SWAP_HANDOFF, &SWAP_HANDOFF_WITH_EVENT),
+                &row.swap_values(expected),
+                handoff,
+                change,
+                actor,
+            )
             .await
-            .map_err(failed)?
-        {
-            0 => Ok(SwapOutcome::Lost),
-            _ => Ok(SwapOutcome::Swapped),
+            .map_err(failed)?;
+        Ok(if swapped {
+            SwapOutcome::Swapped
+        } else {
+            SwapOutcome::Lost
+        })
+    }
+
+    /// Runs `statements.0` (a write of `handoff`'s row, with `params`) and
+    /// appends `change`'s event by `actor` in the same atomic write: one
+    /// statement (`statements.1`, the same write with its event) where the
+    /// engine allows, else a transaction of the write and
+    /// [`INSERT_EVENT`]. `Ok(true)` if and only if the write changed its
+    /// row; `Ok(false)` when its condition held no row (nothing written).
+    async fn write_with_event(
+        &self,
+        statements: (&'static str, &'static str),
+        params: &[Param<'_>],
+        handoff: &InteractiveHandoff,
+        change: &HandoffChange,
+        actor: &Actor,
+    ) -> Result<bool, EngineError> {
+        let event = event_values(change, actor);
+        if self.engine.writes_events_in_one_statement() {
+            let all: Vec<Param<'_>> = params.iter().copied().chain(event).collect();
+            return Ok(self.engine.execute(statements.1, &all).await? == 1);
+        }
+        let mut event_params = vec![Param::Text(handoff.id.as_str())];
+        event_params.extend(event);
+        let batch = [
+            Statement {
+                sql: statements.0,
+                params: params.to_vec(),
+            },
+            Statement {
+                sql: &INSERT_EVENT,
+                params: event_params,
+            },
+        ];
+        match self.engine.execute_batch(&batch).await? {
+            None => Ok(true),
+            Some(0) => Ok(false),
+            Some(_) => Err(EngineError::Failed(StoreError::damaged(format!(
+                "the event of handoff {} could not be appended beside its change; nothing was                  written",
+                handoff.id
+            )))),
         }
     }
 }

@@ -11,7 +11,8 @@
 //!   engine.
 //! - `columns.rs`: the table of the handoff's columns, from which every
 //!   column list, bind list and row decoding derive.
-//! - `row.rs`: a handoff's conversion to and from its column form.
+//! - `row.rs`: a handoff's conversion to and from its column form;
+//!   `events.rs`: a history event's.
 //! - `statements.rs`: the SQL text.
 //! - `handoffs.rs`, `parents.rs`: the two ports.
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
@@ -25,10 +26,19 @@
 //! as `handoffs_one_per_parent_step` refuses a second handoff for one
 //! parent and step (C12), ever. Each is a single atomic statement, so there
 //! is no read-then-write gap to lose.
+//!
+//! **History rides with the change (C15).** Every write that changes a
+//! handoff also appends its event: on PostgreSQL in the same statement (a
+//! data-modifying CTE feeds the event's INSERT from the handoff's
+//! `RETURNING`, so no extra round trip); on SQLite, which has no such
+//! CTE, as a second statement of the same transaction. The event's `seq`
+//! is the handoff's `events` counter, which the same write increments, so
+//! a handoff's events are numbered 1, 2, 3, ... without gaps.
 
 pub(crate) mod columns;
 pub(crate) mod connections;
 pub(crate) mod engine;
+pub(crate) mod events;
 mod handoffs;
 mod parents;
 mod row;

@@ -55,6 +55,10 @@ impl<'a> HandoffRow<'a> {
                 .step
                 .as_ref()
                 .map(|step| Cow::Borrowed(step.as_str())),
+            expires_at: handoff.expires_at.map(to_unix_micros),
+            // An insert's value: the `opened` event is the first. A
+            // transition does not bind it; its UPDATE increments it.
+            events: 1,
         })
     }
 
@@ -123,6 +127,7 @@ impl<'a> HandoffRow<'a> {
                 .map(StepKey::parse)
                 .transpose()
                 .map_err(|e| damaged(format!("step: {e}")))?,
+            expires_at: optional_time(self.expires_at)?,
         };
         handoff.validate().map_err(|violation| {
             StoreError::damaged(format!(

@@ -14,9 +14,15 @@
 //! store is migrated once however many open it at once, and a crash during
 //! the migration leaves the version it had.
 //!
-//! Release 0.1.0 wrote version 1. Version 2 adds the step key (C12).
+//! Release 0.1.0 wrote version 1. Version 2 (release 0.2.0) adds the step
+//! key (C12). Version 3 adds deadlines (C14) and the history (C15).
 //! Migrations only add: a column added to `handoffs` goes last, where
 //! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
+//!
+//! The DDL is the same on both engines but for one column: an event's
+//! store-wide position is assigned by the engine, which each names its own
+//! way ([`POSITION`] in a statement stands for [`SQLITE_POSITION`] or
+//! [`POSTGRES_POSITION`]).
 
 /// A unique index a write can violate, as each engine names it when it
 /// refuses a row: PostgreSQL by the index's name, SQLite by its columns
@@ -122,17 +128,57 @@ const MIGRATION_2: &[&str] = &[
         ON handoffs (parent_id, step) WHERE step IS NOT NULL",
 ];
 
+/// In a migration's statement, the type of an event's position column.
+pub(crate) const POSITION: &str = "{position}";
+
+/// SQLite's position: the rowid, never reused (AUTOINCREMENT), so a
+/// position stays unique even after the newest events are pruned. Writers
+/// are serialised, so positions also commit in order.
+pub(crate) const SQLITE_POSITION: &str = "INTEGER PRIMARY KEY AUTOINCREMENT";
+
+/// PostgreSQL's position: an identity column (a sequence), never reused.
+/// Concurrent writers may commit its values out of order.
+pub(crate) const POSTGRES_POSITION: &str = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
+
+/// Migration 3: deadlines (C14) and history (C15). Existing handoffs get
+/// no deadline and no events (`events` 0: their first change after the
+/// upgrade is their event 1). The due index holds only active handoffs
+/// with a deadline, so a sweep reads what is due and nothing else.
+const MIGRATION_3: &[&str] = &[
+    "ALTER TABLE handoffs ADD COLUMN expires_at BIGINT",
+    "ALTER TABLE handoffs ADD COLUMN events BIGINT NOT NULL DEFAULT 0",
+    "CREATE INDEX handoffs_due ON handoffs (expires_at, id)
+        WHERE status IN ('waiting', 'attached') AND expires_at IS NOT NULL",
+    "CREATE TABLE handoff_events (
+        position {position},
+        handoff_id TEXT NOT NULL REFERENCES handoffs (id),
+        seq BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        status_before TEXT,
+        status_after TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        detail TEXT,
+        UNIQUE (handoff_id, seq)
+    )",
+];
+
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2];
+pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The statements that bring a store at `version` to [`LATEST_VERSION`], in
-/// order. Each backend runs them in one transaction.
-pub(crate) fn statements_after(version: i64) -> impl Iterator<Item = &'static str> {
+/// order, with [`POSITION`] replaced by the engine's `position` type. Each
+/// backend runs them in one transaction.
+pub(crate) fn statements_after(
+    version: i64,
+    position: &'static str,
+) -> impl Iterator<Item = String> {
     MIGRATIONS
         .iter()
         .skip(usize::try_from(version).unwrap_or(0))
-        .flat_map(|migration| migration.iter().copied())
+        .flat_map(|migration| migration.iter())
+        .map(move |statement| statement.replace(POSITION, position))
 }

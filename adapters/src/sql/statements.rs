@@ -22,8 +22,8 @@
 use std::sync::LazyLock;
 
 use crate::sql::columns::{
-    column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, ID_COLUMN,
-    VERSION_COLUMN,
+    column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, EVENTS_COLUMN,
+    ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN,
 };
 
 /// The condition of an active (non-terminal) handoff; the partial indexes'
@@ -111,6 +111,72 @@ pub static SWAP_HANDOFF: LazyLock<String> = LazyLock::new(|| {
         "UPDATE handoffs SET {} WHERE {ID_COLUMN} = $1 AND {VERSION_COLUMN} = $2",
         set_list()
     )
+});
+
+/// The columns of `handoff_events` a write fills; `position` is the
+/// engine's.
+const EVENT_COLUMNS: &str = "handoff_id, seq, at, kind, status_before, status_after, actor, detail";
+
+/// The values an event binds after the handoff's: `at`, `kind`,
+/// `status_before`, `status_after`, `actor`, `detail`.
+pub const EVENT_PARAMS: usize = 6;
+
+/// `$from, ..., $(from + EVENT_PARAMS - 1)`: an event's own values.
+fn event_placeholders(from: usize) -> String {
+    let placeholders: Vec<String> = (from..from + EVENT_PARAMS)
+        .map(|n| format!("${n}"))
+        .collect();
+    placeholders.join(", ")
+}
+
+/// The event row of handoff `$1` as it now stands: its id and event count
+/// (just written) as `handoff_id` and `seq`, then the event's own values
+/// (`$2` ...). The second statement of a write on SQLite, in the same
+/// transaction as the handoff's row.
+pub static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM handoffs WHERE {ID_COLUMN} = $1",
+        event_placeholders(2)
+    )
+});
+
+/// `statement` (an INSERT or UPDATE of one handoff whose own parameters
+/// are `$1 ... $own`) with its event, in one statement: a data-modifying
+/// CTE whose row feeds the event's INSERT, so the event costs no round
+/// trip and no transaction of its own (PostgreSQL). It affects one row if
+/// and only if `statement` did.
+pub fn with_event(statement: &str, own: usize) -> String {
+    format!(
+        "WITH h AS ({statement} RETURNING {ID_COLUMN}, {EVENTS_COLUMN})          INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM h",
+        event_placeholders(own + 1)
+    )
+}
+
+/// [`INSERT_HANDOFF`] and its `opened` event in one statement.
+pub(crate) static INSERT_HANDOFF_WITH_EVENT: LazyLock<String> =
+    LazyLock::new(|| with_event(&INSERT_HANDOFF, COLUMN_COUNT + 2));
+
+/// [`SWAP_HANDOFF`] and its event in one statement.
+pub static SWAP_HANDOFF_WITH_EVENT: LazyLock<String> =
+    LazyLock::new(|| with_event(&SWAP_HANDOFF, SWAP_PARAMS));
+
+/// The condition of a due handoff at `$1`: the due index's condition
+/// (`schema.rs`) and the deadline passed.
+const DUE: &str =
+    "status IN ('waiting', 'attached') AND expires_at IS NOT NULL      AND expires_at <= $1";
+
+/// At most `$2` handoffs due at `$1`, earliest deadline first: a range of
+/// the partial index `handoffs_due`.
+pub(crate) static DUE_HANDOFFS: LazyLock<String> =
+    LazyLock::new(|| select_handoffs(&format!("WHERE {DUE} ORDER BY expires_at, id LIMIT $2")));
+
+/// The columns of an event row, as [`HISTORY`] returns them.
+pub(crate) const EVENT_ROW: &str =
+    "position, handoff_id, seq, at, kind, status_before, status_after, actor, detail";
+
+/// Handoff `$1`'s events, in order (the unique index over handoff and seq).
+pub(crate) static HISTORY: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {EVENT_ROW} FROM handoff_events WHERE handoff_id = $1 ORDER BY seq")
 });
 
 pub(crate) const INSERT_PARENT: &str = "INSERT INTO parents (id, kind, wave_id, version, record) \

@@ -303,7 +303,12 @@ fn help_and_version_exit_0() {
     let help = sandbox.ok(&["open", "--help"]);
     assert!(help.contains("--env"), "{help}");
     let version = sandbox.ok(&["--version"]);
-    assert!(version.starts_with("lf-handoff "), "{version}");
+    // The release's own version (tests/fixtures/vN/make.sh checks it).
+    assert_eq!(
+        version.trim_end(),
+        format!("lf-handoff {}", env!("CARGO_PKG_VERSION")),
+        "{version}"
+    );
 }
 
 #[test]
@@ -342,6 +347,8 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
         "took the wake over",
         "census row",
         "handed_back",
+        "expires in 1h",
+        "wake_taken_over",
     ] {
         assert!(
             run.stdout.contains(phrase),
@@ -380,6 +387,7 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
             "take_over",
             "old_retry",
             "census",
+            "history",
         ]
     );
     assert_eq!(steps[4]["data"]["step"], "oauth-login");
@@ -397,6 +405,23 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
     );
     assert_eq!(steps[15]["data"]["status"], "handed_back");
     assert_eq!(steps[15]["data"]["step"], "oauth-login");
+    assert!(steps[4]["data"]["expires_at"].is_string(), "a deadline");
+    let kinds: Vec<&str> = steps[16]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "opened",
+            "attached",
+            "finished",
+            "wake_claimed",
+            "wake_taken_over"
+        ]
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@
 mod attach;
 mod commands;
 mod config;
+mod deadlines;
 mod handoffs;
+mod history;
 mod readme;
 mod steps;
 mod support;

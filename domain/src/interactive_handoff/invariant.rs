@@ -14,7 +14,8 @@ use crate::timestamp::is_normalized;
 /// One of the handoff invariants (I1-I7, docs/CONTRACT.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Invariant {
-    /// Terminal status <=> terminal_at set <=> outcome set; outcome matches status.
+    /// Terminal status <=> terminal_at set <=> outcome set; outcome matches
+    /// status; expired only at or after a deadline.
     I1,
     /// attached_at is set exactly when the handoff was ever attached.
     I2,
@@ -26,7 +27,8 @@ pub enum Invariant {
     I5,
     /// At most one non-terminal handoff per parent.
     I6,
-    /// Timestamps never go backwards and are whole UTC microseconds.
+    /// Timestamps never go backwards and are whole UTC microseconds; a
+    /// deadline is later than the open.
     I7,
 }
 
@@ -88,6 +90,18 @@ impl InteractiveHandoff {
             }
             if let Err(err) = outcome.validate() {
                 return fail(Invariant::I1, err.to_string());
+            }
+        }
+        if self.status == super::InteractiveHandoffStatus::Expired {
+            let in_time = match (self.expires_at, self.terminal_at) {
+                (Some(deadline), Some(expired)) => expired >= deadline,
+                _ => false,
+            };
+            if !in_time {
+                return fail(
+                    Invariant::I1,
+                    "expired without a deadline, or before its deadline".into(),
+                );
             }
         }
         // I2
@@ -176,11 +190,35 @@ impl InteractiveHandoff {
             .filter_map(|(_, value)| *value)
             .max()
             .unwrap_or(self.created_at);
-        if self.updated_at != latest {
+        // Moving a deadline changes the record after its latest stamp, so
+        // updated_at may be later, never earlier; nothing but an extension
+        // happens to an active handoff after its attach.
+        let extended_later = self.expires_at.is_some() && self.updated_at > latest;
+        if self.updated_at != latest && !extended_later {
             return fail(
                 Invariant::I7,
                 "updated_at is not the time of the latest transition".into(),
             );
+        }
+        if !is_normalized(self.updated_at) {
+            return fail(
+                Invariant::I7,
+                "updated_at is not whole UTC microseconds".into(),
+            );
+        }
+        if let Some(deadline) = self.expires_at {
+            if !is_normalized(deadline) {
+                return fail(
+                    Invariant::I7,
+                    "expires_at is not whole UTC microseconds".into(),
+                );
+            }
+            if deadline <= self.created_at {
+                return fail(
+                    Invariant::I7,
+                    "expires_at is not later than created_at".into(),
+                );
+            }
         }
         Ok(())
     }

@@ -9,10 +9,14 @@
 //! - the transitions ([`decide_open`], [`open`], [`replay`], [`attach`],
 //!   [`finish`], [`claim_wake`]), each a pure function of the current record,
 //!   the request and `now`;
+//! - deadlines ([`expire_if_due`], [`extend`], contract C14) and the
+//!   history event each change appends ([`HandoffChange`], contract C15);
 //! - the invariants I1-I7 ([`InteractiveHandoff::validate`],
 //!   [`check_one_active_per_parent`]);
 //! - the census row and the attach descriptor.
 
+mod deadline;
+mod history;
 mod invariant;
 mod step;
 mod transition;
@@ -32,11 +36,14 @@ use crate::id::{ProjectSessionId, TaskSessionId, WaveId};
 use crate::text::{check_absolute_path, check_non_blank, check_text, MAX_ITEMS};
 use crate::wave_home::WaveHome;
 
+pub use deadline::{expire_if_due, extend};
+pub use history::{Actor, HandoffChange, HandoffEvent, HandoffEventKind, MAX_ACTOR_BYTES};
 pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
 pub use step::{StepKey, MAX_STEP_BYTES};
 pub use transition::{
-    attach, check_claim_generation, claim_wake, claim_wake_for_parent, decide_open,
-    decide_open_at_step, finish, open, replay, OpenDecision, Transition, WakeClaim,
+    attach, check_claim_generation, check_person_outcome, claim_wake, claim_wake_for_parent,
+    decide_open, decide_open_at_step, decide_open_with, finish, open, replay, OpenDecision,
+    OpenOptions, Transition, WakeClaim,
 };
 pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 
@@ -121,22 +128,28 @@ pub enum InteractiveHandoffStatus {
     HandedBack,
     /// Finished: it could not be done (terminal).
     Failed,
+    /// Its deadline passed before anyone finished it (terminal, C14).
+    Expired,
 }
 
 impl InteractiveHandoffStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Waiting,
         Self::Attached,
         Self::Completed,
         Self::HandedBack,
         Self::Failed,
+        Self::Expired,
     ];
 
     /// Returns true if and only if no further transition but the wake claim
     /// can happen.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::HandedBack | Self::Failed)
+        matches!(
+            self,
+            Self::Completed | Self::HandedBack | Self::Failed | Self::Expired
+        )
     }
 
     /// The snake_case name used in JSON and storage.
@@ -147,6 +160,7 @@ impl InteractiveHandoffStatus {
             Self::Completed => "completed",
             Self::HandedBack => "handed_back",
             Self::Failed => "failed",
+            Self::Expired => "expired",
         }
     }
 
@@ -170,7 +184,8 @@ impl fmt::Display for InteractiveHandoffStatus {
     }
 }
 
-/// How a handoff ended. The text is never blank.
+/// How a handoff ended. The text of a person's outcome is never blank; an
+/// expiry has none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum InteractiveHandoffOutcome {
@@ -189,6 +204,9 @@ pub enum InteractiveHandoffOutcome {
         /// Why.
         reason: String,
     },
+    /// Nobody finished it before its deadline (C14). Only an expiry records
+    /// it; a person cannot finish a handoff with it.
+    Expired,
 }
 
 impl InteractiveHandoffOutcome {
@@ -198,14 +216,16 @@ impl InteractiveHandoffOutcome {
             Self::Completed { .. } => InteractiveHandoffStatus::Completed,
             Self::HandedBack { .. } => InteractiveHandoffStatus::HandedBack,
             Self::Failed { .. } => InteractiveHandoffStatus::Failed,
+            Self::Expired => InteractiveHandoffStatus::Expired,
         }
     }
 
-    /// The summary or reason.
+    /// The summary or reason; empty for an expiry.
     pub fn text(&self) -> &str {
         match self {
             Self::Completed { summary } | Self::HandedBack { summary } => summary,
             Self::Failed { reason } => reason,
+            Self::Expired => "",
         }
     }
 
@@ -216,16 +236,18 @@ impl InteractiveHandoffOutcome {
             InteractiveHandoffStatus::Completed => Some(Self::Completed { summary: text }),
             InteractiveHandoffStatus::HandedBack => Some(Self::HandedBack { summary: text }),
             InteractiveHandoffStatus::Failed => Some(Self::Failed { reason: text }),
+            InteractiveHandoffStatus::Expired => Some(Self::Expired),
             InteractiveHandoffStatus::Waiting | InteractiveHandoffStatus::Attached => None,
         }
     }
 
-    /// Checks that the text is not blank.
+    /// Checks that the text is not blank (an expiry has none).
     ///
     /// # Errors
     /// [`DomainError::InvalidInput`] for blank text or text with a NUL byte.
     pub fn validate(&self) -> DomainResult<()> {
         let field = match self {
+            Self::Expired => return Ok(()),
             Self::Failed { .. } => "failure reason",
             _ => "summary",
         };
@@ -324,12 +346,23 @@ pub struct InteractiveHandoff {
     /// parent has at most one handoff per step, ever.
     #[serde(default)]
     pub step: Option<StepKey>,
+    /// The deadline (C14): once it has passed, a handoff that is still
+    /// active is due and expires at the next write or sweep. `None`: it
+    /// waits for ever.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
 }
 
 impl InteractiveHandoff {
     /// Returns true if and only if the handoff is not terminal.
     pub fn is_active(&self) -> bool {
         !self.status.is_terminal()
+    }
+
+    /// Returns true if and only if the handoff is active and its deadline
+    /// is at or before `now` (C14): it can only expire.
+    pub fn is_due(&self, now: OffsetDateTime) -> bool {
+        self.is_active() && self.expires_at.is_some_and(|deadline| deadline <= now)
     }
 }
 

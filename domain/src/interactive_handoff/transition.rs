@@ -64,6 +64,17 @@ pub struct WakeClaim {
     pub claimed: bool,
 }
 
+/// What a body may ask for besides the request itself. It travels beside
+/// the request, not in it, so code that builds requests field by field
+/// compiles unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// The body's step (C12): at most one handoff per parent and step.
+    pub step: Option<StepKey>,
+    /// The deadline (C14), later than the open; `None` waits for ever.
+    pub expires_at: Option<OffsetDateTime>,
+}
+
 /// Decides an open request without a step (contracts C1, C2 and C3, in that
 /// order): [`decide_open_at_step`] with no step.
 ///
@@ -104,17 +115,45 @@ pub fn decide_open_at_step(
     id: InteractiveHandoffId,
     now: OffsetDateTime,
 ) -> DomainResult<OpenDecision> {
+    let options = OpenOptions {
+        step: step.cloned(),
+        expires_at: None,
+    };
+    decide_open_with(request, &options, parent, active, at_step, id, now)
+}
+
+/// Decides an open request with its [`OpenOptions`] (contracts C1, C2, C3,
+/// C12 and C14): as [`decide_open_at_step`], and a created handoff gets the
+/// deadline, which must be later than `now`. A replay returns the existing
+/// handoff with the deadline it has.
+///
+/// # Errors
+/// As [`decide_open_at_step`], and [`DomainError::InvalidInput`] for a
+/// deadline that is not later than `now`.
+pub fn decide_open_with(
+    request: &OpenInteractiveHandoff,
+    options: &OpenOptions,
+    parent: &Parent,
+    active: Option<&InteractiveHandoff>,
+    at_step: Option<&InteractiveHandoff>,
+    id: InteractiveHandoffId,
+    now: OffsetDateTime,
+) -> DomainResult<OpenDecision> {
     request.validate()?;
+    let now = truncate_to_micros(now);
+    let expires_at = options.expires_at.map(truncate_to_micros);
+    if let Some(deadline) = expires_at {
+        check_deadline(deadline, now)?;
+    }
     parent.check_open(request)?;
-    let Some(step) = step else {
+    let Some(step) = options.step.as_ref() else {
         return match active {
             Some(existing) => replay(existing, request).map(OpenDecision::Replay),
-            None => Ok(OpenDecision::Create(open(
-                request,
-                parent.wave_id().clone(),
-                id,
-                now,
-            )?)),
+            None => {
+                let mut created = open(request, parent.wave_id().clone(), id, now)?;
+                created.expires_at = expires_at;
+                Ok(OpenDecision::Create(created))
+            }
         };
     };
     if let Some(existing) = at_step {
@@ -144,7 +183,58 @@ pub fn decide_open_at_step(
     }
     let mut created = open(request, parent.wave_id().clone(), id, now)?;
     created.step = Some(step.clone());
+    created.expires_at = expires_at;
     Ok(OpenDecision::Create(created))
+}
+
+/// Checks that a new deadline is later than `now` (both in storage
+/// precision).
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] naming both instants.
+pub(super) fn check_deadline(deadline: OffsetDateTime, now: OffsetDateTime) -> DomainResult<()> {
+    if deadline <= now {
+        return Err(DomainError::invalid(format!(
+            "deadline {} is not later than now ({}); give a deadline in the future",
+            rfc3339(deadline),
+            rfc3339(now)
+        )));
+    }
+    Ok(())
+}
+
+/// `instant` in RFC 3339, for messages.
+pub(super) fn rfc3339(instant: OffsetDateTime) -> String {
+    instant
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| instant.to_string())
+}
+
+/// Refuses a write to a handoff that is expired, or due at `now` (C14):
+/// the caller then expires a due one ([`super::expire_if_due`]) and reports
+/// this refusal. `doing` says what was refused ("attached", ...).
+///
+/// # Errors
+/// [`ConflictKind::Expired`] naming the deadline.
+pub(super) fn refuse_if_expired(
+    handoff: &InteractiveHandoff,
+    now: OffsetDateTime,
+    doing: &str,
+) -> DomainResult<()> {
+    let expired = handoff.status == InteractiveHandoffStatus::Expired;
+    if !expired && !handoff.is_due(now) {
+        return Ok(());
+    }
+    let deadline = handoff
+        .expires_at
+        .map_or_else(|| "its deadline".to_string(), rfc3339);
+    Err(DomainError::conflict(
+        ConflictKind::Expired,
+        format!(
+            "handoff {} expired at {deadline}; it can no longer be {doing}",
+            handoff.id
+        ),
+    ))
 }
 
 /// Builds a new Waiting handoff from a request. Parent rules are not checked
@@ -189,6 +279,7 @@ pub fn open(
         wake_claimed_at: None,
         wake_claimed_by_generation: None,
         step: None,
+        expires_at: None,
     })
 }
 
@@ -224,8 +315,11 @@ pub fn replay(
 /// attaching again changes nothing (contract C5).
 ///
 /// # Errors
-/// [`DomainError::Conflict`] when the handoff is terminal.
+/// [`ConflictKind::Expired`] when the handoff is expired or due at `now`
+/// (the caller expires a due one, C14); [`DomainError::Conflict`] when it
+/// is terminal.
 pub fn attach(handoff: &InteractiveHandoff, now: OffsetDateTime) -> DomainResult<Transition> {
+    refuse_if_expired(handoff, now, "attached")?;
     match handoff.status {
         InteractiveHandoffStatus::Waiting => {
             let now = next_instant(handoff, now);
@@ -251,7 +345,9 @@ pub fn attach(handoff: &InteractiveHandoff, now: OffsetDateTime) -> DomainResult
 /// equal outcome changes nothing.
 ///
 /// # Errors
-/// [`DomainError::InvalidInput`] for a blank outcome text;
+/// [`DomainError::InvalidInput`] for a blank outcome text or the expiry
+/// outcome, which only a deadline gives; [`ConflictKind::Expired`] when the
+/// handoff is expired or due at `now` (the caller expires a due one, C14);
 /// [`DomainError::Conflict`] when a different outcome is already recorded
 /// (the first one stays).
 pub fn finish(
@@ -259,7 +355,8 @@ pub fn finish(
     outcome: &InteractiveHandoffOutcome,
     now: OffsetDateTime,
 ) -> DomainResult<Transition> {
-    outcome.validate()?;
+    check_person_outcome(outcome)?;
+    refuse_if_expired(handoff, now, "finished")?;
     if handoff.status.is_terminal() {
         return if handoff.outcome.as_ref() == Some(outcome) {
             Ok(Transition::Unchanged(handoff.clone()))
@@ -281,6 +378,20 @@ pub fn finish(
     next.terminal_at = Some(now);
     next.updated_at = now;
     Ok(Transition::Changed(next))
+}
+
+/// Checks an outcome a person gives: not blank, and not the expiry, which
+/// only a passed deadline gives (C14).
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] naming the problem.
+pub fn check_person_outcome(outcome: &InteractiveHandoffOutcome) -> DomainResult<()> {
+    if *outcome == InteractiveHandoffOutcome::Expired {
+        return Err(DomainError::invalid(
+            "a handoff cannot be finished as expired: it expires when its deadline passes",
+        ));
+    }
+    outcome.validate()
 }
 
 /// Checks a wake-claim generation on its own: generation 0 is never valid.
@@ -381,6 +492,6 @@ fn wake_held_by(handoff: &InteractiveHandoff, generation: u32, now: OffsetDateTi
 }
 
 /// `now` in storage precision, never before the record's last change.
-fn next_instant(handoff: &InteractiveHandoff, now: OffsetDateTime) -> OffsetDateTime {
+pub(super) fn next_instant(handoff: &InteractiveHandoff, now: OffsetDateTime) -> OffsetDateTime {
     truncate_to_micros(now).max(handoff.updated_at)
 }

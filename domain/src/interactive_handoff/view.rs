@@ -44,6 +44,12 @@ pub struct InteractiveHandoffListRow {
     /// The body's step key, if it opened the handoff at one (C12).
     #[serde(default)]
     pub step: Option<StepKey>,
+    /// The deadline, if it has one (C14).
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub expires_at: Option<OffsetDateTime>,
+    /// Whether it was due when the row was made: active, deadline passed.
+    #[serde(default)]
+    pub due: bool,
 }
 
 /// Everything a terminal needs to join the work.
@@ -82,6 +88,8 @@ impl InteractiveHandoff {
             updated_at: self.updated_at,
             age_secs: Some(age),
             step: self.step.clone(),
+            expires_at: self.expires_at,
+            due: self.is_due(now),
         }
     }
 

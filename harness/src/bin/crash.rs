@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use lf_handoff_conformance::upgrade::Release;
 use lf_handoff_harness::crash::{self, CrashFigures, CrashOptions};
 use lf_handoff_harness::crash_child::{self, CHILD_ARG};
 use lf_handoff_harness::program::{act_as, backends_and_exe, duration_arg, runtime, verdict};
@@ -60,10 +61,15 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     story_parents: usize,
     /// Upgrade trials per backend: SIGKILL a process opening a copy of the
-    /// backend's release 0.1.0 store, then check the next open keeps every
-    /// record (0: none). PostgreSQL uses $LF_HANDOFF_TEST_POSTGRES_URL.
+    /// backend's store of the --upgrade-from release, then check the next
+    /// open keeps every record (0: none). PostgreSQL uses
+    /// $LF_HANDOFF_TEST_POSTGRES_URL.
     #[arg(long, default_value_t = 0)]
     upgrade_trials: u64,
+    /// The release whose fixture stores the upgrade trials open: 1 (0.1.0,
+    /// tests/fixtures/v1) or 2 (0.2.0, tests/fixtures/v2).
+    #[arg(long, default_value = "1")]
+    upgrade_from: Release,
     /// Print a line per trial.
     #[arg(long)]
     verbose: bool,
@@ -111,14 +117,15 @@ fn main() -> ExitCode {
         fake_steps: args.self_test_fake_steps,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend of {} stores",
         options.seed,
         options.trials,
         options.backends.join(", "),
         options.lanes,
         options.story_parents,
         options.max_delay.as_millis(),
-        args.upgrade_trials
+        args.upgrade_trials,
+        args.upgrade_from
     );
     let runtime = runtime();
     let figures = if options.trials > 0 {
@@ -129,6 +136,7 @@ fn main() -> ExitCode {
     let upgrades = if args.upgrade_trials > 0 {
         runtime.block_on(upgrade::run(
             &options.backends,
+            args.upgrade_from,
             args.upgrade_trials,
             options.seed,
             &exe,

@@ -26,6 +26,7 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
 use crate::fixtures::open_on_new_wave;
+use crate::upgrade::{fixtures, Release};
 use crate::{Backend, BoxFuture, Unusable};
 
 /// The environment variable naming the test server.
@@ -245,17 +246,20 @@ impl Backend for PostgresBackend {
         true
     }
 
-    fn release_1_store<'a>(&'a self, _dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+    fn release_store<'a>(
+        &'a self,
+        release: Release,
+        _dir: &'a Path,
+    ) -> BoxFuture<'a, StorageConfig> {
         Box::pin(async move {
             // The dump, replayed into this test's schema on a connection of
             // its own: psql's `\restrict` lines are dropped, and the dump's
             // SET lines last only for this session.
-            let dump = std::fs::read_to_string(crate::upgrade::fixtures_v1().join("postgres.sql"))
-                .unwrap();
+            let dump = std::fs::read_to_string(fixtures(release).join("postgres.sql")).unwrap();
             let script: String = dump
                 .lines()
                 .filter(|line| !line.starts_with('\\'))
-                .map(|line| line.replace("lf_fixture_v1", &self.schema) + "\n")
+                .map(|line| line.replace(release.postgres_schema(), &self.schema) + "\n")
                 .collect();
             self.execute(&format!(
                 "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
@@ -266,7 +270,7 @@ impl Backend for PostgresBackend {
             let mut conn = options.connect().await.unwrap();
             sqlx::Executor::execute(&mut conn, script.as_str())
                 .await
-                .unwrap_or_else(|e| panic!("the release 1 dump does not replay: {e}"));
+                .unwrap_or_else(|e| panic!("the dump of {release} does not replay: {e}"));
             conn.close().await.ok();
             self.config(PathBuf::new())
         })
@@ -401,7 +405,9 @@ pub mod scenarios {
         backend: &PostgresBackend,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let config = backend.release_1_store(dir.path()).await;
+        // The oldest release's store, which every later build upgrades (a
+        // store of 0.2.0 is at this build's schema and needs no upgrade).
+        let config = backend.release_store(Release::V1, dir.path()).await;
         let before = backend.fingerprint(backend.schema()).await;
         let options = PgConnectOptions::from_str(&backend.base.connection).unwrap();
         let mut reader = options.connect().await.unwrap();

@@ -8,6 +8,7 @@ use lf_handoff_adapters::{open_store, StorageConfig, Store, StoreError, Unavaila
 use tokio::io::AsyncWriteExt;
 
 use crate::fixtures::{location, open_on_new_wave, outcome};
+use crate::upgrade::{fixtures, Release};
 use crate::worker::Worker;
 use crate::{Backend, BoxFuture, Unusable};
 
@@ -70,10 +71,14 @@ impl Backend for SledBackend {
         false
     }
 
-    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+    fn release_store<'a>(
+        &'a self,
+        release: Release,
+        dir: &'a Path,
+    ) -> BoxFuture<'a, StorageConfig> {
         Box::pin(async move {
-            let store = dir.join("release-1");
-            copy_dir(&crate::upgrade::fixtures_v1().join("sled"), &store);
+            let store = dir.join(format!("release-{}", release.number()));
+            copy_dir(&fixtures(release).join("sled"), &store);
             StorageConfig::sled(store)
         })
     }

@@ -8,6 +8,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 
 use crate::fixtures::open_on_new_wave;
+use crate::upgrade::{fixtures, Release};
 use crate::{Backend, BoxFuture, Unusable};
 
 /// SQLite files in the test's temporary directory.
@@ -32,10 +33,14 @@ impl Backend for SqliteBackend {
         true
     }
 
-    fn release_1_store<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, StorageConfig> {
+    fn release_store<'a>(
+        &'a self,
+        release: Release,
+        dir: &'a Path,
+    ) -> BoxFuture<'a, StorageConfig> {
         Box::pin(async move {
-            let path = dir.join("release-1.db");
-            std::fs::copy(crate::upgrade::fixtures_v1().join("registry.db"), &path).unwrap();
+            let path = dir.join(format!("release-{}.db", release.number()));
+            std::fs::copy(fixtures(release).join("registry.db"), &path).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
             StorageConfig::sqlite(path)
         })

@@ -84,8 +84,48 @@ async fn run(args: Vec<String>) {
                         kind: ConflictKind::OtherOutcome,
                         ..
                     }) => println!("{id} conflict"),
+                    Err(StoreError::Conflict {
+                        kind: ConflictKind::Expired,
+                        ..
+                    }) => println!("{id} expired"),
                     Err(e) => println!("{id} error {e}"),
                 }
+            }
+        }
+        "extend-each" => {
+            // extend-each N ID...: moves every id's deadline to an hour
+            // from now, in order.
+            let ids: Vec<InteractiveHandoffId> = args[3..]
+                .iter()
+                .map(|id| InteractiveHandoffId::parse(id).unwrap())
+                .collect();
+            wait_for_go();
+            let until = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+            for id in &ids {
+                match store.extend_interactive_handoff(id, until).await {
+                    Ok(_) => println!("{id} extended"),
+                    Err(StoreError::Conflict {
+                        kind: ConflictKind::Expired,
+                        ..
+                    }) => println!("{id} expired"),
+                    Err(StoreError::Conflict {
+                        kind: ConflictKind::AlreadyFinished,
+                        ..
+                    }) => println!("{id} finished"),
+                    Err(e) => println!("{id} error {e}"),
+                }
+            }
+        }
+        "expire" => {
+            // expire N ID...: one sweep; prints each id of the list it expired.
+            wait_for_go();
+            match store.expire_due().await {
+                Ok(expired) => {
+                    for handoff in expired {
+                        println!("{} expired", handoff.id);
+                    }
+                }
+                Err(e) => println!("error {e}"),
             }
         }
         "list" => {
