@@ -47,6 +47,11 @@ pub struct Cli {
     /// $LF_HANDOFF_ACTOR, else user@host (pid N).
     #[arg(long, global = true, value_name = "NAME", value_parser = parse_actor)]
     pub actor: Option<Actor>,
+    /// Log what the store does on stderr: -v each store call with its
+    /// duration, -vv also the engine's statements and every lost race.
+    /// RUST_LOG, when set, says what to log instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -37,6 +37,7 @@ mod demo;
 mod duration;
 mod error;
 mod handoffs;
+mod logging;
 mod output;
 mod parents;
 mod store_select;
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error, json),
     };
+    logging::init(cli.verbose);
     match run(cli) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(process)) => attach::exec(process).report(json),
