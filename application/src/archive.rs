@@ -130,10 +130,20 @@ impl ArchiveSummary {
 
 impl fmt::Display for ArchiveSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = |n: u64, one: &str| {
+            if n == 1 {
+                format!("1 {one}")
+            } else {
+                format!("{n} {one}s")
+            }
+        };
         write!(
             f,
-            "{} parents, {} task PRs, {} handoffs, {} events",
-            self.parents, self.task_prs, self.handoffs, self.events
+            "{}, {}, {}, {}",
+            count(self.parents, "parent"),
+            count(self.task_prs, "task PR"),
+            count(self.handoffs, "handoff"),
+            count(self.events, "event")
         )
     }
 }
@@ -657,6 +667,18 @@ impl<W: Write + Send> ArchiveSink for ArchiveWriter<'_, W> {
 
 // ----- reading -----
 
+/// What serde says is wrong with a line, at its column (serde's own "line
+/// 1" would be the line's, not the file's).
+fn json_problem(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let place = format!(" at line {} column {}", error.line(), error.column());
+    match text.strip_suffix(&place) {
+        Some(problem) if error.column() > 0 => format!("{problem} at column {}", error.column()),
+        Some(problem) => problem.to_string(),
+        None => text,
+    }
+}
+
 /// Reads an export from `input` (an [`ArchiveSource`]), checking every
 /// line as it comes.
 pub struct ArchiveReader<'p, R: BufRead + Send> {
@@ -773,7 +795,11 @@ impl<R: BufRead + Send> ArchiveSource for ArchiveReader<'_, R> {
         };
         let parsed: LineIn = match serde_json::from_slice(line) {
             Ok(parsed) => parsed,
-            Err(e) => return Err(self.damaged(format!("not a record of an export ({e})"))),
+            Err(e) => {
+                return Err(
+                    self.damaged(format!("not a record of an export ({})", json_problem(&e)))
+                )
+            }
         };
         let record = match parsed {
             LineIn::Parent { version, record } => ArchiveRecord::Parent(Versioned {
