@@ -467,6 +467,30 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     assert_eq!((opened[0].seq, opened[0].position), (1, position));
     // And the original is untouched by all of it.
     assert_same_export(&export(&source).await, &file, "the source");
+
+    // A last position past the last event's (the newest events were
+    // removed before the export) is kept: the next event takes the one
+    // after it, never one given before.
+    let last = |n: u64| format!("\"last_position\":{n}}}}}");
+    let ahead_file = text(&file).replace(
+        &last(summary.last_position),
+        &last(summary.last_position + 100),
+    );
+    assert_ne!(ahead_file.as_bytes(), file.as_slice());
+    let (_, ahead) = other(backend, &dir, "ahead").await;
+    ahead.import_from(ahead_file.as_bytes()).await.unwrap();
+    assert_same_export(
+        &export(&ahead).await,
+        ahead_file.as_bytes(),
+        "a later last position",
+    );
+    let wave = new_wave(&ahead, dir.path()).await;
+    let (fresh, _) = ahead
+        .open_interactive_handoff(wave_request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let opened = ahead.history(&fresh.id).await.unwrap();
+    assert_eq!(opened[0].position, summary.last_position + 101);
 }
 
 /// C17: an import into a store that holds anything, even one wave, is a
