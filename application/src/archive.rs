@@ -331,7 +331,8 @@ struct HandoffSeen {
 
 /// The rules of the file, checked record by record: the same for what a
 /// store exports and what a file imports. It remembers one small entry per
-/// parent and per handoff.
+/// parent and per handoff (some 50 bytes: 50 MB for a million handoffs),
+/// and the step keys.
 #[derive(Debug, Default)]
 struct Checks {
     section: Option<Section>,
@@ -341,12 +342,25 @@ struct Checks {
     last_handoff: Option<(i64, String)>,
     last_position: u64,
     /// Every parent met.
-    parents: HashSet<InteractiveHandoffParent>,
-    handoffs: HashMap<InteractiveHandoffId, HandoffSeen>,
+    parents: HashSet<ParentKey>,
+    /// Every handoff met, by the UUID of its id.
+    handoffs: HashMap<u128, HandoffSeen>,
     /// Parents with an active handoff (I6).
-    busy: HashSet<InteractiveHandoffParent>,
+    busy: HashSet<ParentKey>,
     /// Parents and their steps (C12).
-    steps: HashSet<(InteractiveHandoffParent, StepKey)>,
+    steps: HashSet<(ParentKey, StepKey)>,
+}
+
+/// A parent as the checks remember it: its kind and the UUID of its id
+/// (a few bytes, where the reference is a few dozen).
+type ParentKey = (u8, u128);
+
+fn parent_key(parent: &InteractiveHandoffParent) -> ParentKey {
+    match parent {
+        InteractiveHandoffParent::Wave(id) => (0, id.uuid().as_u128()),
+        InteractiveHandoffParent::Project(id) => (1, id.uuid().as_u128()),
+        InteractiveHandoffParent::Task(id) => (2, id.uuid().as_u128()),
+    }
 }
 
 /// The largest number every backend stores (SQL's BIGINT).
@@ -394,7 +408,7 @@ impl Checks {
                 return Err(out_of_order("parent", &id, last));
             }
         }
-        self.parents.insert(reference);
+        self.parents.insert(parent_key(&reference));
         self.last_parent = Some(id);
         self.summary.parents += 1;
         Ok(())
@@ -408,7 +422,7 @@ impl Checks {
             }
         }
         let task = InteractiveHandoffParent::Task(pr.task_session_id.clone());
-        if !self.parents.contains(&task) {
+        if !self.parents.contains(&parent_key(&task)) {
             return Err(format!(
                 "task PR {id} belongs to {task}, which is not among the parents before it"
             ));
@@ -445,20 +459,21 @@ impl Checks {
                 ));
             }
         }
-        if !self.parents.contains(&record.parent) {
+        let parent = parent_key(&record.parent);
+        if !self.parents.contains(&parent) {
             return Err(format!(
                 "handoff {id} belongs to {}, which is not among the parents",
                 record.parent
             ));
         }
-        if record.is_active() && !self.busy.insert(record.parent.clone()) {
+        if record.is_active() && !self.busy.insert(parent) {
             return Err(format!(
                 "handoff {id} is a second active handoff of {} (invariant I6)",
                 record.parent
             ));
         }
         if let Some(step) = &record.step {
-            if !self.steps.insert((record.parent.clone(), step.clone())) {
+            if !self.steps.insert((parent, step.clone())) {
                 return Err(format!(
                     "handoff {id} is a second handoff of {} for step {:?} (C12)",
                     record.parent,
@@ -468,7 +483,7 @@ impl Checks {
         }
         if self
             .handoffs
-            .insert(id.clone(), HandoffSeen { events, seen: 0 })
+            .insert(id.uuid().as_u128(), HandoffSeen { events, seen: 0 })
             .is_some()
         {
             return Err(format!("handoff {id} appears twice"));
@@ -511,7 +526,7 @@ impl Checks {
         if let Some(detail) = &event.detail {
             check_text("detail", detail).map_err(|e| format!("{what}: {e}"))?;
         }
-        let Some(handoff) = self.handoffs.get_mut(id) else {
+        let Some(handoff) = self.handoffs.get_mut(&id.uuid().as_u128()) else {
             return Err(format!("{what} belongs to no handoff before it"));
         };
         if seq != handoff.seen + 1 || seq > handoff.events {
@@ -548,8 +563,10 @@ impl Checks {
             .find(|(_, handoff)| handoff.seen != handoff.events)
         {
             return Err(format!(
-                "handoff {id} counts {} events, but the file holds {}",
-                handoff.events, handoff.seen
+                "handoff {} counts {} events, but the file holds {}",
+                InteractiveHandoffId::from_uuid(uuid::Uuid::from_u128(*id)),
+                handoff.events,
+                handoff.seen
             ));
         }
         Ok(*claimed)

@@ -213,6 +213,7 @@ macro_rules! conformance_tests {
             c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged,
             c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
             c17_an_export_during_writes_is_one_consistent_snapshot,
+            c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
         );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
