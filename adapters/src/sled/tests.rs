@@ -1734,8 +1734,11 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
     assert_eq!(store.history(&opened.id).await.unwrap(), history);
 }
 
+/// A tree's entries, key and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Every tree of the store `raw` opened, by name, with every entry.
-fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>> {
+fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
     raw.shared
         .db
         .tree_names()
