@@ -349,8 +349,8 @@ async fn everything(
     }
     let active = store
         .query_interactive_handoffs(&ListQuery {
-            parent: None,
             active_only: true,
+            ..ListQuery::default()
         })
         .await
         .unwrap();
