@@ -237,7 +237,7 @@ fn load_all(
 ) -> StoreResult<ArchiveSummary> {
     shared.exclusive(|| {
         if !trees(shared).iter().all(|tree| tree.is_empty()) {
-            return Err(not_empty(&shared.dir.display()));
+            return Ok(Err(not_empty(&shared.dir.display())));
         }
         let engine = |e| shared.engine(e);
         shared
@@ -250,19 +250,23 @@ fn load_all(
             shared.make_durable()?;
             Ok(summary)
         });
-        loaded.map_err(|error| match empty_again(shared) {
-            Ok(()) => error,
-            Err(cleanup) => StoreError::unavailable(
-                cleanup.unavailable_kind().unwrap_or(UnavailableKind::Other),
-                format!(
-                    "{}; emptying the store again failed too ({}), so {} holds part of an \
-                     import and refuses to open: delete it and import again",
-                    error.message(),
-                    cleanup.message(),
-                    shared.dir.display()
-                ),
-            ),
-        })
+        match loaded {
+            Ok(summary) => Ok(Ok(summary)),
+            // Emptied again, durably: the store is as it was.
+            Err(error) => match empty_again(shared) {
+                Ok(()) => Ok(Err(error)),
+                Err(cleanup) => Err(StoreError::unavailable(
+                    cleanup.unavailable_kind().unwrap_or(UnavailableKind::Other),
+                    format!(
+                        "{}; emptying the store again failed too ({}), so {} holds part of \
+                         an import and refuses to open: delete it and import again",
+                        error.message(),
+                        cleanup.message(),
+                        shared.dir.display()
+                    ),
+                )),
+            },
+        }
     })
 }
 

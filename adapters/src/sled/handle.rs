@@ -156,15 +156,18 @@ impl Shared {
     }
 
     /// Runs `write` (an import) while no other write runs ([`quiet`](Self::quiet)),
-    /// counted as a write so reads settle meanwhile. Like
-    /// [`write`](Self::write), a write that fails stays counted.
-    pub(super) fn exclusive<T>(&self, write: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+    /// counted as a write so reads settle meanwhile. `write` returns
+    /// `Ok` once everything it changed is durable, with its own answer
+    /// inside (which may be a refusal, or a failure it undid durably);
+    /// an `Err` stays counted, as a failed [`write`](Self::write) does.
+    pub(super) fn exclusive<T>(
+        &self,
+        write: impl FnOnce() -> StoreResult<StoreResult<T>>,
+    ) -> StoreResult<T> {
         let _gate = self.quiet();
         self.writes.fetch_add(1, Ordering::SeqCst);
-        let result = write();
-        if result.is_ok() {
-            self.writes.fetch_sub(1, Ordering::SeqCst);
-        }
+        let result = write()?;
+        self.writes.fetch_sub(1, Ordering::SeqCst);
         result
     }
 
