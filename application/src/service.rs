@@ -34,6 +34,7 @@ use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::ConflictKind;
 use time::OffsetDateTime;
 
+use crate::archive::{Archive, ArchiveReader, ArchiveSummary, ArchiveWriter, Progress};
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
     Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
@@ -60,6 +61,7 @@ pub struct Store {
     ids: Arc<dyn IdSource>,
     backend: &'static str,
     actor: Actor,
+    archive: Option<Arc<dyn Archive>>,
 }
 
 impl fmt::Debug for Store {
@@ -91,7 +93,18 @@ impl Store {
             ids,
             backend,
             actor: crate::system::this_process_actor(),
+            archive: None,
         }
+    }
+
+    /// This store, exporting and importing (C17) through `archive`, the
+    /// backend's [`Archive`]. A store built without one answers
+    /// [`export_to`](Self::export_to) and [`import_from`](Self::import_from)
+    /// with `Unavailable`.
+    #[must_use]
+    pub fn with_archive(mut self, archive: Arc<dyn Archive>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// This handle, naming `actor` in the history of every change it makes
@@ -115,6 +128,81 @@ impl Store {
     /// The storage engine's name.
     pub fn backend(&self) -> &'static str {
         self.backend
+    }
+
+    // ----- export and import (contract C17) -----
+
+    /// Writes the whole registry to `out` as an export (versioned JSON
+    /// lines, see [`archive`](crate::archive)) read from one consistent
+    /// snapshot, while other handles and processes go on writing. Returns
+    /// what it wrote. `out` is written as the records come; buffer it.
+    ///
+    /// # Errors
+    /// `Unavailable` when the backend has no export, the store fails or
+    /// `out` cannot be written (what was written before is not a whole
+    /// export: it has no end line, and an import refuses it).
+    pub async fn export_to<W: std::io::Write + Send>(&self, out: W) -> StoreResult<ArchiveSummary> {
+        self.export_with_progress(out, None).await
+    }
+
+    /// [`export_to`](Self::export_to), calling `progress` with the counts
+    /// so far after every record.
+    ///
+    /// # Errors
+    /// As [`export_to`](Self::export_to).
+    pub async fn export_with_progress<W: std::io::Write + Send>(
+        &self,
+        out: W,
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let archive = self.archive()?;
+        let mut writer = ArchiveWriter::new(out, progress)?;
+        archive.export(&mut writer).await
+    }
+
+    /// Loads an export read from `input` into this store, which must be
+    /// empty, atomically, and returns what it loaded. Every line is checked
+    /// as it is read; the store is changed only if the whole export is
+    /// good.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a damaged line (naming its number), a file cut
+    /// short or one written by a newer lf-handoff; `Conflict` of kind
+    /// `NotEmpty` for a store that holds anything; `Unavailable` when the
+    /// backend has no import, the store fails or `input` cannot be read.
+    /// Nothing was imported then.
+    pub async fn import_from<R: std::io::BufRead + Send>(
+        &self,
+        input: R,
+    ) -> StoreResult<ArchiveSummary> {
+        self.import_with_progress(input, None).await
+    }
+
+    /// [`import_from`](Self::import_from), calling `progress` with the
+    /// counts so far after every record read.
+    ///
+    /// # Errors
+    /// As [`import_from`](Self::import_from).
+    pub async fn import_with_progress<R: std::io::BufRead + Send>(
+        &self,
+        input: R,
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let archive = self.archive()?;
+        let mut reader = ArchiveReader::new(input, progress);
+        archive.import(&mut reader).await
+    }
+
+    fn archive(&self) -> StoreResult<&Arc<dyn Archive>> {
+        self.archive.as_ref().ok_or_else(|| {
+            StoreError::unavailable(
+                UnavailableKind::Other,
+                format!(
+                    "this {} store was built without export and import (Store::with_archive)",
+                    self.backend
+                ),
+            )
+        })
     }
 
     /// The store's clock reading, as used for `list_row(now)`.

@@ -149,6 +149,27 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
         timeout: Option<Duration>,
     },
+    /// Write the whole registry (parents, task PRs, handoffs, events) as
+    /// versioned JSON lines, to stdout or --output FILE.
+    ///
+    /// The export is one consistent snapshot, taken while others go on
+    /// writing. `import` loads it into an empty store of any backend.
+    Export {
+        /// Write to FILE (created mode 0600, in full or not at all) instead
+        /// of stdout; an existing FILE is refused unless --force.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace an existing --output FILE.
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
+    /// Load an export into an empty store, all of it or nothing, from stdin
+    /// or --input FILE.
+    Import {
+        /// Read the export from FILE instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
+    },
     /// Narrate a full handoff lifecycle on a throwaway SQLite store (or on
     /// the store given with --store).
     Demo,

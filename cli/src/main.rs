@@ -30,6 +30,7 @@
 //!
 //! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
+mod archive;
 mod args;
 mod attach;
 mod context;
@@ -113,7 +114,24 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
+    // Files are checked before the store is opened.
+    let export_target = match &cli.command {
+        Command::Export { output, force } => {
+            Some(archive::prepare_export(output.as_deref(), *force)?)
+        }
+        _ => None,
+    };
+    let import_source = match &cli.command {
+        Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
+        _ => None,
+    };
     let ctx = Context::open(&config, cli.json, actor).await?;
+    if let Some(target) = export_target {
+        return archive::export(&ctx, target).await.map(|()| None);
+    }
+    if let Some(source) = import_source {
+        return archive::import(&ctx, source).await.map(|()| None);
+    }
     match cli.command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
@@ -176,7 +194,10 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Expire => handoffs::expire(&ctx).await?,
         Command::History { id } => handoffs::history(&ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
-        Command::Demo | Command::Completions { .. } => {}
+        Command::Demo
+        | Command::Completions { .. }
+        | Command::Export { .. }
+        | Command::Import { .. } => {}
     }
     Ok(None)
 }

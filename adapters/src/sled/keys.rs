@@ -43,6 +43,11 @@ pub(super) const COUNTERS: &[u8] = b"handoff_counters";
 /// The [`COUNTERS`] key of the last store-wide position given.
 pub(super) const POSITION: &[u8] = b"position";
 
+/// The [`COUNTERS`] key that says an import is loading the store (C17):
+/// written before its first record, removed with its last. A store that
+/// holds it is refused when opened.
+pub(super) const IMPORTING: &[u8] = b"import";
+
 /// Ends the parent part of a [`BY_PARENT`] or [`STEPS`] key. References are
 /// ASCII, so they never hold it, and one parent's keys never prefix
 /// another's.

@@ -77,6 +77,7 @@
 //! | `handoff_history` | id ++ `0x00` ++ seq (8 bytes) | position (8 bytes) of that event |
 //! | `handoff_counters` | `position` | the last position given (8 bytes) |
 //! | `handoff_counters` | `seq` ++ `0x00` ++ id | the handoff's last seq (8 bytes) |
+//! | `handoff_counters` | `import`, only while an import loads the store | `in progress` |
 //! | `parents` | parent reference | parent record |
 //! | `task_prs` | task PR id (`pr_<uuid>`) | task PR record |
 //!
@@ -174,6 +175,7 @@
 //! open like any crash recovery. Keep backups of a sled store you care
 //! about, or use SQLite.
 
+mod archive;
 mod error;
 mod files;
 mod handle;
@@ -204,7 +206,21 @@ impl SledStore {
     /// process, or sled fails; nothing was changed.
     pub(crate) async fn open(config: &SledConfig) -> StoreResult<Self> {
         let path = config.path.clone();
-        let shared = blocking(move || handle::open(&path)).await?;
+        let shared = blocking(move || {
+            let shared = handle::open(&path)?;
+            if shared
+                .counters
+                .contains_key(keys::IMPORTING)
+                .map_err(|e| shared.engine(e))?
+            {
+                return Err(StoreError::damaged(format!(
+                    "an import into {} is running or did not finish (the process died, or                      emptying the store after a failed import failed), so the store may hold                      part of a registry; delete the directory and run the import again",
+                    shared.dir.display()
+                )));
+            }
+            Ok(shared)
+        })
+        .await?;
         Ok(Self { shared })
     }
 

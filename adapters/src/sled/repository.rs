@@ -510,21 +510,24 @@ struct Indexes<'t> {
 /// `handoff_steps` entry when it has a step (written by the insert alone,
 /// since a handoff's step never changes).
 #[derive(Debug, PartialEq, Eq)]
-struct IndexKeys {
-    created: Vec<u8>,
-    by_parent: Vec<u8>,
+pub(super) struct IndexKeys {
+    /// The key in `handoffs_by_created`, and in `handoffs_active` while
+    /// the handoff is active.
+    pub created: Vec<u8>,
+    /// The key in `handoffs_by_parent`.
+    pub by_parent: Vec<u8>,
     /// The parent's slot key, when the handoff is active.
-    slot: Option<Vec<u8>>,
+    pub slot: Option<Vec<u8>>,
     /// The deadline key, when the handoff is active and has a deadline.
-    due: Option<Vec<u8>>,
+    pub due: Option<Vec<u8>>,
     /// The parent and step key, when the handoff has a step.
-    step: Option<Vec<u8>>,
+    pub step: Option<Vec<u8>>,
 }
 
 type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
 impl IndexKeys {
-    fn of(handoff: &InteractiveHandoff) -> Self {
+    pub(super) fn of(handoff: &InteractiveHandoff) -> Self {
         Self {
             created: keys::created(handoff.created_at, &handoff.id),
             by_parent: keys::by_parent(&handoff.parent, handoff.created_at, &handoff.id),

@@ -1733,3 +1733,126 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
     );
     assert_eq!(store.history(&opened.id).await.unwrap(), history);
 }
+
+/// A tree's entries, key and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every tree of the store `raw` opened, by name, with every entry.
+fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
+    raw.shared
+        .db
+        .tree_names()
+        .into_iter()
+        .map(|name| {
+            let tree = raw.shared.db.open_tree(&name).unwrap();
+            let entries = tree
+                .iter()
+                .map(|entry| {
+                    let (key, value) = entry.unwrap();
+                    (key.to_vec(), value.to_vec())
+                })
+                .collect();
+            (name.to_vec(), entries)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let store = store.with_archive(raw.clone());
+    // Every kind of index entry: a finished, claimed handoff at a step
+    // (slot freed, step kept), an active one with a deadline (slot, active,
+    // due), one extended, one expired, a task with its PR.
+    let parent = new_wave(&store, dir.path()).await;
+    let (stepped, _) = store
+        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store
+        .finish_interactive_handoff(&stepped.id, &done())
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&stepped.id, 1)
+        .await
+        .unwrap();
+    let (active, _) = store
+        .open_interactive_handoff_with(
+            request(&parent, dir.path()),
+            &OpenOptions {
+                step: Some(step("deploy@2")),
+                expires_at: Some(clock.now() + Duration::hours(1)),
+            },
+        )
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&active.id).await.unwrap();
+    let extended = open_expiring(&store, &clock, dir.path(), Duration::hours(1)).await;
+    store
+        .extend_interactive_handoff(&extended.id, clock.now() + Duration::hours(5))
+        .await
+        .unwrap();
+    let expiring = open_expiring(&store, &clock, dir.path(), Duration::seconds(1)).await;
+    clock.advance(Duration::seconds(2));
+    store.expire_if_due(&expiring.id).await.unwrap();
+    let mut out = Vec::new();
+    let summary = store.export_to(&mut out).await.unwrap();
+    assert!(summary.events >= 9, "{summary:?}");
+
+    let copy = dir.path().join("copy");
+    let imported = open_store(&StorageConfig::sled(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(out.as_slice()).await.unwrap();
+    let raw_copy = SledStore::open(&SledConfig { path: copy }).await.unwrap();
+    let trees = every_tree(&raw);
+    for (tree, entries) in [
+        (keys::DUE, 2),
+        (keys::STEPS, 2),
+        (keys::ACTIVE_SLOTS, 2),
+        (keys::ACTIVE, 2),
+        (keys::HANDOFFS, 4),
+    ] {
+        assert_eq!(
+            trees[tree].len(),
+            entries,
+            "{}",
+            String::from_utf8_lossy(tree)
+        );
+    }
+    assert_eq!(every_tree(&raw_copy), trees);
+    assert!(raw_copy
+        .shared
+        .counters
+        .get(keys::IMPORTING)
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_store_an_import_left_marked_is_refused_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    {
+        let raw = SledStore::open(&SledConfig { path: path.clone() })
+            .await
+            .unwrap();
+        raw.shared
+            .counters
+            .insert(keys::IMPORTING, &b"in progress"[..])
+            .unwrap();
+        raw.shared.make_durable().unwrap();
+    }
+    let refused = open_store(&StorageConfig::sled(path.clone())).await;
+    assert_unavailable(
+        refused,
+        UnavailableKind::Damaged,
+        "did not finish (the process died",
+    );
+    assert_unavailable(
+        SledStore::open(&SledConfig { path }).await,
+        UnavailableKind::Damaged,
+        "delete the directory and run the import again",
+    );
+}

@@ -741,3 +741,105 @@ async fn a_store_of_a_newer_schema_is_refused_untouched() {
     conn.close().await.unwrap();
     assert_eq!(columns, 0, "no migration ran");
 }
+
+/// Every row of every table of the SQLite store at `path` and its
+/// position counter, as text, in key order.
+async fn sqlite_rows(path: &Path) -> Vec<String> {
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    let handoff_columns: Vec<&str> = HANDOFF_COLUMNS.iter().map(|c| c.name).collect();
+    let queries = [
+        "SELECT json_array(id, kind, wave_id, version, record) FROM parents ORDER BY id"
+            .to_string(),
+        "SELECT json_array(id, task_session_id, record) FROM task_prs ORDER BY id".into(),
+        format!(
+            "SELECT json_array({}) FROM handoffs ORDER BY id",
+            handoff_columns.join(", ")
+        ),
+        "SELECT json_array(position, handoff_id, seq, at, kind, status_before, status_after, \
+         actor, detail) FROM handoff_events ORDER BY position"
+            .into(),
+        "SELECT json_array(name, seq) FROM sqlite_sequence ORDER BY name".into(),
+    ];
+    let mut rows = Vec::new();
+    for query in queries {
+        let found: Vec<String> = sqlx::query_scalar(&query)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        rows.push(format!("-- {query}"));
+        rows.extend(found);
+    }
+    conn.close().await.unwrap();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_writes_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.db");
+    let store = open_store(&StorageConfig::sqlite(source.clone()))
+        .await
+        .unwrap();
+    let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
+    store.create_wave(&wave).await.unwrap();
+    let (first, _) = store
+        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&first.id).await.unwrap();
+    store
+        .finish_interactive_handoff(
+            &first.id,
+            &InteractiveHandoffOutcome::Completed {
+                summary: "done".into(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&first.id, 1)
+        .await
+        .unwrap();
+    store
+        .open_interactive_handoff(request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let mut file = Vec::new();
+    let summary = store.export_to(&mut file).await.unwrap();
+    assert_eq!((summary.events, summary.last_position), (5, 5));
+
+    let copy = dir.path().join("copy.db");
+    let imported = open_store(&StorageConfig::sqlite(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(file.as_slice()).await.unwrap();
+    drop((store, imported));
+    assert_eq!(sqlite_rows(&copy).await, sqlite_rows(&source).await);
+
+    // A last position past the last event's (the newest events were
+    // removed) is kept, and the next event takes the one after it.
+    let text = String::from_utf8(file).unwrap();
+    let later = text.replace("\"last_position\":5}", "\"last_position\":40}");
+    let moved = dir.path().join("moved.db");
+    let imported = open_store(&StorageConfig::sqlite(moved.clone()))
+        .await
+        .unwrap();
+    imported.import_from(later.as_bytes()).await.unwrap();
+    let second = imported
+        .list_interactive_handoffs(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(InteractiveHandoff::is_active)
+        .unwrap();
+    imported
+        .attach_interactive_handoff(&second.id)
+        .await
+        .unwrap();
+    let history = imported.history(&second.id).await.unwrap();
+    assert_eq!(history.last().unwrap().position, 41);
+}
