@@ -65,6 +65,7 @@ impl Dialect for SqliteFile {
     /// deadlocks into `SQLITE_BUSY`.
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const DATA_MODIFYING_CTE: bool = false;
+    const PINS_INDEXES: bool = true;
 
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();

@@ -178,6 +178,7 @@ async fn sample(
     let active = ListQuery {
         parent: None,
         active_only: true,
+        ..Default::default()
     };
     let expected_active = Population::active_in(size) as usize;
     for _ in 0..samples.get {

@@ -192,6 +192,7 @@ pub async fn list(
         .query_interactive_handoffs(&ListQuery {
             parent,
             active_only: active,
+            ..ListQuery::default()
         })
         .await
         .map_err(|e| ctx.fail(e))?;

@@ -321,6 +321,7 @@ impl Dialect for Server {
     /// changed waits for it, then re-checks its condition on the new row.
     const BEGIN_WRITE: &'static str = "BEGIN";
     const DATA_MODIFYING_CTE: bool = true;
+    const PINS_INDEXES: bool = false;
 
     /// Maps one sqlx error to what the shared repository understands: a
     /// unique violation, or an actionable `Unavailable`.

@@ -48,6 +48,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
         .query_interactive_handoffs(&ListQuery {
             parent: None,
             active_only: true,
+            ..Default::default()
         })
         .await
         .unwrap();
