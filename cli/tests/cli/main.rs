@@ -12,6 +12,7 @@ mod config;
 mod deadlines;
 mod handoffs;
 mod history;
+mod prune;
 mod readme;
 mod steps;
 mod support;
