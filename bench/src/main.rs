@@ -236,6 +236,7 @@ fn samples(args: &Args) -> latency::Samples {
             get: 300,
             list_parent: 200,
             list_active: 50,
+            list_status: 50,
             warm_up: args.warm_reads,
         }
     } else {
@@ -243,6 +244,7 @@ fn samples(args: &Args) -> latency::Samples {
             get: 3_000,
             list_parent: 1_500,
             list_active: 300,
+            list_status: 300,
             warm_up: args.warm_reads,
         }
     }

@@ -4,7 +4,11 @@
 //! The keys and record bytes are the adapter's (`adapters/src/sled/keys.rs`
 //! and `record.rs`): a record is a format byte, an 8-byte big-endian
 //! version and the domain record's JSON; the index trees hold
-//! `created_at ++ id` keys. The durability is the adapter's too: after
+//! `created_at ++ id` keys, under a status's or a home's name and `0x00`
+//! in `handoffs_by_status` and `handoffs_by_home`, and `handoffs_prunable`
+//! holds `terminal_at ++ id` of the claimed ones. The bulk loader fills
+//! every list index; the raw lifecycle keeps those the first version had
+//! (it writes no history either), so it stays the same baseline. The durability is the adapter's too: after
 //! every write, `Db::flush` and an `fdatasync` of sled's log. The bench's
 //! tests check that the store reads what this module writes.
 //!
@@ -47,6 +51,9 @@ pub struct RawSled {
     active: Tree,
     slots: Tree,
     parents: Tree,
+    by_status: Tree,
+    by_home: Tree,
+    prunable: Tree,
     log: File,
 }
 
@@ -84,6 +91,9 @@ impl RawSled {
             active: tree("handoffs_active")?,
             slots: tree("active_slots")?,
             parents: tree("parents")?,
+            by_status: tree("handoffs_by_status")?,
+            by_home: tree("handoffs_by_home")?,
+            prunable: tree("handoffs_prunable")?,
             log,
             db,
         })
@@ -117,6 +127,26 @@ fn by_parent_key(handoff: &InteractiveHandoff) -> Vec<u8> {
     key.push(0);
     key.extend_from_slice(&created_key(handoff));
     key
+}
+
+/// `prefix ++ 0x00 ++ created_at ++ id`: the key of `handoffs_by_status`
+/// (the status's name) and `handoffs_by_home` (the home's text).
+fn prefixed_key(prefix: &str, handoff: &InteractiveHandoff) -> Vec<u8> {
+    let mut key = prefix.as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(&created_key(handoff));
+    key
+}
+
+/// `terminal_at ++ id`, the key of `handoffs_prunable`, for a handoff
+/// whose wake is claimed.
+fn prunable_key(handoff: &InteractiveHandoff) -> Option<Vec<u8>> {
+    let finished = handoff
+        .terminal_at
+        .filter(|_| handoff.wake_claimed_at.is_some())?;
+    let mut key = micros_key(finished).to_vec();
+    key.extend_from_slice(handoff.id.as_str().as_bytes());
+    Some(key)
 }
 
 /// The adapter's record bytes.
@@ -254,12 +284,23 @@ impl RawEngine for RawSled {
             let mut by_parent = Batch::default();
             let mut active = Batch::default();
             let mut slots = Batch::default();
+            let mut by_status = Batch::default();
+            let mut by_home = Batch::default();
+            let mut prunable = Batch::default();
             for i in start..end {
                 let handoff = population.handoff(i)?;
                 let id = handoff.id.as_str().as_bytes().to_vec();
                 records.insert(id.clone(), record(&handoff)?);
                 by_created.insert(created_key(&handoff), Vec::new());
                 by_parent.insert(by_parent_key(&handoff), Vec::new());
+                by_status.insert(prefixed_key(handoff.status.as_str(), &handoff), Vec::new());
+                by_home.insert(
+                    prefixed_key(&handoff.home.to_string(), &handoff),
+                    Vec::new(),
+                );
+                if let Some(key) = prunable_key(&handoff) {
+                    prunable.insert(key, Vec::new());
+                }
                 if handoff.is_active() {
                     active.insert(created_key(&handoff), Vec::new());
                     slots.insert(parent_key(&handoff.parent), id);
@@ -272,6 +313,9 @@ impl RawEngine for RawSled {
             self.by_parent.apply_batch(by_parent).context("bulk load")?;
             self.active.apply_batch(active).context("bulk load")?;
             self.slots.apply_batch(slots).context("bulk load")?;
+            self.by_status.apply_batch(by_status).context("bulk load")?;
+            self.by_home.apply_batch(by_home).context("bulk load")?;
+            self.prunable.apply_batch(prunable).context("bulk load")?;
             self.durable()?;
             start = end;
         }

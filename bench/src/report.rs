@@ -43,7 +43,7 @@ pub struct Settings {
     /// Lifecycles per side.
     pub lifecycles: usize,
     /// `get` samples per store size (`list --parent` takes half,
-    /// `list --active` a tenth).
+    /// `list --active` and `list --status waiting` a tenth each).
     pub get_samples: usize,
     /// Untimed reads per store before sampling.
     pub warm_reads: usize,
@@ -113,8 +113,11 @@ pub struct Growth {
     pub list_parent: f64,
     /// `list --active` median ratio.
     pub list_active: f64,
-    /// The same ratios of the p99s: get, list --parent, list --active.
-    pub p99: [f64; 3],
+    /// `list --status waiting` median ratio.
+    pub list_status: f64,
+    /// The same ratios of the p99s: get, list --parent, list --active,
+    /// list --status waiting.
+    pub p99: [f64; 4],
     /// The raw engine's get, median ratio (for comparison, not a goal).
     pub raw_get: f64,
 }
@@ -134,10 +137,12 @@ impl Growth {
             get: median(|f| f.get),
             list_parent: median(|f| f.list_parent),
             list_active: median(|f| f.list_active),
+            list_status: median(|f| f.list_status),
             p99: [
                 p99(|f| f.get),
                 p99(|f| f.list_parent),
                 p99(|f| f.list_active),
+                p99(|f| f.list_status),
             ],
             raw_get: median(|f| f.raw_get),
         })
@@ -207,6 +212,12 @@ impl Report {
                 goal(
                     format!("list --active {span}"),
                     growth.list_active,
+                    None,
+                    Some(GROWTH_GOAL),
+                );
+                goal(
+                    format!("list --status waiting {span}"),
+                    growth.list_status,
                     None,
                     Some(GROWTH_GOAL),
                 );
@@ -351,7 +362,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     }
     if !backend.latency.is_empty() {
         let _ = writeln!(out, "\n  read latency through the store, µs (median / p99)");
-        let mut header = format!("  {:<16}", "handoffs stored");
+        let mut header = format!("  {:<21}", "handoffs stored");
         for at in &backend.latency {
             header.push_str(&format!(" {:>17}", short(at.handoffs)));
         }
@@ -362,7 +373,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             ));
         }
         let _ = writeln!(out, "{header}");
-        let rows: [ReadRow; 4] = [
+        let rows: [ReadRow; 5] = [
             ("get", |at| at.get, backend.growth.as_ref().map(|g| g.get)),
             (
                 "list --parent",
@@ -375,13 +386,18 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
                 backend.growth.as_ref().map(|g| g.list_active),
             ),
             (
+                "list --status waiting",
+                |at| at.list_status,
+                backend.growth.as_ref().map(|g| g.list_status),
+            ),
+            (
                 "raw engine get",
                 |at| at.raw_get,
                 backend.growth.as_ref().map(|g| g.raw_get),
             ),
         ];
         for (name, pick, growth) in rows {
-            let mut line = format!("  {name:<16}");
+            let mut line = format!("  {name:<21}");
             for at in &backend.latency {
                 let s = pick(at);
                 line.push_str(&format!(
@@ -394,7 +410,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             }
             let _ = writeln!(out, "{line}");
         }
-        let mut line = format!("  {:<16}", "bulk load s");
+        let mut line = format!("  {:<21}", "bulk load s");
         for at in &backend.latency {
             line.push_str(&format!(" {:>17.1}", at.load_seconds));
         }

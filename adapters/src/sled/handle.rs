@@ -14,7 +14,9 @@
 //! A store of an older format has its marker upgraded here, right after
 //! sled opened it and before the first handle is returned: sled's lock is
 //! held (no other process can be using the store), and no record of the
-//! new format can be written before the marker names it.
+//! new format can be written before the marker names it. The index trees
+//! older formats lack (by status, by home, prunable) are filled from the
+//! records first, so the new marker always names a store that has them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,6 +34,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use super::error::{engine, io, is_locked, locked, settle, Abort};
 use super::files::{self, LOG};
 use super::keys;
+use super::repository::fill_list_indexes;
 
 /// How long an open waits for sled's file lock before reporting that
 /// another process holds it.
@@ -57,6 +60,9 @@ pub(super) struct Shared {
     pub parents: Tree,
     pub task_prs: Tree,
     pub due: Tree,
+    pub by_status: Tree,
+    pub by_home: Tree,
+    pub prunable: Tree,
     pub events: Tree,
     pub history: Tree,
     pub counters: Tree,
@@ -215,8 +221,9 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
     }
     let shared = Arc::new(open_db(dir.clone())?);
     // sled's lock is ours now: decide about the marker again (it may have
-    // changed while the lock was awaited) and upgrade an older one.
-    files::settle_marker(&shared.dir)?;
+    // changed while the lock was awaited) and upgrade an older one, once
+    // the index trees older formats lack are filled (and durable).
+    files::settle_marker(&shared.dir, || fill_list_indexes(&shared))?;
     open.insert(dir, Arc::downgrade(&shared));
     Ok(shared)
 }
@@ -239,6 +246,9 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
         due: tree(keys::DUE)?,
+        by_status: tree(keys::BY_STATUS)?,
+        by_home: tree(keys::BY_HOME)?,
+        prunable: tree(keys::PRUNABLE)?,
         events: tree(keys::EVENTS)?,
         history: tree(keys::HISTORY)?,
         counters: tree(keys::COUNTERS)?,
