@@ -102,6 +102,10 @@ pub const TRIAL_ARG: &str = "trial=";
 /// handoffs have deadlines (default 0).
 pub const DEADLINE_LANES_ARG: &str = "deadline-lanes=";
 
+/// How many deadlines, each further ahead, a deadline lane tries for one
+/// open or extension before it gives up.
+const DEADLINE_ATTEMPTS: i32 = 5;
+
 /// The actor lane `lane` of the child of trial `trial` names in the
 /// history of every change it makes.
 pub fn child_actor(trial: u64, lane: usize) -> String {
@@ -637,16 +641,25 @@ impl Lane {
         self.ack_parent("wave", &parent)?;
         let request = open_request(&mut self.rng, &parent, &self.dir)?;
         let ttl = self.some_millis();
-        let options = OpenOptions {
-            step: None,
-            expires_at: Some(self.store.now() + ttl),
-        };
         self.begin("open", &reference)?;
-        let (opened, created) = self
-            .store
-            .open_interactive_handoff_with(request, &options)
-            .await
-            .map_err(|e| format!("open on {reference} with a deadline: {e}"))?;
+        let mut attempt = 1;
+        let (opened, created) = loop {
+            let options = OpenOptions {
+                step: None,
+                expires_at: Some(self.store.now() + ttl * attempt),
+            };
+            match self
+                .store
+                .open_interactive_handoff_with(request.clone(), &options)
+                .await
+            {
+                Ok(opened) => break opened,
+                // On a busy machine the deadline may have passed before the
+                // store decided: refused, nothing written; a later one.
+                Err(StoreError::InvalidInput(_)) if attempt < DEADLINE_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(format!("open on {reference} with a deadline: {e}")),
+            }
+        };
         if !created {
             return Err(format!(
                 "open on a new parent {reference} reused {}",
@@ -676,10 +689,17 @@ impl Lane {
                 if self.rng.chance(2, 3) {
                     let more = self.some_millis();
                     self.begin("extend", &id)?;
-                    let result = self
-                        .store
-                        .extend_interactive_handoff(&id, self.store.now() + more)
-                        .await;
+                    let mut attempt = 1;
+                    let result = loop {
+                        let until = self.store.now() + more * attempt;
+                        match self.store.extend_interactive_handoff(&id, until).await {
+                            // As for the open: the new deadline had passed.
+                            Err(StoreError::InvalidInput(_)) if attempt < DEADLINE_ATTEMPTS => {
+                                attempt += 1;
+                            }
+                            result => break result,
+                        }
+                    };
                     current = self.in_time(&id, "extend", result).await?;
                 }
                 if let (false, Some(deadline)) = (current.status.is_terminal(), current.expires_at)
