@@ -15,12 +15,13 @@ use lf_handoff_harness::target::Placement;
 use lf_handoff_harness::upgrade::{self, UpgradeFigures};
 
 /// Kill a process running handoff lifecycles with SIGKILL at random moments,
-/// reopen the store, and check that every acknowledged transition survived
-/// and every record keeps its invariants.
+/// reopen the store, and check that every acknowledged transition survived,
+/// every record keeps its invariants, and every change has its history
+/// event and no event is without its change.
 ///
-/// Exit status: 0 all passed; 1 a transition was lost, an invariant broke or
-/// the harness failed; 2 bad arguments; 3 the time limit stopped a run
-/// before all its trials ran.
+/// Exit status: 0 all passed; 1 a transition was lost, an invariant broke, a
+/// history lacked an event or held one too many, or the harness failed; 2
+/// bad arguments; 3 the time limit stopped a run before all its trials ran.
 #[derive(Debug, Parser)]
 #[command(name = "lf-handoff-crash", version)]
 struct Args {
