@@ -27,8 +27,9 @@
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
 //! Every backend implements the same two ports ([`HandoffRepository`] and
-//! [`ParentRegistry`]) and passes the same conformance suite (the
-//! `lf-handoff-conformance` crate).
+//! [`ParentRegistry`]) and export and import ([`Archive`], contract C17),
+//! and passes the same conformance suite (the `lf-handoff-conformance`
+//! crate).
 //!
 //! ## Design decisions
 //!
@@ -51,7 +52,7 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use lf_handoff_application::{HandoffRepository, ParentRegistry};
+use lf_handoff_application::{Archive, HandoffRepository, ParentRegistry};
 
 pub use config::{
     parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
@@ -61,8 +62,8 @@ pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
 pub use lf_handoff_application::{
-    domain, ports, ConflictKind, GenerateId, ListQuery, Store, StoreError, StoreResult,
-    SystemClock, UnavailableKind, UuidV7Ids,
+    archive, domain, ports, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store, StoreError,
+    StoreResult, SystemClock, UnavailableKind, UuidV7Ids,
 };
 
 use crate::postgres::PostgresEngine;
@@ -78,7 +79,11 @@ pub mod sql_columns {
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
-    pub use crate::sql::statements::{HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sql::events::event_values;
+    pub use crate::sql::statements::{
+        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
+        SWAP_HANDOFF_WITH_EVENT,
+    };
 }
 
 /// Opens (creating when missing) the store `config` names.
@@ -105,16 +110,20 @@ fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
     store_on(backend, SqlStore::new(engine))
 }
 
-/// A `Store` whose both ports are `storage`, with the system clock and ids.
-fn store_on<S: HandoffRepository + ParentRegistry>(backend: &'static str, storage: S) -> Store {
+/// A `Store` whose ports are all `storage`, with the system clock and ids.
+fn store_on<S: HandoffRepository + ParentRegistry + Archive>(
+    backend: &'static str,
+    storage: S,
+) -> Store {
     let storage = Arc::new(storage);
     Store::new(
         backend,
         storage.clone(),
-        storage,
+        storage.clone(),
         Arc::new(SystemClock),
         Arc::new(UuidV7Ids),
     )
+    .with_archive(storage)
 }
 
 /// The README's examples, compiled and run as doctests.

@@ -14,17 +14,26 @@
 //!   tests are deterministic.
 //! - **One error enum** ([`StoreError`]) with variants named by what the
 //!   caller can do: `InvalidInput`, `NotFound`, `Conflict`, `Unavailable`.
+//! - **Export and import are a port of their own** ([`Archive`], in
+//!   [`archive`]), beside the two storage ports, with the file format and
+//!   its checks written once here; a backend adds the snapshot read and
+//!   the atomic load.
 //! - **Races are retried, then resolved by the domain.** A lost
 //!   compare-and-swap reloads the record and asks the domain again, which
 //!   turns the race into a replay or a conflict.
 
 #![deny(missing_docs)]
 
+pub mod archive;
 mod error;
 pub mod ports;
 mod service;
 mod system;
 
+pub use archive::{
+    Archive, ArchiveItem, ArchiveReader, ArchiveRecord, ArchiveSink, ArchiveSource, ArchiveSummary,
+    ArchiveWriter,
+};
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{

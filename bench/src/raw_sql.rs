@@ -7,19 +7,24 @@
 //! but the statements, which makes it the hardest baseline. The columns,
 //! their encoding and the get and transition statements are the adapter's
 //! own (`lf_handoff_adapters::sql_columns`): a transition is the store's
-//! compare-and-swap of the whole row. Statements use the `$n` placeholder
-//! form both SQLite and PostgreSQL accept; `on_conn!` runs the same code on
-//! whichever connection the backend has.
+//! compare-and-swap of the whole row. Every write also appends its history
+//! event, as the store does (C15): on PostgreSQL in the same statement (a
+//! data-modifying CTE), on SQLite as a second statement of the write's
+//! transaction. Statements use the `$n` placeholder form both SQLite and
+//! PostgreSQL accept; `on_conn!` runs the same code on whichever connection
+//! the backend has.
 
 use std::ops::Range;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
+use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_adapters::ports::recorded_change;
 use lf_handoff_adapters::sql_columns::{
-    bind, column_list, HandoffRow, Param, COLUMN_COUNT, HANDOFF_BY_ID, SWAP_HANDOFF,
+    bind, column_list, event_values, with_event, HandoffRow, Param, COLUMN_COUNT, HANDOFF_BY_ID,
+    INSERT_EVENT, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
 };
 use sqlx::Connection as _;
 use tokio::sync::Mutex;
@@ -59,6 +64,13 @@ macro_rules! on_conn {
 /// One handoff row, every column bound.
 static INSERT_ONE: LazyLock<String> =
     LazyLock::new(|| multi_insert("handoffs", &column_list(), COLUMN_COUNT, 1, true));
+
+/// [`INSERT_ONE`] and its `opened` event in one statement (PostgreSQL).
+static INSERT_ONE_WITH_EVENT: LazyLock<String> =
+    LazyLock::new(|| with_event(&INSERT_ONE, COLUMN_COUNT));
+
+/// The actor the raw side names in its events.
+static RAW_ACTOR: LazyLock<Option<Actor>> = LazyLock::new(|| Actor::parse("bench raw").ok());
 
 /// Handoff rows per multi-row INSERT of the bulk loader (one parameter per
 /// column each).
@@ -114,13 +126,14 @@ fn expect_one(affected: u64, what: &str, id: &str) -> BenchResult<()> {
 impl RawEngine for RawSql {
     async fn insert(&self, handoff: &InteractiveHandoff) -> BenchResult<()> {
         let row = row_of(handoff)?;
-        let values = row.values();
-        let affected = on_conn!(self, |conn| bind(sqlx::query(INSERT_ONE.as_str()), &values)
-            .execute(&mut *conn)
-            .await
-            .context("raw insert")?
-            .rows_affected());
-        expect_one(affected, "insert", &row.id)
+        self.write_with_event(
+            None,
+            handoff,
+            &row.values(),
+            (&INSERT_ONE, &INSERT_ONE_WITH_EVENT),
+            "insert",
+        )
+        .await
     }
 
     async fn get(&self, id: &InteractiveHandoffId) -> BenchResult<bool> {
@@ -217,15 +230,61 @@ impl RawSql {
     ) -> BenchResult<()> {
         let row = row_of(next)?;
         let params = row.swap_values(version_of(current));
-        let affected = on_conn!(self, |conn| bind(
-            sqlx::query(SWAP_HANDOFF.as_str()),
-            &params
+        self.write_with_event(
+            Some(current),
+            next,
+            &params,
+            (&SWAP_HANDOFF, &SWAP_HANDOFF_WITH_EVENT),
+            what,
         )
-        .execute(&mut *conn)
         .await
-        .context(format!("raw {what}"))?
-        .rows_affected());
-        expect_one(affected, what, &row.id)
+    }
+
+    /// Runs `statements.0` (a write of `next`'s row with `params`) with the
+    /// event of the change from `before`, as the store does: one statement
+    /// (`statements.1`) on PostgreSQL, a transaction of two on SQLite.
+    async fn write_with_event(
+        &self,
+        before: Option<&InteractiveHandoff>,
+        next: &InteractiveHandoff,
+        params: &[Param<'_>],
+        statements: (&str, &str),
+        what: &str,
+    ) -> BenchResult<()> {
+        let change = recorded_change(before, next).context("name the event")?;
+        let Some(actor) = RAW_ACTOR.as_ref() else {
+            return fail("the raw side's actor does not parse");
+        };
+        let event = event_values(&change, actor);
+        let id = next.id.as_str();
+        let affected = match self {
+            RawSql::Postgres(conn) => {
+                let all: Vec<Param<'_>> = params.iter().copied().chain(event).collect();
+                bind(sqlx::query(statements.1), &all)
+                    .execute(&mut *conn.lock().await)
+                    .await
+                    .context(format!("raw {what}"))?
+                    .rows_affected()
+            }
+            RawSql::Sqlite(conn) => {
+                let mut conn = conn.lock().await;
+                let mut tx = conn.begin().await.context("raw begin")?;
+                let affected = bind(sqlx::query(statements.0), params)
+                    .execute(&mut *tx)
+                    .await
+                    .context(format!("raw {what}"))?
+                    .rows_affected();
+                let mut event_params = vec![Param::Text(id)];
+                event_params.extend(event);
+                bind(sqlx::query(INSERT_EVENT.as_str()), &event_params)
+                    .execute(&mut *tx)
+                    .await
+                    .context(format!("raw {what} event"))?;
+                tx.commit().await.context("raw commit")?;
+                affected
+            }
+        };
+        expect_one(affected, what, id)
     }
 
     /// Whether bulk statements use `$n` placeholders (PostgreSQL needs

@@ -11,10 +11,14 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    check_env_key, InteractiveHandoffParent, StepKey,
+    check_env_key, Actor, InteractiveHandoffParent, StepKey,
 };
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::parse_duration;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::duration;
 
 /// `lf-handoff`: list, attach and finish the interactive handoffs of an
 /// agent orchestrator.
@@ -25,6 +29,7 @@ use lf_handoff_adapters::parse_duration;
     about = "List, attach and finish the interactive handoffs of an agent orchestrator",
     after_help = "The store is chosen by --store, then LF_HANDOFF_STORE, then the config file \
                   (key store.url), then $LF_HOME/registry.db or the user's data directory.\n\
+                  The history names --actor, else LF_HANDOFF_ACTOR, else user@host (pid N).\n\
                   Exit codes: 0 ok, 2 invalid input, 3 not found, 4 conflict, 5 storage unavailable."
 )]
 pub struct Cli {
@@ -38,6 +43,15 @@ pub struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Who you are in the history of the handoffs you change; default:
+    /// $LF_HANDOFF_ACTOR, else user@host (pid N).
+    #[arg(long, global = true, value_name = "NAME", value_parser = parse_actor)]
+    pub actor: Option<Actor>,
+    /// Log what the store does on stderr: -v each store call with its
+    /// duration, -vv also the engine's statements and every lost race.
+    /// RUST_LOG, when set, says what to log instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -114,13 +128,47 @@ pub enum Command {
         #[arg(long, value_name = "G")]
         generation: u32,
     },
-    /// Block until a handoff is finished, then print it (exit 4 on timeout).
+    /// Move the deadline of an active handoff (or give it one).
+    Extend(ExtendArgs),
+    /// Expire every handoff whose deadline has passed, and print them.
+    Expire,
+    /// Show every change of a handoff, oldest first, with who made it.
+    History {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+    },
+    /// Block until a handoff is finished or expired, then print it (exit 4
+    /// on timeout).
+    ///
+    /// A handoff whose deadline passes while waiting is expired then and
+    /// printed like a finished one (exit 0; its status says `expired`).
     Wait {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,
         /// Give up after this long (500ms, 30s, 2m, 1h, 1m30s); default: never.
         #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
         timeout: Option<Duration>,
+    },
+    /// Write the whole registry (parents, task PRs, handoffs, events) as
+    /// versioned JSON lines, to stdout or --output FILE.
+    ///
+    /// The export is one consistent snapshot, taken while others go on
+    /// writing. `import` loads it into an empty store of any backend.
+    Export {
+        /// Write to FILE (created mode 0600, in full or not at all) instead
+        /// of stdout; an existing FILE is refused unless --force.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace an existing --output FILE.
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
+    /// Load an export into an empty store, all of it or nothing, from stdin
+    /// or --input FILE.
+    Import {
+        /// Read the export from FILE instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
     },
     /// Narrate a full handoff lifecycle on a throwaway SQLite store (or on
     /// the store given with --store).
@@ -254,12 +302,35 @@ pub struct OpenArgs {
     /// handoff back, even after it finished.
     #[arg(long, value_name = "KEY", value_parser = parse_step)]
     pub step: Option<StepKey>,
+    /// Give the handoff a deadline this long from now (90s, 15m, 2h, 1d,
+    /// 2w, 1h30m): unless finished by then, it expires.
+    #[arg(long = "expires-in", value_name = "DURATION", value_parser = parse_span, conflicts_with = "expires_at")]
+    pub expires_in: Option<std::time::Duration>,
+    /// Give the handoff a deadline at this time (RFC 3339, such as
+    /// 2026-12-03T18:00:00Z): unless finished by then, it expires.
+    #[arg(long = "expires-at", value_name = "TIME", value_parser = parse_rfc3339)]
+    pub expires_at: Option<OffsetDateTime>,
     /// Environment to add when attaching (repeatable).
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
     /// The attach command, after `--`; it is run without a shell.
     #[arg(last = true, required = true, value_name = "ARGV")]
     pub argv: Vec<String>,
+}
+
+/// `extend`
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    /// The handoff id (ih_...).
+    pub id: InteractiveHandoffId,
+    /// The new deadline is this long from now (not from the old deadline),
+    /// so running the command twice gives the same deadline: 90s, 15m, 2h,
+    /// 1d, 2w, 1h30m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_span, required_unless_present = "until", conflicts_with = "until")]
+    pub by: Option<std::time::Duration>,
+    /// The new deadline, in RFC 3339 (such as 2026-12-03T18:00:00Z).
+    #[arg(long, value_name = "TIME", value_parser = parse_rfc3339)]
+    pub until: Option<OffsetDateTime>,
 }
 
 /// Parses a parent reference: `wave:ID`, `project:ID`, `task:ID`, or a bare
@@ -307,6 +378,22 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
         lf_handoff_adapters::StoreError::InvalidInput(message) => message,
         other => other.to_string(),
     })
+}
+
+/// Parses a deadline duration (`90s`, `1h30m`, ... see [`duration`]).
+pub fn parse_span(text: &str) -> Result<std::time::Duration, String> {
+    duration::parse(text).map_err(|e| e.to_string())
+}
+
+/// Parses an RFC 3339 time, such as `2026-12-03T18:00:00Z`.
+pub fn parse_rfc3339(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text.trim(), &Rfc3339)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-03T18:00:00Z ({e})"))
+}
+
+/// Parses an actor name (`--actor`, `LF_HANDOFF_ACTOR`).
+pub fn parse_actor(text: &str) -> Result<Actor, String> {
+    Actor::parse(text).map_err(|e| e.to_string())
 }
 
 /// Parses one `--env K=V` pair; the key must not be blank.

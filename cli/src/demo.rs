@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    OpenInteractiveHandoff, StepKey,
+    Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::StorageConfig;
@@ -22,16 +22,19 @@ use time::format_description::well_known::Rfc3339;
 use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
-use crate::output::{descriptor_block, emit, emit_json, table};
+use crate::output::{
+    deadline_phrase, descriptor_block, emit, emit_json, history_table, table, timestamp,
+};
 use crate::{parents, store_select};
 use lf_handoff_adapters::UnavailableKind;
 
-/// Runs the demo; `store_flag` is the `--store` flag, when given.
+/// Runs the demo; `store_flag` is the `--store` flag, when given, and
+/// `actor` the one `--actor` or `LF_HANDOFF_ACTOR` names.
 ///
 /// # Errors
 /// Any step's error, with its exit code; exit 4 when a step's result is
 /// not what the contract promises.
-pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
+pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) -> CliResult<()> {
     let dir = tempfile::Builder::new()
         .prefix("lf-handoff-demo-")
         .tempdir()
@@ -47,7 +50,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         Some(url) => store_select::parse_url(url, "--store")?,
         None => StorageConfig::sqlite(dir.path().join("registry.db")),
     };
-    let ctx = Context::open(&config, json).await?;
+    let ctx = Context::open(&config, json, actor).await?;
     let store = &ctx.store;
     let mut say = Narrator::new(json);
     if !json {
@@ -154,18 +157,24 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         ],
     };
     let step = StepKey::parse(STEP).map_err(|e| CliError::contract_broken(e.to_string()))?;
+    let options = OpenOptions {
+        step: Some(step.clone()),
+        expires_at: Some(store.now() + time::Duration::hours(1)),
+    };
     let (opened, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
+        .open_interactive_handoff_with(request.clone(), &options)
         .await?;
     expect(created, "the first open must create a handoff")?;
+    let deadline = opened.expires_at.map_or_else(String::new, timestamp);
     say.step(
         "open",
         format!(
             "Body generation 1 of {parent} needs a person at step {STEP}: opened handoff {} \
-             ({}): {}",
+             ({}): {}. It {} ({deadline}), unless someone finishes it first",
             opened.id,
             opened.status.describe(),
-            opened.reason
+            opened.reason,
+            deadline_phrase(&opened, store.now())
         ),
         None,
         &opened,
@@ -344,8 +353,32 @@ pub async fn demo(store_flag: Option<&str>, json: bool) -> CliResult<()> {
         "census",
         "The census row, as `lf-handoff list` shows it (never the environment or the command):"
             .to_string(),
-        Some(table(std::slice::from_ref(&row), None)),
+        Some(table(std::slice::from_ref(&row), store.now(), None)),
         &row,
+    )?;
+
+    let events = store.history(&opened.id).await?;
+    let kinds: Vec<HandoffEventKind> = events.iter().map(|event| event.kind).collect();
+    expect(
+        kinds
+            == [
+                HandoffEventKind::Opened,
+                HandoffEventKind::Attached,
+                HandoffEventKind::Finished,
+                HandoffEventKind::WakeClaimed,
+                HandoffEventKind::WakeTakenOver,
+            ],
+        "the history must hold every change once, in order, and nothing for the replays",
+    )?;
+    say.step(
+        "history",
+        format!(
+            "Its history, as `lf-handoff history {}` shows it: one event per change, with who \
+             made it; the replays and the lost claims wrote nothing:",
+            opened.id
+        ),
+        Some(history_table(&events)),
+        &events,
     )?;
 
     let last = if throwaway {

@@ -218,6 +218,16 @@ mod tests {
                 "stale_generation",
             ),
             (
+                StoreError::conflict(ConflictKind::Expired, "too late"),
+                CONFLICT,
+                "expired",
+            ),
+            (
+                StoreError::conflict(ConflictKind::NotEmpty, "holds records"),
+                CONFLICT,
+                "not_empty",
+            ),
+            (
                 StoreError::unavailable(UnavailableKind::Locked, "down"),
                 UNAVAILABLE,
                 "locked",

@@ -1,5 +1,6 @@
-//! The handoff commands that read or change one record and print it:
-//! `open`, `list`, `status`, `complete` / `back` / `fail` and `claim-wake`.
+//! The handoff commands that read or change records and print them:
+//! `open`, `list`, `status`, `complete` / `back` / `fail`, `claim-wake`,
+//! and the deadline and history commands `extend`, `expire` and `history`.
 //!
 //! Human output puts data on stdout and narration on stderr: `open` prints
 //! the handoff id on stdout and says "opened" or "reused" on stderr, so
@@ -8,18 +9,48 @@
 //! command line).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    OpenInteractiveHandoff, OpenOptions,
 };
 use lf_handoff_adapters::ListQuery;
 use serde::Serialize;
+use time::OffsetDateTime;
 
-use crate::args::OpenArgs;
+use crate::args::{ExtendArgs, OpenArgs};
 use crate::context::Context;
+use crate::duration;
 use crate::error::{CliError, CliResult};
-use crate::output::{emit, emit_json, note, printable, status_block, table, terminal_width};
+use crate::output::{
+    deadline_phrase, emit, emit_json, history_table, note, printable, status_block, table,
+    terminal_width, timestamp,
+};
+
+/// A handoff as every command prints it with `--json`: the record's
+/// fields, and `due`: whether it is active with its deadline passed, so
+/// that only an expiry can still happen to it (C14).
+#[derive(Debug, Serialize)]
+pub struct HandoffJson<'a> {
+    /// The record.
+    #[serde(flatten)]
+    pub handoff: &'a InteractiveHandoff,
+    /// Whether it was due when it was printed.
+    pub due: bool,
+}
+
+impl<'a> HandoffJson<'a> {
+    /// `handoff` as printed at `now`.
+    pub fn new(handoff: &'a InteractiveHandoff, now: OffsetDateTime) -> Self {
+        Self {
+            handoff,
+            due: handoff.is_due(now),
+        }
+    }
+}
 
 /// The JSON of `open`.
 #[derive(Debug, Serialize)]
@@ -27,7 +58,7 @@ pub struct Opened<'a> {
     /// True if and only if this call created the handoff.
     pub created: bool,
     /// The parent's active handoff.
-    pub handoff: &'a InteractiveHandoff,
+    pub handoff: HandoffJson<'a>,
 }
 
 /// The JSON of `claim-wake`.
@@ -39,7 +70,7 @@ pub struct Claimed<'a> {
     /// another one, or (never after a claim that returned) none.
     pub holder: Option<u32>,
     /// The handoff after the claim.
-    pub handoff: &'a InteractiveHandoff,
+    pub handoff: HandoffJson<'a>,
 }
 
 /// Builds the open request from the flags (the step travels beside it).
@@ -69,30 +100,57 @@ pub fn open_request(args: OpenArgs) -> CliResult<OpenInteractiveHandoff> {
     })
 }
 
+/// The deadline `span` from the store's clock now.
+///
+/// # Errors
+/// Exit 2 when it lies past what a timestamp holds (not for a span
+/// [`duration::parse`] accepted).
+fn deadline_after(ctx: &Context, span: Duration) -> CliResult<OffsetDateTime> {
+    duration::after(ctx.store.now(), span).ok_or_else(|| {
+        CliError::usage(format!(
+            "a deadline {} from now is past the last time a timestamp can hold",
+            duration::format(span)
+        ))
+    })
+}
+
 /// `open`: opens a handoff, or returns the parent's active one; with
 /// `--step`, returns the parent's handoff for that step whatever its status
-/// (C12).
+/// (C12). `--expires-in` / `--expires-at` give a new handoff its deadline
+/// (C14); a reused one keeps its own.
 pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     let step = args.step.take();
-    let request = open_request(args)?;
-    let opened = match &step {
-        Some(step) => {
-            ctx.store
-                .open_interactive_handoff_at_step(request, step)
-                .await
-        }
-        None => ctx.store.open_interactive_handoff(request).await,
+    let expires_at = match (args.expires_in.take(), args.expires_at.take()) {
+        (Some(span), _) => Some(deadline_after(ctx, span)?),
+        (None, at) => at,
     };
-    let (handoff, created) = opened.map_err(|e| ctx.fail(e))?;
+    let request = open_request(args)?;
+    let options = OpenOptions {
+        step: step.clone(),
+        expires_at,
+    };
+    let (handoff, created) = ctx
+        .store
+        .open_interactive_handoff_with(request, &options)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let now = ctx.store.now();
     if ctx.json {
         return emit_json(&Opened {
             created,
-            handoff: &handoff,
+            handoff: HandoffJson::new(&handoff, now),
         });
     }
     if created {
+        let deadline = handoff.expires_at.map_or_else(String::new, |at| {
+            format!(
+                "; it {} ({})",
+                deadline_phrase(&handoff, now),
+                timestamp(at)
+            )
+        });
         note(&format!(
-            "opened: {} is waiting for a person",
+            "opened: {} is waiting for a person{deadline}",
             handoff.parent
         ));
     } else if let Some(step) = &step {
@@ -107,6 +165,17 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
             "reused: {} already has this {} handoff; nothing was changed",
             handoff.parent,
             handoff.status.describe()
+        ));
+    }
+    if !created && expires_at.is_some() && handoff.is_active() {
+        let kept = handoff.expires_at.map_or_else(
+            || "none".to_string(),
+            |at| format!("{}, {}", timestamp(at), deadline_phrase(&handoff, now)),
+        );
+        note(&format!(
+            "the deadline given was not applied: a reused handoff keeps its own ({kept}); \
+             `lf-handoff extend {}` moves it",
+            handoff.id
         ));
     }
     emit(&format!("{}\n", handoff.id))
@@ -139,7 +208,7 @@ pub async fn list(
         });
         return Ok(());
     }
-    emit(&table(&rows, terminal_width()))
+    emit(&table(&rows, now, terminal_width()))
 }
 
 /// Loads a handoff, or fails with "not found" (exit 3).
@@ -151,12 +220,14 @@ pub async fn load(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<Interac
         .ok_or_else(|| ctx.missing_handoff(id))
 }
 
-/// Prints one handoff: the JSON record, or the labelled block.
+/// Prints one handoff: the JSON record (with `due`), or the labelled
+/// block.
 pub fn print_handoff(ctx: &Context, handoff: &InteractiveHandoff) -> CliResult<()> {
+    let now = ctx.store.now();
     if ctx.json {
-        emit_json(handoff)
+        emit_json(&HandoffJson::new(handoff, now))
     } else {
-        emit(&status_block(handoff, ctx.store.now()))
+        emit(&status_block(handoff, now))
     }
 }
 
@@ -178,7 +249,7 @@ pub async fn finish(
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&handoff);
+        return emit_json(&HandoffJson::new(&handoff, ctx.store.now()));
     }
     let shown = handoff
         .outcome
@@ -206,7 +277,7 @@ pub async fn claim_wake(
         return emit_json(&Claimed {
             claimed,
             holder: handoff.wake_claimed_by_generation,
-            handoff: &handoff,
+            handoff: HandoffJson::new(&handoff, ctx.store.now()),
         });
     }
     emit(&claim_message(claimed, generation, &handoff))
@@ -229,4 +300,100 @@ pub fn claim_message(claimed: bool, generation: u32, handoff: &InteractiveHandof
             handoff.id
         )
     }
+}
+
+/// `extend`: moves the deadline of an active handoff to `--until`, or to
+/// `--by` from now (not from the old deadline, so a retried command sets
+/// the same deadline). A deadline moved earlier is said on stderr.
+///
+/// # Errors
+/// Exit 2 for a deadline not later than now; 3 for an unknown id; 4 (kind
+/// `expired`) when the deadline has already passed, which expires the
+/// handoff, or `already_finished` for a finished one.
+pub async fn extend(ctx: &Context, args: ExtendArgs) -> CliResult<()> {
+    let until = match (args.by, args.until) {
+        (Some(span), _) => deadline_after(ctx, span)?,
+        (None, Some(until)) => until,
+        (None, None) => return Err(CliError::usage("give --by DURATION or --until TIME")),
+    };
+    // Read only to say when the deadline moves earlier; JSON says nothing.
+    let previous = if ctx.json {
+        None
+    } else {
+        load(ctx, &args.id).await?.expires_at
+    };
+    let handoff = ctx
+        .store
+        .extend_interactive_handoff(&args.id, until)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let now = ctx.store.now();
+    if let (Some(previous), Some(current)) = (previous, handoff.expires_at) {
+        if current < previous {
+            note(&format!(
+                "the deadline moved earlier, from {}: --by counts from now, not from the old \
+                 deadline",
+                timestamp(previous)
+            ));
+        }
+    }
+    if ctx.json {
+        return emit_json(&HandoffJson::new(&handoff, now));
+    }
+    let at = handoff
+        .expires_at
+        .map_or_else(|| "-".to_string(), timestamp);
+    emit(&format!(
+        "{} {} ({at})\n",
+        handoff.id,
+        deadline_phrase(&handoff, now)
+    ))
+}
+
+/// `expire`: expires every due handoff (C14) and prints those this call
+/// expired: one line each, or with `--json` their census rows, as `list
+/// --json` prints them.
+pub async fn expire(ctx: &Context) -> CliResult<()> {
+    let expired = ctx.store.expire_due().await.map_err(|e| ctx.fail(e))?;
+    let now = ctx.store.now();
+    if ctx.json {
+        let rows: Vec<_> = expired.iter().map(|h| h.list_row(now)).collect();
+        return emit_json(&rows);
+    }
+    if expired.is_empty() {
+        note("nothing was due");
+        return Ok(());
+    }
+    let mut text = String::new();
+    for handoff in &expired {
+        let deadline = handoff
+            .expires_at
+            .map_or_else(|| "-".to_string(), timestamp);
+        let _ = writeln!(
+            text,
+            "{}  {}  expired (deadline {deadline})",
+            handoff.id, handoff.parent
+        );
+    }
+    emit(&text)
+}
+
+/// `history`: a handoff's events, oldest first (C15): a table, or with
+/// `--json` the events as the library gives them.
+///
+/// # Errors
+/// Exit 3 for an unknown id.
+pub async fn history(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> {
+    let events = ctx.store.history(id).await.map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return emit_json(&events);
+    }
+    if events.is_empty() {
+        note(&format!(
+            "no history recorded for {id}: a release without history stored it, and it has not \
+             changed since"
+        ));
+        return Ok(());
+    }
+    emit(&history_table(&events))
 }

@@ -18,7 +18,10 @@
 //! - **One error line, one exit code.** Every failure, clap's usage errors
 //!   included, is one line on stderr (`error: ...`, or with `--json` one
 //!   JSON object with the error's kind) and exit 2 (usage), 3 (not found),
-//!   4 (conflict) or 5 (storage unavailable).
+//!   4 (conflict, `expired` included) or 5 (storage unavailable).
+//! - **Deadlines from now.** `open --expires-in` and `extend --by` count
+//!   from the store's clock at the call, so a retried command sets the
+//!   same deadline (`duration.rs` parses the durations).
 //! - **Data on stdout, narration on stderr.** Human output of the commands
 //!   that create something prints the new id on stdout and a note on
 //!   stderr, so `ID=$(lf-handoff ...)` works without a JSON parser.
@@ -27,12 +30,15 @@
 //!
 //! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
+mod archive;
 mod args;
 mod attach;
 mod context;
 mod demo;
+mod duration;
 mod error;
 mod handoffs;
+mod logging;
 mod output;
 mod parents;
 mod store_select;
@@ -59,6 +65,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error, json),
     };
+    logging::init(cli.verbose);
     match run(cli) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(process)) => attach::exec(process).report(json),
@@ -96,8 +103,9 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 }
 
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
     if let Command::Demo = cli.command {
-        return demo::demo(cli.store.as_deref(), cli.json)
+        return demo::demo(cli.store.as_deref(), cli.json, actor)
             .await
             .map(|()| None);
     }
@@ -106,7 +114,24 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
-    let ctx = Context::open(&config, cli.json).await?;
+    // Files are checked before the store is opened.
+    let export_target = match &cli.command {
+        Command::Export { output, force } => {
+            Some(archive::prepare_export(output.as_deref(), *force)?)
+        }
+        _ => None,
+    };
+    let import_source = match &cli.command {
+        Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
+        _ => None,
+    };
+    let ctx = Context::open(&config, cli.json, actor).await?;
+    if let Some(target) = export_target {
+        return archive::export(&ctx, target).await.map(|()| None);
+    }
+    if let Some(source) = import_source {
+        return archive::import(&ctx, source).await.map(|()| None);
+    }
     match cli.command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
@@ -165,8 +190,14 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::ClaimWake { id, generation } => {
             handoffs::claim_wake(&ctx, &id, generation).await?
         }
+        Command::Extend(args) => handoffs::extend(&ctx, args).await?,
+        Command::Expire => handoffs::expire(&ctx).await?,
+        Command::History { id } => handoffs::history(&ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
-        Command::Demo | Command::Completions { .. } => {}
+        Command::Demo
+        | Command::Completions { .. }
+        | Command::Export { .. }
+        | Command::Import { .. } => {}
     }
     Ok(None)
 }
@@ -216,7 +247,7 @@ fn command_path() -> String {
         if arg == "--" {
             break;
         }
-        if arg == "--store" || arg == "--config" {
+        if arg == "--store" || arg == "--config" || arg == "--actor" {
             args.next();
             continue;
         }

@@ -10,8 +10,10 @@ use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
 
 use lf_handoff_adapters::domain::interactive_handoff::{
-    AttachDescriptor, InteractiveHandoff, InteractiveHandoffListRow, InteractiveHandoffOutcome,
+    AttachDescriptor, HandoffEvent, InteractiveHandoff, InteractiveHandoffListRow,
+    InteractiveHandoffOutcome, InteractiveHandoffStatus,
 };
+use lf_handoff_adapters::domain::timestamp::approximate;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use serde::Serialize;
 use time::format_description::FormatItem;
@@ -88,12 +90,51 @@ pub fn age(secs: i64) -> String {
 const WHEN: &[FormatItem<'static>] =
     format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC");
 
+/// A timestamp for people: `2025-05-01 12:00:03 UTC`.
+pub fn timestamp(at: OffsetDateTime) -> String {
+    at.to_offset(time::UtcOffset::UTC)
+        .format(WHEN)
+        .unwrap_or_else(|_| at.unix_timestamp().to_string())
+}
+
 /// A timestamp for people, with its age: `2025-05-01 12:00:03 UTC (3m ago)`.
 pub fn when(at: OffsetDateTime, now: OffsetDateTime) -> String {
-    let shown = at
-        .format(WHEN)
-        .unwrap_or_else(|_| at.unix_timestamp().to_string());
-    format!("{shown} ({} ago)", age((now - at).whole_seconds()))
+    format!(
+        "{} ({} ago)",
+        timestamp(at),
+        age((now - at).whole_seconds())
+    )
+}
+
+/// Where a handoff stands against its deadline (C14), for people, or
+/// `None` without one: `expires in 1h 12m` (rounded up to the second, so a
+/// fresh `--expires-in 2h` reads `2h 0m`), `overdue by 4m 10s` (due: only
+/// an expiry can still happen to it), `expired`, or `finished in time`.
+pub fn deadline_state(
+    expires_at: Option<OffsetDateTime>,
+    status: InteractiveHandoffStatus,
+    now: OffsetDateTime,
+) -> Option<String> {
+    let at = expires_at?;
+    Some(if status == InteractiveHandoffStatus::Expired {
+        "expired".to_string()
+    } else if status.is_terminal() {
+        "finished in time".to_string()
+    } else if at <= now {
+        format!("overdue by {}", approximate(now - at))
+    } else {
+        let left = at - now;
+        let rounded = time::Duration::seconds(
+            left.whole_seconds() + i64::from(left.subsec_nanoseconds() > 0),
+        );
+        format!("expires in {}", approximate(rounded))
+    })
+}
+
+/// [`deadline_state`] of a handoff, `no deadline` without one.
+pub fn deadline_phrase(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String {
+    deadline_state(handoff.expires_at, handoff.status, now)
+        .unwrap_or_else(|| "has no deadline".to_string())
 }
 
 /// The width to cut table lines to: `COLUMNS` when set, else the terminal's
@@ -112,16 +153,26 @@ pub fn terminal_width() -> Option<usize> {
     terminal_size::terminal_size_of(io::stdout()).map(|(width, _)| usize::from(width.0))
 }
 
-/// The census as an aligned table: id, parent, status, age, the step when
-/// a listed handoff has one, and the reason. With a `width`, lines are cut
-/// to it: a step is cut to [`MAX_STEP`] characters, the reason is cut
-/// next, and when fewer than [`MIN_REASON`] characters would be left for it
-/// the parent column is shortened, then the step column (ids stay whole, so
+/// The census as an aligned table: id, parent, status, age, the deadline
+/// (at `now`) when a listed handoff has one, the step when a listed
+/// handoff has one, and the reason. With a `width`, lines are cut to it: a
+/// step is cut to [`MAX_STEP`] characters, the reason is cut next, and
+/// when fewer than [`MIN_REASON`] characters would be left for it the
+/// parent column is shortened, then the step column (ids stay whole, so
 /// they can be copied). It never shows the environment or the attach
 /// command (the rows do not carry them).
-pub fn table(rows: &[InteractiveHandoffListRow], width: Option<usize>) -> String {
+pub fn table(
+    rows: &[InteractiveHandoffListRow],
+    now: OffsetDateTime,
+    width: Option<usize>,
+) -> String {
+    let with_deadline = rows.iter().any(|row| row.expires_at.is_some());
     let with_step = rows.iter().any(|row| row.step.is_some());
     let mut header = vec!["ID", "PARENT", "STATUS", "AGE"];
+    if with_deadline {
+        header.push("DEADLINE");
+    }
+    let step_column = header.len();
     if with_step {
         header.push("STEP");
     }
@@ -134,6 +185,9 @@ pub fn table(rows: &[InteractiveHandoffListRow], width: Option<usize>) -> String
                 row.status.as_str().to_string(),
                 age(row.age_secs.unwrap_or(0)),
             ];
+            if with_deadline {
+                cells.push(deadline_cell(row, now));
+            }
             if with_step {
                 cells.push(row.step.as_ref().map_or_else(
                     || "-".to_string(),
@@ -158,10 +212,12 @@ pub fn table(rows: &[InteractiveHandoffListRow], width: Option<usize>) -> String
     if let Some(width) = width {
         // The parent gives way first, then the step, each down to its
         // narrowest, so the reason keeps MIN_REASON characters if it can.
-        let shrinkable: [(usize, usize, Shorten); 2] =
-            [(PARENT, MIN_PARENT, shorten_parent), (STEP, MIN_STEP, cut)];
-        for (column, narrowest, shorten) in shrinkable {
-            if column >= widths.len() {
+        let shrinkable: [(usize, usize, Shorten, bool); 2] = [
+            (PARENT, MIN_PARENT, shorten_parent, true),
+            (step_column, MIN_STEP, cut, with_step),
+        ];
+        for (column, narrowest, shorten, shown) in shrinkable {
+            if !shown {
                 continue;
             }
             let others: usize = widths.iter().map(|w| w + 2).sum::<usize>() - widths[column];
@@ -202,8 +258,73 @@ type Shorten = fn(&str, usize) -> String;
 /// The parent column of [`table`].
 const PARENT: usize = 1;
 
-/// The step column of [`table`], when it has one.
-const STEP: usize = 4;
+/// The deadline cell of a census row made at `now`: [`deadline_state`],
+/// with `-` for a handoff finished in time, like one without a deadline.
+fn deadline_cell(row: &InteractiveHandoffListRow, now: OffsetDateTime) -> String {
+    match deadline_state(row.expires_at, row.status, now) {
+        Some(state)
+            if !row.status.is_terminal() || row.status == InteractiveHandoffStatus::Expired =>
+        {
+            state
+        }
+        _ => "-".to_string(),
+    }
+}
+
+/// Events as an aligned table, oldest first: `TIME`, `EVENT`, `STATUS`
+/// (`waiting -> attached`; one status when it did not change), `ACTOR`,
+/// and `DETAIL` when an event has one (the deadline set, the generation
+/// holding the wake).
+pub fn history_table(events: &[HandoffEvent]) -> String {
+    let with_detail = events.iter().any(|event| event.detail.is_some());
+    let mut header = vec!["TIME", "EVENT", "STATUS", "ACTOR"];
+    if with_detail {
+        header.push("DETAIL");
+    }
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|event| {
+            let status = match event.status_before {
+                Some(before) if before != event.status_after => {
+                    format!("{} -> {}", before.as_str(), event.status_after.as_str())
+                }
+                _ => event.status_after.as_str().to_string(),
+            };
+            let mut row = vec![
+                timestamp(event.at),
+                event.kind.as_str().to_string(),
+                status,
+                printable(event.actor.as_str()).into_owned(),
+            ];
+            if with_detail {
+                row.push(
+                    event
+                        .detail
+                        .as_deref()
+                        .map_or_else(|| "-".to_string(), |d| printable(d).into_owned()),
+                );
+            }
+            row
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|title| title.len()).collect();
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(ToString::to_string).collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
 
 /// A parent reference cut to `max` characters in the middle, keeping the
 /// kind and the end of the id (`task:…4c031002983d`): UUID v7 ids made
@@ -258,8 +379,11 @@ pub fn block(fields: &[(&str, String)]) -> String {
     out
 }
 
-/// The outcome for people: `handed back: <summary>`.
+/// The outcome for people: `handed back: <summary>`, or `expired`.
 pub fn outcome(outcome: &InteractiveHandoffOutcome) -> String {
+    if outcome.text().is_empty() {
+        return outcome.status().describe().to_string();
+    }
     format!(
         "{}: {}",
         outcome.status().describe(),
@@ -284,9 +408,14 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
         _ if handoff.is_active() => "-".to_string(),
         _ => "not claimed yet".to_string(),
     };
+    let deadline = handoff.expires_at.map_or_else(
+        || "-".to_string(),
+        |at| format!("{} ({})", timestamp(at), deadline_phrase(handoff, now)),
+    );
     block(&[
         ("id", handoff.id.to_string()),
         ("status", handoff.status.describe().to_string()),
+        ("deadline", deadline),
         ("parent", handoff.parent.to_string()),
         ("wave", handoff.wave_id.to_string()),
         ("home", handoff.home.to_string()),
@@ -568,16 +697,18 @@ mod tests {
             updated_at: at,
             age_secs: Some(5),
             step: step.map(|s| StepKey::parse(s).unwrap()),
+            expires_at: None,
+            due: false,
         }
     }
 
     #[test]
     fn the_step_column_shows_only_when_a_handoff_has_a_step() {
-        let plain = table(&[row(None)], None);
+        let plain = table(&[row(None)], OffsetDateTime::UNIX_EPOCH, None);
         assert!(!plain.contains("STEP"), "{plain}");
         let long = format!("oauth-login@{}", "turn-".repeat(20));
         let rows = [row(None), row(Some(&long))];
-        let whole = table(&rows, None);
+        let whole = table(&rows, OffsetDateTime::UNIX_EPOCH, None);
         let lines: Vec<&str> = whole.lines().collect();
         let column = lines[0].find("STEP").unwrap();
         assert!(lines[1][column..].starts_with("-  "), "{whole}");
@@ -586,7 +717,7 @@ mod tests {
             "not cut in a pipe: {whole}"
         );
 
-        let wide = table(&rows, Some(200));
+        let wide = table(&rows, OffsetDateTime::UNIX_EPOCH, Some(200));
         let lines: Vec<&str> = wide.lines().collect();
         let shown: String = lines[2][column..].chars().take(MAX_STEP).collect();
         assert_eq!(shown, cut(&long, MAX_STEP), "{wide}");
@@ -595,7 +726,7 @@ mod tests {
         // Narrow: the parent gives way, then the step, so the reason keeps
         // MIN_REASON characters (ids stay whole).
         for width in [90, 100, 120] {
-            let narrow = table(&rows, Some(width));
+            let narrow = table(&rows, OffsetDateTime::UNIX_EPOCH, Some(width));
             for line in narrow.lines() {
                 assert!(line.chars().count() <= width, "{width}: {line:?}");
             }
@@ -604,6 +735,155 @@ mod tests {
             assert!(last.contains("  oauth-l"), "{width}: {last}");
             assert!(last.contains("  a credenti"), "{width}: {last}");
         }
+    }
+
+    #[test]
+    fn the_deadline_column_shows_only_when_a_handoff_has_a_deadline() {
+        use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus as S;
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(10);
+        let with = |status, expires_at: Option<OffsetDateTime>, step| {
+            let mut row = row(step);
+            row.status = status;
+            row.expires_at = expires_at;
+            row.due = status == S::Waiting && expires_at.is_some_and(|at| at <= now);
+            row
+        };
+        let plain = table(&[with(S::Waiting, None, None)], now, None);
+        assert!(!plain.contains("DEADLINE"), "{plain}");
+        let rows = [
+            with(
+                S::Waiting,
+                Some(now + time::Duration::minutes(72)),
+                Some("s"),
+            ),
+            with(S::Waiting, Some(now - time::Duration::seconds(250)), None),
+            with(S::Expired, Some(now - time::Duration::hours(1)), None),
+            with(S::Completed, Some(now + time::Duration::hours(1)), None),
+            with(S::Waiting, None, None),
+        ];
+        let shown = table(&rows, now, None);
+        let lines: Vec<&str> = shown.lines().collect();
+        let column = lines[0].find("DEADLINE").unwrap();
+        assert!(lines[0].find("STEP").unwrap() > column, "{shown}");
+        let cells: Vec<&str> = lines[1..]
+            .iter()
+            .map(|line| line[column..].split("  ").next().unwrap())
+            .collect();
+        assert_eq!(
+            cells,
+            [
+                "expires in 1h 12m",
+                "overdue by 4m 10s",
+                "expired",
+                "-",
+                "-"
+            ],
+            "{shown}"
+        );
+        for width in [110, 130] {
+            let narrow = table(&rows, now, Some(width));
+            for line in narrow.lines() {
+                assert!(line.chars().count() <= width, "{width}: {line:?}");
+            }
+            assert!(narrow.contains("expires in 1h 12m"), "{narrow}");
+        }
+    }
+
+    #[test]
+    fn deadlines_read_for_people() {
+        use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus as S;
+        let now = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(10);
+        let state =
+            |offset: time::Duration, status| deadline_state(Some(now + offset), status, now);
+        // A fresh `--expires-in 2h` read a moment later.
+        let fresh = time::Duration::hours(2) - time::Duration::milliseconds(3);
+        assert_eq!(state(fresh, S::Waiting).unwrap(), "expires in 2h 0m");
+        assert_eq!(
+            state(time::Duration::ZERO, S::Attached).unwrap(),
+            "overdue by 0s"
+        );
+        assert_eq!(
+            state(-time::Duration::days(2), S::Expired).unwrap(),
+            "expired"
+        );
+        assert_eq!(
+            state(time::Duration::days(2), S::HandedBack).unwrap(),
+            "finished in time"
+        );
+        assert_eq!(deadline_state(None, S::Waiting, now), None);
+    }
+
+    #[test]
+    fn history_tables_show_the_change_and_who_made_it() {
+        use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+        use lf_handoff_adapters::domain::interactive_handoff::{
+            Actor, HandoffEventKind as K, InteractiveHandoffStatus as S,
+        };
+        let id = InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap();
+        let at = OffsetDateTime::UNIX_EPOCH;
+        let event =
+            |seq: u64, kind, before, after, actor: &str, detail: Option<&str>| HandoffEvent {
+                position: seq,
+                handoff_id: id.clone(),
+                seq,
+                at,
+                kind,
+                status_before: before,
+                status_after: after,
+                actor: Actor::parse(actor).unwrap(),
+                detail: detail.map(ToString::to_string),
+            };
+        let events = [
+            event(
+                1,
+                K::Opened,
+                None,
+                S::Waiting,
+                "bot@ci (pid 7)",
+                Some("expires 1970-01-01T01:00:00Z"),
+            ),
+            event(2, K::Attached, Some(S::Waiting), S::Attached, "alice", None),
+            event(
+                3,
+                K::Finished,
+                Some(S::Attached),
+                S::Completed,
+                "alice",
+                None,
+            ),
+            event(
+                4,
+                K::WakeClaimed,
+                Some(S::Completed),
+                S::Completed,
+                "bot@ci (pid 9)",
+                Some("generation 2"),
+            ),
+        ];
+        let shown = history_table(&events);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 5, "{shown}");
+        for title in ["TIME", "EVENT", "STATUS", "ACTOR", "DETAIL"] {
+            assert!(lines[0].contains(title), "{shown}");
+        }
+        assert!(
+            lines[1].starts_with("1970-01-01 00:00:00 UTC  opened"),
+            "{shown}"
+        );
+        assert!(lines[1].contains("  waiting  "), "{shown}");
+        assert!(
+            lines[1].ends_with("expires 1970-01-01T01:00:00Z"),
+            "{shown}"
+        );
+        assert!(lines[2].contains("  waiting -> attached  "), "{shown}");
+        assert!(lines[2].contains("  alice  "), "{shown}");
+        assert!(lines[3].contains("attached -> completed"), "{shown}");
+        assert!(lines[3].ends_with('-'), "{shown}");
+        assert!(lines[4].contains("wake_claimed"), "{shown}");
+        assert!(lines[4].contains("  completed  "), "{shown}");
+        assert!(lines[4].ends_with("generation 2"), "{shown}");
+        let plain = history_table(&events[1..3]);
+        assert!(!plain.contains("DETAIL"), "{plain}");
     }
 
     #[test]

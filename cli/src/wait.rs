@@ -2,7 +2,10 @@
 //!
 //! The store is polled with backoff: 50 ms at first, doubling up to one
 //! second, so a finish is seen quickly without hammering the store while a
-//! person works. No backend offers change notifications through the store
+//! person works. A handoff with a deadline is polled again right when the
+//! deadline passes; a due one is expired then (`expire_if_due`, C14) and
+//! printed like any finished handoff, exit 0: its `status` (`expired`)
+//! says how it ended, as it does for `failed`. No backend offers change notifications through the store
 //! port yet; when one does, this is the one place to use it. A spinner
 //! shows on stderr only when stderr is a terminal.
 
@@ -21,10 +24,11 @@ const FIRST_POLL: Duration = Duration::from_millis(50);
 const LONGEST_POLL: Duration = Duration::from_secs(1);
 const SPINNER_TICK: Duration = Duration::from_millis(120);
 
-/// Waits for `id` to finish, at most `timeout` when given.
+/// Waits for `id` to finish or expire, at most `timeout` when given.
 ///
 /// # Errors
-/// Exit 3 for an unknown id; exit 4 when the timeout passes first.
+/// Exit 3 for an unknown id; exit 4 when the timeout passes first. An
+/// expiry is not an error: the expired handoff is printed.
 pub async fn wait(
     ctx: &Context,
     id: &InteractiveHandoffId,
@@ -33,8 +37,9 @@ pub async fn wait(
     let started = Instant::now();
     let deadline = timeout.map(|timeout| started + timeout);
     let mut spinner = Spinner::new();
-    let mut delay = FIRST_POLL;
+    let mut backoff = FIRST_POLL;
     loop {
+        let delay = backoff;
         let handoff = load(ctx, id).await;
         let handoff = match handoff {
             Ok(handoff) => handoff,
@@ -43,10 +48,28 @@ pub async fn wait(
                 return Err(error);
             }
         };
+        let handoff = if handoff.is_due(ctx.store.now()) {
+            match ctx.store.expire_if_due(id).await {
+                Ok(handoff) => handoff,
+                Err(error) => {
+                    spinner.clear();
+                    return Err(ctx.fail(error));
+                }
+            }
+        } else {
+            handoff
+        };
         if !handoff.is_active() {
             spinner.clear();
             return print_handoff(ctx, &handoff);
         }
+        // Poll again no later than the deadline (a moment after, so it is
+        // due then).
+        let to_deadline = handoff.expires_at.map(|at| {
+            let left = at - ctx.store.now();
+            Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(1)
+        });
+        let delay = to_deadline.map_or(delay, |left| delay.min(left));
         let now = Instant::now();
         if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
             if now >= deadline {
@@ -64,7 +87,7 @@ pub async fn wait(
             };
             tokio::time::sleep(nap.min(next_poll.saturating_duration_since(Instant::now()))).await;
         }
-        delay = (delay * 2).min(LONGEST_POLL);
+        backoff = (backoff * 2).min(LONGEST_POLL);
     }
 }
 

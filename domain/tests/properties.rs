@@ -9,8 +9,9 @@ mod support;
 use std::collections::BTreeMap;
 
 use lf_handoff_domain::interactive_handoff::{
-    attach, check_one_active_per_parent, claim_wake, decide_open, finish, InteractiveHandoff,
-    InteractiveHandoffId, InteractiveHandoffOutcome, OpenDecision, Transition,
+    attach, check_one_active_per_parent, claim_wake, decide_open, expire_if_due, extend, finish,
+    HandoffChange, InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffOutcome,
+    OpenDecision, Transition,
 };
 use lf_handoff_domain::parent::Parent;
 use proptest::prelude::*;
@@ -38,6 +39,14 @@ enum Op {
     NewBody {
         parent: usize,
     },
+    /// Moves a deadline to `by` seconds from now (may be in the past).
+    Extend {
+        pick: usize,
+        by: i64,
+    },
+    Expire {
+        pick: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -57,6 +66,8 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         (any::<usize>(), 0..8u32).prop_map(|(pick, generation)| Op::Claim { pick, generation }),
         (0..3usize).prop_map(|parent| Op::NewBody { parent }),
+        (any::<usize>(), -20i64..60).prop_map(|(pick, by)| Op::Extend { pick, by }),
+        any::<usize>().prop_map(|pick| Op::Expire { pick }),
     ]
 }
 
@@ -88,8 +99,14 @@ impl Registry {
             .cloned()
     }
 
+    /// Stores a changed record; every change names its history event.
     fn store(&mut self, transition: Transition) {
         if let Transition::Changed(handoff) = transition {
+            let before = self.handoffs.get(&handoff.id);
+            assert!(
+                HandoffChange::between(before, &handoff).is_ok(),
+                "a change without an event: {before:?} -> {handoff:?}"
+            );
             self.handoffs.insert(handoff.id.clone(), handoff);
         }
     }
@@ -160,6 +177,21 @@ proptest! {
                         if let Ok(claim) = claim_wake(&h, generation, now) {
                             registry.store(claim.transition);
                         }
+                    }
+                }
+                Op::Extend { pick, by } => {
+                    if let Some(h) = registry.pick(pick) {
+                        if let Ok(t) = extend(&h, now + time::Duration::seconds(by), now) {
+                            registry.store(t);
+                        }
+                    }
+                }
+                Op::Expire { pick } => {
+                    if let Some(h) = registry.pick(pick) {
+                        let due = h.is_due(now);
+                        let t = expire_if_due(&h, now);
+                        prop_assert_eq!(due, t.is_changed());
+                        registry.store(t);
                     }
                 }
                 Op::NewBody { parent } => {

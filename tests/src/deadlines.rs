@@ -366,7 +366,7 @@ async fn assert_one_end(store: &Store, id: &InteractiveHandoffId, answers: &[&st
     );
     let finishers = answers.iter().filter(|a| a.starts_with("ok")).count();
     assert_eq!(finishers, usize::from(!expired), "{id}: {answers:?}");
-    if answers.iter().any(|a| *a == "extended") {
+    if answers.contains(&"extended") {
         assert!(extended && !expired, "{id}: {answers:?} {events:?}");
     }
 }

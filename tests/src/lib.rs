@@ -17,6 +17,8 @@
 //!   import paths and constructor spellings changed.
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
 //!   named after its clause.
+//! - [`archive`] holds export and import (C17): per backend through the
+//!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
 //!   randomly damaged store files (refused unchanged or read cleanly) and
 //!   the store files' permissions.
@@ -30,6 +32,7 @@
 // A test-support crate: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod archive;
 pub mod backends;
 pub mod contract;
 pub mod deadlines;
@@ -84,6 +87,15 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Whether separate OS processes may use one store at once.
     fn shares_across_processes(&self) -> bool;
+
+    /// The configuration of a store other than [`config`](Self::config)'s,
+    /// named `name` (a short lowercase word): at `location` (a path inside
+    /// the test's temporary directory) for a file backend, in a schema of
+    /// its own, dropped in cleanup, for a server backend.
+    fn other_config(&self, name: &str, location: PathBuf) -> StorageConfig {
+        let _ = name;
+        self.config(location)
+    }
 
     /// Prepares, in `dir`, stores that `open_store` must refuse (C11).
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>>;
@@ -196,6 +208,13 @@ macro_rules! conformance_tests {
             a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
             a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
         );
+        $crate::conformance_tests!(@archive $backend;
+            c17_an_imported_store_reads_and_works_like_the_original,
+            c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged,
+            c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
+            c17_an_export_during_writes_is_one_consistent_snapshot,
+            c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
+        );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
             c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
@@ -248,6 +267,16 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::upgrade::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@archive $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::archive::$name(&*backend).await })
             })
             .await;
         }

@@ -19,7 +19,8 @@
 //! `fsync` of the directory) before sled creates anything, so a crash at
 //! any point leaves either an empty directory or a recognisable store.
 //!
-//! A store of an older format (release 0.1.0's, format 1) is upgraded by
+//! A store of an older format (release 0.1.0's format 1, or format 2 of the
+//! builds with steps and without deadlines) is upgraded to this build's by
 //! rewriting its marker the same way, once sled has opened the store (see
 //! [`settle_marker`]): the rename is the whole upgrade, so a crash leaves
 //! the old marker (the next open upgrades) or the new one (it finds the

@@ -22,7 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
 use ::sled::transaction::{ConflictableTransactionResult, Transactional};
@@ -56,11 +56,20 @@ pub(super) struct Shared {
     pub steps: Tree,
     pub parents: Tree,
     pub task_prs: Tree,
+    pub due: Tree,
+    pub events: Tree,
+    pub history: Tree,
+    pub counters: Tree,
     /// sled's log, opened a second time (without a lock) only to sync it.
     log: File,
     /// Writes begun and not yet durable (see [`Shared::write`]); a write
     /// that failed stays counted.
     writes: AtomicUsize,
+    /// Every write of this process's handles holds it shared for as long
+    /// as it runs (see [`Shared::write`]); an export or an import holds it
+    /// exclusively ([`Shared::quiet`]), so no write starts or is halfway
+    /// while it reads or loads the trees.
+    gate: RwLock<()>,
 }
 
 impl fmt::Debug for Shared {
@@ -124,12 +133,41 @@ impl Shared {
     /// While it runs, reads settle (see [`Shared::settle_reads`]). A write
     /// that fails may have left a change in memory only, so reads keep
     /// settling for the rest of this `Db`'s life.
+    ///
+    /// It holds the gate shared while it runs, so a write never overlaps
+    /// an export's read or an import ([`Shared::quiet`]).
     pub(super) fn write<T>(&self, write: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        let _gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
         self.writes.fetch_add(1, Ordering::SeqCst);
         let result = write();
         if result.is_ok() {
             self.writes.fetch_sub(1, Ordering::SeqCst);
         }
+        result
+    }
+
+    /// Waits until no write of this process is running and holds off
+    /// every new one until the guard drops: what an export reads while it
+    /// holds the guard is one state of the store, which no write has
+    /// half-changed. sled serves one process, so no write comes from
+    /// elsewhere.
+    pub(super) fn quiet(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `write` (an import) while no other write runs ([`quiet`](Self::quiet)),
+    /// counted as a write so reads settle meanwhile. `write` returns
+    /// `Ok` once everything it changed is durable, with its own answer
+    /// inside (which may be a refusal, or a failure it undid durably);
+    /// an `Err` stays counted, as a failed [`write`](Self::write) does.
+    pub(super) fn exclusive<T>(
+        &self,
+        write: impl FnOnce() -> StoreResult<StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let _gate = self.quiet();
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let result = write()?;
+        self.writes.fetch_sub(1, Ordering::SeqCst);
         result
     }
 
@@ -200,8 +238,13 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         steps: tree(keys::STEPS)?,
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
+        due: tree(keys::DUE)?,
+        events: tree(keys::EVENTS)?,
+        history: tree(keys::HISTORY)?,
+        counters: tree(keys::COUNTERS)?,
         log,
         writes: AtomicUsize::new(0),
+        gate: RwLock::new(()),
         db,
         dir,
     };

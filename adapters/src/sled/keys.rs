@@ -8,7 +8,7 @@
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
-use lf_handoff_domain::timestamp::to_unix_micros;
+use lf_handoff_domain::timestamp::{to_unix_micros, truncate_to_micros};
 use time::OffsetDateTime;
 
 /// Handoff id -> handoff record.
@@ -28,6 +28,25 @@ pub(super) const STEPS: &[u8] = b"handoff_steps";
 pub(super) const PARENTS: &[u8] = b"parents";
 /// Task PR id -> task PR record.
 pub(super) const TASK_PRS: &[u8] = b"task_prs";
+/// `expires_at ++ id` -> empty: the deadlines of the non-terminal handoffs
+/// that have one (contract C14).
+pub(super) const DUE: &[u8] = b"handoffs_due";
+/// Position -> event: every history event of the store, in commit order
+/// (contract C15).
+pub(super) const EVENTS: &[u8] = b"handoff_events";
+/// `id ++ 0x00 ++ seq` -> position: one handoff's events, in order.
+pub(super) const HISTORY: &[u8] = b"handoff_history";
+/// The history's counters: [`POSITION`] -> the last position given, and
+/// [`seq_counter`] of a handoff -> its last seq.
+pub(super) const COUNTERS: &[u8] = b"handoff_counters";
+
+/// The [`COUNTERS`] key of the last store-wide position given.
+pub(super) const POSITION: &[u8] = b"position";
+
+/// The [`COUNTERS`] key that says an import is loading the store (C17):
+/// written before its first record, removed with its last. A store that
+/// holds it is refused when opened.
+pub(super) const IMPORTING: &[u8] = b"import";
 
 /// Ends the parent part of a [`BY_PARENT`] or [`STEPS`] key. References are
 /// ASCII, so they never hold it, and one parent's keys never prefix
@@ -84,8 +103,68 @@ pub(super) fn step(reference: &InteractiveHandoffParent, step: &StepKey) -> Vec<
     key
 }
 
+/// `expires_at ++ id`, the key of [`DUE`].
+pub(super) fn due(expires_at: OffsetDateTime, id: &InteractiveHandoffId) -> Vec<u8> {
+    created(expires_at, id)
+}
+
+/// The last [`DUE`] key of a deadline at or before `now`: every key of an
+/// instant up to `now` (in storage precision) sorts at or before it, since
+/// ids are ASCII and so never hold `0xff`.
+pub(super) fn due_until(now: OffsetDateTime) -> Vec<u8> {
+    let mut key = micros_key(truncate_to_micros(now)).to_vec();
+    key.push(0xff);
+    key
+}
+
+/// The key of an event in [`EVENTS`]: its position, big-endian.
+pub(super) fn event(position: u64) -> [u8; 8] {
+    position.to_be_bytes()
+}
+
+/// The prefix every [`HISTORY`] key of handoff `id` starts with. Ids are
+/// fixed-length ASCII, so one handoff's keys never prefix another's.
+pub(super) fn history_prefix(id: &InteractiveHandoffId) -> Vec<u8> {
+    let mut key = handoff(id);
+    key.push(PARENT_END);
+    key
+}
+
+/// `id ++ 0x00 ++ seq`, the key of an event of `id` in [`HISTORY`].
+pub(super) fn history(id: &InteractiveHandoffId, seq: u64) -> Vec<u8> {
+    let mut key = history_prefix(id);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The seq at the end of a [`HISTORY`] key of the handoff whose prefix is
+/// `prefix`.
+///
+/// # Errors
+/// `Unavailable` when the key is not the prefix and eight bytes.
+pub(super) fn seq_in_history(prefix: &[u8], key: &[u8]) -> StoreResult<u64> {
+    key.strip_prefix(prefix)
+        .and_then(|seq| <[u8; 8]>::try_from(seq).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| {
+            StoreError::damaged(format!(
+                "index {} holds a malformed key {}; the store may be damaged",
+                String::from_utf8_lossy(HISTORY),
+                String::from_utf8_lossy(key)
+            ))
+        })
+}
+
+/// The [`COUNTERS`] key of the last seq of handoff `id`: `seq ++ 0x00 ++
+/// id`, which no other counter key equals.
+pub(super) fn seq_counter(id: &InteractiveHandoffId) -> Vec<u8> {
+    let mut key = b"seq\x00".to_vec();
+    key.extend_from_slice(id.as_str().as_bytes());
+    key
+}
+
 /// The handoff id at the end of an index key whose first `skip` bytes are
-/// the parent prefix (0 for [`BY_CREATED`] and [`ACTIVE`]).
+/// the parent prefix (0 for [`BY_CREATED`], [`ACTIVE`] and [`DUE`]).
 ///
 /// # Errors
 /// `Unavailable` when the key is too short or its id does not parse: the

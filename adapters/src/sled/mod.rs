@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! dir/                 mode 0700 when lf-handoff creates it
-//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 2\n"
+//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 3\n"
 //!   conf, db, snap.*   sled's settings, log and snapshots
 //!   blobs/             sled's large values (unused: records are small)
 //! ```
@@ -27,31 +27,36 @@
 //! creates anything; a build refuses a marker newer than its own format
 //! before sled opens the directory.
 //!
-//! # Upgrading a store of release 0.1.0
+//! # Upgrading a store of an older format
 //!
 //! Release 0.1.0 wrote store format 1: marker `format 1`, records of format
-//! 1 (handoffs without a `step`). This build writes format 2 and opens a
-//! format-1 store by upgrading it in place:
+//! 1 (handoffs without a `step`). Builds with steps (C12) wrote format 2
+//! (handoffs without a deadline, and no history). This build writes format
+//! 3 and opens a format-1 or format-2 store by upgrading it in place:
 //!
-//! - The marker is read again and rewritten to `format 2` (temporary
+//! - The marker is read again and rewritten to `format 3` (temporary
 //!   file, `fsync`, rename, `fsync` of the directory) right after sled has
 //!   opened the store, so sled's lock is held and the marker of a store
 //!   another process holds is never touched; deciding again under the lock
 //!   also refuses a store that another build made newer while this one
-//!   waited for the lock. Until the marker says 2 no format-2 record is
-//!   written. A release-0.1.0 binary that read the old marker just before
-//!   and waits for the lock (it waits up to a second) may still open the
-//!   upgraded store: it then reports format-2 records as damaged and
-//!   writes only records it understands, losing nothing; any later open by
-//!   it refuses the store as newer (C11).
-//! - Records are upgraded lazily, not at open: every record of format 1 or
-//!   2 is read (a format-1 handoff has no step), and a record moves to
-//!   format 2 when it is next written, keeping its version. So the upgrade
-//!   is one rename, whatever the store's size, and a `kill -9` at any point
-//!   leaves the old marker (the next open upgrades) or the new one (it
-//!   finds the store upgraded). A format-1 handoff needs no
-//!   `handoff_steps` entry: it has no step. The cost is that later builds
-//!   must keep reading format 1, or rewrite such records when they upgrade.
+//!   waited for the lock. Until the marker says 3 no format-3 record and
+//!   no event is written. An older binary that read the old marker just
+//!   before and waits for the lock (it waits up to a second) may still
+//!   open the upgraded store: it then reports format-3 records as damaged
+//!   and writes only records it understands, losing nothing (though its
+//!   changes append no event and its new handoffs have no `opened` one);
+//!   any later open by it refuses the store as newer (C11).
+//! - Records are upgraded lazily, not at open: every record of format 1, 2
+//!   or 3 is read (a format-1 handoff has no step, a format-1 or format-2
+//!   one no deadline), and a record moves to format 3 when it is next
+//!   written, keeping its version. So the upgrade is one rename, whatever
+//!   the store's size, and a `kill -9` at any point leaves the old marker
+//!   (the next open upgrades) or the new one (it finds the store
+//!   upgraded). An old handoff needs no `handoff_steps` or `handoffs_due`
+//!   entry (it has no step and no deadline), and has no history: its first
+//!   change after the upgrade is its event 1. The cost is that later builds
+//!   must keep reading formats 1 and 2, or rewrite such records when they
+//!   upgrade.
 //!
 //! # Key layout
 //!
@@ -67,20 +72,32 @@
 //! | `handoffs_active` | `created_at` ++ id, only while non-terminal | empty |
 //! | `active_slots` | parent reference (`task:ts_<uuid>`) | id of its non-terminal handoff |
 //! | `handoff_steps` | parent reference ++ `0x00` ++ step | id of the parent's handoff for that step |
+//! | `handoffs_due` | `expires_at` ++ id, only while non-terminal with a deadline | empty |
+//! | `handoff_events` | position (8 bytes) | history event (C15) |
+//! | `handoff_history` | id ++ `0x00` ++ seq (8 bytes) | position (8 bytes) of that event |
+//! | `handoff_counters` | `position` | the last position given (8 bytes) |
+//! | `handoff_counters` | `seq` ++ `0x00` ++ id | the handoff's last seq (8 bytes) |
+//! | `handoff_counters` | `import`, only while an import loads the store | `in progress` |
 //! | `parents` | parent reference | parent record |
 //! | `task_prs` | task PR id (`pr_<uuid>`) | task PR record |
 //!
-//! `created_at` is 8 bytes: microseconds since the Unix epoch with the sign
-//! bit flipped, big-endian, so keys sort by time, then by id (ids are fixed
-//! length lowercase text). A step (C12) holds no control character, so
+//! `created_at` and `expires_at` are 8 bytes: microseconds since the Unix
+//! epoch with the sign bit flipped, big-endian, so keys sort by time, then
+//! by id (ids are fixed length lowercase text); positions and seqs are
+//! plain big-endian `u64`s. A step (C12) holds no control character, so
 //! never `0x00`, and a `handoff_steps` key names exactly one parent and
 //! step. A record is a format byte, an 8-byte big-endian compare-and-swap
-//! version and the record's JSON (see `record.rs`).
+//! version and the record's JSON; an event is a format byte and its JSON
+//! (see `record.rs`).
 //!
 //! - `list` reads only what it returns: all handoffs walk
 //!   `handoffs_by_created`; one parent's walk its prefix of
 //!   `handoffs_by_parent`; the active filter walks `handoffs_active`; one
-//!   parent's active handoff is its `active_slots` entry.
+//!   parent's active handoff is its `active_slots` entry. `due(now)` walks
+//!   `handoffs_due` up to `now`, earliest deadline first, and reads each
+//!   record it names, skipping one finished or extended meanwhile;
+//!   `history(id)` walks the handoff's prefix of `handoff_history` and
+//!   reads each event it names.
 //! - **Invariant I6 is a key, and so is C12.** Opening writes the record,
 //!   its index entries, the parent's `active_slots` entry and, for a
 //!   handoff with a step, its `handoff_steps` entry in one multi-tree
@@ -88,17 +105,29 @@
 //!   expected version, the step's key is absent (else `StepTaken`) and the
 //!   slot is free. The `handoff_steps` entry is never moved or removed, so
 //!   a step is opened once for ever; `open` finds the step's handoff, in
-//!   any status, by reading that key. A transition that moves index
-//!   entries (finishing frees the slot) is one transaction that checks the
-//!   record's version, writes the new record and moves the entries; one
-//!   that moves none (attach, claim) is sled's `compare_and_swap` of the
-//!   record's bytes, read (and handed to the domain's decision) in the same
-//!   blocking call. sled runs transactions
-//!   one at a time (a process-wide lock held exclusively for the
-//!   microseconds the transaction body runs, which single-key operations
-//!   such as `compare_and_swap` share; the sync comes after it is
-//!   released), so a lost race is seen by the engine, never through a
-//!   read-then-write gap.
+//!   any status, by reading that key. A transition is one transaction that
+//!   checks the record's bytes are still those it read and decided on
+//!   (versions only grow, so equal bytes are the same version), writes the
+//!   new record, moves the index entries that change (finishing frees the
+//!   slot and drops the `handoffs_due` entry; extending moves it) and
+//!   appends the event. sled runs transactions one at a time (a
+//!   process-wide lock held exclusively for the microseconds the
+//!   transaction body runs; the sync comes after it is released), so a
+//!   lost race is seen by the engine, never through a read-then-write gap.
+//!   Earlier builds changed a record whose index entries stay (attach,
+//!   claim) with a compare-and-swap of its bytes alone; that cannot append
+//!   the event, so every change is now a transaction.
+//! - **History is written with its change (C15).** The insert appends the
+//!   `opened` event and every stored transition the event
+//!   `recorded_change` names, by the caller's actor, in the same
+//!   transaction; a replay writes nothing and so appends nothing. The
+//!   transaction reads the `position` counter and the handoff's seq counter,
+//!   raises both by one and writes the event under the new position, its
+//!   `handoff_history` entry and the counters. Transactions run one at a
+//!   time, so positions follow commit order; counters only grow and an
+//!   aborted transaction writes nothing, so a position or seq is never
+//!   given twice and a handoff's seqs have no gap. A counter behind a stored
+//!   event is refused as damage, never overwritten.
 //! - A list walks its index, then reads each record it names: a handoff that
 //!   changes in between is returned as it is now, and the active filter
 //!   drops one that finished meanwhile.
@@ -146,6 +175,7 @@
 //! open like any crash recovery. Keep backups of a sled store you care
 //! about, or use SQLite.
 
+mod archive;
 mod error;
 mod files;
 mod handle;
@@ -176,7 +206,21 @@ impl SledStore {
     /// process, or sled fails; nothing was changed.
     pub(crate) async fn open(config: &SledConfig) -> StoreResult<Self> {
         let path = config.path.clone();
-        let shared = blocking(move || handle::open(&path)).await?;
+        let shared = blocking(move || {
+            let shared = handle::open(&path)?;
+            if shared
+                .counters
+                .contains_key(keys::IMPORTING)
+                .map_err(|e| shared.engine(e))?
+            {
+                return Err(StoreError::damaged(format!(
+                    "an import into {} is running or did not finish (the process died, or                      emptying the store after a failed import failed), so the store may hold                      part of a registry; delete the directory and run the import again",
+                    shared.dir.display()
+                )));
+            }
+            Ok(shared)
+        })
+        .await?;
         Ok(Self { shared })
     }
 

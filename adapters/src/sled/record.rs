@@ -18,25 +18,43 @@
 //! | format | written by | JSON |
 //! | --- | --- | --- |
 //! | 1 | release 0.1.0 | a handoff has no `step` |
-//! | 2 | this release | a handoff has `step` (`null` when it has none) |
+//! | 2 | builds with steps (C12), before deadlines | a handoff has `step` (`null` when it has none) |
+//! | 3 | this build (C14, C15) | a handoff has `expires_at` (`null` when it has none) |
 //!
-//! A format-1 handoff reads with no step (the domain's serde default), and
-//! parents and task PRs have the same JSON in both. Old records are not
-//! rewritten when a store is upgraded: each one moves to the current format
-//! when it is next written (a transition, a new body), keeping its version.
-//! A format newer than [`FORMAT`] is refused as a newer schema, any other
-//! unknown one as damage (contract C11), never guessed at.
+//! A format-1 handoff reads with no step, a format-1 or format-2 one with
+//! no deadline (the domain's serde defaults; such a record that names a
+//! deadline is refused as damage), and parents and task PRs have the same
+//! JSON in every format. Old records are not rewritten when a store is
+//! upgraded: each one moves to the current format when it is next written
+//! (a transition, a new body), keeping its version. A format newer than
+//! [`FORMAT`] is refused as a newer schema, any other unknown one as damage
+//! (contract C11), never guessed at.
+//!
+//! Every value in the `handoff_events` tree (format 3 on) is one history
+//! event (C15), with no version (an event never changes):
+//!
+//! ```text
+//! +--------+----------------------------------------------+
+//! | format | JSON of the domain's `HandoffEvent`          |
+//! | 1 byte | (its position, handoff id, seq, actor, ...)  |
+//! +--------+----------------------------------------------+
+//! ```
+//!
+//! The counters of `handoff_counters` are 8-byte big-endian numbers.
 //!
 //! Reading is strict: a record that is truncated, does not parse, is stored
 //! under another key than its own id, or fails `validate()` is refused with
-//! `Unavailable`, never returned.
+//! `Unavailable`, never returned; so is an event that does not parse or
+//! names another position, handoff or seq than its keys.
 
 use std::fmt::Display;
 
 use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::interactive_handoff::{
+    HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
+};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 use serde::de::DeserializeOwned;
@@ -44,10 +62,13 @@ use serde::Serialize;
 
 /// The record format this build writes, and the newest it reads. The
 /// store's marker file names the same number (see `files`).
-pub(crate) const FORMAT: u8 = 2;
+pub(crate) const FORMAT: u8 = 3;
 
 /// The oldest record format this build reads: release 0.1.0's.
 pub(crate) const OLDEST_FORMAT: u8 = 1;
+
+/// The first format with deadlines (`expires_at`) and history events.
+const HISTORY_FORMAT: u8 = 3;
 
 /// Format byte plus version.
 const HEADER_LEN: usize = 9;
@@ -88,7 +109,13 @@ pub(super) fn handoff(
     bytes: &[u8],
 ) -> StoreResult<Versioned<InteractiveHandoff>> {
     let what = format!("handoff {id}");
-    let record: Versioned<InteractiveHandoff> = decode(&what, bytes)?;
+    let (format, record): (u8, Versioned<InteractiveHandoff>) = decode(&what, bytes)?;
+    if format < HISTORY_FORMAT && record.value.expires_at.is_some() {
+        return Err(damaged(
+            &what,
+            &format!("record format {format} has no deadline, yet the record names one"),
+        ));
+    }
     if record.value.id != *id {
         return Err(damaged(
             &what,
@@ -112,7 +139,7 @@ pub(super) fn parent(
     bytes: &[u8],
 ) -> StoreResult<Versioned<Parent>> {
     let what = format!("parent {reference}");
-    let record: Versioned<Parent> = decode(&what, bytes)?;
+    let (_, record): (u8, Versioned<Parent>) = decode(&what, bytes)?;
     if record.value.reference() != *reference {
         return Err(damaged(
             &what,
@@ -128,7 +155,7 @@ pub(super) fn parent(
 /// `Unavailable` naming the PR and what is wrong.
 pub(super) fn task_pr(id: &str, bytes: &[u8]) -> StoreResult<TaskPr> {
     let what = format!("task PR {id}");
-    let record: Versioned<TaskPr> = decode(&what, bytes)?;
+    let (_, record): (u8, Versioned<TaskPr>) = decode(&what, bytes)?;
     if record.value.id.as_str() != id {
         return Err(damaged(
             &what,
@@ -144,19 +171,83 @@ pub(super) fn task_pr(id: &str, bytes: &[u8]) -> StoreResult<TaskPr> {
 /// # Errors
 /// `Unavailable` for a truncated record or an unknown format.
 pub(super) fn version(what: &dyn Display, bytes: &[u8]) -> StoreResult<u64> {
-    header(what, bytes).map(|(version, _)| version)
+    header(what, bytes).map(|(_, version, _)| version)
 }
 
-fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> StoreResult<Versioned<T>> {
-    let (version, body) = header(&what, bytes)?;
-    let value = serde_json::from_slice(body).map_err(|e| damaged(&what, &e.to_string()))?;
-    Ok(Versioned { value, version })
+/// The stored bytes of a history event: [`FORMAT`], then its JSON.
+///
+/// # Errors
+/// `Unavailable` when the event cannot be encoded (it always can: its
+/// fields are plain text, numbers and instants).
+pub(super) fn encode_event(event: &HandoffEvent) -> StoreResult<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.push(FORMAT);
+    serde_json::to_writer(&mut bytes, event).map_err(|e| {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            format!(
+                "cannot encode event {} of handoff {}: {e}",
+                event.seq, event.handoff_id
+            ),
+        )
+    })?;
+    Ok(bytes)
 }
 
-fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8])> {
-    let Some((&format, rest)) = bytes.split_first() else {
-        return Err(damaged(what, "the record is empty"));
+/// Reads the stored event at `position`, refusing anything but a readable
+/// event of that position.
+///
+/// # Errors
+/// `Unavailable` naming the position and what is wrong.
+pub(super) fn event(position: u64, bytes: &[u8]) -> StoreResult<HandoffEvent> {
+    let what = format!("history event at position {position}");
+    let Some((&format, body)) = bytes.split_first() else {
+        return Err(damaged(&what, "the event is empty"));
     };
+    check_format(&what, format)?;
+    if format < HISTORY_FORMAT {
+        return Err(damaged(
+            &what,
+            &format!("record format {format} has no history events"),
+        ));
+    }
+    let event: HandoffEvent =
+        serde_json::from_slice(body).map_err(|e| damaged(&what, &e.to_string()))?;
+    if event.position != position {
+        return Err(damaged(
+            &what,
+            &format!("the event holds position {}", event.position),
+        ));
+    }
+    if event.seq == 0 {
+        return Err(damaged(&what, "seq 0"));
+    }
+    Ok(event)
+}
+
+/// Reads a stored counter (a position or a seq): eight big-endian bytes,
+/// never 0.
+///
+/// # Errors
+/// `Unavailable` naming the counter.
+pub(super) fn counter(what: &dyn Display, bytes: &[u8]) -> StoreResult<u64> {
+    match <[u8; 8]>::try_from(bytes).map(u64::from_be_bytes) {
+        Ok(value) if value > 0 => Ok(value),
+        _ => Err(damaged(
+            what,
+            &format!("{} bytes that are not a counter", bytes.len()),
+        )),
+    }
+}
+
+fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> StoreResult<(u8, Versioned<T>)> {
+    let (format, version, body) = header(&what, bytes)?;
+    let value = serde_json::from_slice(body).map_err(|e| damaged(&what, &e.to_string()))?;
+    Ok((format, Versioned { value, version }))
+}
+
+/// Accepts a format this build reads.
+fn check_format(what: &dyn Display, format: u8) -> StoreResult<()> {
     if format > FORMAT {
         return Err(StoreError::unavailable(
             UnavailableKind::NewerSchema,
@@ -169,6 +260,14 @@ fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8]
     if format < OLDEST_FORMAT {
         return Err(damaged(what, &format!("unknown record format {format}")));
     }
+    Ok(())
+}
+
+fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u8, u64, &'b [u8])> {
+    let Some((&format, rest)) = bytes.split_first() else {
+        return Err(damaged(what, "the record is empty"));
+    };
+    check_format(what, format)?;
     let Some((version, body)) = rest.split_first_chunk::<8>() else {
         return Err(damaged(
             what,
@@ -180,7 +279,7 @@ fn header<'b>(what: &dyn Display, bytes: &'b [u8]) -> StoreResult<(u64, &'b [u8]
         return Err(damaged(what, "version 0"));
     }
     debug_assert_eq!(bytes.len() - body.len(), HEADER_LEN);
-    Ok((version, body))
+    Ok((format, version, body))
 }
 
 fn damaged(what: &dyn Display, detail: &str) -> StoreError {

@@ -8,16 +8,21 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
-use lf_handoff_application::{GenerateId, ListQuery, Store, StoreError, UnavailableKind};
+use lf_handoff_application::{
+    Clock, GenerateId, ListQuery, Store, StoreError, UnavailableKind, UuidV7Ids,
+};
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
+    Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
+    StepKey, Transition,
 };
+use lf_handoff_domain::timestamp::truncate_to_micros;
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
 use lf_handoff_domain::{ConflictKind, DomainError};
 use tempfile::TempDir;
+use time::{Duration, OffsetDateTime};
 
 use super::{files, keys, record, SledStore};
 use crate::config::SledConfig;
@@ -111,18 +116,39 @@ async fn at_step(
     Ok(snapshot.and_then(|snapshot| snapshot.at_step))
 }
 
+fn actor() -> Actor {
+    Actor::parse("tester@sled (pid 1)").unwrap()
+}
+
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
 }
 
 /// `value` stored as release 0.1.0 stored it: record format 1, and a
-/// handoff's JSON without `step`.
+/// handoff's JSON without `step` or `expires_at`.
 fn format_1<T: serde::Serialize>(version: u64, value: &T) -> Vec<u8> {
+    older_format(1, &["step", "expires_at"], version, value)
+}
+
+/// `value` stored as builds with steps and without deadlines stored it:
+/// record format 2, and a handoff's JSON without `expires_at`.
+fn format_2<T: serde::Serialize>(version: u64, value: &T) -> Vec<u8> {
+    older_format(2, &["expires_at"], version, value)
+}
+
+fn older_format<T: serde::Serialize>(
+    format: u8,
+    missing: &[&str],
+    version: u64,
+    value: &T,
+) -> Vec<u8> {
     let mut json = serde_json::to_value(value).unwrap();
     if let Some(fields) = json.as_object_mut() {
-        fields.remove("step");
+        for field in missing {
+            fields.remove(*field);
+        }
     }
-    let mut bytes = vec![1];
+    let mut bytes = vec![format];
     bytes.extend_from_slice(&version.to_be_bytes());
     bytes.extend_from_slice(&serde_json::to_vec(&json).unwrap());
     bytes
@@ -174,11 +200,11 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     let key = keys::handoff(&opened.id);
     let stored = raw.shared.handoffs.get(&key).unwrap().unwrap().to_vec();
     assert_eq!(stored[0], record::FORMAT);
-    assert_eq!(record::FORMAT, 2);
+    assert_eq!(record::FORMAT, 3);
     assert_eq!(stored[1..9], 1u64.to_be_bytes());
 
     for (format, kind, needle) in [
-        (3u8, UnavailableKind::NewerSchema, "newer than this build"),
+        (4u8, UnavailableKind::NewerSchema, "newer than this build"),
         (255, UnavailableKind::NewerSchema, "record format 255"),
         (0, UnavailableKind::Damaged, "unknown record format"),
     ] {
@@ -319,11 +345,13 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     let mut second = opened.clone();
     second.id = GenerateId::new();
     assert_eq!(
-        raw.insert(&second, parent.version).await.unwrap(),
+        raw.insert(&second, parent.version, &actor()).await.unwrap(),
         InsertOutcome::ParentBusy
     );
     assert_eq!(
-        raw.insert(&second, parent.version + 1).await.unwrap(),
+        raw.insert(&second, parent.version + 1, &actor())
+            .await
+            .unwrap(),
         InsertOutcome::ParentChanged
     );
 
@@ -332,7 +360,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     // compare-and-swap (attach) and the multi-tree transaction (finish).
     for next in [attach, finish] {
         assert_eq!(
-            raw.transition(&opened.id, racing(&raw, next))
+            raw.transition(&opened.id, racing(&raw, next), &actor())
                 .await
                 .unwrap(),
             Some(TransitionOutcome::Lost)
@@ -348,13 +376,14 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &opened.id,
-            Arc::new(|h| Ok(Transition::Changed(finish(h)).into()))
+            Arc::new(|h| Ok(Transition::Changed(finish(h)).into())),
+            &actor(),
         )
         .await
         .unwrap(),
         Some(TransitionOutcome::Applied {
             handoff: Box::new(finished.clone()),
-            answer: true,
+            answer: Ok(true),
         })
     );
     let stored = raw.load(&opened.id).await.unwrap().unwrap();
@@ -371,13 +400,14 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &opened.id,
-            Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into()))
+            Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into())),
+            &actor(),
         )
         .await
         .unwrap(),
         Some(TransitionOutcome::Applied {
             handoff: Box::new(finished.clone()),
-            answer: true,
+            answer: Ok(true),
         })
     );
     assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().version, 4);
@@ -390,6 +420,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
                     "refused".to_string(),
                 ))
             }),
+            &actor(),
         )
         .await
         .unwrap_err();
@@ -401,7 +432,8 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!(
         raw.transition(
             &GenerateId::new(),
-            Arc::new(|_| unreachable!("nothing to decide on"))
+            Arc::new(|_| unreachable!("nothing to decide on")),
+            &actor(),
         )
         .await
         .unwrap(),
@@ -409,7 +441,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     );
 
     assert_eq!(
-        raw.insert(&second, parent.version).await.unwrap(),
+        raw.insert(&second, parent.version, &actor()).await.unwrap(),
         InsertOutcome::Inserted
     );
     assert_eq!(
@@ -430,14 +462,14 @@ async fn a_newer_store_format_is_refused_before_sled_opens_it() {
     let marker = path.join(files::MARKER);
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 2\n"
+        "lf-handoff sled store\nformat 3\n"
     );
-    std::fs::write(&marker, "lf-handoff sled store\nformat 3\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
     let before = snapshot(&path);
     assert_unavailable(
         open_store(&config).await,
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 3",
+        "newer lf-handoff (store format 4",
     );
     assert_eq!(snapshot(&path), before, "a newer store is left untouched");
     std::fs::write(&marker, "lf-handoff sled store\nformat 0\n").unwrap();
@@ -570,7 +602,11 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
             at(&template, &parent, Some(&login)),
             at(&template, &parent, Some(&login)),
         );
-        let (from_a, from_b) = tokio::join!(first.insert(&a, version), second.insert(&b, version));
+        let who = actor();
+        let (from_a, from_b) = tokio::join!(
+            first.insert(&a, version, &who),
+            second.insert(&b, version, &who)
+        );
         let (winner, outcomes) = match (from_a.unwrap(), from_b.unwrap()) {
             (InsertOutcome::Inserted, lost) => (a, lost),
             (lost, InsertOutcome::Inserted) => (b, lost),
@@ -605,14 +641,14 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         // another step opens.
         assert_eq!(
             first
-                .insert(&at(&template, &parent, Some(&login)), version)
+                .insert(&at(&template, &parent, Some(&login)), version, &actor())
                 .await
                 .unwrap(),
             InsertOutcome::StepTaken
         );
         let other = at(&template, &parent, Some(&step("other")));
         assert_eq!(
-            second.insert(&other, version).await.unwrap(),
+            second.insert(&other, version, &actor()).await.unwrap(),
             InsertOutcome::Inserted
         );
         assert_eq!(
@@ -652,6 +688,7 @@ async fn a_transition_keeps_the_step() {
                 next.step = Some(StepKey::parse("b").unwrap());
                 Ok(Transition::Changed(next).into())
             }),
+            &actor(),
         )
         .await;
     assert_unavailable(moved, UnavailableKind::Other, "keeps its step");
@@ -714,7 +751,7 @@ async fn a_damaged_step_index_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn format_1_records_are_read_and_written_back_in_format_2() {
+async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     let id_key = keys::handoff(&opened.id);
@@ -747,10 +784,10 @@ async fn format_1_records_are_read_and_written_back_in_format_2() {
     );
     assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 1);
 
-    // The next write of each stores format 2, at the next version.
+    // The next write of each stores format 3, at the next version.
     let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
     let (format, version, json) = stored_parts(&raw.shared.handoffs, &id_key);
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     assert_eq!(json["step"], serde_json::Value::Null);
     assert_eq!(
         serde_json::from_value::<InteractiveHandoff>(json).unwrap(),
@@ -772,7 +809,7 @@ async fn format_1_records_are_read_and_written_back_in_format_2() {
         lf_handoff_application::ports::SwapOutcome::Swapped
     );
     let (format, version, _) = stored_parts(&raw.shared.parents, &parent_key);
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     assert_eq!(
         at_step(&raw, &opened.parent, &step("s"))
             .await
@@ -797,6 +834,7 @@ fn release_1_store(dir: &Path) -> PathBuf {
 
 const MARKER_1: &str = "lf-handoff sled store\nformat 1\n";
 const MARKER_2: &str = "lf-handoff sled store\nformat 2\n";
+const MARKER_3: &str = "lf-handoff sled store\nformat 3\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
@@ -810,7 +848,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let raw = SledStore::open(&SledConfig { path: path.clone() })
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert!(!path.join("lf-handoff-store.tmp").exists());
     // No record was rewritten: every one is still format 1.
     let formats: Vec<u8> = raw
@@ -835,7 +873,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
         .unwrap();
     store.attach_interactive_handoff(&waiting.id).await.unwrap();
     let (format, version, _) = stored_parts(&raw.shared.handoffs, &keys::handoff(&waiting.id));
-    assert_eq!((format, version), (2, 2));
+    assert_eq!((format, version), (3, 2));
     drop((store, raw));
 
     // Reopening finds it upgraded and changes nothing more.
@@ -843,7 +881,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert_eq!(
         store.list_interactive_handoffs(None).await.unwrap().len(),
         5
@@ -881,7 +919,7 @@ async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
         .await
         .unwrap();
     drop(open_store(&StorageConfig::sled(path)).await.unwrap());
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_2);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -894,18 +932,927 @@ async fn a_marker_that_changes_while_the_lock_is_awaited_is_decided_again() {
     let opening = tokio::spawn(async move { open_store(&config).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // ...while a newer build upgrades the store and lets it go.
-    std::fs::write(&marker, "lf-handoff sled store\nformat 3\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
     tokio::task::spawn_blocking(move || drop(holder))
         .await
         .unwrap();
     assert_unavailable(
         opening.await.unwrap(),
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 3",
+        "newer lf-handoff (store format 4",
     );
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 3\n",
+        "lf-handoff sled store\nformat 4\n",
         "the newer marker is never written back to an older format"
+    );
+}
+
+// ----- deadlines (C14) and history (C15) -----
+
+/// A clock the test moves by hand.
+#[derive(Debug)]
+struct TestClock(std::sync::Mutex<OffsetDateTime>);
+
+impl TestClock {
+    fn advance(&self, by: Duration) {
+        *self.0.lock().unwrap() += by;
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> OffsetDateTime {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// A store on `TestClock` naming [`actor`] in its history, and the raw
+/// adapter under it.
+async fn timed_stores() -> (TempDir, Store, Arc<SledStore>, Arc<TestClock>) {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = Arc::new(
+        SledStore::open(&SledConfig {
+            path: dir.path().join("store"),
+        })
+        .await
+        .unwrap(),
+    );
+    let clock = Arc::new(TestClock(std::sync::Mutex::new(truncate_to_micros(
+        OffsetDateTime::now_utc(),
+    ))));
+    let store = Store::new(
+        "sled",
+        raw.clone(),
+        raw.clone(),
+        clock.clone(),
+        Arc::new(UuidV7Ids),
+    )
+    .with_actor(actor());
+    (dir, store, raw, clock)
+}
+
+/// Opens a handoff on a new wave that expires `in` from the clock's now.
+async fn open_expiring(
+    store: &Store,
+    clock: &TestClock,
+    dir: &Path,
+    expires_in: Duration,
+) -> InteractiveHandoff {
+    let parent = new_wave(store, dir).await;
+    let options = OpenOptions {
+        step: None,
+        expires_at: Some(clock.now() + expires_in),
+    };
+    let (opened, created) = store
+        .open_interactive_handoff_with(request(&parent, dir), &options)
+        .await
+        .unwrap();
+    assert!(created);
+    opened
+}
+
+/// Every stored event, in position order, checked against its key.
+fn all_events(raw: &SledStore) -> Vec<HandoffEvent> {
+    raw.shared
+        .events
+        .iter()
+        .map(|entry| {
+            let (key, bytes) = entry.unwrap();
+            let position = u64::from_be_bytes(key.as_ref().try_into().unwrap());
+            record::event(position, &bytes).unwrap()
+        })
+        .collect()
+}
+
+/// The store's last position, as its counter holds it.
+fn last_position(raw: &SledStore) -> Option<u64> {
+    raw.shared
+        .counters
+        .get(keys::POSITION)
+        .unwrap()
+        .map(|bytes| u64::from_be_bytes(bytes.as_ref().try_into().unwrap()))
+}
+
+/// The ids `handoffs_due` holds, in key order.
+fn due_entries(raw: &SledStore) -> Vec<lf_handoff_domain::id::InteractiveHandoffId> {
+    raw.shared
+        .due
+        .iter()
+        .map(|entry| keys::id_in_index(keys::DUE, &entry.unwrap().0, 0).unwrap())
+        .collect()
+}
+
+fn no_ids() -> Vec<lf_handoff_domain::id::InteractiveHandoffId> {
+    Vec::new()
+}
+
+fn kinds(events: &[HandoffEvent]) -> Vec<HandoffEventKind> {
+    events.iter().map(|event| event.kind).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let parent = new_wave(&store, dir.path()).await;
+    let (opened, _) = store
+        .open_interactive_handoff(request(&parent, dir.path()))
+        .await
+        .unwrap();
+    let (_, created) = store
+        .open_interactive_handoff(request(&parent, dir.path()))
+        .await
+        .unwrap();
+    assert!(!created, "a replayed open");
+    clock.advance(Duration::seconds(1));
+    let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
+    clock.advance(Duration::seconds(1));
+    store.attach_interactive_handoff(&opened.id).await.unwrap();
+    // Another handoff's change in between: positions are store-wide.
+    let other = open_on_new_wave(&store, dir.path()).await;
+    clock.advance(Duration::seconds(1));
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &done())
+        .await
+        .unwrap();
+    store
+        .finish_interactive_handoff(&opened.id, &done())
+        .await
+        .unwrap();
+    clock.advance(Duration::seconds(1));
+    assert!(store
+        .claim_interactive_handoff_wake(&opened.id, 1)
+        .await
+        .unwrap());
+    assert!(store
+        .claim_interactive_handoff_wake(&opened.id, 1)
+        .await
+        .unwrap());
+    let claimed = store
+        .get_interactive_handoff(&opened.id)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let history = raw.history(&opened.id).await.unwrap();
+    use HandoffEventKind as K;
+    use InteractiveHandoffStatus as S;
+    assert_eq!(
+        kinds(&history),
+        [K::Opened, K::Attached, K::Finished, K::WakeClaimed]
+    );
+    let numbers: Vec<(u64, u64)> = history.iter().map(|e| (e.seq, e.position)).collect();
+    assert_eq!(numbers, [(1, 1), (2, 2), (3, 4), (4, 5)]);
+    let statuses: Vec<_> = history
+        .iter()
+        .map(|e| (e.status_before, e.status_after))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (None, S::Waiting),
+            (Some(S::Waiting), S::Attached),
+            (Some(S::Attached), S::Completed),
+            (Some(S::Completed), S::Completed),
+        ]
+    );
+    let times: Vec<_> = history.iter().map(|e| e.at).collect();
+    assert_eq!(
+        times,
+        [
+            opened.updated_at,
+            attached.updated_at,
+            finished.updated_at,
+            claimed.updated_at
+        ]
+    );
+    assert!(history.iter().all(|e| e.actor == actor()));
+    assert!(history.iter().all(|e| e.handoff_id == opened.id));
+    assert_eq!(history[3].detail.as_deref(), Some("generation 1"));
+    assert_eq!(store.history(&opened.id).await.unwrap(), history);
+
+    let other_history = raw.history(&other.id).await.unwrap();
+    assert_eq!(kinds(&other_history), [K::Opened]);
+    assert_eq!((other_history[0].seq, other_history[0].position), (1, 3));
+    assert_eq!(all_events(&raw).len(), 5);
+    assert_eq!(raw.shared.history.len(), 5);
+    assert_eq!(last_position(&raw), Some(5));
+
+    // The event names the actor the caller passed.
+    let someone = Actor::parse("someone else").unwrap();
+    raw.transition(
+        &other.id,
+        Arc::new(|h| Ok(Transition::Changed(attach(h)).into())),
+        &someone,
+    )
+    .await
+    .unwrap();
+    let other_history = raw.history(&other.id).await.unwrap();
+    assert_eq!(kinds(&other_history), [K::Opened, K::Attached]);
+    assert_eq!(
+        (
+            other_history[1].seq,
+            other_history[1].position,
+            &other_history[1].actor
+        ),
+        (2, 6, &someone)
+    );
+
+    // A replay, a refusal, a lost race and a change the history cannot
+    // name write no event.
+    let before = (all_events(&raw), raw.load(&other.id).await.unwrap());
+    raw.transition(
+        &other.id,
+        Arc::new(|h| Ok(Transition::Unchanged(h.clone()).into())),
+        &actor(),
+    )
+    .await
+    .unwrap();
+    raw.transition(
+        &other.id,
+        Arc::new(|_| {
+            Err(DomainError::conflict(
+                ConflictKind::OtherOutcome,
+                "refused".to_string(),
+            ))
+        }),
+        &actor(),
+    )
+    .await
+    .unwrap_err();
+    let unnamed = raw
+        .transition(
+            &other.id,
+            Arc::new(|h| {
+                let mut same = h.clone();
+                same.reason = "changed in no way the history names".into();
+                Ok(Transition::Changed(same).into())
+            }),
+            &actor(),
+        )
+        .await;
+    assert_unavailable(unnamed, UnavailableKind::Other, "history cannot record");
+    assert_eq!(
+        (all_events(&raw), raw.load(&other.id).await.unwrap()),
+        before
+    );
+    assert_eq!(
+        raw.transition(&other.id, racing(&raw, finish), &actor())
+            .await
+            .unwrap(),
+        Some(TransitionOutcome::Lost)
+    );
+    assert_eq!(all_events(&raw), before.0);
+    assert_eq!(last_position(&raw), Some(6));
+
+    // An unknown handoff has no history.
+    assert_eq!(raw.history(&GenerateId::new()).await.unwrap(), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_writers_get_positions_in_commit_order_and_seqs_without_gaps() {
+    let (dir, store, _) = stores().await;
+    let path = dir.path().join("store");
+    let template = open_on_new_wave(&store, dir.path()).await;
+    let mut writers = Vec::new();
+    for writer in 0..4 {
+        let store = open_store(&StorageConfig::sled(path.clone()))
+            .await
+            .unwrap()
+            .with_actor(Actor::parse(&format!("writer {writer}")).unwrap());
+        let dir = dir.path().to_path_buf();
+        writers.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                let opened = open_on_new_wave(&store, &dir).await;
+                store.attach_interactive_handoff(&opened.id).await.unwrap();
+                store
+                    .finish_interactive_handoff(&opened.id, &done())
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    // Eight handles race to finish one handoff: one finished event.
+    let mut finishers = Vec::new();
+    for _ in 0..8 {
+        let store = open_store(&StorageConfig::sled(path.clone()))
+            .await
+            .unwrap();
+        let id = template.id.clone();
+        finishers.push(tokio::spawn(async move {
+            store.finish_interactive_handoff(&id, &done()).await
+        }));
+    }
+    for task in writers {
+        task.await.unwrap();
+    }
+    for task in finishers {
+        task.await.unwrap().unwrap();
+    }
+
+    let raw = SledStore::open(&SledConfig { path }).await.unwrap();
+    let events = all_events(&raw);
+    // 1 + 4 x 5 opens, 20 attaches, 20 finishes and one racing finish.
+    assert_eq!(events.len(), 62);
+    let positions: Vec<u64> = events.iter().map(|e| e.position).collect();
+    assert_eq!(positions, (1..=62).collect::<Vec<_>>());
+    assert_eq!(last_position(&raw), Some(62));
+    let mut by_handoff: BTreeMap<_, Vec<&HandoffEvent>> = BTreeMap::new();
+    for event in &events {
+        by_handoff
+            .entry(event.handoff_id.clone())
+            .or_default()
+            .push(event);
+    }
+    assert_eq!(by_handoff.len(), 21);
+    for (id, events) in by_handoff {
+        // In position order, each handoff's seqs count from 1 without a
+        // gap, and its history reads the same events.
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "{id}");
+        let history = raw.history(&id).await.unwrap();
+        assert_eq!(history.iter().collect::<Vec<_>>(), events, "{id}");
+        let expected = if id == template.id {
+            vec![HandoffEventKind::Opened, HandoffEventKind::Finished]
+        } else {
+            vec![
+                HandoffEventKind::Opened,
+                HandoffEventKind::Attached,
+                HandoffEventKind::Finished,
+            ]
+        };
+        assert_eq!(kinds(&history), expected, "{id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_due_index_follows_open_extend_finish_and_expire() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let start = clock.now();
+    let minutes = Duration::minutes;
+    let a = open_expiring(&store, &clock, dir.path(), minutes(10)).await;
+    let b = open_expiring(&store, &clock, dir.path(), minutes(5)).await;
+    let c = open_on_new_wave(&store, dir.path()).await;
+    let d = open_expiring(&store, &clock, dir.path(), minutes(20)).await;
+    assert_eq!(c.expires_at, None);
+    assert_eq!(
+        due_entries(&raw),
+        [b.id.clone(), a.id.clone(), d.id.clone()]
+    );
+    assert_eq!(
+        raw.shared
+            .due
+            .get(keys::due(start + minutes(10), &a.id))
+            .unwrap(),
+        Some(::sled::IVec::default())
+    );
+    // The deadline is stored in the record.
+    let (_, _, json) = stored_parts(&raw.shared.handoffs, &keys::handoff(&a.id));
+    assert_eq!(
+        serde_json::from_value::<InteractiveHandoff>(json)
+            .unwrap()
+            .expires_at,
+        Some(start + minutes(10))
+    );
+
+    // Reads: up to `now` inclusive, earliest first, at most `limit`.
+    assert_eq!(raw.due(start, 10).await.unwrap(), no_ids());
+    assert_eq!(
+        raw.due(start + minutes(5) - Duration::microseconds(1), 10)
+            .await
+            .unwrap(),
+        no_ids()
+    );
+    assert_eq!(
+        raw.due(start + minutes(5), 10).await.unwrap(),
+        vec![b.id.clone()]
+    );
+    assert_eq!(
+        raw.due(start + minutes(30), 10).await.unwrap(),
+        vec![b.id.clone(), a.id.clone(), d.id.clone()]
+    );
+    assert_eq!(
+        raw.due(start + minutes(30), 2).await.unwrap(),
+        vec![b.id.clone(), a.id.clone()]
+    );
+    assert_eq!(raw.due(start + minutes(30), 0).await.unwrap(), no_ids());
+
+    // Extending moves the entry.
+    clock.advance(minutes(1));
+    store
+        .extend_interactive_handoff(&a.id, start + minutes(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        due_entries(&raw),
+        [a.id.clone(), b.id.clone(), d.id.clone()]
+    );
+    assert!(raw
+        .shared
+        .due
+        .get(keys::due(start + minutes(10), &a.id))
+        .unwrap()
+        .is_none());
+    // Finishing drops it; attaching keeps it.
+    store
+        .finish_interactive_handoff(&b.id, &done())
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&d.id).await.unwrap();
+    assert_eq!(due_entries(&raw), [a.id.clone(), d.id.clone()]);
+
+    // The sweep expires what is due and drops its entry.
+    clock.advance(minutes(2));
+    let expired = store.expire_due().await.unwrap();
+    assert_eq!(
+        expired.iter().map(|h| h.id.clone()).collect::<Vec<_>>(),
+        vec![a.id.clone()]
+    );
+    assert_eq!(expired[0].status, InteractiveHandoffStatus::Expired);
+    assert_eq!(due_entries(&raw), vec![d.id.clone()]);
+    assert_eq!(raw.due(clock.now(), 10).await.unwrap(), no_ids());
+    assert!(store.expire_due().await.unwrap().is_empty());
+    assert_eq!(
+        kinds(&raw.history(&a.id).await.unwrap()),
+        [
+            HandoffEventKind::Opened,
+            HandoffEventKind::Extended,
+            HandoffEventKind::Expired
+        ]
+    );
+
+    // A write on a due handoff stores its expiry, and drops the entry.
+    clock.advance(minutes(30));
+    let refused = store
+        .finish_interactive_handoff(&d.id, &done())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.conflict_kind(), Some(ConflictKind::Expired));
+    assert!(due_entries(&raw).is_empty());
+    assert_eq!(
+        store
+            .get_interactive_handoff(&d.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        InteractiveHandoffStatus::Expired
+    );
+    assert_eq!(
+        kinds(&raw.history(&d.id).await.unwrap()),
+        [
+            HandoffEventKind::Opened,
+            HandoffEventKind::Attached,
+            HandoffEventKind::Expired
+        ]
+    );
+    // Four opens, an extend, a finish, an attach and two expiries.
+    assert_eq!(last_position(&raw), Some(9));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let start = clock.now();
+    let kept = open_expiring(&store, &clock, dir.path(), Duration::minutes(1)).await;
+    let finished = open_expiring(&store, &clock, dir.path(), Duration::minutes(2)).await;
+    store
+        .finish_interactive_handoff(&finished.id, &done())
+        .await
+        .unwrap();
+    // Entries left behind, as a reader walking the index sees them when a
+    // record finishes or moves its deadline meanwhile: one whose record is
+    // not due is skipped, and a handoff is named once.
+    raw.shared
+        .due
+        .insert(
+            keys::due(start + Duration::minutes(2), &finished.id),
+            &[][..],
+        )
+        .unwrap();
+    raw.shared
+        .due
+        .insert(keys::due(start, &kept.id), &[][..])
+        .unwrap();
+    assert_eq!(
+        raw.due(start + Duration::minutes(5), 10).await.unwrap(),
+        vec![kept.id.clone()]
+    );
+    assert_eq!(
+        raw.due(start + Duration::seconds(30), 10).await.unwrap(),
+        no_ids()
+    );
+    // An entry naming no record is damage.
+    let unknown: lf_handoff_domain::id::InteractiveHandoffId = GenerateId::new();
+    raw.shared
+        .due
+        .insert(keys::due(start, &unknown), &[][..])
+        .unwrap();
+    assert_unavailable(
+        raw.due(start + Duration::minutes(5), 10).await,
+        UnavailableKind::Damaged,
+        &format!("index handoffs_due names handoff {unknown}, which is not stored"),
+    );
+    raw.shared.due.insert(&b"short"[..], &[][..]).unwrap();
+    assert_unavailable(
+        raw.due(start + Duration::minutes(5), 10).await,
+        UnavailableKind::Damaged,
+        "malformed key",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_stored_without_history_starts_at_event_1() {
+    let (dir, store, raw, _) = timed_stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    let id_key = keys::handoff(&opened.id);
+    // As a build without history stored it: format 2, no events.
+    raw.shared
+        .handoffs
+        .insert(&id_key, format_2(1, &opened))
+        .unwrap();
+    raw.shared.events.clear().unwrap();
+    raw.shared.history.clear().unwrap();
+    raw.shared
+        .counters
+        .remove(keys::seq_counter(&opened.id))
+        .unwrap();
+    assert_eq!(raw.history(&opened.id).await.unwrap(), vec![]);
+    assert_eq!(store.history(&opened.id).await.unwrap(), vec![]);
+    assert_eq!(
+        store
+            .history(&GenerateId::new())
+            .await
+            .unwrap_err()
+            .kind_name(),
+        "not_found"
+    );
+
+    store.attach_interactive_handoff(&opened.id).await.unwrap();
+    let history = raw.history(&opened.id).await.unwrap();
+    assert_eq!(kinds(&history), [HandoffEventKind::Attached]);
+    // Its first event; the position counter went on from where it was.
+    assert_eq!((history[0].seq, history[0].position), (1, 2));
+    assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 3);
+
+    // A record of format 1 or 2 that names a deadline was not written by
+    // the build it claims.
+    let mut with_deadline = opened.clone();
+    with_deadline.expires_at = Some(opened.created_at + Duration::hours(1));
+    for format in [1u8, 2] {
+        let mut bytes = record::encode(1, &with_deadline).unwrap();
+        bytes[0] = format;
+        raw.shared.handoffs.insert(&id_key, bytes).unwrap();
+        assert_unavailable(
+            store.get_interactive_handoff(&opened.id).await,
+            UnavailableKind::Damaged,
+            &format!("record format {format} has no deadline"),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_event_or_history_entry_is_refused() {
+    let (dir, store, raw, _) = timed_stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    store.attach_interactive_handoff(&opened.id).await.unwrap();
+    let other = open_on_new_wave(&store, dir.path()).await;
+    let event_key = keys::event(2);
+    let good = raw.shared.events.get(event_key).unwrap().unwrap();
+    let other_event = raw.shared.events.get(keys::event(3)).unwrap().unwrap();
+    let mut newer = good.to_vec();
+    newer[0] = 4;
+    let mut older = good.to_vec();
+    older[0] = 2;
+    for (bytes, kind, needle) in [
+        (
+            b"\x03{not json".to_vec(),
+            UnavailableKind::Damaged,
+            "history event at position 2 is unreadable",
+        ),
+        (Vec::new(), UnavailableKind::Damaged, "the event is empty"),
+        (newer, UnavailableKind::NewerSchema, "record format 4"),
+        (
+            older,
+            UnavailableKind::Damaged,
+            "record format 2 has no history events",
+        ),
+        (
+            other_event.to_vec(),
+            UnavailableKind::Damaged,
+            "the event holds position 3",
+        ),
+    ] {
+        raw.shared.events.insert(event_key, bytes).unwrap();
+        assert_unavailable(raw.history(&opened.id).await, kind, needle);
+        assert_unavailable(store.history(&opened.id).await, kind, needle);
+    }
+    raw.shared.events.insert(event_key, good.clone()).unwrap();
+    assert_eq!(raw.history(&opened.id).await.unwrap().len(), 2);
+
+    // History entries that name another handoff's event, a missing event,
+    // or skip a seq.
+    let history_key = keys::history(&opened.id, 2);
+    for (key, value, needle) in [
+        (
+            history_key.clone(),
+            keys::event(3).to_vec(),
+            format!("position 3 holds event 1 of handoff {}", other.id),
+        ),
+        (
+            history_key.clone(),
+            keys::event(99).to_vec(),
+            "event 2 names position 99, where no event is stored".to_string(),
+        ),
+        (
+            history_key.clone(),
+            b"\x00".to_vec(),
+            "position of event 2".to_string(),
+        ),
+        (
+            keys::history(&opened.id, 4),
+            keys::event(2).to_vec(),
+            "it holds event 4 where event 3 belongs".to_string(),
+        ),
+    ] {
+        let saved = raw.shared.history.get(&key).unwrap();
+        raw.shared.history.insert(&key, value).unwrap();
+        assert_unavailable(
+            raw.history(&opened.id).await,
+            UnavailableKind::Damaged,
+            &needle,
+        );
+        match saved {
+            Some(saved) => raw.shared.history.insert(&key, saved).unwrap(),
+            None => raw.shared.history.remove(&key).unwrap(),
+        };
+    }
+    assert_eq!(raw.history(&opened.id).await.unwrap().len(), 2);
+    assert_eq!(raw.history(&other.id).await.unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
+    let (dir, store, raw, _) = timed_stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    store.attach_interactive_handoff(&opened.id).await.unwrap();
+    let stored = raw.load(&opened.id).await.unwrap();
+    let events = all_events(&raw);
+
+    // Position 2 is taken: it is never given again.
+    raw.shared
+        .counters
+        .insert(keys::POSITION, &1u64.to_be_bytes()[..])
+        .unwrap();
+    assert_unavailable(
+        store.finish_interactive_handoff(&opened.id, &done()).await,
+        UnavailableKind::Damaged,
+        "position 2 is taken",
+    );
+    raw.shared
+        .counters
+        .insert(keys::POSITION, &2u64.to_be_bytes()[..])
+        .unwrap();
+    // So is the handoff's seq 2.
+    raw.shared
+        .counters
+        .insert(keys::seq_counter(&opened.id), &1u64.to_be_bytes()[..])
+        .unwrap();
+    assert_unavailable(
+        store.finish_interactive_handoff(&opened.id, &done()).await,
+        UnavailableKind::Damaged,
+        "event 2 is stored",
+    );
+    // A counter that is not eight bytes.
+    raw.shared
+        .counters
+        .insert(keys::seq_counter(&opened.id), &b"two"[..])
+        .unwrap();
+    assert_unavailable(
+        store.finish_interactive_handoff(&opened.id, &done()).await,
+        UnavailableKind::Damaged,
+        "the last seq of handoff",
+    );
+    assert_eq!(raw.load(&opened.id).await.unwrap(), stored);
+    assert_eq!(all_events(&raw), events);
+
+    // A new handoff whose id already has history is refused as well.
+    let parent = new_wave(&store, dir.path()).await;
+    let version = raw.load_parent(&parent).await.unwrap().unwrap().version;
+    let fresh = at(&opened, &parent, None);
+    raw.shared
+        .counters
+        .insert(keys::seq_counter(&fresh.id), &3u64.to_be_bytes()[..])
+        .unwrap();
+    assert_unavailable(
+        raw.insert(&fresh, version, &actor()).await,
+        UnavailableKind::Damaged,
+        "it is new, yet its counter says it has 3 events",
+    );
+    assert_eq!(raw.load(&fresh.id).await.unwrap(), None);
+    assert_eq!(all_events(&raw), events);
+
+    raw.shared
+        .counters
+        .insert(keys::seq_counter(&opened.id), &2u64.to_be_bytes()[..])
+        .unwrap();
+    store
+        .finish_interactive_handoff(&opened.id, &done())
+        .await
+        .unwrap();
+    let history = raw.history(&opened.id).await.unwrap();
+    assert_eq!(history.len(), 3);
+    assert_eq!((history[2].seq, history[2].position), (3, 3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let config = StorageConfig::sled(path.clone());
+    // A store as the build before deadlines and history left it: marker
+    // and records of format 2, and none of the new trees.
+    let store = open_store(&config).await.unwrap();
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    let parent = store.get_parent(&opened.parent).await.unwrap().unwrap();
+    drop(store);
+    tokio::task::spawn_blocking({
+        let path = path.clone();
+        let (opened, parent) = (opened.clone(), parent.clone());
+        move || {
+            let db = ::sled::Config::new().path(path).open().unwrap();
+            db.open_tree(keys::HANDOFFS)
+                .unwrap()
+                .insert(keys::handoff(&opened.id), format_2(1, &opened))
+                .unwrap();
+            db.open_tree(keys::PARENTS)
+                .unwrap()
+                .insert(keys::parent(&opened.parent), format_2(1, &parent))
+                .unwrap();
+            for tree in [keys::DUE, keys::EVENTS, keys::HISTORY, keys::COUNTERS] {
+                assert!(db.drop_tree(tree).unwrap());
+            }
+            db.flush().unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let marker = path.join(files::MARKER);
+    std::fs::write(&marker, MARKER_2).unwrap();
+
+    let store = open_store(&config).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(
+        store.list_interactive_handoffs(None).await.unwrap(),
+        vec![opened.clone()]
+    );
+    assert_eq!(store.history(&opened.id).await.unwrap(), vec![]);
+    let raw = SledStore::open(&SledConfig { path: path.clone() })
+        .await
+        .unwrap();
+    let id_key = keys::handoff(&opened.id);
+    assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 2);
+
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &done())
+        .await
+        .unwrap();
+    let (format, version, json) = stored_parts(&raw.shared.handoffs, &id_key);
+    assert_eq!((format, version), (3, 2));
+    assert_eq!(json["expires_at"], serde_json::Value::Null);
+    let history = store.history(&opened.id).await.unwrap();
+    assert_eq!(kinds(&history), [HandoffEventKind::Finished]);
+    assert_eq!((history[0].seq, history[0].position), (1, 1));
+    drop((store, raw));
+
+    // Reopening finds it upgraded and changes nothing more.
+    let store = open_store(&config).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(
+        store.get_interactive_handoff(&opened.id).await.unwrap(),
+        Some(finished)
+    );
+    assert_eq!(store.history(&opened.id).await.unwrap(), history);
+}
+
+/// A tree's entries, key and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every tree of the store `raw` opened, by name, with every entry.
+fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
+    raw.shared
+        .db
+        .tree_names()
+        .into_iter()
+        .map(|name| {
+            let tree = raw.shared.db.open_tree(&name).unwrap();
+            let entries = tree
+                .iter()
+                .map(|entry| {
+                    let (key, value) = entry.unwrap();
+                    (key.to_vec(), value.to_vec())
+                })
+                .collect();
+            (name.to_vec(), entries)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let store = store.with_archive(raw.clone());
+    // Every kind of index entry: a finished, claimed handoff at a step
+    // (slot freed, step kept), an active one with a deadline (slot, active,
+    // due), one extended, one expired, a task with its PR.
+    let parent = new_wave(&store, dir.path()).await;
+    let (stepped, _) = store
+        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store
+        .finish_interactive_handoff(&stepped.id, &done())
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&stepped.id, 1)
+        .await
+        .unwrap();
+    let (active, _) = store
+        .open_interactive_handoff_with(
+            request(&parent, dir.path()),
+            &OpenOptions {
+                step: Some(step("deploy@2")),
+                expires_at: Some(clock.now() + Duration::hours(1)),
+            },
+        )
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&active.id).await.unwrap();
+    let extended = open_expiring(&store, &clock, dir.path(), Duration::hours(1)).await;
+    store
+        .extend_interactive_handoff(&extended.id, clock.now() + Duration::hours(5))
+        .await
+        .unwrap();
+    let expiring = open_expiring(&store, &clock, dir.path(), Duration::seconds(1)).await;
+    clock.advance(Duration::seconds(2));
+    store.expire_if_due(&expiring.id).await.unwrap();
+    let mut out = Vec::new();
+    let summary = store.export_to(&mut out).await.unwrap();
+    assert!(summary.events >= 9, "{summary:?}");
+
+    let copy = dir.path().join("copy");
+    let imported = open_store(&StorageConfig::sled(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(out.as_slice()).await.unwrap();
+    let raw_copy = SledStore::open(&SledConfig { path: copy }).await.unwrap();
+    let trees = every_tree(&raw);
+    for (tree, entries) in [
+        (keys::DUE, 2),
+        (keys::STEPS, 2),
+        (keys::ACTIVE_SLOTS, 2),
+        (keys::ACTIVE, 2),
+        (keys::HANDOFFS, 4),
+    ] {
+        assert_eq!(
+            trees[tree].len(),
+            entries,
+            "{}",
+            String::from_utf8_lossy(tree)
+        );
+    }
+    assert_eq!(every_tree(&raw_copy), trees);
+    assert!(raw_copy
+        .shared
+        .counters
+        .get(keys::IMPORTING)
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_store_an_import_left_marked_is_refused_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    {
+        let raw = SledStore::open(&SledConfig { path: path.clone() })
+            .await
+            .unwrap();
+        raw.shared
+            .counters
+            .insert(keys::IMPORTING, &b"in progress"[..])
+            .unwrap();
+        raw.shared.make_durable().unwrap();
+    }
+    let refused = open_store(&StorageConfig::sled(path.clone())).await;
+    assert_unavailable(
+        refused,
+        UnavailableKind::Damaged,
+        "did not finish (the process died",
+    );
+    assert_unavailable(
+        SledStore::open(&SledConfig { path }).await,
+        UnavailableKind::Damaged,
+        "delete the directory and run the import again",
     );
 }

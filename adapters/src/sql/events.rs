@@ -29,10 +29,7 @@ pub(crate) struct EventRow {
 
 /// An event's own values in bind order (`at`, `kind`, `status_before`,
 /// `status_after`, `actor`, `detail`), after the handoff's.
-pub(crate) fn event_values<'a>(
-    change: &'a HandoffChange,
-    actor: &'a Actor,
-) -> [Param<'a>; EVENT_PARAMS] {
+pub fn event_values<'a>(change: &'a HandoffChange, actor: &'a Actor) -> [Param<'a>; EVENT_PARAMS] {
     [
         Param::Int(to_unix_micros(change.at)),
         Param::Text(change.kind.as_str()),

@@ -177,7 +177,7 @@ impl<E: SqlEngine> SqlStore<E> {
                 (&SWAP_HANDOFF, &SWAP_HANDOFF_WITH_EVENT),
                 &row.swap_values(expected),
                 handoff,
-                &change,
+                change,
                 actor,
             )
             .await

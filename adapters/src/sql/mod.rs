@@ -14,7 +14,8 @@
 //! - `row.rs`: a handoff's conversion to and from its column form;
 //!   `events.rs`: a history event's.
 //! - `statements.rs`: the SQL text.
-//! - `handoffs.rs`, `parents.rs`: the two ports.
+//! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
+//!   import (C17), the third.
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
 //!   migrations.
 //!
@@ -35,10 +36,11 @@
 //! is the handoff's `events` counter, which the same write increments, so
 //! a handoff's events are numbered 1, 2, 3, ... without gaps.
 
+pub(crate) mod archive;
 pub(crate) mod columns;
 pub(crate) mod connections;
 pub(crate) mod engine;
-mod events;
+pub(crate) mod events;
 mod handoffs;
 mod parents;
 mod row;

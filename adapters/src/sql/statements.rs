@@ -119,7 +119,7 @@ const EVENT_COLUMNS: &str = "handoff_id, seq, at, kind, status_before, status_af
 
 /// The values an event binds after the handoff's: `at`, `kind`,
 /// `status_before`, `status_after`, `actor`, `detail`.
-pub(crate) const EVENT_PARAMS: usize = 6;
+pub const EVENT_PARAMS: usize = 6;
 
 /// `$from, ..., $(from + EVENT_PARAMS - 1)`: an event's own values.
 fn event_placeholders(from: usize) -> String {
@@ -133,7 +133,7 @@ fn event_placeholders(from: usize) -> String {
 /// (just written) as `handoff_id` and `seq`, then the event's own values
 /// (`$2` ...). The second statement of a write on SQLite, in the same
 /// transaction as the handoff's row.
-pub(crate) static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
+pub static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM handoffs WHERE {ID_COLUMN} = $1",
         event_placeholders(2)
@@ -145,7 +145,7 @@ pub(crate) static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
 /// CTE whose row feeds the event's INSERT, so the event costs no round
 /// trip and no transaction of its own (PostgreSQL). It affects one row if
 /// and only if `statement` did.
-fn with_event(statement: &str, own: usize) -> String {
+pub fn with_event(statement: &str, own: usize) -> String {
     format!(
         "WITH h AS ({statement} RETURNING {ID_COLUMN}, {EVENTS_COLUMN})          INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM h",
         event_placeholders(own + 1)
@@ -157,7 +157,7 @@ pub(crate) static INSERT_HANDOFF_WITH_EVENT: LazyLock<String> =
     LazyLock::new(|| with_event(&INSERT_HANDOFF, COLUMN_COUNT + 2));
 
 /// [`SWAP_HANDOFF`] and its event in one statement.
-pub(crate) static SWAP_HANDOFF_WITH_EVENT: LazyLock<String> =
+pub static SWAP_HANDOFF_WITH_EVENT: LazyLock<String> =
     LazyLock::new(|| with_event(&SWAP_HANDOFF, SWAP_PARAMS));
 
 /// The condition of a due handoff at `$1`: the due index's condition

@@ -71,6 +71,7 @@ async fn a_transition_stores_every_field_the_domain_returned() {
         .transition(
             &opened.id,
             Arc::new(move |_| Ok(Transition::Changed(decided.clone()).into())),
+            &lf_handoff_application::this_process_actor(),
         )
         .await
         .unwrap();
@@ -78,7 +79,7 @@ async fn a_transition_stores_every_field_the_domain_returned() {
         outcome,
         Some(TransitionOutcome::Applied {
             handoff: Box::new(next.clone()),
-            answer: true,
+            answer: Ok(true),
         })
     );
     let stored = sql.load(&opened.id).await.unwrap().unwrap();
@@ -212,7 +213,13 @@ async fn each_unique_index_gives_its_insert_outcome() {
         // at another step or none, is refused by the active slot's index.
         for at in [Some("login@2"), None] {
             assert_eq!(
-                sql.insert(&copy_at(&waiting, at), version).await.unwrap(),
+                sql.insert(
+                    &copy_at(&waiting, at),
+                    version,
+                    &lf_handoff_application::this_process_actor()
+                )
+                .await
+                .unwrap(),
                 InsertOutcome::ParentBusy,
                 "{at:?}"
             );
@@ -220,22 +227,36 @@ async fn each_unique_index_gives_its_insert_outcome() {
         // A finished handoff at a step the parent has is refused by the
         // step's index; at a new step, or none, it is stored.
         assert_eq!(
-            sql.insert(&copy_at(&finished, Some("login@1")), version)
-                .await
-                .unwrap(),
+            sql.insert(
+                &copy_at(&finished, Some("login@1")),
+                version,
+                &lf_handoff_application::this_process_actor()
+            )
+            .await
+            .unwrap(),
             InsertOutcome::StepTaken
         );
         for at in [Some("login@3"), None, None] {
             assert_eq!(
-                sql.insert(&copy_at(&finished, at), version).await.unwrap(),
+                sql.insert(
+                    &copy_at(&finished, at),
+                    version,
+                    &lf_handoff_application::this_process_actor()
+                )
+                .await
+                .unwrap(),
                 InsertOutcome::Inserted,
                 "{at:?}"
             );
         }
         assert_eq!(
-            sql.insert(&copy_at(&finished, Some("login@3")), version)
-                .await
-                .unwrap(),
+            sql.insert(
+                &copy_at(&finished, Some("login@3")),
+                version,
+                &lf_handoff_application::this_process_actor()
+            )
+            .await
+            .unwrap(),
             InsertOutcome::StepTaken
         );
         // A parent's step is its own: another parent may use it.
@@ -246,7 +267,9 @@ async fn each_unique_index_gives_its_insert_outcome() {
         elsewhere.parent = InteractiveHandoffParent::Wave(other.id().clone());
         elsewhere.wave_id = other.id().clone();
         assert_eq!(
-            sql.insert(&elsewhere, 1).await.unwrap(),
+            sql.insert(&elsewhere, 1, &lf_handoff_application::this_process_actor())
+                .await
+                .unwrap(),
             InsertOutcome::Inserted
         );
     })
@@ -262,7 +285,9 @@ async fn the_snapshot_holds_the_parent_its_active_handoff_and_the_steps() {
         let version = sql.load_parent(&parent).await.unwrap().unwrap().version;
         let old = copy_at(&finished, Some("login@0"));
         assert_eq!(
-            sql.insert(&old, version).await.unwrap(),
+            sql.insert(&old, version, &lf_handoff_application::this_process_actor())
+                .await
+                .unwrap(),
             InsertOutcome::Inserted
         );
 
@@ -331,8 +356,24 @@ async fn racing_inserts_of_one_step_from_two_handles_store_one() {
             // Finished records, so only the step's index can refuse one.
             let (first, second) = (copy_at(&finished, Some(&at)), copy_at(&finished, Some(&at)));
             let (a, b) = (a.clone(), b.clone());
-            let one = tokio::spawn(async move { a.insert(&first, version).await.unwrap() });
-            let two = tokio::spawn(async move { b.insert(&second, version).await.unwrap() });
+            let one = tokio::spawn(async move {
+                a.insert(
+                    &first,
+                    version,
+                    &lf_handoff_application::this_process_actor(),
+                )
+                .await
+                .unwrap()
+            });
+            let two = tokio::spawn(async move {
+                b.insert(
+                    &second,
+                    version,
+                    &lf_handoff_application::this_process_actor(),
+                )
+                .await
+                .unwrap()
+            });
             let mut outcomes = [one.await.unwrap(), two.await.unwrap()];
             outcomes.sort_by_key(|outcome| format!("{outcome:?}"));
             assert_eq!(
@@ -384,6 +425,46 @@ async fn the_snapshot_is_three_index_probes_on_sqlite() {
         assert!(plan.contains(probe), "{probe} is not in\n{plan}");
     }
     assert!(!plan.contains("SCAN"), "{plan}");
+}
+
+#[tokio::test]
+async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
+    let plan = |sql: String| {
+        let sql = format!("EXPLAIN QUERY PLAN {sql}");
+        async move {
+            let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+                .await
+                .unwrap();
+            for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+                sqlx::query(&statement).execute(&mut conn).await.unwrap();
+            }
+            let rows = sqlx::query(&sql)
+                .bind(1_i64)
+                .bind(10_i64)
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|row| sqlx::Row::try_get::<String, _>(row, "detail").unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    };
+    let due = plan(super::statements::DUE_HANDOFFS.clone()).await;
+    assert!(
+        due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at>? AND expires_at<?)"),
+        "{due}"
+    );
+    assert!(
+        !due.contains("SCAN") && !due.contains("TEMP B-TREE"),
+        "{due}"
+    );
+    let history = plan(super::statements::HISTORY.clone()).await;
+    assert!(
+        history.contains("USING INDEX") && !history.contains("SCAN"),
+        "{history}"
+    );
+    assert!(!history.contains("TEMP B-TREE"), "{history}");
 }
 
 #[tokio::test]
@@ -445,7 +526,8 @@ async fn rows_of_release_1(path: &Path) -> (Vec<String>, i64) {
     let handoff_columns: Vec<&str> = HANDOFF_COLUMNS
         .iter()
         .map(|column| column.name)
-        .filter(|name| *name != "step")
+        // The columns release 0.1.0 had: later migrations add the rest.
+        .filter(|name| !["step", "expires_at", "events"].contains(name))
         .collect();
     let mut rows = Vec::new();
     for sql in [
@@ -494,8 +576,19 @@ async fn a_store_of_release_1_is_upgraded_keeping_every_row() {
     .fetch_one(&mut conn)
     .await
     .unwrap();
-    conn.close().await.unwrap();
     assert_eq!((steps, index), (0, 1));
+    // Migration 3: no deadline, no events, the due index and the history.
+    let (deadlines, counted, events, due): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(expires_at) FROM handoffs), \
+                (SELECT coalesce(sum(events), 0) FROM handoffs), \
+                (SELECT count(*) FROM handoff_events), \
+                (SELECT count(*) FROM sqlite_master WHERE name = 'handoffs_due')",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!((deadlines, counted, events, due), (0, 0, 0, 1));
 }
 
 /// Opens `config` from eight handles at once (separate connections, as
@@ -617,7 +710,7 @@ async fn a_store_of_this_build_reopens_without_migrating() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_a_newer_schema_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    // Release 0.1.0's store, as a build of schema version 3 would leave it
+    // Release 0.1.0's store, as a build of a newer schema version would leave it
     // (the version is all this build can know of a newer one).
     let path = release_1_copy(dir.path());
     let mut conn = raw(&path).await;
@@ -631,7 +724,8 @@ async fn a_store_of_a_newer_schema_is_refused_untouched() {
     match open_store(&StorageConfig::sqlite(path.clone())).await {
         Err(StoreError::Unavailable { kind, message, .. }) => {
             assert_eq!(kind, UnavailableKind::NewerSchema, "{message}");
-            assert!(message.contains("schema version 3"), "{message}");
+            let newer = format!("schema version {}", LATEST_VERSION + 1);
+            assert!(message.contains(&newer), "{message}");
         }
         Err(other) => panic!("expected Unavailable, got {other}"),
         Ok(_) => panic!("a store of a newer schema opened"),
@@ -646,4 +740,106 @@ async fn a_store_of_a_newer_schema_is_refused_untouched() {
     .unwrap();
     conn.close().await.unwrap();
     assert_eq!(columns, 0, "no migration ran");
+}
+
+/// Every row of every table of the SQLite store at `path` and its
+/// position counter, as text, in key order.
+async fn sqlite_rows(path: &Path) -> Vec<String> {
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    let handoff_columns: Vec<&str> = HANDOFF_COLUMNS.iter().map(|c| c.name).collect();
+    let queries = [
+        "SELECT json_array(id, kind, wave_id, version, record) FROM parents ORDER BY id"
+            .to_string(),
+        "SELECT json_array(id, task_session_id, record) FROM task_prs ORDER BY id".into(),
+        format!(
+            "SELECT json_array({}) FROM handoffs ORDER BY id",
+            handoff_columns.join(", ")
+        ),
+        "SELECT json_array(position, handoff_id, seq, at, kind, status_before, status_after, \
+         actor, detail) FROM handoff_events ORDER BY position"
+            .into(),
+        "SELECT json_array(name, seq) FROM sqlite_sequence ORDER BY name".into(),
+    ];
+    let mut rows = Vec::new();
+    for query in queries {
+        let found: Vec<String> = sqlx::query_scalar(&query)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        rows.push(format!("-- {query}"));
+        rows.extend(found);
+    }
+    conn.close().await.unwrap();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_writes_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.db");
+    let store = open_store(&StorageConfig::sqlite(source.clone()))
+        .await
+        .unwrap();
+    let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
+    store.create_wave(&wave).await.unwrap();
+    let (first, _) = store
+        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&first.id).await.unwrap();
+    store
+        .finish_interactive_handoff(
+            &first.id,
+            &InteractiveHandoffOutcome::Completed {
+                summary: "done".into(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&first.id, 1)
+        .await
+        .unwrap();
+    store
+        .open_interactive_handoff(request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let mut file = Vec::new();
+    let summary = store.export_to(&mut file).await.unwrap();
+    assert_eq!((summary.events, summary.last_position), (5, 5));
+
+    let copy = dir.path().join("copy.db");
+    let imported = open_store(&StorageConfig::sqlite(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(file.as_slice()).await.unwrap();
+    drop((store, imported));
+    assert_eq!(sqlite_rows(&copy).await, sqlite_rows(&source).await);
+
+    // A last position past the last event's (the newest events were
+    // removed) is kept, and the next event takes the one after it.
+    let text = String::from_utf8(file).unwrap();
+    let later = text.replace("\"last_position\":5}", "\"last_position\":40}");
+    let moved = dir.path().join("moved.db");
+    let imported = open_store(&StorageConfig::sqlite(moved.clone()))
+        .await
+        .unwrap();
+    imported.import_from(later.as_bytes()).await.unwrap();
+    let second = imported
+        .list_interactive_handoffs(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(InteractiveHandoff::is_active)
+        .unwrap();
+    imported
+        .attach_interactive_handoff(&second.id)
+        .await
+        .unwrap();
+    let history = imported.history(&second.id).await.unwrap();
+    assert_eq!(history.last().unwrap().position, 41);
 }

@@ -347,6 +347,8 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
         "took the wake over",
         "census row",
         "handed_back",
+        "expires in 1h",
+        "wake_taken_over",
     ] {
         assert!(
             run.stdout.contains(phrase),
@@ -385,6 +387,7 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
             "take_over",
             "old_retry",
             "census",
+            "history",
         ]
     );
     assert_eq!(steps[4]["data"]["step"], "oauth-login");
@@ -402,6 +405,23 @@ fn demo_narrates_every_step_on_a_throwaway_store() {
     );
     assert_eq!(steps[15]["data"]["status"], "handed_back");
     assert_eq!(steps[15]["data"]["step"], "oauth-login");
+    assert!(steps[4]["data"]["expires_at"].is_string(), "a deadline");
+    let kinds: Vec<&str> = steps[16]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "opened",
+            "attached",
+            "finished",
+            "wake_claimed",
+            "wake_taken_over"
+        ]
+    );
 }
 
 #[test]

@@ -25,6 +25,8 @@ const HANDOFF_FIELDS: &[&str] = &[
     "wake_claimed_at",
     "wake_claimed_by_generation",
     "step",
+    "expires_at",
+    "due",
 ];
 
 const ROW_FIELDS: &[&str] = &[
@@ -42,6 +44,8 @@ const ROW_FIELDS: &[&str] = &[
     "updated_at",
     "age_secs",
     "step",
+    "expires_at",
+    "due",
 ];
 
 pub fn assert_handoff_shape(handoff: &Value) {
@@ -50,6 +54,7 @@ pub fn assert_handoff_shape(handoff: &Value) {
     assert_eq!(keys(&handoff["parent"]), sorted(&["kind", "id"]));
     assert_timestamp(&handoff["created_at"]);
     assert_timestamp(&handoff["updated_at"]);
+    assert!(handoff["due"].is_boolean(), "{handoff}");
 }
 
 /// A project and a task whose worktree is `worktree`; returns the task id.

@@ -51,6 +51,8 @@ fn the_walkthrough_runs_line_by_line() {
         "--print",
         "back ",
         "claim-wake",
+        "--expires-in ",
+        "history ",
     ] {
         assert!(
             lines.iter().any(|line| line.contains(needed)),
@@ -106,6 +108,27 @@ fn the_walkthrough_runs_line_by_line() {
             .lines()
             .any(|line| line.len() > 39 && line.starts_with(ids[0])),
         "the re-run got the listed handoff back: {run:?}"
+    );
+    assert!(
+        run.stdout.contains("expires in 7h 59m") || run.stdout.contains("expires in 8h 0m"),
+        "list shows the deadline: {run:?}"
+    );
+    let history: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.contains(" UTC  "))
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "opened",
+            "attached",
+            "finished",
+            "wake_claimed",
+            "wake_taken_over"
+        ],
+        "history shows each change once: {run:?}"
     );
     assert!(!run.stderr.contains("error:"), "{run:?}");
 }

@@ -76,6 +76,8 @@ impl Sandbox {
         command
             .args(args)
             .env_remove("LF_HANDOFF_STORE")
+            .env_remove("LF_HANDOFF_ACTOR")
+            .env_remove("RUST_LOG")
             .env_remove("XDG_DATA_HOME")
             .env_remove("COLUMNS")
             .env("LF_HOME", self.path("lf"))
@@ -130,6 +132,35 @@ impl Sandbox {
         setup(&mut command);
         let run = Run::from_output(command.output().unwrap());
         assert_kind(&run, code, kind, &format!("--json {what}"))
+    }
+
+    /// Creates a wave, opens a handoff on it (cwd: the sandbox) with the
+    /// `extra` flags of `open` (a deadline, say), and returns the
+    /// handoff's JSON.
+    pub fn open_with(&self, extra: &[&str]) -> Value {
+        let wave = self.wave();
+        let cwd = self.dir.path().to_str().unwrap().to_string();
+        let parent = format!("wave:{wave}");
+        let mut args = vec![
+            "open",
+            "--parent",
+            &parent,
+            "--home",
+            "jack@local",
+            "--cwd",
+            &cwd,
+            "--provider",
+            "codex",
+            "--generation",
+            "1",
+            "--reason",
+            "OAuth login requires a human",
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "tmux", "attach"]);
+        let opened = self.json(&args);
+        assert_eq!(opened["created"], true, "{opened}");
+        opened["handoff"].clone()
     }
 
     /// Creates a wave and returns its id.
