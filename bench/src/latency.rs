@@ -75,6 +75,8 @@ pub struct Grown {
     pub configs: Vec<StorageConfig>,
     /// A handoff in the largest store.
     pub sample_id: String,
+    /// A handoff in each store, smallest first.
+    pub sample_ids: Vec<String>,
 }
 
 /// One store under measurement.
@@ -180,6 +182,10 @@ pub async fn measure(
         sizes: figures,
         configs,
         sample_id: population.handoff_id(largest / 2).to_string(),
+        sample_ids: sizes
+            .iter()
+            .map(|size| population.handoff_id(size / 2).to_string())
+            .collect(),
     })
 }
 

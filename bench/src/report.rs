@@ -96,8 +96,21 @@ pub struct BackendReport {
     pub race: Option<RaceFigures>,
     /// Command-line cold start.
     pub cold_start: Option<ColdStart>,
+    /// `lf-handoff status` alone on each store of the latency phase,
+    /// smallest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cold_start_by_size: Vec<SizedColdStart>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
+}
+
+/// The command-line cold start on one store of the latency phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizedColdStart {
+    /// Handoffs stored.
+    pub handoffs: u64,
+    /// `lf-handoff status` alone.
+    pub cold_start: ColdStart,
 }
 
 /// Latency at the largest size divided by latency at the smallest.
@@ -453,6 +466,25 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             let _ = writeln!(out, "  cold start: {reason}");
         }
         None => {}
+    }
+    if !backend.cold_start_by_size.is_empty() {
+        let figures: Vec<String> = backend
+            .cold_start_by_size
+            .iter()
+            .map(|sized| match &sized.cold_start {
+                ColdStart::Measured { cli, .. } | ColdStart::CliOnly { cli, .. } => {
+                    format!("{} {:.2} ms", short(sized.handoffs), cli.median_us / 1000.0)
+                }
+                ColdStart::Unavailable { reason } => {
+                    format!("{} not measured ({reason})", short(sized.handoffs))
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  cold start by store size (lf-handoff status, medians): {}",
+            figures.join(", ")
+        );
     }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");

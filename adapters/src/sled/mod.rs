@@ -191,7 +191,10 @@
 //! first change and its sync, reads first write out sled's log buffer (no
 //! sync), so they never report a write that exists only in memory; with no
 //! write in flight they leave the buffer alone (it can then hold only
-//! sled's own node reorganisation, see `Shared::settle_reads`).
+//! sled's own node reorganisation, see `Shared::settle_reads`). Opening
+//! syncs the log only for a new store; opening an existing one syncs just
+//! the directory, since what sled writes then is its own reorganisation,
+//! which the next write syncs with it (see `handle::SyncAtOpen`).
 //!
 //! sled is synchronous: every call runs on tokio's blocking pool
 //! (`spawn_blocking`), never on the async executor's threads. A hop there

@@ -24,6 +24,7 @@ use lf_handoff_domain::{ConflictKind, DomainError};
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
 
+use super::handle::{sync_at_open, SyncAtOpen};
 use super::{files, keys, record, SledStore};
 use crate::config::SledConfig;
 use crate::{open_store, StorageConfig};
@@ -504,6 +505,33 @@ async fn an_empty_directory_becomes_a_store_and_keeps_its_mode() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o750);
     assert!(path.join(files::MARKER).is_file());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_a_new_store_syncs_its_log_when_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    // No directory, then a directory whose log is missing or empty: new.
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::create_dir(&path).unwrap();
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::write(path.join(files::LOG), b"").unwrap();
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::remove_file(path.join(files::LOG)).unwrap();
+
+    let store = open_store(&StorageConfig::sled(path.clone()))
+        .await
+        .unwrap();
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    drop(store);
+    // A log that holds data is an existing store's: only the directory is
+    // synced, and the store opens with everything it had.
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Directory);
+    let store = open_store(&StorageConfig::sled(path.clone()))
+        .await
+        .unwrap();
+    let found = store.get_interactive_handoff(&opened.id).await.unwrap();
+    assert_eq!(found, Some(opened));
 }
 
 #[tokio::test(flavor = "multi_thread")]
