@@ -325,7 +325,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         None => {
             let _ = writeln!(
                 out,
-                "  disk fsync rate: not measured (the store is on a server)"
+                "  disk fsync rate: not measured (the fsync phase did not run, or the store has no local directory)"
             );
         }
     }
