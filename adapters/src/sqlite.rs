@@ -72,6 +72,8 @@ impl Dialect for SqliteFile {
         self.path.display().to_string()
     }
 
+    const PINS_INDEXES: bool = true;
+
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();
         if let sqlx::Error::Database(db) = &error {

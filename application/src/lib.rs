@@ -38,10 +38,10 @@ pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
     recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
-    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome,
-    Versioned,
+    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
+    TransitionOutcome, Versioned,
 };
-pub use service::{Store, MAX_RACE_ATTEMPTS};
+pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 
 /// The domain crate, re-exported so callers need one dependency.

@@ -38,7 +38,7 @@ use crate::archive::{Archive, ArchiveReader, ArchiveSummary, ArchiveWriter, Prog
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
     Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
-    ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
+    ParentRegistry, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
 };
 
 /// How many lost races in a row one call tolerates before giving up.
@@ -49,6 +49,11 @@ pub const MAX_RACE_ATTEMPTS: usize = 32;
 
 /// How many due handoffs one round of [`Store::expire_due`] reads.
 const EXPIRE_BATCH: usize = 256;
+
+/// How many handoffs one atomic write of [`Store::prune`] removes at most:
+/// enough that a large prune takes few writes, few enough that one write
+/// holds a transaction (and on SQLite, the store's one writer) briefly.
+pub const PRUNE_BATCH: usize = 256;
 
 /// The handoff registry: the public API an orchestrator links against.
 ///
@@ -549,15 +554,20 @@ impl Store {
         self.handoffs
             .list(&ListQuery {
                 parent: parent.cloned(),
-                active_only: false,
+                ..ListQuery::default()
             })
             .await
     }
 
-    /// Lists handoffs matching `query` (a parent and/or only active ones),
-    /// ordered by creation. The active filter is served by an index.
+    /// Lists the handoffs that pass every filter of `query` (a parent, only
+    /// active ones, statuses, a home, created before an instant), ordered
+    /// by creation then id, one page at a time: those after `query.after`
+    /// (the last id of the previous page), at most `query.limit` (C4,
+    /// C17). Every filter and the page's start are served by an index.
     ///
     /// # Errors
+    /// `NotFound` when `query.after` names no handoff (checked only when
+    /// the page is empty, so a full page costs no extra read);
     /// `Unavailable` on storage failure or a damaged record.
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend))]
     pub async fn query_interactive_handoffs(
@@ -565,7 +575,69 @@ impl Store {
         query: &ListQuery,
     ) -> StoreResult<Vec<InteractiveHandoff>> {
         let _call = CallTimer::start();
-        self.handoffs.list(query).await
+        let page = self.handoffs.list(query).await?;
+        if let (true, Some(after)) = (page.is_empty(), &query.after) {
+            if self.handoffs.load(after).await?.is_none() {
+                return Err(StoreError::NotFound(format!(
+                    "handoff {after}, the page's start, does not exist (it may have been \
+                     pruned); list from the start again"
+                )));
+            }
+        }
+        Ok(page)
+    }
+
+    /// Prunes the registry (C17): removes every terminal handoff whose wake
+    /// has been claimed and that finished (`terminal_at`) before
+    /// `finished_before`, with its history, in atomic batches of at most
+    /// [`PRUNE_BATCH`] handoffs, until a batch removes nothing. An active
+    /// handoff and one whose wake is unclaimed are never removed. With
+    /// `dry_run`, removes nothing and counts what would be removed now.
+    ///
+    /// A pruned handoff is gone: `get` returns `None`, `history` is
+    /// `NotFound`, and its step is forgotten, so a body that opens at that
+    /// step again gets a new handoff (C12 holds until the prune).
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure; the batches before it stay
+    /// removed.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, dry_run = dry_run))]
+    pub async fn prune(
+        &self,
+        finished_before: OffsetDateTime,
+        dry_run: bool,
+    ) -> StoreResult<PruneCount> {
+        let _call = CallTimer::start();
+        if dry_run {
+            return self.handoffs.count_prunable(finished_before).await;
+        }
+        self.prune_in_batches(finished_before, PRUNE_BATCH).await
+    }
+
+    /// [`prune`](Self::prune) (not a dry run) in batches of at most `batch`
+    /// handoffs each.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a batch of 0 (checked before anything is read);
+    /// otherwise as [`prune`](Self::prune).
+    pub async fn prune_in_batches(
+        &self,
+        finished_before: OffsetDateTime,
+        batch: usize,
+    ) -> StoreResult<PruneCount> {
+        if batch == 0 {
+            return Err(StoreError::InvalidInput(
+                "a prune batch must remove at least one handoff".into(),
+            ));
+        }
+        let mut removed = PruneCount::default();
+        loop {
+            let count = self.handoffs.prune_batch(finished_before, batch).await?;
+            if count.handoffs == 0 {
+                return Ok(removed);
+            }
+            removed += count;
+        }
     }
 
     /// Records that a person attached. Attaching again returns the record

@@ -228,11 +228,12 @@ async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4
 
 /// The raw lifecycle: the records a caller would build (plain field
 /// updates), one INSERT and three guarded UPDATEs (or the engine's
-/// equivalents).
+/// equivalents), each with its history event. Returns the step timings
+/// and the four records written, in order.
 pub(crate) async fn raw_lifecycle(
     raw: &dyn RawEngine,
     wave: &Wave,
-) -> BenchResult<([Duration; 4], InteractiveHandoff)> {
+) -> BenchResult<([Duration; 4], [InteractiveHandoff; 4])> {
     let request = request(wave)?;
     let now = || truncate_to_micros(OffsetDateTime::now_utc());
     let start = Instant::now();
@@ -298,5 +299,5 @@ pub(crate) async fn raw_lifecycle(
         finished_done - attached_done,
         done - finished_done,
     ];
-    Ok((timings, claimed))
+    Ok((timings, [waiting, attached, finished, claimed]))
 }

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::ports::recorded_change;
 use lf_handoff_adapters::sql_columns::{
@@ -29,7 +29,7 @@ use lf_handoff_adapters::sql_columns::{
 use sqlx::Connection as _;
 use tokio::sync::Mutex;
 
-use crate::backends::RawEngine;
+use crate::backends::{raw_actor, RawEngine};
 use crate::error::{fail, BenchResult, Context};
 use crate::population::{version_of, Population};
 
@@ -68,9 +68,6 @@ static INSERT_ONE: LazyLock<String> =
 /// [`INSERT_ONE`] and its `opened` event in one statement (PostgreSQL).
 static INSERT_ONE_WITH_EVENT: LazyLock<String> =
     LazyLock::new(|| with_event(&INSERT_ONE, COLUMN_COUNT));
-
-/// The actor the raw side names in its events.
-static RAW_ACTOR: LazyLock<Option<Actor>> = LazyLock::new(|| Actor::parse("bench raw").ok());
 
 /// Handoff rows per multi-row INSERT of the bulk loader (one parameter per
 /// column each).
@@ -252,9 +249,7 @@ impl RawSql {
         what: &str,
     ) -> BenchResult<()> {
         let change = recorded_change(before, next).context("name the event")?;
-        let Some(actor) = RAW_ACTOR.as_ref() else {
-            return fail("the raw side's actor does not parse");
-        };
+        let actor = raw_actor()?;
         let event = event_values(&change, actor);
         let id = next.id.as_str();
         let affected = match self {

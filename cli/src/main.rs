@@ -175,7 +175,8 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
             }
         }
         Command::Open(args) => handoffs::open(&ctx, args).await?,
-        Command::List { parent, active } => handoffs::list(&ctx, parent, active).await?,
+        Command::List(args) => handoffs::list(&ctx, args).await?,
+        Command::Prune(args) => handoffs::prune(&ctx, args).await?,
         Command::Status { id } => handoffs::status(&ctx, &id).await?,
         Command::Attach { id, print } => return attach::attach(&ctx, &id, print).await,
         Command::Complete { id, summary } => {

@@ -16,7 +16,8 @@
 //! - [`seed`] holds the four tests the product grew from, ported with only
 //!   import paths and constructor spellings changed.
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
-//!   named after its clause.
+//!   named after its clause; [`steps`], [`deadlines`], [`history`] and
+//!   [`prune`] those of C12-C17.
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -39,6 +40,7 @@ pub mod deadlines;
 pub mod fixtures;
 pub mod history;
 pub mod hostile;
+pub mod prune;
 pub mod rng;
 pub mod seed;
 pub mod steps;
@@ -200,6 +202,13 @@ macro_rules! conformance_tests {
             c15_racing_writers_append_one_event_per_change,
             c15_history_refuses_unknown_handoffs_and_bad_actors,
         );
+        $crate::conformance_tests!(@prune $backend;
+            c17_list_filters_alone_and_combined,
+            c17_paging_yields_each_handoff_once_in_order,
+            c17_prune_removes_only_claimed_finished_old_handoffs,
+            c17_prune_removes_batch_after_batch,
+            c17_prune_races_claims_and_lists_on_handles,
+        );
         $crate::conformance_tests!(@upgrade $backend;
             upgrades_a_store_of_release_1_keeping_every_record,
             upgrades_a_store_of_release_2_keeping_every_record,
@@ -257,6 +266,16 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::history::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@prune $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::prune::$name(&*backend).await })
             })
             .await;
         }
@@ -319,6 +338,9 @@ macro_rules! multi_process_tests {
         );
         $crate::conformance_tests!(@deadlines $backend;
             c14_expire_complete_and_extend_race_across_processes,
+        );
+        $crate::conformance_tests!(@prune $backend;
+            c17_prune_races_claims_across_processes,
         );
     };
 }

@@ -328,6 +328,8 @@ impl Dialect for Server {
         self.to_string()
     }
 
+    const PINS_INDEXES: bool = false;
+
     /// Maps one sqlx error to what the shared repository understands: a
     /// unique violation, or an actionable `Unavailable`.
     fn map_error(&self, error: sqlx::Error) -> EngineError {

@@ -211,7 +211,7 @@ fn malformed(tree: &[u8], key: &[u8]) -> StoreError {
 }
 
 /// Every tree of the store.
-fn trees(shared: &Shared) -> [&::sled::Tree; 12] {
+fn trees(shared: &Shared) -> [&::sled::Tree; 15] {
     [
         &shared.handoffs,
         &shared.by_created,
@@ -222,6 +222,9 @@ fn trees(shared: &Shared) -> [&::sled::Tree; 12] {
         &shared.parents,
         &shared.task_prs,
         &shared.due,
+        &shared.by_status,
+        &shared.by_home,
+        &shared.prunable,
         &shared.events,
         &shared.history,
         // Last: it holds the import's marker.
@@ -345,6 +348,14 @@ fn load(shared: &Shared, items: &mut mpsc::Receiver<ArchiveItem>) -> StoreResult
                 }
                 if let Some(due) = index.due {
                     shared.due.insert(due, &[][..]).map_err(engine)?;
+                }
+                shared
+                    .by_status
+                    .insert(index.status, &[][..])
+                    .map_err(engine)?;
+                shared.by_home.insert(index.home, &[][..]).map_err(engine)?;
+                if let Some(prunable) = index.prunable {
+                    shared.prunable.insert(prunable, &[][..]).map_err(engine)?;
                 }
                 if let Some(step) = index.step {
                     shared

@@ -92,9 +92,17 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     /// name).
     async fn fetch_handoffs(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<HandoffRow<'static>>, EngineError>;
+
+    /// Runs a query returning one row of two BIGINT columns, `handoffs`
+    /// and `events`: what a prune counts (C17).
+    async fn fetch_counts(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Counts, EngineError>;
 
     /// Runs a query returning the columns `parent_version` and
     /// `parent_record`, the handoff columns of a handoff (or as many
@@ -118,6 +126,11 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     /// Whether one statement can change a handoff and append its event (a
     /// data-modifying CTE); otherwise a write is a two-statement batch.
     fn writes_events_in_one_statement(&self) -> bool;
+
+    /// Whether the statements that filter by status name the index that
+    /// serves them (`INDEXED BY`, SQLite: its planner has no statistics to
+    /// choose by, and would take `handoffs_by_status` and a sort).
+    fn pins_indexes(&self) -> bool;
 
     /// Runs a query returning `version` and `record` columns.
     async fn fetch_records(
@@ -166,6 +179,19 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         probe: &str,
         next: &mut (dyn FnMut() -> StoreResult<Option<OwnedStatement>> + Send),
     ) -> Result<bool, EngineError>;
+
+    /// Executes `statements` in one write transaction and returns the rows
+    /// each affected, whatever their number.
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError>;
+}
+
+/// Two counts a prune reads or reports (C17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// The `handoffs` column.
+    pub handoffs: i64,
+    /// The `events` column.
+    pub events: i64,
 }
 
 /// What differs between the SQL backends.
@@ -185,6 +211,10 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
 
     /// The store, as messages name it.
     fn store_name(&self) -> String;
+
+    /// Whether the statements that filter by status name their index
+    /// (`INDEXED BY`; see [`SqlEngine::pins_indexes`]).
+    const PINS_INDEXES: bool;
 
     /// Maps every sqlx error of this backend, in one place: a unique
     /// violation (naming which of the schema's unique indexes refused the
@@ -387,7 +417,7 @@ impl<D: Dialect> Engine<D> {
     /// connection goes back before the rows are decoded.
     async fn fetch_rows(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<Row<D>>, EngineError> {
         let mut conn = self.lend().await?;
@@ -464,7 +494,7 @@ impl<D: Dialect> Engine<D> {
 impl<D: Dialect> SqlEngine for Engine<D> {
     async fn fetch_handoffs(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<HandoffRow<'static>>, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;
@@ -476,6 +506,28 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             rows.iter()
                 .map(|row| HandoffRow::decode::<D::Db>(row, &positions))
                 .collect()
+        };
+        decode().map_err(|e| self.dialect.map_error(e))
+    }
+
+    async fn fetch_counts(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Counts, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let [row] = rows.as_slice() else {
+            return Err(EngineError::Failed(StoreError::damaged(format!(
+                "a count returned {} rows where it returns one",
+                rows.len()
+            ))));
+        };
+        let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
+        let decode = || -> Result<Counts, sqlx::Error> {
+            Ok(Counts {
+                handoffs: int("handoffs")?,
+                events: int("events")?,
+            })
         };
         decode().map_err(|e| self.dialect.map_error(e))
     }
@@ -528,6 +580,10 @@ impl<D: Dialect> SqlEngine for Engine<D> {
 
     fn writes_events_in_one_statement(&self) -> bool {
         D::DATA_MODIFYING_CTE
+    }
+
+    fn pins_indexes(&self) -> bool {
+        D::PINS_INDEXES
     }
 
     async fn fetch_records(
@@ -655,5 +711,24 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             Err(Stop::Caller(error)) => Err(EngineError::Failed(error)),
             Err(Stop::Sql(error)) => Err(self.statement_failed(&mut conn, error)),
         }
+    }
+
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError> {
+        let mut conn = self.lend().await?;
+        let result = async {
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+            let mut affected = Vec::with_capacity(statements.len());
+            for statement in statements {
+                affected.push(
+                    D::Db::execute(&mut tx, statement.sql, &statement.params)
+                        .await?
+                        .rows_affected(),
+                );
+            }
+            tx.commit().await?;
+            Ok(affected)
+        }
+        .await;
+        result.map_err(|e| self.statement_failed(&mut conn, e))
     }
 }

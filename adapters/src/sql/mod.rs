@@ -35,6 +35,15 @@
 //! CTE, as a second statement of the same transaction. The event's `seq`
 //! is the handoff's `events` counter, which the same write increments, so
 //! a handoff's events are numbered 1, 2, 3, ... without gaps.
+//!
+//! **Lists and prunes read what they return (C17).** A list is one
+//! statement built from its filters (`statements::list_statement`), served
+//! by one index (SQLite's statements name it); a prune batch removes at
+//! most N handoffs finished before the cutoff with their wake claimed,
+//! found through the partial index `handoffs_prunable`, with their events
+//! in the same atomic write: two `DELETE`s of one SQLite transaction, or
+//! one PostgreSQL statement that locks only handoffs unchanged since its
+//! snapshot (`statements::PRUNE_BATCH`).
 
 pub(crate) mod archive;
 pub(crate) mod columns;

@@ -11,13 +11,14 @@ mod sqlite;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
+use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::StorageConfig;
 
-use crate::error::BenchResult;
+use crate::error::{fail, BenchResult};
 use crate::population::Population;
 
 pub use postgres::{PostgresBench, DEFAULT_URL as DEFAULT_POSTGRES_URL};
@@ -58,12 +59,29 @@ pub trait BenchBackend: Send + Sync {
     async fn remove(&self, config: &StorageConfig);
 }
 
+/// The actor every raw side names in the history events it writes.
+static RAW_ACTOR: LazyLock<Option<Actor>> = LazyLock::new(|| Actor::parse("bench raw").ok());
+
+/// The actor the raw sides name in their events (C15), as the store names
+/// its handle's actor.
+///
+/// # Errors
+/// A failure if the name does not parse (a bug in this module).
+pub fn raw_actor() -> BenchResult<&'static Actor> {
+    match RAW_ACTOR.as_ref() {
+        Some(actor) => Ok(actor),
+        None => fail("the raw side's actor does not parse"),
+    }
+}
+
 /// The engine under a store, used directly.
 ///
 /// Each transition gets the record before (`current`) and after (`next`)
 /// it, built by the caller with plain field updates: the raw side decides
 /// nothing, it only writes, guarded the way a careful direct user would
-/// guard it (a status or version check in the same atomic write).
+/// guard it (a status or version check in the same atomic write). Every
+/// write also appends the change's history event (C15) in that atomic
+/// write, named by [`raw_actor`], as the store does.
 #[async_trait]
 pub trait RawEngine: Send + Sync {
     /// Inserts a fresh waiting handoff (the raw `open`), refusing a second
