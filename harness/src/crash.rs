@@ -851,9 +851,22 @@ async fn kill_one_child(
     let mut stderr = child.stderr.take().ok_or("the child has no stderr")?;
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if sender.send(line).is_err() {
+        // Only whole lines count: a kill during a write of a long line may
+        // leave its start without the newline, and such a line was never
+        // printed in full, so its transition stays in flight.
+        let mut stdout = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match stdout.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.pop() != Some(b'\n') {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if sender.send(text).is_err() {
                 break;
             }
         }
