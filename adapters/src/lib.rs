@@ -27,8 +27,9 @@
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
 //! Every backend implements the same two ports ([`HandoffRepository`] and
-//! [`ParentRegistry`]) and passes the same conformance suite (the
-//! `lf-handoff-conformance` crate).
+//! [`ParentRegistry`]) and export and import ([`Archive`], contract C17),
+//! and passes the same conformance suite (the `lf-handoff-conformance`
+//! crate).
 //!
 //! ## Design decisions
 //!
@@ -51,7 +52,7 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use lf_handoff_application::{HandoffRepository, ParentRegistry};
+use lf_handoff_application::{Archive, HandoffRepository, ParentRegistry};
 
 pub use config::{
     parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
@@ -61,8 +62,8 @@ pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
 pub use lf_handoff_application::{
-    domain, ports, ConflictKind, GenerateId, ListQuery, Store, StoreError, StoreResult,
-    SystemClock, UnavailableKind, UuidV7Ids,
+    archive, domain, ports, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store, StoreError,
+    StoreResult, SystemClock, UnavailableKind, UuidV7Ids,
 };
 
 use crate::postgres::PostgresEngine;
@@ -109,16 +110,20 @@ fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
     store_on(backend, SqlStore::new(engine))
 }
 
-/// A `Store` whose both ports are `storage`, with the system clock and ids.
-fn store_on<S: HandoffRepository + ParentRegistry>(backend: &'static str, storage: S) -> Store {
+/// A `Store` whose ports are all `storage`, with the system clock and ids.
+fn store_on<S: HandoffRepository + ParentRegistry + Archive>(
+    backend: &'static str,
+    storage: S,
+) -> Store {
     let storage = Arc::new(storage);
     Store::new(
         backend,
         storage.clone(),
-        storage,
+        storage.clone(),
         Arc::new(SystemClock),
         Arc::new(UuidV7Ids),
     )
+    .with_archive(storage)
 }
 
 /// The README's examples, compiled and run as doctests.

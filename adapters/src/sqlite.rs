@@ -38,6 +38,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteQueryResult, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
+use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION, SQLITE_POSITION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
@@ -65,6 +66,13 @@ impl Dialect for SqliteFile {
     /// deadlocks into `SQLITE_BUSY`.
     const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
     const DATA_MODIFYING_CTE: bool = false;
+    const ARCHIVE: ArchiveDialect = archive::SQLITE;
+
+    fn store_name(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    const PINS_INDEXES: bool = true;
 
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();

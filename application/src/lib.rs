@@ -14,25 +14,34 @@
 //!   tests are deterministic.
 //! - **One error enum** ([`StoreError`]) with variants named by what the
 //!   caller can do: `InvalidInput`, `NotFound`, `Conflict`, `Unavailable`.
+//! - **Export and import are a port of their own** ([`Archive`], in
+//!   [`archive`]), beside the two storage ports, with the file format and
+//!   its checks written once here; a backend adds the snapshot read and
+//!   the atomic load.
 //! - **Races are retried, then resolved by the domain.** A lost
 //!   compare-and-swap reloads the record and asks the domain again, which
 //!   turns the race into a replay or a conflict.
 
 #![deny(missing_docs)]
 
+pub mod archive;
 mod error;
 pub mod ports;
 mod service;
 mod system;
 
+pub use archive::{
+    Archive, ArchiveItem, ArchiveReader, ArchiveRecord, ArchiveSink, ArchiveSource, ArchiveSummary,
+    ArchiveWriter,
+};
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use ports::{
     recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
-    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome,
-    Versioned,
+    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
+    TransitionOutcome, Versioned,
 };
-pub use service::{Store, MAX_RACE_ATTEMPTS};
+pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 
 /// The domain crate, re-exported so callers need one dependency.

@@ -26,11 +26,12 @@ use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    Actor, HandoffChange, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, StepKey,
-    Transition, WakeClaim,
+    Actor, HandoffChange, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
+    InteractiveHandoffStatus, StepKey, Transition, WakeClaim,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
+use lf_handoff_domain::wave_home::WaveHome;
 use time::OffsetDateTime;
 
 use crate::error::StoreResult;
@@ -154,13 +155,83 @@ pub enum ParentInsert {
     AlreadyExists,
 }
 
-/// Which handoffs [`HandoffRepository::list`] returns.
+/// Which handoffs [`HandoffRepository::list`] returns: those that pass
+/// every filter given (the filters are and-ed), in list order
+/// (`created_at`, then id), from just after [`after`](Self::after), at most
+/// [`limit`](Self::limit) of them (C4, C17).
+///
+/// Build one with `..Default::default()` for the filters not given:
+/// `ListQuery { active_only: true, ..Default::default() }`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListQuery {
     /// Only this parent's handoffs.
     pub parent: Option<InteractiveHandoffParent>,
     /// Only non-terminal handoffs.
     pub active_only: bool,
+    /// Only handoffs in one of these statuses; empty: any status. With
+    /// [`active_only`](Self::active_only), only the active ones of them.
+    pub statuses: Vec<InteractiveHandoffStatus>,
+    /// Only handoffs whose work runs at this home.
+    pub home: Option<WaveHome>,
+    /// Only handoffs created strictly before this instant (the command
+    /// line's `list --older-than D` is "created more than D ago").
+    pub created_before: Option<OffsetDateTime>,
+    /// Only handoffs after this one in list order (`created_at`, then id):
+    /// the last id of the previous page. The handoff it names need not pass
+    /// the filters; one that does not exist gives an empty page from the
+    /// repository, and `NotFound` from the service.
+    pub after: Option<InteractiveHandoffId>,
+    /// At most this many handoffs (the first ones in list order).
+    pub limit: Option<usize>,
+}
+
+impl ListQuery {
+    /// The statuses a listed handoff may have, in lifecycle order: `None`
+    /// when any status passes, an empty list when none can (the active
+    /// filter and statuses that are all terminal).
+    pub fn wanted_statuses(&self) -> Option<Vec<InteractiveHandoffStatus>> {
+        if self.statuses.is_empty() && !self.active_only {
+            return None;
+        }
+        Some(
+            InteractiveHandoffStatus::ALL
+                .into_iter()
+                .filter(|status| self.statuses.is_empty() || self.statuses.contains(status))
+                .filter(|status| !self.active_only || !status.is_terminal())
+                .collect(),
+        )
+    }
+
+    /// Whether `handoff` passes the filters (parent, activity, statuses,
+    /// home, creation); the page's position and size
+    /// ([`after`](Self::after), [`limit`](Self::limit)) are not filters.
+    pub fn matches(&self, handoff: &InteractiveHandoff) -> bool {
+        self.parent
+            .as_ref()
+            .is_none_or(|parent| handoff.parent == *parent)
+            && (!self.active_only || handoff.is_active())
+            && (self.statuses.is_empty() || self.statuses.contains(&handoff.status))
+            && self.home.as_ref().is_none_or(|home| handoff.home == *home)
+            && self
+                .created_before
+                .is_none_or(|before| handoff.created_at < before)
+    }
+}
+
+/// What a prune removed, or would remove (C17).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneCount {
+    /// Handoffs.
+    pub handoffs: u64,
+    /// Their history events.
+    pub events: u64,
+}
+
+impl std::ops::AddAssign for PruneCount {
+    fn add_assign(&mut self, other: Self) {
+        self.handoffs = self.handoffs.saturating_add(other.handoffs);
+        self.events = self.events.saturating_add(other.events);
+    }
 }
 
 /// A parent with its version, its non-terminal handoff if it has one, and
@@ -189,13 +260,19 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
 
-    /// Lists handoffs matching `query`, ordered by `created_at` then id.
+    /// Lists handoffs matching `query`, ordered by `created_at` then id:
+    /// those after `query.after` in that order, at most `query.limit`.
     ///
-    /// A parent filter and the active filter MUST each be served by an
-    /// index, reading only matching records.
+    /// Every filter (parent, active, statuses, home, creation) and the
+    /// page's start MUST be served by an index, so a page costs what it
+    /// returns, not what the store holds; when several filters are given,
+    /// one index serves and the records it names are checked against the
+    /// others. A handoff removed (pruned) while the list reads is left out.
     ///
     /// # Errors
-    /// `Unavailable` on engine failure or an invalid stored record.
+    /// MUST return an empty list (not an error) when `query.after` names
+    /// no stored handoff. `Unavailable` on engine failure or an invalid
+    /// stored record.
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>>;
 
     /// Stores a new handoff at version 1, atomically and only if its parent
@@ -256,6 +333,34 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
     /// # Errors
     /// `Unavailable` on engine failure or an unreadable event.
     async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>>;
+
+    /// How many handoffs [`prune_batch`](Self::prune_batch) with
+    /// `finished_before` would remove if nothing changed meanwhile, and how
+    /// many events they hold: the terminal handoffs whose wake is claimed
+    /// and whose `terminal_at` is before `finished_before` (C17). Read
+    /// through an index over the claimed handoffs' `terminal_at`.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure.
+    async fn count_prunable(&self, finished_before: OffsetDateTime) -> StoreResult<PruneCount>;
+
+    /// Removes at most `limit` handoffs that are terminal, whose wake is
+    /// claimed and whose `terminal_at` is before `finished_before`, oldest
+    /// finish first, each with every event of its history and every index
+    /// entry (its step too: a pruned step may be opened again), in one
+    /// atomic write that checks that condition again (C17). A handoff
+    /// changed by a concurrent write may be left for a later batch; an
+    /// active handoff and one whose wake is unclaimed are never removed,
+    /// and no event is left without its handoff. Returns what it removed.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure; nothing of the batch is removed
+    /// then.
+    async fn prune_batch(
+        &self,
+        finished_before: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<PruneCount>;
 }
 
 /// Stores waves, project sessions, task sessions and task PRs.

@@ -8,6 +8,11 @@
 //! nothing (contract C9). For a handoff's transitions the repository runs
 //! one round of that loop in one call (`HandoffRepository::transition`),
 //! with the domain's decision passed in; the service retries lost rounds.
+//!
+//! Every public call runs in a `tracing` span at level INFO named after it,
+//! with the backend and the handoff or parent it concerns; a lost race is a
+//! DEBUG event inside it, and the call's end an INFO event with its
+//! duration (`duration_us`), also inside it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,10 +34,11 @@ use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::ConflictKind;
 use time::OffsetDateTime;
 
+use crate::archive::{Archive, ArchiveReader, ArchiveSummary, ArchiveWriter, Progress};
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
     Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
-    ParentRegistry, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
+    ParentRegistry, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
 };
 
 /// How many lost races in a row one call tolerates before giving up.
@@ -43,6 +49,11 @@ pub const MAX_RACE_ATTEMPTS: usize = 32;
 
 /// How many due handoffs one round of [`Store::expire_due`] reads.
 const EXPIRE_BATCH: usize = 256;
+
+/// How many handoffs one atomic write of [`Store::prune`] removes at most:
+/// enough that a large prune takes few writes, few enough that one write
+/// holds a transaction (and on SQLite, the store's one writer) briefly.
+pub const PRUNE_BATCH: usize = 256;
 
 /// The handoff registry: the public API an orchestrator links against.
 ///
@@ -55,6 +66,7 @@ pub struct Store {
     ids: Arc<dyn IdSource>,
     backend: &'static str,
     actor: Actor,
+    archive: Option<Arc<dyn Archive>>,
 }
 
 impl fmt::Debug for Store {
@@ -86,7 +98,18 @@ impl Store {
             ids,
             backend,
             actor: crate::system::this_process_actor(),
+            archive: None,
         }
+    }
+
+    /// This store, exporting and importing (C17) through `archive`, the
+    /// backend's [`Archive`]. A store built without one answers
+    /// [`export_to`](Self::export_to) and [`import_from`](Self::import_from)
+    /// with `Unavailable`.
+    #[must_use]
+    pub fn with_archive(mut self, archive: Arc<dyn Archive>) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// This handle, naming `actor` in the history of every change it makes
@@ -112,6 +135,81 @@ impl Store {
         self.backend
     }
 
+    // ----- export and import (contract C17) -----
+
+    /// Writes the whole registry to `out` as an export (versioned JSON
+    /// lines, see [`archive`](crate::archive)) read from one consistent
+    /// snapshot, while other handles and processes go on writing. Returns
+    /// what it wrote. `out` is written as the records come; buffer it.
+    ///
+    /// # Errors
+    /// `Unavailable` when the backend has no export, the store fails or
+    /// `out` cannot be written (what was written before is not a whole
+    /// export: it has no end line, and an import refuses it).
+    pub async fn export_to<W: std::io::Write + Send>(&self, out: W) -> StoreResult<ArchiveSummary> {
+        self.export_with_progress(out, None).await
+    }
+
+    /// [`export_to`](Self::export_to), calling `progress` with the counts
+    /// so far after every record.
+    ///
+    /// # Errors
+    /// As [`export_to`](Self::export_to).
+    pub async fn export_with_progress<W: std::io::Write + Send>(
+        &self,
+        out: W,
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let archive = self.archive()?;
+        let mut writer = ArchiveWriter::new(out, progress)?;
+        archive.export(&mut writer).await
+    }
+
+    /// Loads an export read from `input` into this store, which must be
+    /// empty, atomically, and returns what it loaded. Every line is checked
+    /// as it is read; the store is changed only if the whole export is
+    /// good.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a damaged line (naming its number), a file cut
+    /// short or one written by a newer lf-handoff; `Conflict` of kind
+    /// `NotEmpty` for a store that holds anything; `Unavailable` when the
+    /// backend has no import, the store fails or `input` cannot be read.
+    /// Nothing was imported then.
+    pub async fn import_from<R: std::io::BufRead + Send>(
+        &self,
+        input: R,
+    ) -> StoreResult<ArchiveSummary> {
+        self.import_with_progress(input, None).await
+    }
+
+    /// [`import_from`](Self::import_from), calling `progress` with the
+    /// counts so far after every record read.
+    ///
+    /// # Errors
+    /// As [`import_from`](Self::import_from).
+    pub async fn import_with_progress<R: std::io::BufRead + Send>(
+        &self,
+        input: R,
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let archive = self.archive()?;
+        let mut reader = ArchiveReader::new(input, progress);
+        archive.import(&mut reader).await
+    }
+
+    fn archive(&self) -> StoreResult<&Arc<dyn Archive>> {
+        self.archive.as_ref().ok_or_else(|| {
+            StoreError::unavailable(
+                UnavailableKind::Other,
+                format!(
+                    "this {} store was built without export and import (Store::with_archive)",
+                    self.backend
+                ),
+            )
+        })
+    }
+
     /// The store's clock reading, as used for `list_row(now)`.
     pub fn now(&self) -> OffsetDateTime {
         self.clock.now()
@@ -124,7 +222,9 @@ impl Store {
     /// # Errors
     /// `InvalidInput` for a blank name or repo; `Conflict` when a different
     /// wave has the id; `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, wave = %wave.id()))]
     pub async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+        let _call = CallTimer::start();
         self.create_parent(Parent::Wave(wave.clone()), None).await
     }
 
@@ -133,7 +233,9 @@ impl Store {
     /// # Errors
     /// `NotFound` when the wave does not exist; otherwise as
     /// [`create_wave`](Self::create_wave).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, project = %project.id))]
     pub async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+        let _call = CallTimer::start();
         self.require(&InteractiveHandoffParent::Wave(project.wave_id.clone()))
             .await?;
         self.create_parent(Parent::Project(project.clone()), None)
@@ -147,7 +249,9 @@ impl Store {
     /// `InvalidInput` when the PR belongs to another task; `NotFound` when the
     /// project does not exist; `Conflict` when the task's wave is not its
     /// project's; otherwise as [`create_wave`](Self::create_wave).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, task = %task.id))]
     pub async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+        let _call = CallTimer::start();
         check_task_pr(task, pr)?;
         let project = self
             .require(&InteractiveHandoffParent::Project(
@@ -197,10 +301,12 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference))]
     pub async fn get_parent(
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Parent>> {
+        let _call = CallTimer::start();
         Ok(self.parents.load_parent(reference).await?.map(|v| v.value))
     }
 
@@ -208,7 +314,9 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, wave = %id))]
     pub async fn get_wave(&self, id: &WaveId) -> StoreResult<Option<Wave>> {
+        let _call = CallTimer::start();
         match self
             .get_parent(&InteractiveHandoffParent::Wave(id.clone()))
             .await?
@@ -222,10 +330,12 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, project = %id))]
     pub async fn get_project_session(
         &self,
         id: &ProjectSessionId,
     ) -> StoreResult<Option<ProjectSession>> {
+        let _call = CallTimer::start();
         match self
             .get_parent(&InteractiveHandoffParent::Project(id.clone()))
             .await?
@@ -239,7 +349,9 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, task = %id))]
     pub async fn get_task_session(&self, id: &TaskSessionId) -> StoreResult<Option<TaskSession>> {
+        let _call = CallTimer::start();
         match self
             .get_parent(&InteractiveHandoffParent::Task(id.clone()))
             .await?
@@ -253,7 +365,9 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, pr = %id))]
     pub async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        let _call = CallTimer::start();
         self.parents.load_task_pr(id).await
     }
 
@@ -265,11 +379,13 @@ impl Store {
     /// `NotFound` for an unknown parent; `InvalidInput` for generation 0;
     /// `Conflict` for a generation that does not increase, another provider,
     /// lost provider history or a terminal parent.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference, generation = process.generation))]
     pub async fn record_body(
         &self,
         reference: &InteractiveHandoffParent,
         process: ChildProcessGeneration,
     ) -> StoreResult<Parent> {
+        let _call = CallTimer::start();
         for _ in 0..MAX_RACE_ATTEMPTS {
             let current = self.require(reference).await?;
             if current.value.is_current_body(&process) {
@@ -280,7 +396,7 @@ impl Store {
                 .record_body(process.clone(), self.clock.now())?;
             match self.parents.swap_parent(current.version, &next).await? {
                 SwapOutcome::Swapped => return Ok(next),
-                SwapOutcome::Lost => continue,
+                SwapOutcome::Lost => lost_a_race("the parent"),
             }
         }
         Err(lost_too_often(reference))
@@ -305,10 +421,12 @@ impl Store {
     /// `InvalidInput` for a malformed request (checked before any read);
     /// `NotFound` for an unknown parent; `Conflict` naming the parent rule
     /// broken (stale generation, provider, history, worktree, terminal).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %request.parent))]
     pub async fn open_interactive_handoff(
         &self,
         request: handoff::OpenInteractiveHandoff,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
+        let _call = CallTimer::start();
         self.open(request, &OpenOptions::default()).await
     }
 
@@ -326,11 +444,13 @@ impl Store {
     /// As [`open_interactive_handoff`](Self::open_interactive_handoff), and
     /// `Conflict` of kind `ParentBusy` naming the parent's active handoff
     /// when it is for another step (or none).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %request.parent, step = %step))]
     pub async fn open_interactive_handoff_at_step(
         &self,
         request: handoff::OpenInteractiveHandoff,
         step: &StepKey,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
+        let _call = CallTimer::start();
         let options = OpenOptions {
             step: Some(step.clone()),
             expires_at: None,
@@ -348,11 +468,13 @@ impl Store {
     /// # Errors
     /// As [`open_interactive_handoff_at_step`](Self::open_interactive_handoff_at_step),
     /// and `InvalidInput` for a deadline that is not later than now.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %request.parent))]
     pub async fn open_interactive_handoff_with(
         &self,
         request: handoff::OpenInteractiveHandoff,
         options: &OpenOptions,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
+        let _call = CallTimer::start();
         self.open(request, options).await
     }
 
@@ -394,7 +516,7 @@ impl Store {
                         // what it stored.
                         InsertOutcome::ParentBusy
                         | InsertOutcome::ParentChanged
-                        | InsertOutcome::StepTaken => continue,
+                        | InsertOutcome::StepTaken => lost_a_race("the parent's open"),
                     }
                 }
             }
@@ -406,10 +528,12 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure or a damaged record.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn get_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<InteractiveHandoff>> {
+        let _call = CallTimer::start();
         Ok(self
             .handoffs
             .load(id)
@@ -421,28 +545,99 @@ impl Store {
     ///
     /// # Errors
     /// `Unavailable` on storage failure or a damaged record.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend))]
     pub async fn list_interactive_handoffs(
         &self,
         parent: Option<&InteractiveHandoffParent>,
     ) -> StoreResult<Vec<InteractiveHandoff>> {
+        let _call = CallTimer::start();
         self.handoffs
             .list(&ListQuery {
                 parent: parent.cloned(),
-                active_only: false,
+                ..ListQuery::default()
             })
             .await
     }
 
-    /// Lists handoffs matching `query` (a parent and/or only active ones),
-    /// ordered by creation. The active filter is served by an index.
+    /// Lists the handoffs that pass every filter of `query` (a parent, only
+    /// active ones, statuses, a home, created before an instant), ordered
+    /// by creation then id, one page at a time: those after `query.after`
+    /// (the last id of the previous page), at most `query.limit` (C4,
+    /// C17). Every filter and the page's start are served by an index.
     ///
     /// # Errors
+    /// `NotFound` when `query.after` names no handoff (checked only when
+    /// the page is empty, so a full page costs no extra read);
     /// `Unavailable` on storage failure or a damaged record.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend))]
     pub async fn query_interactive_handoffs(
         &self,
         query: &ListQuery,
     ) -> StoreResult<Vec<InteractiveHandoff>> {
-        self.handoffs.list(query).await
+        let _call = CallTimer::start();
+        let page = self.handoffs.list(query).await?;
+        if let (true, Some(after)) = (page.is_empty(), &query.after) {
+            if self.handoffs.load(after).await?.is_none() {
+                return Err(StoreError::NotFound(format!(
+                    "handoff {after}, the page's start, does not exist (it may have been \
+                     pruned); list from the start again"
+                )));
+            }
+        }
+        Ok(page)
+    }
+
+    /// Prunes the registry (C17): removes every terminal handoff whose wake
+    /// has been claimed and that finished (`terminal_at`) before
+    /// `finished_before`, with its history, in atomic batches of at most
+    /// [`PRUNE_BATCH`] handoffs, until a batch removes nothing. An active
+    /// handoff and one whose wake is unclaimed are never removed. With
+    /// `dry_run`, removes nothing and counts what would be removed now.
+    ///
+    /// A pruned handoff is gone: `get` returns `None`, `history` is
+    /// `NotFound`, and its step is forgotten, so a body that opens at that
+    /// step again gets a new handoff (C12 holds until the prune).
+    ///
+    /// # Errors
+    /// `Unavailable` on storage failure; the batches before it stay
+    /// removed.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, dry_run = dry_run))]
+    pub async fn prune(
+        &self,
+        finished_before: OffsetDateTime,
+        dry_run: bool,
+    ) -> StoreResult<PruneCount> {
+        let _call = CallTimer::start();
+        if dry_run {
+            return self.handoffs.count_prunable(finished_before).await;
+        }
+        self.prune_in_batches(finished_before, PRUNE_BATCH).await
+    }
+
+    /// [`prune`](Self::prune) (not a dry run) in batches of at most `batch`
+    /// handoffs each.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a batch of 0 (checked before anything is read);
+    /// otherwise as [`prune`](Self::prune).
+    pub async fn prune_in_batches(
+        &self,
+        finished_before: OffsetDateTime,
+        batch: usize,
+    ) -> StoreResult<PruneCount> {
+        if batch == 0 {
+            return Err(StoreError::InvalidInput(
+                "a prune batch must remove at least one handoff".into(),
+            ));
+        }
+        let mut removed = PruneCount::default();
+        loop {
+            let count = self.handoffs.prune_batch(finished_before, batch).await?;
+            if count.handoffs == 0 {
+                return Ok(removed);
+            }
+            removed += count;
+        }
     }
 
     /// Records that a person attached. Attaching again returns the record
@@ -452,10 +647,12 @@ impl Store {
     /// `NotFound` for an unknown id; `Conflict` when the handoff is terminal,
     /// of kind `Expired` when its deadline has passed (a due handoff is
     /// expired by this call, C14).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn attach_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<InteractiveHandoff> {
+        let _call = CallTimer::start();
         self.apply(id, self.expiring(handoff::attach))
             .await
             .map(|(handoff, _)| handoff)
@@ -470,11 +667,13 @@ impl Store {
     /// (checked before any read); `NotFound` for an unknown id; `Conflict`
     /// when another outcome is already recorded, of kind `Expired` when the
     /// deadline has passed (a due handoff is expired by this call, C14).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id, status = %outcome.status()))]
     pub async fn finish_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
     ) -> StoreResult<InteractiveHandoff> {
+        let _call = CallTimer::start();
         check_person_outcome(outcome)?;
         let outcome = outcome.clone();
         self.apply(
@@ -494,11 +693,13 @@ impl Store {
     /// unknown id; `Conflict` of kind `Expired` when the deadline has
     /// already passed (a due handoff is expired by this call, never
     /// extended), `AlreadyFinished` for another terminal handoff.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn extend_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
         until: OffsetDateTime,
     ) -> StoreResult<InteractiveHandoff> {
+        let _call = CallTimer::start();
         self.apply(
             id,
             self.expiring(move |current, now| handoff::extend(current, until, now)),
@@ -512,10 +713,12 @@ impl Store {
     ///
     /// # Errors
     /// `NotFound` for an unknown id; `Unavailable` on storage failure.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn expire_if_due(
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<InteractiveHandoff> {
+        let _call = CallTimer::start();
         self.apply(id, self.expiry())
             .await
             .map(|(handoff, _)| handoff)
@@ -529,7 +732,9 @@ impl Store {
     /// # Errors
     /// `Unavailable` on storage failure; handoffs expired before it are
     /// expired all the same.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend))]
     pub async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
+        let _call = CallTimer::start();
         let mut expired = Vec::new();
         let mut tried = std::collections::HashSet::new();
         loop {
@@ -560,7 +765,9 @@ impl Store {
     /// # Errors
     /// `NotFound` for an unknown id; `Unavailable` on storage failure or an
     /// unreadable event.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        let _call = CallTimer::start();
         let events = self.handoffs.history(id).await?;
         if events.is_empty() && self.handoffs.load(id).await?.is_none() {
             return Err(StoreError::NotFound(format!("handoff {id} does not exist")));
@@ -614,11 +821,13 @@ impl Store {
     /// `InvalidInput` for generation 0 (checked before any read); `NotFound`
     /// for an unknown id; `Conflict` for a stale generation or a handoff that
     /// is not terminal.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id, generation = parent_generation))]
     pub async fn claim_interactive_handoff_wake(
         &self,
         id: &InteractiveHandoffId,
         parent_generation: u32,
     ) -> StoreResult<bool> {
+        let _call = CallTimer::start();
         self.claim_interactive_handoff_wake_with_record(id, parent_generation)
             .await
             .map(|(claimed, _)| claimed)
@@ -629,11 +838,13 @@ impl Store {
     ///
     /// # Errors
     /// As `claim_interactive_handoff_wake`.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id, generation = parent_generation))]
     pub async fn claim_interactive_handoff_wake_with_record(
         &self,
         id: &InteractiveHandoffId,
         parent_generation: u32,
     ) -> StoreResult<(bool, InteractiveHandoff)> {
+        let _call = CallTimer::start();
         check_claim_generation(parent_generation)?;
         let (handoff, claimed) = self.claim_once(id, parent_generation, None).await?;
         let older_holder = handoff
@@ -703,11 +914,41 @@ impl Store {
                 Some(TransitionOutcome::Applied { handoff, answer }) => {
                     return Ok((*handoff, answer?))
                 }
-                Some(TransitionOutcome::Lost) => continue,
+                Some(TransitionOutcome::Lost) => lost_a_race("the handoff"),
             }
         }
         Err(lost_too_often(id))
     }
+}
+
+/// Logs, when a call ends (and only then), how long it took, inside the
+/// call's span. A span's own close event cannot say it: the engine may hold
+/// the span a little longer (sqlx's SQLite worker keeps it with each
+/// statement it runs), so the close can come late, or never before the
+/// process exits.
+struct CallTimer(std::time::Instant);
+
+impl CallTimer {
+    fn start() -> Self {
+        Self(std::time::Instant::now())
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        let micros = u64::try_from(self.0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        tracing::info!(
+            duration_us = micros,
+            "done in {:.3} ms",
+            micros as f64 / 1000.0
+        );
+    }
+}
+
+/// Notes a lost compare-and-swap race (another writer changed `what`
+/// first) before the loop decides again on the new record.
+fn lost_a_race(what: &str) {
+    tracing::debug!("another writer changed {what} first; deciding again on what it stored");
 }
 
 fn not_found(reference: &InteractiveHandoffParent) -> StoreError {

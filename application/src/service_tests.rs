@@ -24,8 +24,9 @@ use uuid::Uuid;
 use lf_handoff_domain::interactive_handoff::Transition;
 
 use crate::ports::{
-    Decided, Decision, InsertOutcome, MockClock, MockHandoffRepository, MockIdSource,
-    MockParentRegistry, ParentInsert, ParentWithActive, SwapOutcome, TransitionOutcome, Versioned,
+    Decided, Decision, InsertOutcome, ListQuery, MockClock, MockHandoffRepository, MockIdSource,
+    MockParentRegistry, ParentInsert, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome,
+    Versioned,
 };
 use crate::{Store, StoreError, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS};
 use lf_handoff_domain::ConflictKind;
@@ -647,4 +648,236 @@ async fn a_lost_body_race_is_retried() {
         .await
         .unwrap();
     assert_eq!(parent.body_generation(), 2);
+}
+
+// ----- list pages and prune (C17) -----
+
+#[tokio::test]
+async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothing_more() {
+    let after = InteractiveHandoffId::from_uuid(Uuid::from_u128(7));
+    let query = ListQuery {
+        after: Some(after.clone()),
+        limit: Some(10),
+        ..ListQuery::default()
+    };
+
+    // A full page: the repository's answer as it is, and no other read.
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs
+        .expect_list()
+        .with(eq(query.clone()))
+        .times(1)
+        .returning(|_| Ok(vec![waiting()]));
+    handoffs.expect_load().never();
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert_eq!(
+        store.query_interactive_handoffs(&query).await.unwrap(),
+        vec![waiting()]
+    );
+
+    // An empty page after a handoff that exists: the end of the list.
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
+    handoffs
+        .expect_load()
+        .with(eq(after.clone()))
+        .times(1)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: waiting(),
+                version: 1,
+            }))
+        });
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert!(store
+        .query_interactive_handoffs(&query)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // An empty page after a handoff that does not exist.
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
+    handoffs.expect_load().times(1).returning(|_| Ok(None));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let err = store.query_interactive_handoffs(&query).await.unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    assert!(err.to_string().contains(after.as_str()), "{err}");
+
+    // Without `after`, an empty page is just empty.
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
+    handoffs.expect_load().never();
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert!(store
+        .query_interactive_handoffs(&ListQuery::default())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn list_filters_are_anded_and_the_active_filter_narrows_the_statuses() {
+    use InteractiveHandoffStatus::{Attached, Completed, Expired, Failed, HandedBack, Waiting};
+    let handoff = waiting();
+    let any = ListQuery::default();
+    assert_eq!(any.wanted_statuses(), None);
+    assert!(any.matches(&handoff));
+
+    let active = ListQuery {
+        active_only: true,
+        ..ListQuery::default()
+    };
+    assert_eq!(active.wanted_statuses(), Some(vec![Waiting, Attached]));
+    let finished_ones = ListQuery {
+        statuses: vec![Failed, Completed, Failed],
+        ..ListQuery::default()
+    };
+    assert_eq!(
+        finished_ones.wanted_statuses(),
+        Some(vec![Completed, Failed])
+    );
+    assert!(!finished_ones.matches(&handoff));
+    assert!(finished_ones.matches(&finished(&completed())));
+    let nothing = ListQuery {
+        active_only: true,
+        statuses: vec![HandedBack, Expired],
+        ..ListQuery::default()
+    };
+    assert_eq!(nothing.wanted_statuses(), Some(vec![]));
+    let waiting_and_active = ListQuery {
+        active_only: true,
+        statuses: vec![Waiting, Completed],
+        ..ListQuery::default()
+    };
+    assert_eq!(waiting_and_active.wanted_statuses(), Some(vec![Waiting]));
+    assert!(waiting_and_active.matches(&handoff));
+
+    let elsewhere = WaveHome::parse("ssh://jack@build.example").unwrap();
+    for (query, passes) in [
+        (
+            ListQuery {
+                home: Some(handoff.home.clone()),
+                ..ListQuery::default()
+            },
+            true,
+        ),
+        (
+            ListQuery {
+                home: Some(elsewhere),
+                ..ListQuery::default()
+            },
+            false,
+        ),
+        (
+            ListQuery {
+                created_before: Some(T0),
+                ..ListQuery::default()
+            },
+            false,
+        ),
+        (
+            ListQuery {
+                created_before: Some(T0 + time::Duration::microseconds(1)),
+                ..ListQuery::default()
+            },
+            true,
+        ),
+        (
+            ListQuery {
+                parent: Some(handoff.parent.clone()),
+                statuses: vec![Waiting],
+                // Neither is a filter: a page may start anywhere.
+                after: Some(handoff.id.clone()),
+                limit: Some(0),
+                ..ListQuery::default()
+            },
+            true,
+        ),
+        (
+            ListQuery {
+                parent: Some(InteractiveHandoffParent::Wave(WaveId::from_uuid(
+                    Uuid::from_u128(5),
+                ))),
+                ..ListQuery::default()
+            },
+            false,
+        ),
+    ] {
+        assert_eq!(query.matches(&handoff), passes, "{query:?}");
+    }
+}
+
+#[tokio::test]
+async fn prune_removes_batches_until_one_removes_nothing() {
+    let cutoff = T0 - time::Duration::days(30);
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    for (removed, events) in [(256, 1_024), (10, 31), (0, 0)] {
+        handoffs
+            .expect_prune_batch()
+            .with(eq(cutoff), eq(crate::PRUNE_BATCH))
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move |_, _| {
+                Ok(PruneCount {
+                    handoffs: removed,
+                    events,
+                })
+            });
+    }
+    handoffs.expect_count_prunable().never();
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert_eq!(
+        store.prune(cutoff, false).await.unwrap(),
+        PruneCount {
+            handoffs: 266,
+            events: 1_055
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_only_counts_and_a_batch_of_zero_is_refused_before_any_read() {
+    let cutoff = T0 - time::Duration::days(30);
+    let counted = PruneCount {
+        handoffs: 3,
+        events: 12,
+    };
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs
+        .expect_count_prunable()
+        .with(eq(cutoff))
+        .times(1)
+        .returning(move |_| Ok(counted));
+    handoffs.expect_prune_batch().never();
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert_eq!(store.prune(cutoff, true).await.unwrap(), counted);
+    let err = store.prune_in_batches(cutoff, 0).await.unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+
+    // A failing batch stops the prune with its error.
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    handoffs
+        .expect_prune_batch()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| {
+            Ok(PruneCount {
+                handoffs: 2,
+                events: 6,
+            })
+        });
+    handoffs
+        .expect_prune_batch()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Err(StoreError::damaged("the disk said no")));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    assert!(store
+        .prune_in_batches(cutoff, 2)
+        .await
+        .unwrap_err()
+        .is_unavailable());
 }

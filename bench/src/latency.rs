@@ -1,16 +1,21 @@
-//! Read latency as the registry grows: `get`, `list --parent` and
-//! `list --active` through the `Store` at each store size.
+//! Read latency as the registry grows: `get`, `list --parent`,
+//! `list --active` and `list --status waiting` through the `Store` at each
+//! store size.
 //!
 //! One store per size (1k, 100k and 1M handoffs by default) is filled by the
 //! backend's raw bulk loader with the same [`Population`]. The reads are
 //! then sampled on random keys from the whole store, in rounds that visit
 //! every size in turn, so a busy moment of the machine hits all sizes alike
 //! and the ratios stay comparable. Every answer is checked (the handoff is
-//! found, the parent has its ten, the active set is complete), so a read
-//! that stops being correct fails the run instead of getting fast.
+//! found, the parent has its ten, the active set is complete, so is the
+//! waiting set), so a read that stops being correct fails the run instead
+//! of getting fast.
 
 use std::time::{Duration, Instant};
 
+use lf_handoff_adapters::domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffStatus,
+};
 use lf_handoff_adapters::{open_store, ListQuery, StorageConfig, Store};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -22,7 +27,8 @@ use crate::report::short;
 use crate::stats::{Rng, Summary};
 
 /// Sampling rounds; each takes its share of every read at every size (by
-/// default 10 gets, 5 lists of a parent and one of the active set), so
+/// default 10 gets, 5 lists of a parent and one each of the active and the
+/// waiting set), so
 /// every size sees the machine in the same state, a few reads apart.
 const ROUNDS: usize = 300;
 
@@ -35,6 +41,8 @@ pub struct Samples {
     pub list_parent: usize,
     /// `list --active` calls.
     pub list_active: usize,
+    /// `list --status waiting` calls.
+    pub list_status: usize,
     /// Untimed `get` and `list --parent` calls per store before sampling.
     pub warm_up: usize,
 }
@@ -52,6 +60,8 @@ pub struct LatencyAt {
     pub list_parent: Summary,
     /// `list --active` (the same active set at every size).
     pub list_active: Summary,
+    /// `list --status waiting` (the same waiting set at every size).
+    pub list_status: Summary,
     /// The engine's own read of a random handoff's row or record, without
     /// the store (no decoding, no checks), on a freshly opened engine.
     pub raw_get: Summary,
@@ -65,6 +75,8 @@ pub struct Grown {
     pub configs: Vec<StorageConfig>,
     /// A handoff in the largest store.
     pub sample_id: String,
+    /// A handoff in each store, smallest first.
+    pub sample_ids: Vec<String>,
 }
 
 /// One store under measurement.
@@ -76,6 +88,7 @@ struct Sized {
     get: Vec<Duration>,
     list_parent: Vec<Duration>,
     list_active: Vec<Duration>,
+    list_status: Vec<Duration>,
 }
 
 /// Fills one store per size in `sizes` (ascending) and measures them.
@@ -109,6 +122,7 @@ pub async fn measure(
             get: Vec::new(),
             list_parent: Vec::new(),
             list_active: Vec::new(),
+            list_status: Vec::new(),
         });
     }
     progress("sampling reads, every size in turn");
@@ -118,6 +132,7 @@ pub async fn measure(
             get: samples.warm_up,
             list_parent: samples.warm_up,
             list_active: 5,
+            list_status: 5,
             warm_up: 0,
         };
         sample(sized, &population, share, false).await?;
@@ -128,6 +143,7 @@ pub async fn measure(
                 get: samples.get.div_ceil(ROUNDS),
                 list_parent: samples.list_parent.div_ceil(ROUNDS),
                 list_active: samples.list_active.div_ceil(ROUNDS),
+                list_status: samples.list_status.div_ceil(ROUNDS),
                 warm_up: 0,
             };
             sample(sized, &population, share, true).await?;
@@ -142,6 +158,7 @@ pub async fn measure(
             get,
             list_parent,
             list_active,
+            list_status,
             ..
         } = sized;
         figures.push(LatencyAt {
@@ -150,6 +167,7 @@ pub async fn measure(
             get: Summary::of(&get),
             list_parent: Summary::of(&list_parent),
             list_active: Summary::of(&list_active),
+            list_status: Summary::of(&list_status),
             raw_get: Summary::default(),
         });
         // sled allows one open Db per directory: close the store first.
@@ -164,6 +182,10 @@ pub async fn measure(
         sizes: figures,
         configs,
         sample_id: population.handoff_id(largest / 2).to_string(),
+        sample_ids: sizes
+            .iter()
+            .map(|size| population.handoff_id(size / 2).to_string())
+            .collect(),
     })
 }
 
@@ -178,8 +200,14 @@ async fn sample(
     let active = ListQuery {
         parent: None,
         active_only: true,
+        ..Default::default()
     };
     let expected_active = Population::active_in(size) as usize;
+    let waiting = ListQuery {
+        statuses: vec![InteractiveHandoffStatus::Waiting],
+        ..Default::default()
+    };
+    let expected_waiting = Population::waiting_in(size) as usize;
     for _ in 0..samples.get {
         let elapsed = get(&sized.store, population, sized.rng.below(size)).await?;
         if keep {
@@ -197,6 +225,12 @@ async fn sample(
         let elapsed = list_active(&sized.store, &active, expected_active).await?;
         if keep {
             sized.list_active.push(elapsed);
+        }
+    }
+    for _ in 0..samples.list_status {
+        let elapsed = list_waiting(&sized.store, &waiting, expected_waiting).await?;
+        if keep {
+            sized.list_status.push(elapsed);
         }
     }
     Ok(())
@@ -274,6 +308,23 @@ async fn list_active(store: &Store, query: &ListQuery, expected: usize) -> Bench
     if handoffs.len() != expected || handoffs.iter().any(|h| !h.is_active()) {
         return fail(format!(
             "list --active: {} handoffs, expected {expected} active ones",
+            handoffs.len()
+        ));
+    }
+    Ok(elapsed)
+}
+
+async fn list_waiting(store: &Store, query: &ListQuery, expected: usize) -> BenchResult<Duration> {
+    let start = Instant::now();
+    let handoffs = store
+        .query_interactive_handoffs(query)
+        .await
+        .context("list --status waiting")?;
+    let elapsed = start.elapsed();
+    let waiting = |h: &InteractiveHandoff| h.status == InteractiveHandoffStatus::Waiting;
+    if handoffs.len() != expected || !handoffs.iter().all(waiting) {
+        return fail(format!(
+            "list --status waiting: {} handoffs, expected {expected} waiting ones",
             handoffs.len()
         ));
     }

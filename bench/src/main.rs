@@ -236,6 +236,7 @@ fn samples(args: &Args) -> latency::Samples {
             get: 300,
             list_parent: 200,
             list_active: 50,
+            list_status: 50,
             warm_up: args.warm_reads,
         }
     } else {
@@ -243,6 +244,7 @@ fn samples(args: &Args) -> latency::Samples {
             get: 3_000,
             list_parent: 1_500,
             list_active: 300,
+            list_status: 300,
             warm_up: args.warm_reads,
         }
     }
@@ -317,6 +319,31 @@ async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut Bac
             match cold {
                 Ok(cold) => report.cold_start = Some(cold),
                 Err(error) => report.errors.push(format!("cold start: {error}")),
+            }
+            // The same `status` alone on every store, so the figure shows
+            // how opening grows with the store (sled's does).
+            let stores: Vec<(u64, String, String)> = report
+                .latency
+                .iter()
+                .zip(&grown.configs)
+                .zip(&grown.sample_ids)
+                .map(|((at, config), id)| (at.handoffs, config.url(), id.clone()))
+                .collect();
+            let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+            let runs = args.cold_runs;
+            let by_size = tokio::task::spawn_blocking(move || {
+                stores
+                    .into_iter()
+                    .map(|(handoffs, url, id)| report::SizedColdStart {
+                        handoffs,
+                        cold_start: coldstart::measure(cli.as_deref(), &url, &id, None, runs),
+                    })
+                    .collect()
+            })
+            .await;
+            match by_size {
+                Ok(by_size) => report.cold_start_by_size = by_size,
+                Err(error) => report.errors.push(format!("cold start by size: {error}")),
             }
             if !args.keep {
                 for config in &grown.configs {

@@ -7,9 +7,10 @@
 //! first [`ACTIVE_PARENTS`] waves is active (waiting or attached); every
 //! other handoff is terminal, its outcome cycling through completed, handed
 //! back and failed, and nine in ten have had their wake claimed. So a
-//! `list --parent` returns ten handoffs and `list --active` returns
-//! [`ACTIVE_PARENTS`] at every size: the figures compare the same answer
-//! over a growing history.
+//! `list --parent` returns ten handoffs, `list --active` returns
+//! [`ACTIVE_PARENTS`] and `list --status waiting` half of them (the even
+//! waves' handoffs wait, the odd ones' are attached) at every size: the
+//! figures compare the same answer over a growing history.
 //!
 //! Ids are UUID v7 built from the creation instant and the index, so they
 //! are deterministic, unique and sort like real ones. Every record passes
@@ -172,6 +173,13 @@ impl Population {
     pub fn active_in(n: u64) -> u64 {
         Self::parents_for(n).min(ACTIVE_PARENTS)
     }
+
+    /// How many of handoffs `0..n` are waiting: the active handoffs of the
+    /// even waves, so [`ACTIVE_PARENTS`]` / 2` (50) at every size from
+    /// 1,000 handoffs, the answer `list --status waiting` gives at each.
+    pub fn waiting_in(n: u64) -> u64 {
+        Self::active_in(n).div_ceil(2)
+    }
 }
 
 /// A UUID v7 at `micros` whose random part holds `index`.
@@ -211,6 +219,12 @@ mod tests {
         assert_eq!(active, ACTIVE_PARENTS);
         assert_eq!(Population::active_in(3_000), ACTIVE_PARENTS);
         assert_eq!(Population::active_in(500), 50);
+        let waiting = (0..3_000)
+            .filter(|i| population.handoff(*i).unwrap().status == InteractiveHandoffStatus::Waiting)
+            .count() as u64;
+        assert_eq!(waiting, Population::waiting_in(3_000));
+        assert_eq!(Population::waiting_in(1_000), ACTIVE_PARENTS / 2);
+        assert_eq!(Population::waiting_in(1_000_000), ACTIVE_PARENTS / 2);
     }
 
     #[test]

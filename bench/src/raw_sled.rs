@@ -11,6 +11,12 @@
 //! `Db::flush` and an `fdatasync` of sled's log. The bench's tests check
 //! that the store reads what this module writes, history included.
 //!
+//! The bulk loader also fills the list trees of C17 (`handoffs_by_status`,
+//! `handoffs_by_home`, `handoffs_prunable`: status or home name ++ `0x00`
+//! ++ `created_at ++ id`, and `terminal_at ++ id` of the claimed ones); the
+//! raw lifecycle does not keep those three (the store does), so on sled the
+//! raw side does a little less work than the store.
+//!
 //! Every raw write (`open`, `attach`, `finish`, `claim`) is one multi-tree
 //! transaction, as in the store: it checks the stored record bytes (absent
 //! for an insert, whose parent slot must be free too; the bytes of
@@ -78,6 +84,9 @@ pub struct RawSled {
     history: Tree,
     counters: Tree,
     parents: Tree,
+    by_status: Tree,
+    by_home: Tree,
+    prunable: Tree,
     log: File,
     actor: &'static Actor,
 }
@@ -120,6 +129,9 @@ impl RawSled {
             history: tree("handoff_history")?,
             counters: tree("handoff_counters")?,
             parents: tree("parents")?,
+            by_status: tree("handoffs_by_status")?,
+            by_home: tree("handoffs_by_home")?,
+            prunable: tree("handoffs_prunable")?,
             log,
             actor: raw_actor()?,
             db,
@@ -158,6 +170,26 @@ fn by_parent_key(handoff: &InteractiveHandoff) -> Vec<u8> {
     key.push(0);
     key.extend_from_slice(&created_key(handoff));
     key
+}
+
+/// `prefix ++ 0x00 ++ created_at ++ id`: the key of `handoffs_by_status`
+/// (the status's name) and `handoffs_by_home` (the home's text).
+fn prefixed_key(prefix: &str, handoff: &InteractiveHandoff) -> Vec<u8> {
+    let mut key = prefix.as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(&created_key(handoff));
+    key
+}
+
+/// `terminal_at ++ id`, the key of `handoffs_prunable`, for a handoff
+/// whose wake is claimed.
+fn prunable_key(handoff: &InteractiveHandoff) -> Option<Vec<u8>> {
+    let finished = handoff
+        .terminal_at
+        .filter(|_| handoff.wake_claimed_at.is_some())?;
+    let mut key = micros_key(finished).to_vec();
+    key.extend_from_slice(handoff.id.as_str().as_bytes());
+    Some(key)
 }
 
 /// The `handoffs_due` key, for an active handoff with a deadline.
@@ -427,6 +459,9 @@ impl RawEngine for RawSled {
             let mut by_parent = Batch::default();
             let mut active = Batch::default();
             let mut slots = Batch::default();
+            let mut by_status = Batch::default();
+            let mut by_home = Batch::default();
+            let mut prunable = Batch::default();
             let mut due = Batch::default();
             for i in start..end {
                 let handoff = population.handoff(i)?;
@@ -434,6 +469,14 @@ impl RawEngine for RawSled {
                 records.insert(id.clone(), record(&handoff)?);
                 by_created.insert(created_key(&handoff), Vec::new());
                 by_parent.insert(by_parent_key(&handoff), Vec::new());
+                by_status.insert(prefixed_key(handoff.status.as_str(), &handoff), Vec::new());
+                by_home.insert(
+                    prefixed_key(&handoff.home.to_string(), &handoff),
+                    Vec::new(),
+                );
+                if let Some(key) = prunable_key(&handoff) {
+                    prunable.insert(key, Vec::new());
+                }
                 if handoff.is_active() {
                     active.insert(created_key(&handoff), Vec::new());
                     slots.insert(parent_key(&handoff.parent), id);
@@ -449,6 +492,9 @@ impl RawEngine for RawSled {
             self.by_parent.apply_batch(by_parent).context("bulk load")?;
             self.active.apply_batch(active).context("bulk load")?;
             self.slots.apply_batch(slots).context("bulk load")?;
+            self.by_status.apply_batch(by_status).context("bulk load")?;
+            self.by_home.apply_batch(by_home).context("bulk load")?;
+            self.prunable.apply_batch(prunable).context("bulk load")?;
             self.due.apply_batch(due).context("bulk load")?;
             self.durable()?;
             start = end;

@@ -43,7 +43,7 @@ pub struct Settings {
     /// Lifecycles per side.
     pub lifecycles: usize,
     /// `get` samples per store size (`list --parent` takes half,
-    /// `list --active` a tenth).
+    /// `list --active` and `list --status waiting` a tenth each).
     pub get_samples: usize,
     /// Untimed reads per store before sampling.
     pub warm_reads: usize,
@@ -96,8 +96,21 @@ pub struct BackendReport {
     pub race: Option<RaceFigures>,
     /// Command-line cold start.
     pub cold_start: Option<ColdStart>,
+    /// `lf-handoff status` alone on each store of the latency phase,
+    /// smallest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cold_start_by_size: Vec<SizedColdStart>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
+}
+
+/// The command-line cold start on one store of the latency phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizedColdStart {
+    /// Handoffs stored.
+    pub handoffs: u64,
+    /// `lf-handoff status` alone.
+    pub cold_start: ColdStart,
 }
 
 /// Latency at the largest size divided by latency at the smallest.
@@ -113,8 +126,11 @@ pub struct Growth {
     pub list_parent: f64,
     /// `list --active` median ratio.
     pub list_active: f64,
-    /// The same ratios of the p99s: get, list --parent, list --active.
-    pub p99: [f64; 3],
+    /// `list --status waiting` median ratio.
+    pub list_status: f64,
+    /// The same ratios of the p99s: get, list --parent, list --active,
+    /// list --status waiting.
+    pub p99: [f64; 4],
     /// The raw engine's get, median ratio (for comparison, not a goal).
     pub raw_get: f64,
 }
@@ -134,10 +150,12 @@ impl Growth {
             get: median(|f| f.get),
             list_parent: median(|f| f.list_parent),
             list_active: median(|f| f.list_active),
+            list_status: median(|f| f.list_status),
             p99: [
                 p99(|f| f.get),
                 p99(|f| f.list_parent),
                 p99(|f| f.list_active),
+                p99(|f| f.list_status),
             ],
             raw_get: median(|f| f.raw_get),
         })
@@ -207,6 +225,12 @@ impl Report {
                 goal(
                     format!("list --active {span}"),
                     growth.list_active,
+                    None,
+                    Some(GROWTH_GOAL),
+                );
+                goal(
+                    format!("list --status waiting {span}"),
+                    growth.list_status,
                     None,
                     Some(GROWTH_GOAL),
                 );
@@ -351,7 +375,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     }
     if !backend.latency.is_empty() {
         let _ = writeln!(out, "\n  read latency through the store, µs (median / p99)");
-        let mut header = format!("  {:<16}", "handoffs stored");
+        let mut header = format!("  {:<21}", "handoffs stored");
         for at in &backend.latency {
             header.push_str(&format!(" {:>17}", short(at.handoffs)));
         }
@@ -362,7 +386,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             ));
         }
         let _ = writeln!(out, "{header}");
-        let rows: [ReadRow; 4] = [
+        let rows: [ReadRow; 5] = [
             ("get", |at| at.get, backend.growth.as_ref().map(|g| g.get)),
             (
                 "list --parent",
@@ -375,13 +399,18 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
                 backend.growth.as_ref().map(|g| g.list_active),
             ),
             (
+                "list --status waiting",
+                |at| at.list_status,
+                backend.growth.as_ref().map(|g| g.list_status),
+            ),
+            (
                 "raw engine get",
                 |at| at.raw_get,
                 backend.growth.as_ref().map(|g| g.raw_get),
             ),
         ];
         for (name, pick, growth) in rows {
-            let mut line = format!("  {name:<16}");
+            let mut line = format!("  {name:<21}");
             for at in &backend.latency {
                 let s = pick(at);
                 line.push_str(&format!(
@@ -394,7 +423,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             }
             let _ = writeln!(out, "{line}");
         }
-        let mut line = format!("  {:<16}", "bulk load s");
+        let mut line = format!("  {:<21}", "bulk load s");
         for at in &backend.latency {
             line.push_str(&format!(" {:>17.1}", at.load_seconds));
         }
@@ -437,6 +466,25 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             let _ = writeln!(out, "  cold start: {reason}");
         }
         None => {}
+    }
+    if !backend.cold_start_by_size.is_empty() {
+        let figures: Vec<String> = backend
+            .cold_start_by_size
+            .iter()
+            .map(|sized| match &sized.cold_start {
+                ColdStart::Measured { cli, .. } | ColdStart::CliOnly { cli, .. } => {
+                    format!("{} {:.2} ms", short(sized.handoffs), cli.median_us / 1000.0)
+                }
+                ColdStart::Unavailable { reason } => {
+                    format!("{} not measured ({reason})", short(sized.handoffs))
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  cold start by store size (lf-handoff status, medians): {}",
+            figures.join(", ")
+        );
     }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");

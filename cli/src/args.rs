@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    check_env_key, Actor, InteractiveHandoffParent, StepKey,
+    check_env_key, Actor, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::parse_duration;
@@ -47,6 +47,11 @@ pub struct Cli {
     /// $LF_HANDOFF_ACTOR, else user@host (pid N).
     #[arg(long, global = true, value_name = "NAME", value_parser = parse_actor)]
     pub actor: Option<Actor>,
+    /// Log what the store does on stderr: -v each store call with its
+    /// duration, -vv also the engine's statements and every lost race.
+    /// RUST_LOG, when set, says what to log instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -67,15 +72,8 @@ pub enum Command {
     /// Open a handoff for a parent (or get back its active one, or with
     /// --step its handoff for that step).
     Open(OpenArgs),
-    /// List handoffs, oldest first.
-    List {
-        /// Only this parent's handoffs (wave:ID, project:ID or task:ID).
-        #[arg(long, value_name = "REF", value_parser = parse_parent)]
-        parent: Option<InteractiveHandoffParent>,
-        /// Only handoffs that are not finished.
-        #[arg(long)]
-        active: bool,
-    },
+    /// List handoffs, oldest first; the filters given are and-ed.
+    List(ListArgs),
     /// Show one handoff.
     Status {
         /// The handoff id (ih_...).
@@ -127,6 +125,11 @@ pub enum Command {
     Extend(ExtendArgs),
     /// Expire every handoff whose deadline has passed, and print them.
     Expire,
+    /// Remove the finished handoffs whose wake was claimed, finished before
+    /// a cutoff, with their history; print how many.
+    ///
+    /// Never removes an active handoff or one whose wake is unclaimed.
+    Prune(PruneArgs),
     /// Show every change of a handoff, oldest first, with who made it.
     History {
         /// The handoff id (ih_...).
@@ -143,6 +146,27 @@ pub enum Command {
         /// Give up after this long (500ms, 30s, 2m, 1h, 1m30s); default: never.
         #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
         timeout: Option<Duration>,
+    },
+    /// Write the whole registry (parents, task PRs, handoffs, events) as
+    /// versioned JSON lines, to stdout or --output FILE.
+    ///
+    /// The export is one consistent snapshot, taken while others go on
+    /// writing. `import` loads it into an empty store of any backend.
+    Export {
+        /// Write to FILE (created mode 0600, in full or not at all) instead
+        /// of stdout; an existing FILE is refused unless --force.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace an existing --output FILE.
+        #[arg(long, requires = "output")]
+        force: bool,
+    },
+    /// Load an export into an empty store, all of it or nothing, from stdin
+    /// or --input FILE.
+    Import {
+        /// Read the export from FILE instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        input: Option<PathBuf>,
     },
     /// Narrate a full handoff lifecycle on a throwaway SQLite store (or on
     /// the store given with --store).
@@ -292,6 +316,56 @@ pub struct OpenArgs {
     pub argv: Vec<String>,
 }
 
+/// `list`
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this parent's handoffs (wave:ID, project:ID or task:ID).
+    #[arg(long, value_name = "REF", value_parser = parse_parent)]
+    pub parent: Option<InteractiveHandoffParent>,
+    /// Only handoffs that are not finished.
+    #[arg(long)]
+    pub active: bool,
+    /// Only handoffs in this status (repeatable: in any of them): waiting,
+    /// attached, completed, handed_back, failed or expired.
+    #[arg(long, value_name = "STATUS", value_parser = parse_status)]
+    pub status: Vec<InteractiveHandoffStatus>,
+    /// Only handoffs whose work runs at this home: user@local, or
+    /// ssh://user@host[:port].
+    #[arg(long, value_name = "HOME", value_parser = parse_home)]
+    pub home: Option<WaveHome>,
+    /// Only handoffs created more than this long ago (90s, 15m, 2h, 1d, 2w,
+    /// 1h30m).
+    #[arg(long = "older-than", value_name = "DURATION", value_parser = parse_span)]
+    pub older_than: Option<std::time::Duration>,
+    /// At most this many, the oldest first (a page).
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
+    pub limit: Option<usize>,
+    /// Start after this handoff: the last id of the previous page.
+    #[arg(long, value_name = "ID")]
+    pub after: Option<InteractiveHandoffId>,
+}
+
+/// `prune`
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Remove those finished before this: a duration ago (30d, 2w, 12h,
+    /// 1d12h) or an RFC 3339 time (2026-11-01T00:00:00Z), not in the future.
+    #[arg(long = "finished-before", value_name = "DURATION|DATE", value_parser = parse_cutoff)]
+    pub finished_before: Cutoff,
+    /// Count what would be removed, and remove nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+}
+
+/// The cutoff of `prune --finished-before`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cutoff {
+    /// This long before now.
+    Ago(std::time::Duration),
+    /// This instant.
+    At(OffsetDateTime),
+}
+
 /// `extend`
 #[derive(Debug, Args)]
 pub struct ExtendArgs {
@@ -365,6 +439,40 @@ pub fn parse_rfc3339(text: &str) -> Result<OffsetDateTime, String> {
         .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2026-12-03T18:00:00Z ({e})"))
 }
 
+/// Parses a status by its name in JSON and storage (`handed_back`).
+pub fn parse_status(text: &str) -> Result<InteractiveHandoffStatus, String> {
+    InteractiveHandoffStatus::parse(text.trim()).ok_or_else(|| {
+        let names: Vec<&str> = InteractiveHandoffStatus::ALL
+            .iter()
+            .map(|status| status.as_str())
+            .collect();
+        format!("{text:?} is not a status: use {}", names.join(", "))
+    })
+}
+
+/// Parses a page size: a whole number, at least 1.
+fn parse_limit(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("--limit 0 lists nothing: give at least 1".into()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err(format!("{text:?} is not a number of handoffs")),
+    }
+}
+
+/// Parses a prune cutoff: a duration (see [`duration`]), else an RFC 3339
+/// time.
+pub fn parse_cutoff(text: &str) -> Result<Cutoff, String> {
+    let looks_like_time = text.contains('-') || text.contains(':');
+    match (duration::parse(text), parse_rfc3339(text)) {
+        (Ok(span), _) => Ok(Cutoff::Ago(span)),
+        (_, Ok(at)) => Ok(Cutoff::At(at)),
+        (Err(_), Err(time)) if looks_like_time => Err(time),
+        (Err(span), Err(_)) => Err(format!(
+            "{span}; or give an RFC 3339 time such as 2026-11-01T00:00:00Z"
+        )),
+    }
+}
+
 /// Parses an actor name (`--actor`, `LF_HANDOFF_ACTOR`).
 pub fn parse_actor(text: &str) -> Result<Actor, String> {
     Actor::parse(text).map_err(|e| e.to_string())
@@ -430,6 +538,31 @@ mod tests {
         )
             .prop_map(|(kind, prefix, uuid)| format!("{kind}{prefix}{uuid}"));
         prop_oneof![any::<String>(), near]
+    }
+
+    #[test]
+    fn statuses_limits_and_cutoffs_parse_or_say_what_is_wrong() {
+        assert_eq!(
+            parse_status("handed_back"),
+            Ok(InteractiveHandoffStatus::HandedBack)
+        );
+        let error = parse_status("done").unwrap_err();
+        assert!(error.contains("waiting, attached, completed"), "{error}");
+        assert_eq!(parse_limit("25"), Ok(25));
+        assert!(parse_limit("0").is_err());
+        assert!(parse_limit("ten").is_err());
+        assert_eq!(
+            parse_cutoff("30d"),
+            Ok(Cutoff::Ago(Duration::from_secs(30 * 86_400)))
+        );
+        assert_eq!(
+            parse_cutoff("2026-11-01T00:00:00+01:00"),
+            Ok(Cutoff::At(time::macros::datetime!(2026-10-31 23:00:00 UTC)))
+        );
+        // A duration's error for what looks like one, a time's otherwise.
+        assert!(parse_cutoff("30x").unwrap_err().contains("unit"));
+        assert!(parse_cutoff("2026-11-01").unwrap_err().contains("RFC 3339"));
+        assert!(parse_cutoff("0s").is_err());
     }
 
     proptest! {

@@ -11,8 +11,8 @@
 //! [`MAX`] (100 years, which also keeps every deadline computed from it
 //! far inside what a timestamp can hold).
 //!
-//! `open --expires-in` and `extend --by` use it; so will `prune
-//! --finished-before` (issue 15). `wait --timeout` keeps the adapters'
+//! `open --expires-in`, `extend --by`, `list --older-than` and `prune
+//! --finished-before` use it. `wait --timeout` keeps the adapters'
 //! parser, which also takes milliseconds.
 
 use std::fmt;
@@ -179,8 +179,7 @@ pub fn after(now: OffsetDateTime, duration: Duration) -> Option<OffsetDateTime> 
 }
 
 /// `now` minus `duration`, or `None` before what a timestamp holds: the
-/// cut-off of "finished more than `duration` ago".
-#[allow(dead_code)] // for `prune --finished-before` (issue 15)
+/// cut-off of "finished (or created) more than `duration` ago".
 pub fn before(now: OffsetDateTime, duration: Duration) -> Option<OffsetDateTime> {
     now.checked_sub(time::Duration::try_from(duration).ok()?)
 }

@@ -223,6 +223,11 @@ mod tests {
                 "expired",
             ),
             (
+                StoreError::conflict(ConflictKind::NotEmpty, "holds records"),
+                CONFLICT,
+                "not_empty",
+            ),
+            (
                 StoreError::unavailable(UnavailableKind::Locked, "down"),
                 UNAVAILABLE,
                 "locked",

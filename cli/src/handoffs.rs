@@ -1,6 +1,7 @@
 //! The handoff commands that read or change records and print them:
 //! `open`, `list`, `status`, `complete` / `back` / `fail`, `claim-wake`,
-//! and the deadline and history commands `extend`, `expire` and `history`.
+//! the deadline and history commands `extend`, `expire` and `history`, and
+//! `prune`.
 //!
 //! Human output puts data on stdout and narration on stderr: `open` prints
 //! the handoff id on stdout and says "opened" or "reused" on stderr, so
@@ -14,14 +15,13 @@ use std::time::Duration;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    OpenInteractiveHandoff, OpenOptions,
+    InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
 };
 use lf_handoff_adapters::ListQuery;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::args::{ExtendArgs, OpenArgs};
+use crate::args::{Cutoff, ExtendArgs, ListArgs, OpenArgs, PruneArgs};
 use crate::context::Context;
 use crate::duration;
 use crate::error::{CliError, CliResult};
@@ -181,34 +181,141 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     emit(&format!("{}\n", handoff.id))
 }
 
-/// `list`: the census, oldest first.
-pub async fn list(
-    ctx: &Context,
-    parent: Option<InteractiveHandoffParent>,
-    active: bool,
-) -> CliResult<()> {
+/// `list`: the census, oldest first, filtered (the filters are and-ed) and
+/// paged (`--limit`, `--after`). A full page says on stderr where the
+/// next one starts.
+///
+/// # Errors
+/// Exit 3 when `--after` names no handoff.
+pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
+    let now = ctx.store.now();
+    let created_before = match args.older_than {
+        Some(span) => Some(duration::before(now, span).ok_or_else(|| {
+            CliError::usage(format!(
+                "--older-than {} reaches before the first time a timestamp can hold",
+                duration::format(span)
+            ))
+        })?),
+        None => None,
+    };
+    let filtered = args.parent.is_some()
+        || args.active
+        || !args.status.is_empty()
+        || args.home.is_some()
+        || created_before.is_some();
+    let query = ListQuery {
+        parent: args.parent,
+        active_only: args.active,
+        statuses: args.status,
+        home: args.home,
+        created_before,
+        after: args.after,
+        limit: args.limit,
+    };
     let handoffs = ctx
         .store
-        .query_interactive_handoffs(&ListQuery {
-            parent,
-            active_only: active,
-        })
+        .query_interactive_handoffs(&query)
         .await
         .map_err(|e| ctx.fail(e))?;
-    let now = ctx.store.now();
     let rows: Vec<_> = handoffs.iter().map(|h| h.list_row(now)).collect();
     if ctx.json {
         return emit_json(&rows);
     }
     if rows.is_empty() {
-        note(if active {
-            "no active handoffs"
-        } else {
-            "no handoffs"
+        note(match (&query.after, query.active_only, filtered) {
+            (Some(_), _, _) => "no more handoffs",
+            (None, true, _) => "no active handoffs",
+            (None, false, true) => "no handoffs match",
+            (None, false, false) => "no handoffs",
         });
         return Ok(());
     }
-    emit(&table(&rows, now, terminal_width()))
+    emit(&table(&rows, now, terminal_width()))?;
+    if let (Some(limit), Some(last)) = (query.limit, handoffs.last()) {
+        if handoffs.len() == limit {
+            note(&format!(
+                "{limit} shown; the next page starts after the last: --after {}",
+                last.id
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The JSON of `prune`.
+#[derive(Debug, Serialize)]
+pub struct Pruned {
+    /// Handoffs removed, or that would be removed.
+    pub handoffs: u64,
+    /// Their history events.
+    pub events: u64,
+    /// Whether nothing was removed (`--dry-run`).
+    pub dry_run: bool,
+    /// The cutoff: handoffs finished before it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub finished_before: OffsetDateTime,
+}
+
+/// `prune`: removes the finished handoffs whose wake was claimed, finished
+/// before the cutoff, with their history (C17), and prints how many; with
+/// `--dry-run`, only how many it would.
+///
+/// # Errors
+/// Exit 2 for a cutoff in the future.
+pub async fn prune(ctx: &Context, args: PruneArgs) -> CliResult<()> {
+    let now = ctx.store.now();
+    let cutoff = match args.finished_before {
+        Cutoff::Ago(span) => duration::before(now, span).ok_or_else(|| {
+            CliError::usage(format!(
+                "--finished-before {} reaches before the first time a timestamp can hold",
+                duration::format(span)
+            ))
+        })?,
+        Cutoff::At(at) if at > now => {
+            return Err(CliError::usage(format!(
+                "--finished-before {} is in the future; to prune every handoff whose wake \
+                 is claimed, give a duration such as 1s",
+                timestamp(at)
+            )))
+        }
+        Cutoff::At(at) => at,
+    };
+    let count = ctx
+        .store
+        .prune(cutoff, args.dry_run)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return emit_json(&Pruned {
+            handoffs: count.handoffs,
+            events: count.events,
+            dry_run: args.dry_run,
+            finished_before: cutoff.to_offset(time::UtcOffset::UTC),
+        });
+    }
+    note(&format!(
+        "finished before {} with their wake claimed",
+        timestamp(cutoff)
+    ));
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    emit(&format!(
+        "{verb} {} and {}\n",
+        counted(count.handoffs, "handoff"),
+        counted(count.events, "event")
+    ))
+}
+
+/// `1 handoff`, `2 handoffs`.
+fn counted(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// Loads a handoff, or fails with "not found" (exit 3).

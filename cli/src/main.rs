@@ -30,6 +30,7 @@
 //!
 //! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
+mod archive;
 mod args;
 mod attach;
 mod context;
@@ -37,6 +38,7 @@ mod demo;
 mod duration;
 mod error;
 mod handoffs;
+mod logging;
 mod output;
 mod parents;
 mod store_select;
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => return usage_error(&error, json),
     };
+    logging::init(cli.verbose);
     match run(cli) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(process)) => attach::exec(process).report(json),
@@ -111,7 +114,24 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
+    // Files are checked before the store is opened.
+    let export_target = match &cli.command {
+        Command::Export { output, force } => {
+            Some(archive::prepare_export(output.as_deref(), *force)?)
+        }
+        _ => None,
+    };
+    let import_source = match &cli.command {
+        Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
+        _ => None,
+    };
     let ctx = Context::open(&config, cli.json, actor).await?;
+    if let Some(target) = export_target {
+        return archive::export(&ctx, target).await.map(|()| None);
+    }
+    if let Some(source) = import_source {
+        return archive::import(&ctx, source).await.map(|()| None);
+    }
     match cli.command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
@@ -155,7 +175,8 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
             }
         }
         Command::Open(args) => handoffs::open(&ctx, args).await?,
-        Command::List { parent, active } => handoffs::list(&ctx, parent, active).await?,
+        Command::List(args) => handoffs::list(&ctx, args).await?,
+        Command::Prune(args) => handoffs::prune(&ctx, args).await?,
         Command::Status { id } => handoffs::status(&ctx, &id).await?,
         Command::Attach { id, print } => return attach::attach(&ctx, &id, print).await,
         Command::Complete { id, summary } => {
@@ -174,7 +195,10 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Expire => handoffs::expire(&ctx).await?,
         Command::History { id } => handoffs::history(&ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
-        Command::Demo | Command::Completions { .. } => {}
+        Command::Demo
+        | Command::Completions { .. }
+        | Command::Export { .. }
+        | Command::Import { .. } => {}
     }
     Ok(None)
 }

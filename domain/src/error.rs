@@ -48,11 +48,14 @@ pub enum ConflictKind {
     /// has just been expired by this very request, which therefore did not
     /// happen.
     Expired,
+    /// The store already holds records, so an import (C17), which loads a
+    /// whole registry, cannot go into it.
+    NotEmpty,
 }
 
 impl ConflictKind {
     /// Every kind, in declaration order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::ParentBusy,
         Self::StaleGeneration,
         Self::GenerationNotRecorded,
@@ -67,6 +70,7 @@ impl ConflictKind {
         Self::NotFinished,
         Self::AlreadyExists,
         Self::Expired,
+        Self::NotEmpty,
     ];
 
     /// The kind's stable snake_case name, as the command line prints it.
@@ -86,6 +90,7 @@ impl ConflictKind {
             Self::NotFinished => "not_finished",
             Self::AlreadyExists => "already_exists",
             Self::Expired => "expired",
+            Self::NotEmpty => "not_empty",
         }
     }
 }

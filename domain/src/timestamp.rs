@@ -25,6 +25,18 @@ pub fn to_unix_micros(instant: OffsetDateTime) -> i64 {
     (instant.unix_timestamp_nanos() / 1_000) as i64
 }
 
+/// The whole microseconds since the Unix epoch that a stored instant is
+/// below exactly when it is before `instant`: `stored < instant` holds if
+/// and only if `to_unix_micros(stored) < micros_before(instant)`, for
+/// every stored (whole-microsecond) instant. It is `instant` rounded up to
+/// a whole microsecond, so a bound finer than storage keeps its meaning.
+pub fn micros_before(instant: OffsetDateTime) -> i64 {
+    let nanos = instant.unix_timestamp_nanos();
+    let micros = nanos.div_euclid(1_000) + i128::from(nanos.rem_euclid(1_000) != 0);
+    // Years 1..=9999 fit comfortably in i64 microseconds.
+    micros as i64
+}
+
 /// The inverse of [`to_unix_micros`]; `None` when out of `time`'s range.
 pub fn from_unix_micros(micros: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).ok()
@@ -70,6 +82,34 @@ mod tests {
         assert_eq!(u, datetime!(2026-12-02 08:00:00.123_456 UTC));
         assert!(is_normalized(u));
         assert!(!is_normalized(t));
+    }
+
+    #[test]
+    fn a_bound_finer_than_storage_rounds_up() {
+        let stored = datetime!(2026-12-02 08:00:00.000_010 UTC);
+        for (bound, below) in [
+            (datetime!(2026-12-02 08:00:00.000_010 UTC), false),
+            (datetime!(2026-12-02 08:00:00.000_010_001 UTC), true),
+            (datetime!(2026-12-02 08:00:00.000_009_999 UTC), false),
+            (datetime!(2026-12-02 10:00:00.000_011 +02:00), true),
+            (datetime!(1969-12-31 23:59:59.999_999_5 UTC), false),
+        ] {
+            assert_eq!(stored < bound, below, "{bound}");
+            assert_eq!(
+                to_unix_micros(stored) < micros_before(bound),
+                below,
+                "{bound}"
+            );
+        }
+        let before_1970 = datetime!(1969-12-31 23:59:59.999_998 UTC);
+        assert!(
+            to_unix_micros(before_1970)
+                < micros_before(datetime!(1969-12-31 23:59:59.999_998_5 UTC))
+        );
+        assert_eq!(
+            micros_before(datetime!(1969-12-31 23:59:59.999_999_5 UTC)),
+            0
+        );
     }
 
     #[test]

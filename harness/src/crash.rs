@@ -24,9 +24,26 @@
 //!      at all (counted: applied or not);
 //!    - every stored record passes `validate()` (I1-I5, I7) and at most one
 //!      handoff per parent is active (I6); no record appears that nobody
-//!      wrote.
+//!      wrote;
+//!    - **every change has its event and no event is without its change**
+//!      (C15, [`crate::check`]): the history of every handoff acknowledged
+//!      or changed in the trial, and of up to [`SAMPLED_HISTORIES`] others,
+//!      is well formed, is exactly the changes its record shows (with the
+//!      wake holders and deadlines seen before), holds an event for each
+//!      acknowledged transition, named after the child and lane that
+//!      acknowledged it, still starts with every event read after an
+//!      earlier trial, and its new events name a lane of a child started
+//!      since that read.
 //!
-//! After the last trial every parent ever acknowledged is read back as well.
+//! After the last trial every parent ever acknowledged is read back as
+//! well, and the history of every handoff in the store is checked once
+//! more (no two events share a store-wide position).
+//!
+//! **Deadlines** (C14): `--deadline-lanes` lanes per child open handoffs
+//! with deadlines and sweep, extend and let them expire
+//! ([`crate::crash_child`]); expiries are acknowledged like any other
+//! transition, and a sweep in flight at the kill counts as applied if any
+//! handoff was found expired that no acknowledgement expired.
 //!
 //! **The crash story** (C12, C13; [`crate::crash_child`]): a few parents
 //! are the story's. After every kill the harness records the next body
@@ -66,8 +83,16 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use crate::check::{handoff_same_or_later, parent_same_or_later, progress};
-use crate::crash_child::{parse_reference, story_arg, CHILD_ARG, FAKE_ACK_ARG, FAKE_STEPS_ARG};
+use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoffStatus};
+
+use crate::check::{
+    acked_change_has_event, handoff_same_or_later, history_matches_record, history_well_formed,
+    parent_same_or_later, progress, AckedChange, HistoryFindings, KnownChanges,
+};
+use crate::crash_child::{
+    child_actor, parse_child_actor, parse_reference, story_arg, CHILD_ARG, DEADLINE_LANES_ARG,
+    FAKE_ACK_ARG, FAKE_STEPS_ARG, TRIAL_ARG,
+};
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
 
@@ -80,6 +105,11 @@ const FIRST_STARTUP: Duration = Duration::from_millis(60);
 
 /// How many problem messages a run keeps for its report.
 const KEPT_PROBLEMS: usize = 20;
+
+/// How many histories of handoffs a trial did not change are checked after
+/// it, besides those of the handoffs it changed (all are checked at the
+/// end).
+pub const SAMPLED_HISTORIES: usize = 32;
 
 /// What a crash run does.
 #[derive(Debug, Clone)]
@@ -114,6 +144,20 @@ pub struct CrashOptions {
     /// Self-test only: story lanes acknowledge a second handoff for a step
     /// and a wake won back, so the run must count both.
     pub fake_steps: bool,
+    /// Lanes in each child whose handoffs have deadlines (0: none).
+    pub deadline_lanes: usize,
+    /// Self-test only: after each trial the harness drops the last event of
+    /// one history it reads and adds a second `opened` to another, so the
+    /// run must count a change without its event and an event without its
+    /// change.
+    pub fake_history: bool,
+}
+
+impl CrashOptions {
+    /// Lanes in each child: lifecycles, story parents, deadlines.
+    pub fn child_lanes(&self) -> usize {
+        self.lanes.max(1) + self.story_parents + self.deadline_lanes
+    }
 }
 
 /// The figures of one backend's run.
@@ -162,6 +206,23 @@ pub struct CrashFigures {
     /// Handoffs whose wake two generations held (see the module
     /// documentation). Must be 0.
     pub double_held_wakes: u64,
+    /// Histories read and checked, after the trials and at the end.
+    pub history_reads: u64,
+    /// Events in those histories, each counted every time it was checked.
+    pub events_checked: u64,
+    /// The events in the store after the last trial, by kind.
+    pub events_at_end: BTreeMap<String, u64>,
+    /// Changes (shown by a stored record or acknowledged) without their
+    /// event. Must be 0.
+    pub changes_without_event: u64,
+    /// Events no change of their record and no acknowledgement accounts
+    /// for. Must be 0.
+    pub events_without_change: u64,
+    /// Malformed histories (numbering, positions, order, status chain,
+    /// kinds, details) and events naming a wrong actor. Must be 0.
+    pub history_violations: u64,
+    /// Every history finding counted so far, so a lasting one counts once.
+    history_findings: BTreeSet<String>,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
     /// True when the time limit stopped the run before every trial ran.
@@ -181,6 +242,9 @@ impl CrashFigures {
             && self.errors == 0
             && self.duplicate_steps == 0
             && self.double_held_wakes == 0
+            && self.changes_without_event == 0
+            && self.events_without_change == 0
+            && self.history_violations == 0
     }
 
     /// Every acknowledged transition.
@@ -207,6 +271,29 @@ impl CrashFigures {
     fn fail(&mut self, message: String) {
         self.errors += 1;
         self.problem(format!("error: {message}"));
+    }
+
+    /// Counts what a history check found, each finding once per run.
+    fn history(&mut self, found: HistoryFindings) {
+        let groups = [
+            ("change without its event", found.missing),
+            ("event without its change", found.extra),
+            ("history violation", found.malformed),
+        ];
+        for (label, messages) in groups {
+            for message in messages {
+                let message = format!("{label}: {message}");
+                if !self.history_findings.insert(message.clone()) {
+                    continue;
+                }
+                match label {
+                    "change without its event" => self.changes_without_event += 1,
+                    "event without its change" => self.events_without_change += 1,
+                    _ => self.history_violations += 1,
+                }
+                self.problem(message);
+            }
+        }
     }
 
     /// The report, one `[backend] label: value` line per figure.
@@ -248,6 +335,18 @@ impl CrashFigures {
             self.wakes_taken_over,
             self.old_claims_refused
         );
+        let kinds: Vec<String> = self
+            .events_at_end
+            .iter()
+            .map(|(kind, count)| format!("{kind} {count}"))
+            .collect();
+        out += &format!(
+            "[{b}] events checked: {} in {} history reads (in the store at the end: {} events: {})\n",
+            self.events_checked,
+            self.history_reads,
+            self.events_at_end.values().sum::<u64>(),
+            kinds.join(", ")
+        );
         out += &format!("[{b}] transitions lost: {}\n", self.lost);
         out += &format!("[{b}] invariant violations: {}\n", self.violations);
         out += &format!(
@@ -257,6 +356,18 @@ impl CrashFigures {
         out += &format!(
             "[{b}] wakes held by two generations: {}\n",
             self.double_held_wakes
+        );
+        out += &format!(
+            "[{b}] changes without their event: {}\n",
+            self.changes_without_event
+        );
+        out += &format!(
+            "[{b}] events without their change: {}\n",
+            self.events_without_change
+        );
+        out += &format!(
+            "[{b}] history violations (malformed, wrong actor): {}\n",
+            self.history_violations
         );
         out += &format!("[{b}] harness errors: {}\n", self.errors);
         out += &format!(
@@ -297,6 +408,30 @@ struct Ledger {
     parents: BTreeMap<InteractiveHandoffParent, Parent>,
     /// The crash story.
     story: Story,
+    /// What was seen of each handoff's changes and history.
+    histories: BTreeMap<InteractiveHandoffId, HistorySeen>,
+}
+
+/// What the harness saw of one handoff's history.
+#[derive(Debug, Default)]
+struct HistorySeen {
+    /// The changes its records showed.
+    known: KnownChanges,
+    /// Its history when it was last read.
+    events: Vec<HandoffEvent>,
+    /// The trial after which it was last read.
+    read_after: Option<u64>,
+}
+
+impl Ledger {
+    /// Notes what `record`, acknowledged or stored, shows of its changes.
+    fn saw(&mut self, record: &InteractiveHandoff) {
+        self.histories
+            .entry(record.id.clone())
+            .or_default()
+            .known
+            .saw(record);
+    }
 }
 
 /// The crash story's state: its parents, what was seen of their steps, and
@@ -436,6 +571,7 @@ enum Event {
     Ack {
         lane: usize,
         kind: String,
+        key: String,
         json: String,
     },
     Error(String),
@@ -477,6 +613,7 @@ fn parse_event(line: &str) -> Result<Event, String> {
         ("ack", Some(json)) => Ok(Event::Ack {
             lane,
             kind,
+            key,
             json: json.to_string(),
         }),
         _ => Err(format!("the child printed {line:?}")),
@@ -502,6 +639,7 @@ async fn run_backend(
         }
     };
     let mut ledger = Ledger::default();
+    let mut sampling = rng.fork();
     if options.story_parents > 0 {
         if let Err(message) = create_story(&target, options.story_parents, &mut ledger).await {
             figures.fail(message);
@@ -526,7 +664,7 @@ async fn run_backend(
         let lines = match kill_one_child(
             &target,
             options,
-            &story,
+            (trial, &story),
             exe,
             &mut rng,
             &mut startup,
@@ -555,7 +693,12 @@ async fn run_backend(
             }
         };
         let before = (figures.lost, figures.violations, figures.in_flight);
-        check_trial(&store, &lines, &mut ledger, &mut figures).await;
+        let checking = Checking {
+            trial,
+            options,
+            sampling: &mut sampling,
+        };
+        check_trial(&store, &lines, checking, &mut ledger, &mut figures).await;
         // The orchestrator replaces each story parent's killed body.
         if let Err(message) = record_next_bodies(&store, &mut ledger).await {
             figures.fail(format!("trial {trial}: {message}"));
@@ -573,7 +716,8 @@ async fn run_backend(
         }
     }
     if figures.trials_run > 0 {
-        final_sweep(&target, &mut ledger, &mut figures).await;
+        let last = figures.trials_run - 1;
+        final_sweep(&target, options, last, &mut ledger, &mut figures).await;
     }
     figures.elapsed = started.elapsed();
     figures.kept_store = target.finish(!figures.passed()).await;
@@ -658,7 +802,7 @@ async fn record_next_bodies(store: &Store, ledger: &mut Ledger) -> Result<(), St
 async fn kill_one_child(
     target: &StoreTarget,
     options: &CrashOptions,
-    story: &[(InteractiveHandoffParent, u64)],
+    (trial, story): (u64, &[(InteractiveHandoffParent, u64)]),
     exe: &Path,
     rng: &mut Rng,
     startup: &mut Duration,
@@ -692,6 +836,10 @@ async fn kill_one_child(
     if !story.is_empty() {
         command.arg(story_arg(story));
     }
+    command.arg(format!("{TRIAL_ARG}{trial}"));
+    if options.deadline_lanes > 0 {
+        command.arg(format!("{DEADLINE_LANES_ARG}{}", options.deadline_lanes));
+    }
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -703,9 +851,22 @@ async fn kill_one_child(
     let mut stderr = child.stderr.take().ok_or("the child has no stderr")?;
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if sender.send(line).is_err() {
+        // Only whole lines count: a kill during a write of a long line may
+        // leave its start without the newline, and such a line was never
+        // printed in full, so its transition stays in flight.
+        let mut stdout = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match stdout.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.pop() != Some(b'\n') {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if sender.send(text).is_err() {
                 break;
             }
         }
@@ -771,14 +932,28 @@ async fn kill_one_child(
     Ok(lines)
 }
 
+/// Which trial is checked, how the run was set up, and the random source
+/// that picks the histories sampled.
+struct Checking<'a> {
+    trial: u64,
+    options: &'a CrashOptions,
+    sampling: &'a mut Rng,
+}
+
 /// Checks the store after one kill against what the child acknowledged and
 /// what earlier trials observed.
 async fn check_trial(
     store: &Store,
     lines: &[String],
+    checking: Checking<'_>,
     ledger: &mut Ledger,
     figures: &mut CrashFigures,
 ) {
+    let Checking {
+        trial,
+        options,
+        sampling,
+    } = checking;
     let stored: BTreeMap<InteractiveHandoffId, InteractiveHandoff> =
         match store.list_interactive_handoffs(None).await {
             Ok(all) => {
@@ -790,6 +965,13 @@ async fn check_trial(
                 return;
             }
         };
+
+    // The handoffs this trial created or changed: their histories are read.
+    let mut to_read: BTreeSet<InteractiveHandoffId> = stored
+        .iter()
+        .filter(|(id, now)| ledger.handoffs.get(*id) != Some(*now))
+        .map(|(id, _)| id.clone())
+        .collect();
 
     // Earlier trials' records: still there, never behind.
     for (id, known) in &ledger.handoffs {
@@ -815,6 +997,7 @@ async fn check_trial(
 
     // This trial's acknowledgements.
     let mut open_lanes: BTreeMap<usize, (String, String)> = BTreeMap::new();
+    let mut acked: Vec<AckedChange> = Vec::new();
     for event in &events {
         match event {
             Event::Ready => {}
@@ -822,10 +1005,20 @@ async fn check_trial(
             Event::Begin { lane, kind, key } => {
                 open_lanes.insert(*lane, (kind.clone(), key.clone()));
             }
-            Event::Ack { lane, kind, json } => {
+            Event::Ack {
+                lane,
+                kind,
+                key,
+                json,
+            } => {
                 open_lanes.remove(lane);
-                *figures.acknowledged.entry(kind.clone()).or_default() += 1;
-                check_ack(store, kind, json, &stored, ledger, figures).await;
+                let ack = Ack {
+                    kind,
+                    key,
+                    json,
+                    actor: child_actor(trial, *lane),
+                };
+                check_ack(store, &ack, &stored, ledger, figures, &mut acked).await;
             }
             Event::Moved { parent, step } => {
                 match ledger
@@ -853,6 +1046,30 @@ async fn check_trial(
 
     // One handoff per step; no wake went back to an older generation.
     check_story(&stored, &mut ledger.story, figures);
+
+    // Every change has its event, and no event is without its change.
+    for record in stored.values() {
+        ledger.saw(record);
+    }
+    to_read.extend(
+        acked
+            .iter()
+            .map(|change| change.id.clone())
+            .filter(|id| stored.contains_key(id)),
+    );
+    let others: Vec<&InteractiveHandoffId> =
+        stored.keys().filter(|id| !to_read.contains(*id)).collect();
+    if !others.is_empty() {
+        for _ in 0..SAMPLED_HISTORIES.min(others.len()) {
+            to_read.insert(others[sampling.index(others.len())].clone());
+        }
+    }
+    let reading = Reading {
+        trial,
+        lanes: options.child_lanes(),
+        doctor: options.fake_history,
+    };
+    check_histories(store, &to_read, &stored, &acked, &reading, ledger, figures).await;
 
     // Nothing appears that nobody wrote.
     for (id, handoff) in &stored {
@@ -886,13 +1103,15 @@ fn check_story(
 }
 
 /// Checks a story acknowledgement (`step-open` or `wake`) beyond what
-/// every handoff acknowledgement is checked for, and returns its record.
+/// every handoff acknowledgement is checked for, and returns its record
+/// and whether the acknowledged answer says the record changed (a handoff
+/// created, a wake held by the claiming generation).
 fn check_story_ack(
     kind: &str,
     json: &str,
     ledger: &mut Ledger,
     figures: &mut CrashFigures,
-) -> Result<InteractiveHandoff, String> {
+) -> Result<(InteractiveHandoff, bool), String> {
     if kind == "step-open" {
         let opened: StepOpened = serde_json::from_str(json)
             .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))?;
@@ -912,7 +1131,7 @@ fn check_story_ack(
         ledger
             .story
             .saw_at_step(&handoff.parent, &opened.step, &handoff.id, figures);
-        return Ok(handoff);
+        return Ok((handoff, opened.created));
     }
     let wake: Wake = serde_json::from_str(json)
         .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))?;
@@ -944,19 +1163,31 @@ fn check_story_ack(
             handoff.parent
         ));
     }
-    Ok(handoff)
+    let held = wake.claimed && holder == Some(generation);
+    Ok((handoff, held))
+}
+
+/// One acknowledgement: its kind, key and JSON, and the actor of the lane
+/// that printed it.
+struct Ack<'a> {
+    kind: &'a str,
+    key: &'a str,
+    json: &'a str,
+    actor: String,
 }
 
 async fn check_ack(
     store: &Store,
-    kind: &str,
-    json: &str,
+    ack: &Ack<'_>,
     stored: &BTreeMap<InteractiveHandoffId, InteractiveHandoff>,
     ledger: &mut Ledger,
     figures: &mut CrashFigures,
+    acked: &mut Vec<AckedChange>,
 ) {
+    let (kind, json) = (ack.kind, ack.json);
     match kind {
         "wave" | "parent" | "body" => {
+            *figures.acknowledged.entry(kind.to_string()).or_default() += 1;
             let acknowledged: Parent = match serde_json::from_str(json) {
                 Ok(parent) => parent,
                 Err(e) => return figures.fail(format!("unreadable {kind} acknowledgement: {e}")),
@@ -973,43 +1204,89 @@ async fn check_ack(
             }
             ledger.parents.insert(reference, acknowledged);
         }
-        "open" | "attach" | "finish" | "claim" | "step-open" | "wake" => {
+        "expire" => {
+            // The handoffs one write expired: a sweep, or an attach or
+            // finish refused because the deadline had passed.
+            let expired: Vec<InteractiveHandoff> = match serde_json::from_str(json) {
+                Ok(expired) => expired,
+                Err(e) => return figures.fail(format!("unreadable {kind} acknowledgement: {e}")),
+            };
+            for handoff in expired {
+                *figures.acknowledged.entry(kind.to_string()).or_default() += 1;
+                if handoff.status != InteractiveHandoffStatus::Expired {
+                    figures.violate(format!(
+                        "handoff {} was acknowledged as expired but is {}",
+                        handoff.id, handoff.status
+                    ));
+                }
+                // A sweep reports only what it expired itself; a refused
+                // write may find the handoff expired by another sweeper.
+                let actor = (ack.key == "due").then(|| ack.actor.clone());
+                acked.extend(AckedChange::of(kind, &handoff, actor));
+                check_handoff_ack(kind, handoff, stored, ledger, figures);
+            }
+        }
+        "open" | "attach" | "finish" | "claim" | "extend" | "step-open" | "wake" => {
+            *figures.acknowledged.entry(kind.to_string()).or_default() += 1;
             let parsed = if matches!(kind, "step-open" | "wake") {
                 check_story_ack(kind, json, ledger, figures)
             } else {
                 serde_json::from_str(json)
+                    .map(|handoff| (handoff, true))
                     .map_err(|e| format!("unreadable {kind} acknowledgement: {e}"))
             };
-            let acknowledged: InteractiveHandoff = match parsed {
-                Ok(handoff) => handoff,
+            let (acknowledged, changed) = match parsed {
+                Ok(parsed) => parsed,
                 Err(message) => return figures.fail(message),
             };
-            let id = acknowledged.id.clone();
+            if changed {
+                // A story claim may have been the holder's retry, so only a
+                // claim made in this trial must name this lane (checked with
+                // every new event).
+                let actor = (kind != "wake").then(|| ack.actor.clone());
+                acked.extend(AckedChange::of(kind, &acknowledged, actor));
+            }
             if kind == "claim" {
                 // A lifecycle lane acknowledges only a claim it won.
                 if let Some(generation) = acknowledged.wake_claimed_by_generation {
-                    ledger.story.told_holder(&id, generation, figures);
+                    ledger
+                        .story
+                        .told_holder(&acknowledged.id, generation, figures);
                 }
             }
-            match stored.get(&id) {
-                Some(now) => {
-                    if let Err(message) = handoff_same_or_later(&acknowledged, now) {
-                        figures.lose(format!("acknowledged {kind}: {message}"));
-                    }
-                }
-                None => figures.lose(format!(
-                    "acknowledged {kind} of handoff {id}: it is missing"
-                )),
-            }
-            let further = ledger
-                .handoffs
-                .get(&id)
-                .is_some_and(|known| progress(known) > progress(&acknowledged));
-            if !further {
-                ledger.handoffs.insert(id, acknowledged);
-            }
+            check_handoff_ack(kind, acknowledged, stored, ledger, figures);
         }
         other => figures.fail(format!("the child acknowledged an unknown kind {other:?}")),
+    }
+}
+
+/// Checks an acknowledged handoff record against the stored one and keeps
+/// the furthest of the two known.
+fn check_handoff_ack(
+    kind: &str,
+    acknowledged: InteractiveHandoff,
+    stored: &BTreeMap<InteractiveHandoffId, InteractiveHandoff>,
+    ledger: &mut Ledger,
+    figures: &mut CrashFigures,
+) {
+    let id = acknowledged.id.clone();
+    ledger.saw(&acknowledged);
+    match stored.get(&id) {
+        Some(now) => {
+            if let Err(message) = handoff_same_or_later(&acknowledged, now) {
+                figures.lose(format!("acknowledged {kind}: {message}"));
+            }
+        }
+        None => figures.lose(format!(
+            "acknowledged {kind} of handoff {id}: it is missing"
+        )),
+    }
+    let further = ledger
+        .handoffs
+        .get(&id)
+        .is_some_and(|known| progress(known) > progress(&acknowledged));
+    if !further {
+        ledger.handoffs.insert(id, acknowledged);
     }
 }
 
@@ -1049,14 +1326,22 @@ async fn in_flight_applied(
             }
             Ok(applied)
         }
-        "attach" | "finish" | "claim" | "wake" => {
+        "expire" if key == "due" => Ok(stored.iter().any(|(id, now)| {
+            now.status == InteractiveHandoffStatus::Expired
+                && ledger
+                    .handoffs
+                    .get(id)
+                    .is_some_and(|known| known.status != InteractiveHandoffStatus::Expired)
+        })),
+        "attach" | "finish" | "claim" | "wake" | "extend" | "expire" => {
             let id = InteractiveHandoffId::parse(key).map_err(|e| e.to_string())?;
             let (Some(known), Some(now)) = (ledger.handoffs.get(&id), stored.get(&id)) else {
                 return Err(format!(
                     "{kind} of {id} was in flight but the handoff is unknown"
                 ));
             };
-            Ok(progress(now) > progress(known))
+            Ok(progress(now) > progress(known)
+                || (kind == "extend" && now.expires_at != known.expires_at))
         }
         other => Err(format!("the child began an unknown kind {other:?}")),
     }
@@ -1073,9 +1358,122 @@ fn check_invariants(all: &[InteractiveHandoff], figures: &mut CrashFigures) {
     }
 }
 
+/// How histories are read: after which trial, the lanes each child had, and
+/// whether to doctor what was read (the self-test).
+struct Reading {
+    trial: u64,
+    lanes: usize,
+    doctor: bool,
+}
+
+/// Reads and checks the history of each of `ids` that is stored (see the
+/// module documentation), with the changes `acked` in this trial.
+async fn check_histories(
+    store: &Store,
+    ids: &BTreeSet<InteractiveHandoffId>,
+    stored: &BTreeMap<InteractiveHandoffId, InteractiveHandoff>,
+    acked: &[AckedChange],
+    reading: &Reading,
+    ledger: &mut Ledger,
+    figures: &mut CrashFigures,
+) {
+    let mut doctored = 0;
+    for id in ids {
+        let Some(record) = stored.get(id) else {
+            continue;
+        };
+        let events = match store.history(id).await {
+            Ok(events) => events,
+            Err(e) => {
+                figures.violate(format!("reading the history of {id}: {e}"));
+                continue;
+            }
+        };
+        let mut checked = events.clone();
+        if reading.doctor {
+            // The self-test's lies: one history loses its last event,
+            // another gains a second `opened`.
+            if doctored == 0 && checked.len() >= 2 {
+                checked.pop();
+                doctored += 1;
+            } else if doctored == 1 {
+                if let (Some(first), Some(last)) = (checked.first(), checked.last()) {
+                    let mut again = first.clone();
+                    again.seq = last.seq + 1;
+                    again.position = last.position + 1;
+                    again.at = last.at;
+                    checked.push(again);
+                    doctored += 1;
+                }
+            }
+        }
+        figures.history_reads += 1;
+        figures.events_checked += checked.len() as u64;
+        let seen = ledger.histories.entry(id.clone()).or_default();
+        let mut found = HistoryFindings {
+            malformed: history_well_formed(id, &checked),
+            ..HistoryFindings::default()
+        };
+        found.append(history_matches_record(record, &checked, &seen.known));
+        for change in acked.iter().filter(|change| &change.id == id) {
+            found.append(acked_change_has_event(change, &checked));
+        }
+        // What an earlier read saw is still there, unchanged.
+        let kept = seen
+            .events
+            .iter()
+            .zip(&checked)
+            .take_while(|(before, now)| before == now)
+            .count();
+        let since = seen
+            .read_after
+            .map_or_else(String::new, |trial| format!(" after trial {trial}"));
+        if kept < seen.events.len() {
+            if kept == checked.len() {
+                found.missing.push(format!(
+                    "handoff {id}: {} of the events read{since} are gone",
+                    seen.events.len() - kept
+                ));
+            } else {
+                found.mismatch(format!(
+                    "handoff {id}: event {} read{since} has changed",
+                    kept + 1
+                ));
+            }
+        }
+        // New events name a lane of a child started since that read.
+        for event in checked.iter().skip(seen.events.len()) {
+            let fits = parse_child_actor(event.actor.as_str()).is_some_and(|(trial, lane)| {
+                trial <= reading.trial
+                    && seen.read_after.is_none_or(|after| trial > after)
+                    && lane < reading.lanes
+            });
+            if !fits {
+                found.malformed.push(format!(
+                    "handoff {id}: event {} ({}) names the actor {:?}, not a lane of a child \
+                     run{since}",
+                    event.seq,
+                    event.kind,
+                    event.actor.as_str()
+                ));
+            }
+        }
+        seen.events = events;
+        seen.read_after = Some(reading.trial);
+        figures.history(found);
+    }
+}
+
 /// After the last trial: every handoff and every parent ever acknowledged
-/// or observed is read back and checked once more.
-async fn final_sweep(target: &StoreTarget, ledger: &mut Ledger, figures: &mut CrashFigures) {
+/// or observed is read back and checked once more, and so is every
+/// handoff's history.
+async fn final_sweep(
+    target: &StoreTarget,
+    options: &CrashOptions,
+    last_trial: u64,
+    ledger: &mut Ledger,
+    figures: &mut CrashFigures,
+) {
     let store = match open_store(target.config()).await {
         Ok(store) => store,
         Err(e) => return figures.fail(format!("the store does not reopen at the end: {e}")),
@@ -1114,4 +1512,33 @@ async fn final_sweep(target: &StoreTarget, ledger: &mut Ledger, figures: &mut Cr
             Err(e) => figures.violate(format!("reading parent {reference}: {e}")),
         }
     }
+
+    // Every history, once more; every event has a position of its own.
+    let reading = Reading {
+        trial: last_trial,
+        lanes: options.child_lanes(),
+        doctor: false,
+    };
+    let ids: BTreeSet<InteractiveHandoffId> = stored.keys().cloned().collect();
+    check_histories(&store, &ids, &stored, &[], &reading, ledger, figures).await;
+    let mut positions: BTreeMap<u64, &InteractiveHandoffId> = BTreeMap::new();
+    let mut found = HistoryFindings::default();
+    for id in &ids {
+        let Some(seen) = ledger.histories.get(id) else {
+            continue;
+        };
+        for event in &seen.events {
+            *figures
+                .events_at_end
+                .entry(event.kind.to_string())
+                .or_default() += 1;
+            if let Some(other) = positions.insert(event.position, id) {
+                found.malformed.push(format!(
+                    "events of handoffs {other} and {id} share the position {}",
+                    event.position
+                ));
+            }
+        }
+    }
+    figures.history(found);
 }

@@ -14,7 +14,10 @@
 //!
 //! Kinds: `wave`, `parent` (a project or task session created), `body` (a
 //! new body generation recorded) with a [`Parent`] as JSON; `open`,
-//! `attach`, `finish`, `claim` with an `InteractiveHandoff` as JSON;
+//! `attach`, `finish`, `claim`, `extend` with an `InteractiveHandoff` as
+//! JSON; `expire` with a JSON array of the handoffs a write expired (a
+//! sweep, key `due`, or an attach or finish refused because the handoff
+//! was due, key its id);
 //! `step-open` with `{"created": bool, "handoff": InteractiveHandoff}` and
 //! `wake` with `{"generation": G, "claimed": bool, "handoff":
 //! InteractiveHandoff}` (the story's open at a step and claims, whatever
@@ -22,7 +25,17 @@
 //! for opens (whose id is not known before), the handoff id otherwise.
 //!
 //! Several lanes run lifecycles at once on clones of one store, so a kill
-//! can land while several writes are in flight.
+//! can land while several writes are in flight. Each lane's handle names
+//! the actor [`child_actor`]`(trial, lane)` (C15), so the harness can tell
+//! which child and lane made each event of a history.
+//!
+//! **Deadlines** (C14). Each of the [`DEADLINE_LANES_ARG`] lanes runs
+//! lifecycles whose handoffs have a deadline 20 to 300 ms ahead: it sweeps
+//! (`expire_due`) before each one, then attaches and finishes in time, or
+//! extends the deadline and leaves the handoff to the sweep, or attaches
+//! and finishes too late (the store expires it and refuses), or leaves it
+//! waiting for a later sweep (often the next child's); then it claims the
+//! wake of a finished or expired handoff.
 //!
 //! **The crash story** (C12, C13). Each parent named with [`STORY_ARG`]
 //! gets a lane of its own, whose body is the parent's current generation
@@ -42,12 +55,12 @@ use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, StepKey,
+    Actor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    InteractiveHandoffStatus, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store};
+use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, StorageConfig, Store, StoreError};
 use lf_handoff_conformance::fixtures;
 
 use crate::requests::{open_request, random_outcome, text};
@@ -80,6 +93,36 @@ pub const FAKE_STEPS_ARG: &str = "fake-steps";
 /// The prefix of the optional argument naming the story's parents and the
 /// step each one's body is at: `story=<parent>@<step>,<parent>@<step>`.
 pub const STORY_ARG: &str = "story=";
+
+/// The prefix of the optional argument giving the trial's number, which
+/// the lanes' actors name (default 0).
+pub const TRIAL_ARG: &str = "trial=";
+
+/// The prefix of the optional argument giving the number of lanes whose
+/// handoffs have deadlines (default 0).
+pub const DEADLINE_LANES_ARG: &str = "deadline-lanes=";
+
+/// How many deadlines, each further ahead, a deadline lane tries for one
+/// open or extension before it gives up.
+const DEADLINE_ATTEMPTS: i32 = 5;
+
+/// The actor lane `lane` of the child of trial `trial` names in the
+/// history of every change it makes.
+pub fn child_actor(trial: u64, lane: usize) -> String {
+    format!("crash-child {trial} lane {lane}")
+}
+
+/// The trial and lane of an actor made by [`child_actor`]; `None` for any
+/// other name.
+pub fn parse_child_actor(actor: &str) -> Option<(u64, usize)> {
+    let rest = actor.strip_prefix("crash-child ")?;
+    let (trial, lane) = rest.split_once(" lane ")?;
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits(trial) || !digits(lane) {
+        return None;
+    }
+    Some((trial.parse().ok()?, lane.parse().ok()?))
+}
 
 /// The step key a story body uses for its step `n`: the same for every
 /// generation that runs the step.
@@ -115,19 +158,21 @@ fn parse_story(list: &str) -> Result<Vec<(InteractiveHandoffParent, u64)>, Strin
 }
 
 /// Runs the child: `args` are `<store url> <seed> <lanes> <work dir>
-/// [fake-ack] [fake-steps] [story=...]`. Returns only on an error; the
-/// parent kills it otherwise.
+/// [fake-ack] [fake-steps] [story=...] [trial=N] [deadline-lanes=N]`.
+/// Returns only on an error; the parent kills it otherwise.
 pub async fn run(args: &[String]) -> Result<(), String> {
     let usage = || {
         format!(
             "usage: {CHILD_ARG} <store url> <seed> <lanes> <work dir> [{FAKE_ACK_ARG}] \
-             [{FAKE_STEPS_ARG}] [{STORY_ARG}<parent>@<step>,...], got {args:?}"
+             [{FAKE_STEPS_ARG}] [{STORY_ARG}<parent>@<step>,...] [{TRIAL_ARG}N] \
+             [{DEADLINE_LANES_ARG}N], got {args:?}"
         )
     };
     let [url, seed, lanes, work_dir, options @ ..] = args else {
         return Err(usage());
     };
     let (mut fake_ack, mut fake_steps, mut story) = (false, false, Vec::new());
+    let (mut trial, mut deadline_lanes) = (0u64, 0usize);
     for option in options {
         if option == FAKE_ACK_ARG {
             fake_ack = true;
@@ -135,6 +180,10 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             fake_steps = true;
         } else if let Some(list) = option.strip_prefix(STORY_ARG) {
             story = parse_story(list)?;
+        } else if let Some(number) = option.strip_prefix(TRIAL_ARG) {
+            trial = number.parse().map_err(|_| usage())?;
+        } else if let Some(number) = option.strip_prefix(DEADLINE_LANES_ARG) {
+            deadline_lanes = number.parse().map_err(|_| usage())?;
         } else {
             return Err(usage());
         }
@@ -146,9 +195,10 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     emit("ready")?;
     let mut rng = Rng::new(seed);
     let mut tasks = Vec::new();
+    let actor = |lane: usize| Actor::parse(&child_actor(trial, lane)).map_err(|e| e.to_string());
     for lane in 0..lanes.max(1) {
         let lane_rng = rng.fork();
-        let lane_store = store.clone();
+        let lane_store = store.clone().with_actor(actor(lane)?);
         let dir = PathBuf::from(work_dir);
         tasks.push(tokio::spawn(async move {
             let mut runner = Lane {
@@ -167,12 +217,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             }
         }));
     }
+    let story_lanes = story.len();
     for (n, (parent, step)) in story.into_iter().enumerate() {
         let lane = lanes.max(1) + n;
         let mut runner = Lane {
             lane,
             rng: rng.fork(),
-            store: store.clone(),
+            store: store.clone().with_actor(actor(lane)?),
             dir: PathBuf::from(work_dir),
             fake_ack: false,
             fake_steps,
@@ -183,6 +234,25 @@ pub async fn run(args: &[String]) -> Result<(), String> {
                 let _ = emit(&format!("error {lane} {message}"));
             }
             result
+        }));
+    }
+    for n in 0..deadline_lanes {
+        let lane = lanes.max(1) + story_lanes + n;
+        let mut runner = Lane {
+            lane,
+            rng: rng.fork(),
+            store: store.clone().with_actor(actor(lane)?),
+            dir: PathBuf::from(work_dir),
+            fake_ack: false,
+            fake_steps: false,
+        };
+        tasks.push(tokio::spawn(async move {
+            loop {
+                if let Err(message) = runner.deadline_lifecycle().await {
+                    let _ = emit(&format!("error {lane} {message}"));
+                    return Err(message);
+                }
+            }
         }));
     }
     for task in tasks {
@@ -466,6 +536,233 @@ impl Lane {
                     "claim retry of {id}: same generation {retry}, other generation {other}"
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// Acknowledges handoffs a write expired, as a JSON array.
+    fn ack_expired(
+        &self,
+        key: &dyn std::fmt::Display,
+        expired: &[InteractiveHandoff],
+    ) -> Result<(), String> {
+        let json = serde_json::to_string(expired).map_err(|e| e.to_string())?;
+        emit(&format!("ack {} expire {key} {json}", self.lane))
+    }
+
+    /// Sweeps every due handoff (C14), announced before and acknowledged
+    /// after with the handoffs this sweep expired.
+    async fn sweep(&self) -> Result<Vec<InteractiveHandoff>, String> {
+        self.begin("expire", &"due")?;
+        let expired = self
+            .store
+            .expire_due()
+            .await
+            .map_err(|e| format!("expire the due handoffs: {e}"))?;
+        self.ack_expired(&"due", &expired)?;
+        Ok(expired)
+    }
+
+    /// After a write on `id` was refused because its deadline had passed:
+    /// the store expired it in the same round, which is acknowledged with
+    /// the record read back.
+    async fn refused_as_due(
+        &self,
+        id: &InteractiveHandoffId,
+        error: &StoreError,
+    ) -> Result<InteractiveHandoff, String> {
+        let record = self
+            .store
+            .get_interactive_handoff(id)
+            .await
+            .map_err(|e| format!("read {id} after {error}: {e}"))?
+            .ok_or_else(|| format!("{id} is gone after {error}"))?;
+        if record.status != InteractiveHandoffStatus::Expired {
+            return Err(format!(
+                "{id} was refused as expired ({error}) but is {}",
+                record.status
+            ));
+        }
+        self.ack_expired(id, std::slice::from_ref(&record))?;
+        Ok(record)
+    }
+
+    /// A write on a handoff with a deadline: its result, or the expired
+    /// record when the deadline had passed.
+    async fn in_time(
+        &self,
+        id: &InteractiveHandoffId,
+        kind: &str,
+        result: Result<InteractiveHandoff, StoreError>,
+    ) -> Result<InteractiveHandoff, String> {
+        match result {
+            Ok(record) => {
+                self.ack_handoff(kind, id, &record)?;
+                Ok(record)
+            }
+            Err(
+                error @ StoreError::Conflict {
+                    kind: ConflictKind::Expired,
+                    ..
+                },
+            ) => self.refused_as_due(id, &error).await,
+            Err(error) => Err(format!("{kind} {id}: {error}")),
+        }
+    }
+
+    /// 20 to 300 ms, for a deadline.
+    fn some_millis(&mut self) -> time::Duration {
+        time::Duration::milliseconds(20 + i64::try_from(self.rng.below(280)).unwrap_or(0))
+    }
+
+    /// Sleeps until the store's clock is past `deadline`.
+    async fn sleep_past(&self, deadline: time::OffsetDateTime) {
+        let left = deadline - self.store.now();
+        let left = u64::try_from(left.whole_milliseconds()).unwrap_or(0);
+        tokio::time::sleep(std::time::Duration::from_millis(left + 2)).await;
+    }
+
+    /// One lifecycle of a handoff with a deadline (see the module
+    /// documentation).
+    async fn deadline_lifecycle(&mut self) -> Result<(), String> {
+        self.sweep().await?;
+        let wave = Wave::new(
+            WaveId::new(),
+            text(&mut self.rng, 2),
+            self.dir.display().to_string(),
+        );
+        let parent = Parent::Wave(wave.clone());
+        let reference = parent.reference();
+        self.begin("wave", &reference)?;
+        self.store
+            .create_wave(&wave)
+            .await
+            .map_err(|e| format!("create wave {}: {e}", wave.id()))?;
+        self.ack_parent("wave", &parent)?;
+        let request = open_request(&mut self.rng, &parent, &self.dir)?;
+        let ttl = self.some_millis();
+        self.begin("open", &reference)?;
+        let mut attempt = 1;
+        let (opened, created) = loop {
+            let options = OpenOptions {
+                step: None,
+                expires_at: Some(self.store.now() + ttl * attempt),
+            };
+            match self
+                .store
+                .open_interactive_handoff_with(request.clone(), &options)
+                .await
+            {
+                Ok(opened) => break opened,
+                // On a busy machine the deadline may have passed before the
+                // store decided: refused, nothing written; a later one.
+                Err(StoreError::InvalidInput(_)) if attempt < DEADLINE_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(format!("open on {reference} with a deadline: {e}")),
+            }
+        };
+        if !created {
+            return Err(format!(
+                "open on a new parent {reference} reused {}",
+                opened.id
+            ));
+        }
+        self.ack_handoff("open", &reference, &opened)?;
+        let id = opened.id.clone();
+        let mut current = opened;
+        match self.rng.below(4) {
+            0 => {
+                // A person in time (most of the time).
+                if self.rng.chance(1, 2) {
+                    self.begin("attach", &id)?;
+                    let result = self.store.attach_interactive_handoff(&id).await;
+                    current = self.in_time(&id, "attach", result).await?;
+                }
+                if !current.status.is_terminal() {
+                    let outcome = random_outcome(&mut self.rng);
+                    self.begin("finish", &id)?;
+                    let result = self.store.finish_interactive_handoff(&id, &outcome).await;
+                    current = self.in_time(&id, "finish", result).await?;
+                }
+            }
+            1 => {
+                // Extended (two times in three), then left to the sweep.
+                if self.rng.chance(2, 3) {
+                    let more = self.some_millis();
+                    self.begin("extend", &id)?;
+                    let mut attempt = 1;
+                    let result = loop {
+                        let until = self.store.now() + more * attempt;
+                        match self.store.extend_interactive_handoff(&id, until).await {
+                            // As for the open: the new deadline had passed.
+                            Err(StoreError::InvalidInput(_)) if attempt < DEADLINE_ATTEMPTS => {
+                                attempt += 1;
+                            }
+                            result => break result,
+                        }
+                    };
+                    current = self.in_time(&id, "extend", result).await?;
+                }
+                if let (false, Some(deadline)) = (current.status.is_terminal(), current.expires_at)
+                {
+                    self.sleep_past(deadline).await;
+                    self.sweep().await?;
+                    // This sweep or another deadline lane's expired it.
+                    current = self
+                        .store
+                        .get_interactive_handoff(&id)
+                        .await
+                        .map_err(|e| format!("read {id} after the sweep: {e}"))?
+                        .ok_or_else(|| format!("{id} is gone after the sweep"))?;
+                    if current.status != InteractiveHandoffStatus::Expired {
+                        return Err(format!(
+                            "the sweep after {id}'s deadline left it {}",
+                            current.status
+                        ));
+                    }
+                }
+            }
+            2 => {
+                // Attached, then finished too late: the store expires it
+                // and refuses the finish.
+                self.begin("attach", &id)?;
+                let result = self.store.attach_interactive_handoff(&id).await;
+                current = self.in_time(&id, "attach", result).await?;
+                if let (false, Some(deadline)) = (current.status.is_terminal(), current.expires_at)
+                {
+                    self.sleep_past(deadline).await;
+                    let outcome = random_outcome(&mut self.rng);
+                    self.begin("finish", &id)?;
+                    current = match self.store.finish_interactive_handoff(&id, &outcome).await {
+                        Ok(finished) => {
+                            return Err(format!(
+                                "{id} was finished after its deadline: {finished:?}"
+                            ))
+                        }
+                        Err(
+                            error @ StoreError::Conflict {
+                                kind: ConflictKind::Expired,
+                                ..
+                            },
+                        ) => self.refused_as_due(&id, &error).await?,
+                        Err(error) => return Err(format!("finish {id} too late: {error}")),
+                    };
+                }
+            }
+            // Left waiting: a later sweep, often the next child's, expires it.
+            _ => {}
+        }
+        if current.status.is_terminal() && self.rng.chance(2, 3) {
+            let generation = current.body_generation;
+            self.begin("claim", &id)?;
+            let (claimed, record) = self
+                .store
+                .claim_interactive_handoff_wake_with_record(&id, generation)
+                .await
+                .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
+            if !claimed {
+                return Err(format!("the only claimant of {id} ({generation}) lost"));
+            }
+            self.ack_handoff("claim", &id, &record)?;
         }
         Ok(())
     }

@@ -7,8 +7,9 @@
 //! - `lf-handoff-crash` ([`crash`]): a child process runs handoff
 //!   lifecycles and prints each transition once the store acknowledged it;
 //!   the harness kills it with SIGKILL at random moments, reopens the store
-//!   and checks that every acknowledged transition is there and every record
-//!   keeps its invariants.
+//!   and checks that every acknowledged transition is there, every record
+//!   keeps its invariants, and every change has its history event and no
+//!   event is without its change (C15).
 //! - `lf-handoff-race` ([`race`]): P processes race `open`, `finish` and
 //!   `claim_wake` over M handoffs; every race must have exactly one winner,
 //!   and the stored result must be the winner's.

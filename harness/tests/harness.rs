@@ -1,7 +1,8 @@
 //! The harness binaries, run as a user runs them: they pass on a sound
 //! store and print their figures, and they fail (exit 1) when a child lies
-//! about an acknowledged write or a racer lies about winning, which shows the
-//! checks can fail.
+//! about an acknowledged write, the crash harness is shown a history with
+//! an event too few or too many, or a racer lies about winning, which shows
+//! the checks can fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Output};
@@ -71,7 +72,103 @@ fn crash_harness_passes_on_sqlite_and_prints_its_figures() {
         figure(&text, "records checked after the last trial:") >= 4,
         "{text}"
     );
+    assert_history_figures(&text, "sqlite");
     assert!(text.contains("crash harness: PASSED"), "{text}");
+}
+
+/// The history figures of a passing run: events were checked, and every
+/// change had its event and every event its change.
+fn assert_history_figures(text: &str, backend: &str) {
+    assert!(
+        figure(text, &format!("[{backend}] events checked:")) >= 20,
+        "{text}"
+    );
+    for label in [
+        "changes without their event:",
+        "events without their change:",
+        "history violations (malformed, wrong actor):",
+    ] {
+        assert_eq!(figure(text, &format!("[{backend}] {label}")), 0, "{text}");
+    }
+}
+
+#[test]
+fn crash_harness_exercises_deadlines_and_checks_their_history() {
+    // Two deadline lanes that live long enough to sweep what the previous
+    // child left due, extend deadlines and let handoffs expire.
+    let output = crash(&[
+        "--backends",
+        "sqlite",
+        "--trials",
+        "4",
+        "--seed",
+        "11",
+        "--min-acks",
+        "40",
+        "--max-delay",
+        "500ms",
+        "--deadline-lanes",
+        "2",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(figure(&text, "expire ") >= 1, "{text}");
+    assert!(figure(&text, " expired ") >= 1, "{text}");
+    assert_history_figures(&text, "sqlite");
+}
+
+#[test]
+fn crash_harness_runs_on_postgres_when_a_server_is_named() {
+    if std::env::var("LF_HANDOFF_TEST_POSTGRES_URL").is_err() {
+        eprintln!("skipped: LF_HANDOFF_TEST_POSTGRES_URL names no PostgreSQL server");
+        return;
+    }
+    let output = crash(&[
+        "--backends",
+        "postgres",
+        "--trials",
+        "6",
+        "--seed",
+        "5",
+        "--min-acks",
+        "10",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert_eq!(figure(&text, "[postgres] transitions lost:"), 0, "{text}");
+    assert_history_figures(&text, "postgres");
+}
+
+#[test]
+fn crash_harness_counts_a_change_without_its_event_and_an_event_without_its_change() {
+    // The harness drops the last event of one history it reads after each
+    // trial and adds a second `opened` to another.
+    let output = crash(&[
+        "--backends",
+        "sqlite",
+        "--trials",
+        "2",
+        "--min-acks",
+        "12",
+        "--self-test-fake-history",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        figure(&text, "[sqlite] changes without their event:") >= 1,
+        "{text}"
+    );
+    assert!(
+        figure(&text, "[sqlite] events without their change:") >= 1,
+        "{text}"
+    );
+    assert!(
+        text.contains("change without its event: handoff ih_"),
+        "{text}"
+    );
+    assert!(text.contains("a second `opened` event"), "{text}");
+    assert_eq!(figure(&text, "[sqlite] transitions lost:"), 0, "{text}");
+    assert!(text.contains("crash harness: FAILED"), "{text}");
 }
 
 #[test]
@@ -162,6 +259,8 @@ fn crash_harness_counts_an_acknowledged_write_that_is_not_stored_as_lost() {
         "--lanes",
         "1",
         "--story-parents",
+        "0",
+        "--deadline-lanes",
         "0",
         "--min-acks",
         "3",

@@ -375,6 +375,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
         .query_interactive_handoffs(&ListQuery {
             parent: None,
             active_only: true,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -389,7 +390,8 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     assert!(store
         .query_interactive_handoffs(&ListQuery {
             parent: Some(parent),
-            active_only: true
+            active_only: true,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -399,7 +401,8 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
         store
             .query_interactive_handoffs(&ListQuery {
                 parent: Some(live_parent),
-                active_only: true
+                active_only: true,
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -57,7 +57,7 @@ fn hostile_cwd() -> PathBuf {
 }
 
 /// A request carrying `text` in every free-form field.
-fn hostile_request(wave: &Wave, text: &str, n: usize) -> OpenInteractiveHandoff {
+pub(crate) fn hostile_request(wave: &Wave, text: &str, n: usize) -> OpenInteractiveHandoff {
     let mut request = wave_request(wave, &hostile_cwd());
     request.reason = text.to_string();
     request.environment = BTreeMap::from([
@@ -74,7 +74,7 @@ fn hostile_request(wave: &Wave, text: &str, n: usize) -> OpenInteractiveHandoff 
     request
 }
 
-fn outcome_with(n: usize, text: &str) -> InteractiveHandoffOutcome {
+pub(crate) fn outcome_with(n: usize, text: &str) -> InteractiveHandoffOutcome {
     let text = text.to_string();
     match n % 3 {
         0 => InteractiveHandoffOutcome::Completed { summary: text },

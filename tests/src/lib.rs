@@ -16,7 +16,10 @@
 //! - [`seed`] holds the four tests the product grew from, ported with only
 //!   import paths and constructor spellings changed.
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
-//!   named after its clause.
+//!   named after its clause; [`steps`], [`deadlines`], [`history`] and
+//!   [`prune`] those of C12-C17.
+//! - [`archive`] holds export and import (C17): per backend through the
+//!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
 //!   randomly damaged store files (refused unchanged or read cleanly) and
 //!   the store files' permissions.
@@ -30,12 +33,14 @@
 // A test-support crate: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod archive;
 pub mod backends;
 pub mod contract;
 pub mod deadlines;
 pub mod fixtures;
 pub mod history;
 pub mod hostile;
+pub mod prune;
 pub mod rng;
 pub mod seed;
 pub mod steps;
@@ -84,6 +89,15 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Whether separate OS processes may use one store at once.
     fn shares_across_processes(&self) -> bool;
+
+    /// The configuration of a store other than [`config`](Self::config)'s,
+    /// named `name` (a short lowercase word): at `location` (a path inside
+    /// the test's temporary directory) for a file backend, in a schema of
+    /// its own, dropped in cleanup, for a server backend.
+    fn other_config(&self, name: &str, location: PathBuf) -> StorageConfig {
+        let _ = name;
+        self.config(location)
+    }
 
     /// Prepares, in `dir`, stores that `open_store` must refuse (C11).
     fn unusable_stores<'a>(&'a self, dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>>;
@@ -188,6 +202,13 @@ macro_rules! conformance_tests {
             c15_racing_writers_append_one_event_per_change,
             c15_history_refuses_unknown_handoffs_and_bad_actors,
         );
+        $crate::conformance_tests!(@prune $backend;
+            c17_list_filters_alone_and_combined,
+            c17_paging_yields_each_handoff_once_in_order,
+            c17_prune_removes_only_claimed_finished_old_handoffs,
+            c17_prune_removes_batch_after_batch,
+            c17_prune_races_claims_and_lists_on_handles,
+        );
         $crate::conformance_tests!(@upgrade $backend;
             upgrades_a_store_of_release_1_keeping_every_record,
             upgrades_a_store_of_release_2_keeping_every_record,
@@ -195,6 +216,13 @@ macro_rules! conformance_tests {
             an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
             a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
             a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
+        );
+        $crate::conformance_tests!(@archive $backend;
+            c17_an_imported_store_reads_and_works_like_the_original,
+            c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged,
+            c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
+            c17_an_export_during_writes_is_one_consistent_snapshot,
+            c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
         );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
@@ -242,12 +270,32 @@ macro_rules! conformance_tests {
             .await;
         }
     )*};
+    (@prune $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::prune::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
     (@upgrade $backend:path; $($name:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $name() {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::upgrade::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@archive $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::archive::$name(&*backend).await })
             })
             .await;
         }
@@ -290,6 +338,9 @@ macro_rules! multi_process_tests {
         );
         $crate::conformance_tests!(@deadlines $backend;
             c14_expire_complete_and_extend_race_across_processes,
+        );
+        $crate::conformance_tests!(@prune $backend;
+            c17_prune_races_claims_across_processes,
         );
     };
 }

@@ -15,7 +15,8 @@ use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
     OpenInteractiveHandoff, StepKey,
 };
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_adapters::ports::PruneCount;
+use lf_handoff_adapters::{open_store, ListQuery, Store};
 use serde_json::Value;
 
 use crate::rng::Rng;
@@ -189,6 +190,44 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
         expected.as_object_mut().unwrap().remove("age_secs");
         assert_eq!(row, expected, "census row of {}", handoff.id);
     }
+
+    // The list filters of C17 serve the old records too (on sled, from
+    // the index trees the upgrade filled), and a prune would remove the
+    // claimed ones, which have no history (C15).
+    let all = store.list_interactive_handoffs(None).await.unwrap();
+    for handoff in &all {
+        for query in [
+            ListQuery {
+                statuses: vec![handoff.status],
+                ..ListQuery::default()
+            },
+            ListQuery {
+                home: Some(handoff.home.clone()),
+                ..ListQuery::default()
+            },
+            ListQuery {
+                statuses: vec![handoff.status],
+                home: Some(handoff.home.clone()),
+                created_before: Some(handoff.created_at + time::Duration::microseconds(1)),
+                ..ListQuery::default()
+            },
+        ] {
+            let listed = store.query_interactive_handoffs(&query).await.unwrap();
+            let expected: Vec<_> = all.iter().filter(|h| query.matches(h)).cloned().collect();
+            assert!(listed.contains(handoff), "{query:?}");
+            assert_eq!(listed, expected, "{query:?}");
+        }
+    }
+    let claimed = all.iter().filter(|h| h.wake_claimed_at.is_some()).count();
+    assert!(claimed > 0, "the fixture of {release} has a claimed wake");
+    let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    assert_eq!(
+        store.prune(later, true).await.unwrap(),
+        PruneCount {
+            handoffs: claimed as u64,
+            events: 0,
+        }
+    );
 
     let task_after_body = manifest(backend, release, "task-body");
     for created in array(&manifest(backend, release, "parents")) {
@@ -405,6 +444,33 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     assert_eq!(
         reopened.list_interactive_handoffs(None).await.unwrap(),
         before
+    );
+
+    // A prune removes the claimed ones, old records and new alike, with
+    // the history written since the upgrade, and keeps the others (C17).
+    let claimed: Vec<&InteractiveHandoff> = before
+        .iter()
+        .filter(|h| h.wake_claimed_at.is_some())
+        .collect();
+    let mut events = 0;
+    for handoff in &claimed {
+        events += reopened.history(&handoff.id).await.unwrap().len() as u64;
+    }
+    let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+    assert_eq!(
+        reopened.prune(later, false).await.unwrap(),
+        PruneCount {
+            handoffs: claimed.len() as u64,
+            events,
+        }
+    );
+    let kept: Vec<InteractiveHandoff> = before
+        .into_iter()
+        .filter(|h| h.wake_claimed_at.is_none())
+        .collect();
+    assert_eq!(
+        reopened.list_interactive_handoffs(None).await.unwrap(),
+        kept
     );
 }
 

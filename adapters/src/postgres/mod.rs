@@ -62,6 +62,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::postgres::config::PostgresConfig;
+use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
 use crate::sql::schema::{statements_after, UniqueIndex, LATEST_VERSION, POSTGRES_POSITION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
@@ -321,6 +322,13 @@ impl Dialect for Server {
     /// changed waits for it, then re-checks its condition on the new row.
     const BEGIN_WRITE: &'static str = "BEGIN";
     const DATA_MODIFYING_CTE: bool = true;
+    const ARCHIVE: ArchiveDialect = archive::POSTGRES;
+
+    fn store_name(&self) -> String {
+        self.to_string()
+    }
+
+    const PINS_INDEXES: bool = false;
 
     /// Maps one sqlx error to what the shared repository understands: a
     /// unique violation, or an actionable `Unavailable`.

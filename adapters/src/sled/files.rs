@@ -92,7 +92,9 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
 }
 
 /// Reads the marker again once this process has sled open on `dir` (so
-/// holds sled's lock), and upgrades an older one to this build's format.
+/// holds sled's lock), and upgrades an older one to this build's format,
+/// after `prepare_upgrade` (which fills what the older format lacks and
+/// makes it durable) succeeded.
 ///
 /// [`prepare`] read the marker before the lock, and waiting for the lock
 /// takes time: meanwhile another process may have upgraded the store (to a
@@ -102,10 +104,17 @@ pub(super) fn prepare(path: &Path) -> StoreResult<PathBuf> {
 ///
 /// # Errors
 /// `Unavailable` (kind NewerSchema) for a marker newer than this build's,
-/// Damaged for a missing or unreadable one, or an I/O error.
-pub(super) fn settle_marker(dir: &Path) -> StoreResult<()> {
+/// Damaged for a missing or unreadable one, `prepare_upgrade`'s error
+/// (the marker is left as it was), or an I/O error.
+pub(super) fn settle_marker(
+    dir: &Path,
+    prepare_upgrade: impl FnOnce() -> StoreResult<()>,
+) -> StoreResult<()> {
     match read_marker(dir)? {
-        Some(format) if check_format(dir, format)? < FORMAT => upgrade_marker(dir),
+        Some(format) if check_format(dir, format)? < FORMAT => {
+            prepare_upgrade()?;
+            upgrade_marker(dir)
+        }
         Some(_) => Ok(()),
         None => Err(StoreError::damaged(format!(
             "{} lost its {MARKER} marker while this process opened it; it was left as it \

@@ -14,7 +14,9 @@
 //! A store of an older format has its marker upgraded here, right after
 //! sled opened it and before the first handle is returned: sled's lock is
 //! held (no other process can be using the store), and no record of the
-//! new format can be written before the marker names it.
+//! new format can be written before the marker names it. The index trees
+//! older formats lack (by status, by home, prunable) are filled from the
+//! records first, so the new marker always names a store that has them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,7 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
 use ::sled::transaction::{ConflictableTransactionResult, Transactional};
@@ -32,6 +34,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 use super::error::{engine, io, is_locked, locked, settle, Abort};
 use super::files::{self, LOG};
 use super::keys;
+use super::repository::fill_list_indexes;
 
 /// How long an open waits for sled's file lock before reporting that
 /// another process holds it.
@@ -57,6 +60,9 @@ pub(super) struct Shared {
     pub parents: Tree,
     pub task_prs: Tree,
     pub due: Tree,
+    pub by_status: Tree,
+    pub by_home: Tree,
+    pub prunable: Tree,
     pub events: Tree,
     pub history: Tree,
     pub counters: Tree,
@@ -65,6 +71,11 @@ pub(super) struct Shared {
     /// Writes begun and not yet durable (see [`Shared::write`]); a write
     /// that failed stays counted.
     writes: AtomicUsize,
+    /// Every write of this process's handles holds it shared for as long
+    /// as it runs (see [`Shared::write`]); an export or an import holds it
+    /// exclusively ([`Shared::quiet`]), so no write starts or is halfway
+    /// while it reads or loads the trees.
+    gate: RwLock<()>,
 }
 
 impl fmt::Debug for Shared {
@@ -128,12 +139,41 @@ impl Shared {
     /// While it runs, reads settle (see [`Shared::settle_reads`]). A write
     /// that fails may have left a change in memory only, so reads keep
     /// settling for the rest of this `Db`'s life.
+    ///
+    /// It holds the gate shared while it runs, so a write never overlaps
+    /// an export's read or an import ([`Shared::quiet`]).
     pub(super) fn write<T>(&self, write: impl FnOnce() -> StoreResult<T>) -> StoreResult<T> {
+        let _gate = self.gate.read().unwrap_or_else(PoisonError::into_inner);
         self.writes.fetch_add(1, Ordering::SeqCst);
         let result = write();
         if result.is_ok() {
             self.writes.fetch_sub(1, Ordering::SeqCst);
         }
+        result
+    }
+
+    /// Waits until no write of this process is running and holds off
+    /// every new one until the guard drops: what an export reads while it
+    /// holds the guard is one state of the store, which no write has
+    /// half-changed. sled serves one process, so no write comes from
+    /// elsewhere.
+    pub(super) fn quiet(&self) -> RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `write` (an import) while no other write runs ([`quiet`](Self::quiet)),
+    /// counted as a write so reads settle meanwhile. `write` returns
+    /// `Ok` once everything it changed is durable, with its own answer
+    /// inside (which may be a refusal, or a failure it undid durably);
+    /// an `Err` stays counted, as a failed [`write`](Self::write) does.
+    pub(super) fn exclusive<T>(
+        &self,
+        write: impl FnOnce() -> StoreResult<StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let _gate = self.quiet();
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        let result = write()?;
+        self.writes.fetch_sub(1, Ordering::SeqCst);
         result
     }
 
@@ -181,13 +221,18 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
     }
     let shared = Arc::new(open_db(dir.clone())?);
     // sled's lock is ours now: decide about the marker again (it may have
-    // changed while the lock was awaited) and upgrade an older one.
-    files::settle_marker(&shared.dir)?;
+    // changed while the lock was awaited) and upgrade an older one, once
+    // the index trees older formats lack are filled (and durable).
+    files::settle_marker(&shared.dir, || fill_list_indexes(&shared))?;
     open.insert(dir, Arc::downgrade(&shared));
     Ok(shared)
 }
 
 fn open_db(dir: PathBuf) -> StoreResult<Shared> {
+    // Read before sled opens (and creates) the log: another process can
+    // only make an empty log non-empty, never the reverse, so a log that
+    // holds data here belongs to an existing store.
+    let sync = sync_at_open(&dir);
     let db = lock_and_open(&dir)?;
     let tree = |name: &[u8]| db.open_tree(name).map_err(|e| engine(&dir, e));
     let log = OpenOptions::new()
@@ -205,19 +250,57 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         parents: tree(keys::PARENTS)?,
         task_prs: tree(keys::TASK_PRS)?,
         due: tree(keys::DUE)?,
+        by_status: tree(keys::BY_STATUS)?,
+        by_home: tree(keys::BY_HOME)?,
+        prunable: tree(keys::PRUNABLE)?,
         events: tree(keys::EVENTS)?,
         history: tree(keys::HISTORY)?,
         counters: tree(keys::COUNTERS)?,
         log,
         writes: AtomicUsize::new(0),
+        gate: RwLock::new(()),
         db,
         dir,
     };
-    // Whatever opening wrote (a new store's trees, a recovery) is made
-    // durable now, and so are the files sled created in the directory.
-    shared.make_durable()?;
+    // A new store's trees and settings are made durable now, and so are
+    // the files sled created in the directory (an existing store's new
+    // snapshot among them). See [`sync_at_open`] for why an existing store
+    // is not synced.
+    if sync == SyncAtOpen::Log {
+        shared.make_durable()?;
+    }
     files::sync_dir(&shared.dir)?;
     Ok(shared)
+}
+
+/// Whether opening a store ends with [`Shared::make_durable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SyncAtOpen {
+    /// A new store (no log, or an empty one): sled creates its trees and
+    /// settings, and they are made durable before the store is used.
+    Log,
+    /// An existing store: only the directory is synced.
+    ///
+    /// What sled writes while opening an existing store is its own
+    /// reorganisation, and none of it needs our sync: recovery syncs what
+    /// it repairs itself (the torn tail it zeroes, the new snapshot), and
+    /// the rest (every free segment of the log zeroed again on each open,
+    /// a tree this build adds to an older store) changes no stored answer
+    /// and is sled's to redo on the next open if a crash loses it. The
+    /// first write after the open syncs the whole log with it, as every
+    /// write does. The sync is not free: sled zeroes every free 512 KiB
+    /// segment on each open (150 MB on a bench store of 1M handoffs), so
+    /// the `fdatasync` cost about 45 ms of every command on that store.
+    Directory,
+}
+
+/// Decides [`SyncAtOpen`] from sled's log as it is before sled opens it;
+/// when in doubt (the log cannot be read), the log is synced.
+pub(super) fn sync_at_open(dir: &Path) -> SyncAtOpen {
+    match std::fs::metadata(dir.join(LOG)) {
+        Ok(metadata) if metadata.len() > 0 => SyncAtOpen::Directory,
+        _ => SyncAtOpen::Log,
+    }
 }
 
 /// Opens the `Db`, retrying sled's file lock with a short, bounded backoff.

@@ -7,8 +7,11 @@
 
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
-use lf_handoff_domain::timestamp::{to_unix_micros, truncate_to_micros};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
+};
+use lf_handoff_domain::timestamp::{micros_before, to_unix_micros, truncate_to_micros};
+use lf_handoff_domain::wave_home::WaveHome;
 use time::OffsetDateTime;
 
 /// Handoff id -> handoff record.
@@ -40,8 +43,23 @@ pub(super) const HISTORY: &[u8] = b"handoff_history";
 /// [`seq_counter`] of a handoff -> its last seq.
 pub(super) const COUNTERS: &[u8] = b"handoff_counters";
 
+/// `status ++ 0x00 ++ created_at ++ id` -> empty: the handoffs in each
+/// status, in list order (C17).
+pub(super) const BY_STATUS: &[u8] = b"handoffs_by_status";
+/// `home ++ 0x00 ++ created_at ++ id` -> empty: the handoffs at each home,
+/// in list order (C17).
+pub(super) const BY_HOME: &[u8] = b"handoffs_by_home";
+/// `terminal_at ++ id` -> empty: the handoffs whose wake is claimed (so
+/// terminal, I3), by finish: what a prune may remove (C17).
+pub(super) const PRUNABLE: &[u8] = b"handoffs_prunable";
+
 /// The [`COUNTERS`] key of the last store-wide position given.
 pub(super) const POSITION: &[u8] = b"position";
+
+/// The [`COUNTERS`] key that says an import is loading the store (C17):
+/// written before its first record, removed with its last. A store that
+/// holds it is refused when opened.
+pub(super) const IMPORTING: &[u8] = b"import";
 
 /// Ends the parent part of a [`BY_PARENT`] or [`STEPS`] key. References are
 /// ASCII, so they never hold it, and one parent's keys never prefix
@@ -88,6 +106,57 @@ pub(super) fn by_parent(
     let mut key = by_parent_prefix(reference);
     key.extend_from_slice(&created(created_at, id));
     key
+}
+
+/// The prefix every [`BY_STATUS`] key of `status` starts with: its name
+/// (lowercase ASCII letters and `_`) and `0x00`.
+pub(super) fn by_status_prefix(status: InteractiveHandoffStatus) -> Vec<u8> {
+    let mut key = status.as_str().as_bytes().to_vec();
+    key.push(PARENT_END);
+    key
+}
+
+/// `status ++ 0x00 ++ created_at ++ id`, the key of [`BY_STATUS`].
+pub(super) fn by_status(
+    status: InteractiveHandoffStatus,
+    created_at: OffsetDateTime,
+    id: &InteractiveHandoffId,
+) -> Vec<u8> {
+    let mut key = by_status_prefix(status);
+    key.extend_from_slice(&created(created_at, id));
+    key
+}
+
+/// The prefix every [`BY_HOME`] key of `home` starts with: its canonical
+/// text (ASCII without control characters, so never `0x00`) and `0x00`.
+pub(super) fn by_home_prefix(home: &WaveHome) -> Vec<u8> {
+    let mut key = home.to_string().into_bytes();
+    key.push(PARENT_END);
+    key
+}
+
+/// `home ++ 0x00 ++ created_at ++ id`, the key of [`BY_HOME`].
+pub(super) fn by_home(
+    home: &WaveHome,
+    created_at: OffsetDateTime,
+    id: &InteractiveHandoffId,
+) -> Vec<u8> {
+    let mut key = by_home_prefix(home);
+    key.extend_from_slice(&created(created_at, id));
+    key
+}
+
+/// `terminal_at ++ id`, the key of [`PRUNABLE`].
+pub(super) fn prunable(terminal_at: OffsetDateTime, id: &InteractiveHandoffId) -> Vec<u8> {
+    created(terminal_at, id)
+}
+
+/// The first 8 bytes of every key (after its prefix) of an instant at or
+/// after `instant`: every key of an instant before it sorts before this
+/// bound, and no other. Exclusive upper bounds for "created before" and
+/// "finished before" use it; it rounds a bound finer than storage up.
+pub(super) fn before(instant: OffsetDateTime) -> [u8; 8] {
+    micros_bits(micros_before(instant))
 }
 
 /// `parent ++ 0x00 ++ step`, the key of [`STEPS`]. A step holds no control
@@ -228,9 +297,14 @@ pub(super) fn id_in_step(
 /// since the epoch with the sign bit flipped, so negative (pre-1970)
 /// instants sort before positive ones.
 fn micros_key(instant: OffsetDateTime) -> [u8; 8] {
+    micros_bits(to_unix_micros(instant))
+}
+
+/// [`micros_key`] of a count of microseconds.
+fn micros_bits(micros: i64) -> [u8; 8] {
     // Reinterpreting the two's-complement bits is the point here.
     #[allow(clippy::cast_sign_loss)]
-    let bits = to_unix_micros(instant) as u64;
+    let bits = micros as u64;
     (bits ^ (1 << 63)).to_be_bytes()
 }
 

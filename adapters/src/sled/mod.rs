@@ -34,6 +34,20 @@
 //! (handoffs without a deadline, and no history). This build writes format
 //! 3 and opens a format-1 or format-2 store by upgrading it in place:
 //!
+//! - Once sled's lock is held and before the marker changes, the index
+//!   trees of C17's lists and prune (`handoffs_by_status`,
+//!   `handoffs_by_home`, `handoffs_prunable`) are filled from every record
+//!   (`repository::fill_list_indexes`) and made durable. No build of an
+//!   older format writes them, so they are cleared first: a fill that a
+//!   crash cut short (the marker still old) is redone from scratch by the
+//!   next open, exact even if an older build changed records in between.
+//!   A record that cannot be read gets no entries; it is refused when read,
+//!   as before. The fill reads every record once, so it takes time in
+//!   proportion to the store (the other steps of the upgrade do not).
+//!   A format-3 store written by a development build from before these
+//!   trees (never released) is not refilled: it lists nothing by status or
+//!   home and prunes nothing until its records are written again.
+//!
 //! - The marker is read again and rewritten to `format 3` (temporary
 //!   file, `fsync`, rename, `fsync` of the directory) right after sled has
 //!   opened the store, so sled's lock is held and the marker of a store
@@ -44,15 +58,19 @@
 //!   before and waits for the lock (it waits up to a second) may still
 //!   open the upgraded store: it then reports format-3 records as damaged
 //!   and writes only records it understands, losing nothing (though its
-//!   changes append no event and its new handoffs have no `opened` one);
+//!   changes append no event and its new handoffs have no `opened` one,
+//!   and it keeps none of the list and prune trees in step: a handoff it
+//!   changes may be missing from a status list, and one whose wake it
+//!   claims is not pruned, until this build writes it again; a status
+//!   entry it leaves behind is skipped when read and removed by a prune);
 //!   any later open by it refuses the store as newer (C11).
 //! - Records are upgraded lazily, not at open: every record of format 1, 2
 //!   or 3 is read (a format-1 handoff has no step, a format-1 or format-2
 //!   one no deadline), and a record moves to format 3 when it is next
-//!   written, keeping its version. So the upgrade is one rename, whatever
-//!   the store's size, and a `kill -9` at any point leaves the old marker
-//!   (the next open upgrades) or the new one (it finds the store
-//!   upgraded). An old handoff needs no `handoff_steps` or `handoffs_due`
+//!   written, keeping its version. So the upgrade is the fill and one
+//!   rename, and a `kill -9` at any point leaves the old marker
+//!   (the next open fills the trees and upgrades) or the new one (it finds
+//!   the store upgraded). An old handoff needs no `handoff_steps` or `handoffs_due`
 //!   entry (it has no step and no deadline), and has no history: its first
 //!   change after the upgrade is its event 1. The cost is that later builds
 //!   must keep reading formats 1 and 2, or rewrite such records when they
@@ -73,10 +91,14 @@
 //! | `active_slots` | parent reference (`task:ts_<uuid>`) | id of its non-terminal handoff |
 //! | `handoff_steps` | parent reference ++ `0x00` ++ step | id of the parent's handoff for that step |
 //! | `handoffs_due` | `expires_at` ++ id, only while non-terminal with a deadline | empty |
+//! | `handoffs_by_status` | status name ++ `0x00` ++ `created_at` ++ id | empty |
+//! | `handoffs_by_home` | home (canonical text) ++ `0x00` ++ `created_at` ++ id | empty |
+//! | `handoffs_prunable` | `terminal_at` ++ id, only once the wake is claimed | empty |
 //! | `handoff_events` | position (8 bytes) | history event (C15) |
 //! | `handoff_history` | id ++ `0x00` ++ seq (8 bytes) | position (8 bytes) of that event |
 //! | `handoff_counters` | `position` | the last position given (8 bytes) |
 //! | `handoff_counters` | `seq` ++ `0x00` ++ id | the handoff's last seq (8 bytes) |
+//! | `handoff_counters` | `import`, only while an import loads the store | `in progress` |
 //! | `parents` | parent reference | parent record |
 //! | `task_prs` | task PR id (`pr_<uuid>`) | task PR record |
 //!
@@ -92,7 +114,15 @@
 //! - `list` reads only what it returns: all handoffs walk
 //!   `handoffs_by_created`; one parent's walk its prefix of
 //!   `handoffs_by_parent`; the active filter walks `handoffs_active`; one
-//!   parent's active handoff is its `active_slots` entry. `due(now)` walks
+//!   parent's active handoff is its `active_slots` entry; a status filter
+//!   walks that status's prefix of `handoffs_by_status` (several statuses:
+//!   one walk each, merged in key order), a home filter its prefix of
+//!   `handoffs_by_home` (C17). One tree serves a list (parent, then active,
+//!   then statuses, then home, then creation); the other filters are
+//!   checked on the records it names. `created_before` and a page's start
+//!   (`after`, whose record is read for its `created_at`) bound the walk;
+//!   `limit` ends it. `count_prunable` and a prune batch walk
+//!   `handoffs_prunable` up to the cutoff. `due(now)` walks
 //!   `handoffs_due` up to `now`, earliest deadline first, and reads each
 //!   record it names, skipping one finished or extended meanwhile;
 //!   `history(id)` walks the handoff's prefix of `handoff_history` and
@@ -102,9 +132,10 @@
 //!   handoff with a step, its `handoff_steps` entry in one multi-tree
 //!   transaction that first checks the parent's record is still at the
 //!   expected version, the step's key is absent (else `StepTaken`) and the
-//!   slot is free. The `handoff_steps` entry is never moved or removed, so
-//!   a step is opened once for ever; `open` finds the step's handoff, in
-//!   any status, by reading that key. A transition is one transaction that
+//!   slot is free. The `handoff_steps` entry is never moved, and removed only
+//!   with its handoff by a prune (C17), so a step is opened once until
+//!   then; `open` finds the step's handoff, in any status, by reading that
+//!   key. A transition is one transaction that
 //!   checks the record's bytes are still those it read and decided on
 //!   (versions only grow, so equal bytes are the same version), writes the
 //!   new record, moves the index entries that change (finishing frees the
@@ -128,8 +159,20 @@
 //!   given twice and a handoff's seqs have no gap. A counter behind a stored
 //!   event is refused as damage, never overwritten.
 //! - A list walks its index, then reads each record it names: a handoff that
-//!   changes in between is returned as it is now, and the active filter
-//!   drops one that finished meanwhile.
+//!   changes in between is returned as it is now, and the active and status
+//!   filters drop one that left them meanwhile. A handoff pruned in between
+//!   is skipped: its record and its entries go in one transaction, so a
+//!   missing record whose entry is gone too was pruned, while an entry left
+//!   without its record is damage.
+//! - **A prune batch is one transaction (C17)** over every tree but
+//!   `parents` and `task_prs`: for each handoff the walk of
+//!   `handoffs_prunable` chose, it reads the record again, refuses (as
+//!   damage) one that is not finished with its wake claimed, and removes
+//!   the record, every index entry, its `handoff_steps` entry, its events
+//!   and their `handoff_history` entries (seq 1 up to its counter, without
+//!   a gap) and its seq counter. The position counter stays, so a position
+//!   is never given twice. A concurrent write of that handoff (a take-over)
+//!   commits before or after the whole batch, never in between.
 //!
 //! # Durability (C8) and what it costs
 //!
@@ -148,7 +191,10 @@
 //! first change and its sync, reads first write out sled's log buffer (no
 //! sync), so they never report a write that exists only in memory; with no
 //! write in flight they leave the buffer alone (it can then hold only
-//! sled's own node reorganisation, see `Shared::settle_reads`).
+//! sled's own node reorganisation, see `Shared::settle_reads`). Opening
+//! syncs the log only for a new store; opening an existing one syncs just
+//! the directory, since what sled writes then is its own reorganisation,
+//! which the next write syncs with it (see `handle::SyncAtOpen`).
 //!
 //! sled is synchronous: every call runs on tokio's blocking pool
 //! (`spawn_blocking`), never on the async executor's threads. A hop there
@@ -174,6 +220,7 @@
 //! open like any crash recovery. Keep backups of a sled store you care
 //! about, or use SQLite.
 
+mod archive;
 mod error;
 mod files;
 mod handle;
@@ -204,7 +251,21 @@ impl SledStore {
     /// process, or sled fails; nothing was changed.
     pub(crate) async fn open(config: &SledConfig) -> StoreResult<Self> {
         let path = config.path.clone();
-        let shared = blocking(move || handle::open(&path)).await?;
+        let shared = blocking(move || {
+            let shared = handle::open(&path)?;
+            if shared
+                .counters
+                .contains_key(keys::IMPORTING)
+                .map_err(|e| shared.engine(e))?
+            {
+                return Err(StoreError::damaged(format!(
+                    "an import into {} is running or did not finish (the process died, or                      emptying the store after a failed import failed), so the store may hold                      part of a registry; delete the directory and run the import again",
+                    shared.dir.display()
+                )));
+            }
+            Ok(shared)
+        })
+        .await?;
         Ok(Self { shared })
     }
 

@@ -24,6 +24,7 @@ use lf_handoff_domain::{ConflictKind, DomainError};
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
 
+use super::handle::{sync_at_open, SyncAtOpen};
 use super::{files, keys, record, SledStore};
 use crate::config::SledConfig;
 use crate::{open_store, StorageConfig};
@@ -282,6 +283,7 @@ async fn lists_read_only_the_records_their_index_names() {
         .query_interactive_handoffs(&ListQuery {
             parent: None,
             active_only: true,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -291,6 +293,7 @@ async fn lists_read_only_the_records_their_index_names() {
             .query_interactive_handoffs(&ListQuery {
                 parent: Some(kept.parent.clone()),
                 active_only,
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -502,6 +505,33 @@ async fn an_empty_directory_becomes_a_store_and_keeps_its_mode() {
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o750);
     assert!(path.join(files::MARKER).is_file());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_a_new_store_syncs_its_log_when_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    // No directory, then a directory whose log is missing or empty: new.
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::create_dir(&path).unwrap();
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::write(path.join(files::LOG), b"").unwrap();
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
+    std::fs::remove_file(path.join(files::LOG)).unwrap();
+
+    let store = open_store(&StorageConfig::sled(path.clone()))
+        .await
+        .unwrap();
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    drop(store);
+    // A log that holds data is an existing store's: only the directory is
+    // synced, and the store opens with everything it had.
+    assert_eq!(sync_at_open(&path), SyncAtOpen::Directory);
+    let store = open_store(&StorageConfig::sled(path.clone()))
+        .await
+        .unwrap();
+    let found = store.get_interactive_handoff(&opened.id).await.unwrap();
+    assert_eq!(found, Some(opened));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1732,4 +1762,469 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
         Some(finished)
     );
     assert_eq!(store.history(&opened.id).await.unwrap(), history);
+}
+
+/// A tree's entries, key and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Every tree of the store `raw` opened, by name, with every entry.
+fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
+    raw.shared
+        .db
+        .tree_names()
+        .into_iter()
+        .map(|name| {
+            let tree = raw.shared.db.open_tree(&name).unwrap();
+            let entries = tree
+                .iter()
+                .map(|entry| {
+                    let (key, value) = entry.unwrap();
+                    (key.to_vec(), value.to_vec())
+                })
+                .collect();
+            (name.to_vec(), entries)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let store = store.with_archive(raw.clone());
+    // Every kind of index entry: a finished, claimed handoff at a step
+    // (slot freed, step kept), an active one with a deadline (slot, active,
+    // due), one extended, one expired, a task with its PR.
+    let parent = new_wave(&store, dir.path()).await;
+    let (stepped, _) = store
+        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store
+        .finish_interactive_handoff(&stepped.id, &done())
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&stepped.id, 1)
+        .await
+        .unwrap();
+    let (active, _) = store
+        .open_interactive_handoff_with(
+            request(&parent, dir.path()),
+            &OpenOptions {
+                step: Some(step("deploy@2")),
+                expires_at: Some(clock.now() + Duration::hours(1)),
+            },
+        )
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&active.id).await.unwrap();
+    let extended = open_expiring(&store, &clock, dir.path(), Duration::hours(1)).await;
+    store
+        .extend_interactive_handoff(&extended.id, clock.now() + Duration::hours(5))
+        .await
+        .unwrap();
+    let expiring = open_expiring(&store, &clock, dir.path(), Duration::seconds(1)).await;
+    clock.advance(Duration::seconds(2));
+    store.expire_if_due(&expiring.id).await.unwrap();
+    let mut out = Vec::new();
+    let summary = store.export_to(&mut out).await.unwrap();
+    assert!(summary.events >= 9, "{summary:?}");
+
+    let copy = dir.path().join("copy");
+    let imported = open_store(&StorageConfig::sled(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(out.as_slice()).await.unwrap();
+    let raw_copy = SledStore::open(&SledConfig { path: copy }).await.unwrap();
+    let trees = every_tree(&raw);
+    for (tree, entries) in [
+        (keys::DUE, 2),
+        (keys::STEPS, 2),
+        (keys::ACTIVE_SLOTS, 2),
+        (keys::ACTIVE, 2),
+        (keys::HANDOFFS, 4),
+    ] {
+        assert_eq!(
+            trees[tree].len(),
+            entries,
+            "{}",
+            String::from_utf8_lossy(tree)
+        );
+    }
+    assert_eq!(every_tree(&raw_copy), trees);
+    assert!(raw_copy
+        .shared
+        .counters
+        .get(keys::IMPORTING)
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_store_an_import_left_marked_is_refused_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    {
+        let raw = SledStore::open(&SledConfig { path: path.clone() })
+            .await
+            .unwrap();
+        raw.shared
+            .counters
+            .insert(keys::IMPORTING, &b"in progress"[..])
+            .unwrap();
+        raw.shared.make_durable().unwrap();
+    }
+    let refused = open_store(&StorageConfig::sled(path.clone())).await;
+    assert_unavailable(
+        refused,
+        UnavailableKind::Damaged,
+        "did not finish (the process died",
+    );
+    assert_unavailable(
+        SledStore::open(&SledConfig { path }).await,
+        UnavailableKind::Damaged,
+        "delete the directory and run the import again",
+    );
+}
+
+// ----- list filters and prune (C17) -----
+
+/// Every key of every tree but `parents` and `task_prs` that names
+/// `id` (in its key or its value), as `tree: key`.
+fn entries_naming(
+    raw: &SledStore,
+    id: &lf_handoff_domain::id::InteractiveHandoffId,
+) -> Vec<String> {
+    let shared = &raw.shared;
+    let needle = id.as_str().as_bytes();
+    let contains = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let mut found = Vec::new();
+    for tree in [
+        &shared.handoffs,
+        &shared.by_created,
+        &shared.by_parent,
+        &shared.active,
+        &shared.slots,
+        &shared.steps,
+        &shared.due,
+        &shared.by_status,
+        &shared.by_home,
+        &shared.prunable,
+        &shared.history,
+        &shared.counters,
+    ] {
+        for entry in tree.iter() {
+            let (key, value) = entry.unwrap();
+            if contains(&key) || contains(&value) {
+                found.push(format!(
+                    "{}: {}",
+                    String::from_utf8_lossy(&tree.name()),
+                    String::from_utf8_lossy(&key)
+                ));
+            }
+        }
+    }
+    for entry in shared.events.iter() {
+        let (key, value) = entry.unwrap();
+        if contains(&value) {
+            found.push(format!("handoff_events: {key:?}"));
+        }
+    }
+    found
+}
+
+/// The statuses `handoffs_by_status` files handoff `id` under.
+fn filed_statuses(
+    raw: &SledStore,
+    id: &lf_handoff_domain::id::InteractiveHandoffId,
+) -> Vec<InteractiveHandoffStatus> {
+    InteractiveHandoffStatus::ALL
+        .into_iter()
+        .filter(|status| {
+            let prefix = keys::by_status_prefix(*status);
+            raw.shared.by_status.scan_prefix(&prefix).any(|entry| {
+                keys::id_in_index(keys::BY_STATUS, &entry.unwrap().0, prefix.len()).unwrap() == *id
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
+    let (dir, store, raw, clock) = timed_stores().await;
+    let parent = new_wave(&store, dir.path()).await;
+    let options = OpenOptions {
+        step: Some(step("login@1")),
+        expires_at: Some(clock.now() + Duration::hours(1)),
+    };
+    let (opened, _) = store
+        .open_interactive_handoff_with(request(&parent, dir.path()), &options)
+        .await
+        .unwrap();
+    let id = opened.id.clone();
+    let prunable = |raw: &SledStore| raw.shared.prunable.iter().count();
+    assert_eq!(
+        filed_statuses(&raw, &id),
+        [InteractiveHandoffStatus::Waiting]
+    );
+    assert_eq!(raw.shared.by_home.iter().count(), 1);
+    assert_eq!(prunable(&raw), 0);
+
+    clock.advance(Duration::seconds(1));
+    store.attach_interactive_handoff(&id).await.unwrap();
+    assert_eq!(
+        filed_statuses(&raw, &id),
+        [InteractiveHandoffStatus::Attached]
+    );
+    clock.advance(Duration::seconds(1));
+    let finished = store
+        .finish_interactive_handoff(&id, &done())
+        .await
+        .unwrap();
+    assert_eq!(
+        filed_statuses(&raw, &id),
+        [InteractiveHandoffStatus::Completed]
+    );
+    assert_eq!(prunable(&raw), 0, "an unclaimed wake is not prunable");
+    assert_eq!(
+        raw.count_prunable(clock.now() + Duration::days(1))
+            .await
+            .unwrap()
+            .handoffs,
+        0
+    );
+    clock.advance(Duration::seconds(1));
+    assert!(store.claim_interactive_handoff_wake(&id, 1).await.unwrap());
+    let finished_at = finished.terminal_at.unwrap();
+    assert_eq!(
+        raw.shared
+            .prunable
+            .iter()
+            .map(|entry| entry.unwrap().0.to_vec())
+            .collect::<Vec<_>>(),
+        vec![keys::prunable(finished_at, &id)]
+    );
+    assert_eq!(raw.shared.by_home.iter().count(), 1);
+    assert_eq!(raw.shared.by_status.iter().count(), 1);
+
+    // The cutoff is exclusive: finished at the cutoff is not before it.
+    let none = lf_handoff_application::ports::PruneCount::default();
+    assert_eq!(raw.count_prunable(finished_at).await.unwrap(), none);
+    assert_eq!(raw.prune_batch(finished_at, 10).await.unwrap(), none);
+    let just_after = finished_at + Duration::nanoseconds(1);
+    let all = lf_handoff_application::ports::PruneCount {
+        handoffs: 1,
+        events: 4,
+    };
+    assert_eq!(raw.count_prunable(just_after).await.unwrap(), all);
+    let position = last_position(&raw);
+    assert_eq!(raw.prune_batch(just_after, 10).await.unwrap(), all);
+    assert_eq!(entries_naming(&raw, &id), Vec::<String>::new());
+    // The position counter stays: a position is never given twice.
+    assert_eq!(last_position(&raw), position);
+    assert_eq!(raw.prune_batch(just_after, 10).await.unwrap(), none);
+    // The step is free again.
+    assert_eq!(
+        at_step(&raw, &parent, &step("login@1")).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_and_home_lists_read_only_the_records_their_index_names() {
+    let (dir, store, raw) = stores().await;
+    let kept = open_on_new_wave(&store, dir.path()).await;
+    let parent = new_wave(&store, dir.path()).await;
+    let mut elsewhere = request(&parent, dir.path());
+    elsewhere.home = WaveHome::parse("ssh://jill@build.example").unwrap();
+    let (finished, _) = store.open_interactive_handoff(elsewhere).await.unwrap();
+    store
+        .finish_interactive_handoff(&finished.id, &done())
+        .await
+        .unwrap();
+    raw.shared
+        .handoffs
+        .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
+        .unwrap();
+    for query in [
+        ListQuery {
+            statuses: vec![InteractiveHandoffStatus::Waiting],
+            ..Default::default()
+        },
+        ListQuery {
+            home: Some(kept.home.clone()),
+            ..Default::default()
+        },
+        ListQuery {
+            statuses: vec![
+                InteractiveHandoffStatus::Waiting,
+                InteractiveHandoffStatus::Failed,
+            ],
+            ..Default::default()
+        },
+    ] {
+        assert_eq!(
+            store.query_interactive_handoffs(&query).await.unwrap(),
+            vec![kept.clone()],
+            "{query:?}"
+        );
+    }
+    for query in [
+        ListQuery {
+            statuses: vec![InteractiveHandoffStatus::Completed],
+            ..Default::default()
+        },
+        ListQuery {
+            home: Some(finished.home.clone()),
+            ..Default::default()
+        },
+    ] {
+        assert_unavailable(
+            store.query_interactive_handoffs(&query).await,
+            UnavailableKind::Damaged,
+            "unreadable",
+        );
+    }
+    // An entry left without its record is damage; one that went with its
+    // record (a prune while the list read) is skipped.
+    raw.shared
+        .handoffs
+        .remove(keys::handoff(&finished.id))
+        .unwrap();
+    assert_unavailable(
+        store
+            .query_interactive_handoffs(&ListQuery {
+                home: Some(finished.home.clone()),
+                ..Default::default()
+            })
+            .await,
+        UnavailableKind::Damaged,
+        "not stored",
+    );
+    let entry = keys::by_home(&finished.home, finished.created_at, &finished.id);
+    assert_unavailable(
+        super::repository::named_record(&raw.shared, &raw.shared.by_home, &entry, &finished.id),
+        UnavailableKind::Damaged,
+        "not stored",
+    );
+    raw.shared.by_home.remove(&entry).unwrap();
+    assert_eq!(
+        super::repository::named_record(&raw.shared, &raw.shared.by_home, &entry, &finished.id)
+            .unwrap(),
+        None
+    );
+    assert!(store
+        .query_interactive_handoffs(&ListQuery {
+            home: Some(finished.home.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upgrade_fills_the_list_trees_from_scratch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    let config = StorageConfig::sled(path.clone());
+    let store = open_store(&config).await.unwrap();
+    let waiting = open_on_new_wave(&store, dir.path()).await;
+    let claimed = open_on_new_wave(&store, dir.path()).await;
+    store
+        .finish_interactive_handoff(&claimed.id, &done())
+        .await
+        .unwrap();
+    assert!(store
+        .claim_interactive_handoff_wake(&claimed.id, 1)
+        .await
+        .unwrap());
+    let claimed = store
+        .get_interactive_handoff(&claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(store);
+    // A store of format 2 whose upgrade was killed while it filled the
+    // trees, then changed by a build of format 2 (which knows nothing of
+    // them): a stale entry for the waiting handoff, which it attached.
+    tokio::task::spawn_blocking({
+        let path = path.clone();
+        let waiting = waiting.clone();
+        move || {
+            let db = ::sled::Config::new().path(path).open().unwrap();
+            let by_status = db.open_tree(keys::BY_STATUS).unwrap();
+            by_status.clear().unwrap();
+            by_status
+                .insert(
+                    keys::by_status(
+                        InteractiveHandoffStatus::Waiting,
+                        waiting.created_at,
+                        &waiting.id,
+                    ),
+                    &[][..],
+                )
+                .unwrap();
+            let attached = attach(&waiting);
+            db.open_tree(keys::HANDOFFS)
+                .unwrap()
+                .insert(keys::handoff(&waiting.id), format_2(2, &attached))
+                .unwrap();
+            for tree in [keys::BY_HOME, keys::PRUNABLE] {
+                db.open_tree(tree).unwrap().clear().unwrap();
+            }
+            db.flush().unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    let marker = path.join(files::MARKER);
+    std::fs::write(&marker, MARKER_2).unwrap();
+
+    let store = open_store(&config).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    let raw = SledStore::open(&SledConfig { path: path.clone() })
+        .await
+        .unwrap();
+    assert_eq!(
+        filed_statuses(&raw, &waiting.id),
+        [InteractiveHandoffStatus::Attached]
+    );
+    assert_eq!(
+        filed_statuses(&raw, &claimed.id),
+        [InteractiveHandoffStatus::Completed]
+    );
+    assert_eq!(raw.shared.by_status.iter().count(), 2);
+    assert_eq!(raw.shared.by_home.iter().count(), 2);
+    assert_eq!(
+        raw.shared
+            .prunable
+            .iter()
+            .map(|entry| entry.unwrap().0.to_vec())
+            .collect::<Vec<_>>(),
+        vec![keys::prunable(claimed.terminal_at.unwrap(), &claimed.id)]
+    );
+    assert!(store
+        .query_interactive_handoffs(&ListQuery {
+            statuses: vec![InteractiveHandoffStatus::Waiting],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .is_empty());
+    drop((store, raw));
+    // Reopening finds the store upgraded: the trees are not filled again.
+    let store = open_store(&config).await.unwrap();
+    let raw = SledStore::open(&SledConfig { path }).await.unwrap();
+    raw.shared.by_home.clear().unwrap();
+    drop((store, raw));
+    let store = open_store(&config).await.unwrap();
+    assert!(store
+        .query_interactive_handoffs(&ListQuery {
+            home: Some(waiting.home.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .is_empty());
 }

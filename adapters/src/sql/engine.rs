@@ -11,14 +11,16 @@
 //! [`Driver`], implemented for every sqlx database that can.
 
 use std::fmt::{self, Debug};
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::pin::Pin;
 
 use async_trait::async_trait;
-use lf_handoff_application::StoreError;
+use futures_core::stream::BoxStream;
+use lf_handoff_application::{StoreError, StoreResult};
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
+use crate::sql::archive::{ArchiveDialect, OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
 use crate::sql::events::EventRow;
@@ -90,9 +92,17 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     /// name).
     async fn fetch_handoffs(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<HandoffRow<'static>>, EngineError>;
+
+    /// Runs a query returning one row of two BIGINT columns, `handoffs`
+    /// and `events`: what a prune counts (C17).
+    async fn fetch_counts(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Counts, EngineError>;
 
     /// Runs a query returning the columns `parent_version` and
     /// `parent_record`, the handoff columns of a handoff (or as many
@@ -117,6 +127,11 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
     /// data-modifying CTE); otherwise a write is a two-statement batch.
     fn writes_events_in_one_statement(&self) -> bool;
 
+    /// Whether the statements that filter by status name the index that
+    /// serves them (`INDEXED BY`, SQLite: its planner has no statistics to
+    /// choose by, and would take `handoffs_by_status` and a sort).
+    fn pins_indexes(&self) -> bool;
+
     /// Runs a query returning `version` and `record` columns.
     async fn fetch_records(
         &self,
@@ -134,6 +149,49 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         &self,
         statements: &[Statement<'_>],
     ) -> Result<Option<usize>, EngineError>;
+
+    /// What export and import need of this backend's SQL.
+    fn archive_dialect(&self) -> ArchiveDialect;
+
+    /// The store, as messages name it (a file, a server and schema).
+    fn store_name(&self) -> String;
+
+    /// Runs `queries` in order in one read-only transaction that sees one
+    /// snapshot of the store ([`ArchiveDialect::begin_snapshot`]), handing
+    /// each row to `each` with the index of its query as it is read: rows
+    /// are streamed, never gathered. `each`'s error stops the read and is
+    /// returned as `Failed`.
+    async fn read_snapshot(
+        &self,
+        queries: &[SnapshotQuery],
+        each: &mut (dyn FnMut(usize, SnapshotRow) -> StoreResult<()> + Send),
+    ) -> Result<(), EngineError>;
+
+    /// In one write transaction: takes [`ArchiveDialect::import_lock`],
+    /// runs `probe` (a query of one row whose column `n` counts what the
+    /// store holds) and, when it is 0, executes every statement `next`
+    /// gives until it gives `None`, then commits: `Ok(true)`. `Ok(false)`
+    /// when the store is not empty (nothing written). An error of `next` or
+    /// of a statement rolls everything back; `next`'s is returned as
+    /// `Failed`.
+    async fn import(
+        &self,
+        probe: &str,
+        next: &mut (dyn FnMut() -> StoreResult<Option<OwnedStatement>> + Send),
+    ) -> Result<bool, EngineError>;
+
+    /// Executes `statements` in one write transaction and returns the rows
+    /// each affected, whatever their number.
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError>;
+}
+
+/// Two counts a prune reads or reports (C17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// The `handoffs` column.
+    pub handoffs: i64,
+    /// The `events` column.
+    pub events: i64,
 }
 
 /// What differs between the SQL backends.
@@ -148,6 +206,16 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
     /// clause, so a change and its event are one statement.
     const DATA_MODIFYING_CTE: bool;
 
+    /// What export and import (C17) need of this backend's SQL.
+    const ARCHIVE: ArchiveDialect;
+
+    /// The store, as messages name it.
+    fn store_name(&self) -> String;
+
+    /// Whether the statements that filter by status name their index
+    /// (`INDEXED BY`; see [`SqlEngine::pins_indexes`]).
+    const PINS_INDEXES: bool;
+
     /// Maps every sqlx error of this backend, in one place: a unique
     /// violation (naming which of the schema's unique indexes refused the
     /// row), or an actionable `Unavailable` naming the store.
@@ -159,6 +227,19 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
 pub trait RowsAffected {
     /// How many rows the statement inserted, updated or deleted.
     fn rows_affected(&self) -> u64;
+}
+
+/// Why a transaction of [`SqlEngine::read_snapshot`] or
+/// [`SqlEngine::import`] stopped: the engine, or the caller's own error.
+enum Stop {
+    Sql(sqlx::Error),
+    Caller(StoreError),
+}
+
+impl From<sqlx::Error> for Stop {
+    fn from(error: sqlx::Error) -> Self {
+        Self::Sql(error)
+    }
 }
 
 /// A sqlx future, as sqlx's executors return it.
@@ -180,6 +261,13 @@ pub trait Driver: Database<QueryResult: RowsAffected> {
         sql: &'e str,
         params: &[Param<'e>],
     ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
+
+    /// Runs the query `sql` with `params` on `conn` and streams its rows.
+    fn fetch<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>>;
 
     /// Runs the query `sql` with `params` on `conn` and returns its rows.
     fn fetch_all<'e>(
@@ -241,6 +329,14 @@ where
         params: &[Param<'e>],
     ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
         conn.execute(Self::bind(sqlx::query(sql), params))
+    }
+
+    fn fetch<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+        params: &[Param<'e>],
+    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>> {
+        conn.fetch(Self::bind(sqlx::query(sql), params))
     }
 
     fn fetch_all<'e>(
@@ -321,7 +417,7 @@ impl<D: Dialect> Engine<D> {
     /// connection goes back before the rows are decoded.
     async fn fetch_rows(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<Row<D>>, EngineError> {
         let mut conn = self.lend().await?;
@@ -340,6 +436,53 @@ impl<D: Dialect> Engine<D> {
         })
     }
 
+    /// Decodes the columns of [`EVENT_ROW`](crate::sql::statements::EVENT_ROW).
+    fn decode_event(row: &Row<D>) -> Result<EventRow, sqlx::Error> {
+        let text = |name: &str| D::Db::text(row, D::Db::ordinal(row, name)?);
+        let optional_text = |name: &str| D::Db::optional_text(row, D::Db::ordinal(row, name)?);
+        let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
+        Ok(EventRow {
+            position: int("position")?,
+            handoff_id: text("handoff_id")?,
+            seq: int("seq")?,
+            at: int("at")?,
+            kind: text("kind")?,
+            status_before: optional_text("status_before")?,
+            status_after: text("status_after")?,
+            actor: text("actor")?,
+            detail: optional_text("detail")?,
+        })
+    }
+
+    /// Decodes a row of a snapshot query of `shape`; `positions` are the
+    /// handoff columns' places, found on the query's first handoff row.
+    fn decode_snapshot(
+        row: &Row<D>,
+        shape: Shape,
+        positions: &mut Option<Positions>,
+    ) -> Result<SnapshotRow, sqlx::Error> {
+        let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
+        let text = |name: &str| D::Db::text(row, D::Db::ordinal(row, name)?);
+        Ok(match shape {
+            Shape::Record => SnapshotRow::Record {
+                key: text("key")?,
+                version: int(VERSION)?,
+                record: text(RECORD)?,
+            },
+            Shape::Handoff => {
+                let found = match positions.take() {
+                    Some(found) => found,
+                    None => Positions::of::<D::Db>(row, "")?,
+                };
+                let handoff = HandoffRow::decode::<D::Db>(row, &found)?;
+                *positions = Some(found);
+                SnapshotRow::Handoff(handoff)
+            }
+            Shape::Event => SnapshotRow::Event(Self::decode_event(row)?),
+            Shape::Int => SnapshotRow::Int(int("n")?),
+        })
+    }
+
     /// Maps a statement's error, telling the connection's pool.
     fn statement_failed(&self, conn: &mut Lease<'_, Conn<D>>, error: sqlx::Error) -> EngineError {
         conn.failed(&error);
@@ -351,7 +494,7 @@ impl<D: Dialect> Engine<D> {
 impl<D: Dialect> SqlEngine for Engine<D> {
     async fn fetch_handoffs(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<HandoffRow<'static>>, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;
@@ -363,6 +506,28 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             rows.iter()
                 .map(|row| HandoffRow::decode::<D::Db>(row, &positions))
                 .collect()
+        };
+        decode().map_err(|e| self.dialect.map_error(e))
+    }
+
+    async fn fetch_counts(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<Counts, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let [row] = rows.as_slice() else {
+            return Err(EngineError::Failed(StoreError::damaged(format!(
+                "a count returned {} rows where it returns one",
+                rows.len()
+            ))));
+        };
+        let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
+        let decode = || -> Result<Counts, sqlx::Error> {
+            Ok(Counts {
+                handoffs: int("handoffs")?,
+                events: int("events")?,
+            })
         };
         decode().map_err(|e| self.dialect.map_error(e))
     }
@@ -408,29 +573,17 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         params: &[Param<'_>],
     ) -> Result<Vec<EventRow>, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;
-        let decode = |row: &Row<D>| -> Result<EventRow, sqlx::Error> {
-            let text = |name: &str| D::Db::text(row, D::Db::ordinal(row, name)?);
-            let optional_text = |name: &str| D::Db::optional_text(row, D::Db::ordinal(row, name)?);
-            let int = |name: &str| D::Db::int(row, D::Db::ordinal(row, name)?);
-            Ok(EventRow {
-                position: int("position")?,
-                handoff_id: text("handoff_id")?,
-                seq: int("seq")?,
-                at: int("at")?,
-                kind: text("kind")?,
-                status_before: optional_text("status_before")?,
-                status_after: text("status_after")?,
-                actor: text("actor")?,
-                detail: optional_text("detail")?,
-            })
-        };
         rows.iter()
-            .map(|row| decode(row).map_err(|e| self.dialect.map_error(e)))
+            .map(|row| Self::decode_event(row).map_err(|e| self.dialect.map_error(e)))
             .collect()
     }
 
     fn writes_events_in_one_statement(&self) -> bool {
         D::DATA_MODIFYING_CTE
+    }
+
+    fn pins_indexes(&self) -> bool {
+        D::PINS_INDEXES
     }
 
     async fn fetch_records(
@@ -472,6 +625,108 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             }
             tx.commit().await?;
             Ok(None)
+        }
+        .await;
+        result.map_err(|e| self.statement_failed(&mut conn, e))
+    }
+
+    fn archive_dialect(&self) -> ArchiveDialect {
+        D::ARCHIVE
+    }
+
+    fn store_name(&self) -> String {
+        self.dialect.store_name()
+    }
+
+    async fn read_snapshot(
+        &self,
+        queries: &[SnapshotQuery],
+        each: &mut (dyn FnMut(usize, SnapshotRow) -> StoreResult<()> + Send),
+    ) -> Result<(), EngineError> {
+        let mut conn = self.lend().await?;
+        let result = async {
+            let mut tx =
+                sqlx::Connection::begin_with(&mut *conn, D::ARCHIVE.begin_snapshot).await?;
+            for (index, query) in queries.iter().enumerate() {
+                let mut positions = None;
+                let mut rows = D::Db::fetch(&mut tx, &query.sql, &[]);
+                while let Some(row) = poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
+                    let row = Self::decode_snapshot(&row?, query.shape, &mut positions)?;
+                    each(index, row).map_err(Stop::Caller)?;
+                }
+            }
+            tx.rollback().await?;
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => Ok(()),
+            Err(Stop::Caller(error)) => Err(EngineError::Failed(error)),
+            Err(Stop::Sql(error)) => Err(self.statement_failed(&mut conn, error)),
+        }
+    }
+
+    async fn import(
+        &self,
+        probe: &str,
+        next: &mut (dyn FnMut() -> StoreResult<Option<OwnedStatement>> + Send),
+    ) -> Result<bool, EngineError> {
+        let mut conn = self.lend().await?;
+        let result = async {
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+            for lock in D::ARCHIVE.import_lock {
+                D::Db::execute(&mut tx, lock, &[]).await?;
+            }
+            let held = D::Db::fetch_all(&mut tx, probe, &[]).await?;
+            let mut none = None;
+            let empty = match held.first() {
+                Some(row) => matches!(
+                    Self::decode_snapshot(row, Shape::Int, &mut none)?,
+                    SnapshotRow::Int(0)
+                ),
+                None => false,
+            };
+            if !empty {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            loop {
+                let statement = match next() {
+                    Ok(Some(statement)) => statement,
+                    Ok(None) => break,
+                    Err(error) => {
+                        tx.rollback().await?;
+                        return Err(Stop::Caller(error));
+                    }
+                };
+                let params = statement.params();
+                D::Db::execute(&mut tx, &statement.sql, &params).await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        }
+        .await;
+        match result {
+            Ok(imported) => Ok(imported),
+            Err(Stop::Caller(error)) => Err(EngineError::Failed(error)),
+            Err(Stop::Sql(error)) => Err(self.statement_failed(&mut conn, error)),
+        }
+    }
+
+    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError> {
+        let mut conn = self.lend().await?;
+        let result = async {
+            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+            let mut affected = Vec::with_capacity(statements.len());
+            for statement in statements {
+                affected.push(
+                    D::Db::execute(&mut tx, statement.sql, &statement.params)
+                        .await?
+                        .rows_affected(),
+                );
+            }
+            tx.commit().await?;
+            Ok(affected)
         }
         .await;
         result.map_err(|e| self.statement_failed(&mut conn, e))

@@ -11,15 +11,15 @@
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    recorded_change, Decided, Decision, HandoffRepository, InsertOutcome, ListQuery, SwapOutcome,
-    TransitionOutcome, Versioned,
+    recorded_change, Decided, Decision, HandoffRepository, InsertOutcome, ListQuery, PruneCount,
+    SwapOutcome, TransitionOutcome, Versioned,
 };
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffChange, HandoffEvent, InteractiveHandoff, Transition,
 };
-use lf_handoff_domain::timestamp::to_unix_micros;
+use lf_handoff_domain::timestamp::{micros_before, to_unix_micros};
 use time::OffsetDateTime;
 
 use crate::sql::columns::{HandoffRow, COLUMN_COUNT};
@@ -27,8 +27,9 @@ use crate::sql::engine::{EngineError, Param, SqlEngine, Statement};
 use crate::sql::events::event_values;
 use crate::sql::schema::{ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP};
 use crate::sql::statements::{
-    DUE_HANDOFFS, HANDOFF_BY_ID, HISTORY, INSERT_EVENT, INSERT_HANDOFF, INSERT_HANDOFF_WITH_EVENT,
-    LIST_ACTIVE, LIST_ALL, LIST_PARENT, LIST_PARENT_ACTIVE, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
+    list_statement, COUNT_PRUNABLE, DUE_HANDOFFS, DUE_HANDOFFS_PINNED, HANDOFF_BY_ID, HISTORY,
+    INSERT_EVENT, INSERT_HANDOFF, INSERT_HANDOFF_WITH_EVENT, PRUNE_BATCH, PRUNE_EVENTS,
+    PRUNE_HANDOFFS, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
 };
 use crate::sql::{failed, to_stored_version, versioned_handoff, SqlStore};
 
@@ -50,21 +51,16 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
     }
 
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
-        let rows = match (&query.parent, query.active_only) {
-            (None, false) => self.engine.fetch_handoffs(&LIST_ALL, &[]).await,
-            (None, true) => self.engine.fetch_handoffs(&LIST_ACTIVE, &[]).await,
-            (Some(parent), false) => {
-                self.engine
-                    .fetch_handoffs(&LIST_PARENT, &[Param::Text(parent.id_str())])
-                    .await
-            }
-            (Some(parent), true) => {
-                self.engine
-                    .fetch_handoffs(&LIST_PARENT_ACTIVE, &[Param::Text(parent.id_str())])
-                    .await
-            }
-        }
-        .map_err(failed)?;
+        let home = query.home.as_ref().map(ToString::to_string);
+        let Some(statement) = list_statement(query, home.as_deref(), self.engine.pins_indexes())
+        else {
+            return Ok(Vec::new());
+        };
+        let rows = self
+            .engine
+            .fetch_handoffs(&statement.sql, &statement.params)
+            .await
+            .map_err(failed)?;
         rows.into_iter().map(HandoffRow::into_domain).collect()
     }
 
@@ -139,7 +135,11 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         let rows = self
             .engine
             .fetch_handoffs(
-                &DUE_HANDOFFS,
+                if self.engine.pins_indexes() {
+                    &DUE_HANDOFFS_PINNED
+                } else {
+                    &DUE_HANDOFFS
+                },
                 &[Param::Int(to_unix_micros(now)), Param::Int(limit)],
             )
             .await
@@ -157,6 +157,67 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
             .map_err(failed)?;
         rows.into_iter().map(|row| row.into_domain()).collect()
     }
+
+    async fn count_prunable(&self, finished_before: OffsetDateTime) -> StoreResult<PruneCount> {
+        let counts = self
+            .engine
+            .fetch_counts(
+                &COUNT_PRUNABLE,
+                &[Param::Int(micros_before(finished_before))],
+            )
+            .await
+            .map_err(failed)?;
+        prune_count(counts.handoffs, counts.events)
+    }
+
+    async fn prune_batch(
+        &self,
+        finished_before: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<PruneCount> {
+        let params = vec![
+            Param::Int(micros_before(finished_before)),
+            Param::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+        ];
+        if self.engine.writes_events_in_one_statement() {
+            // PostgreSQL: one statement (see `PRUNE_BATCH`).
+            let counts = self
+                .engine
+                .fetch_counts(&PRUNE_BATCH, &params)
+                .await
+                .map_err(failed)?;
+            return prune_count(counts.handoffs, counts.events);
+        }
+        // SQLite: the events, then their handoffs, in one write transaction.
+        let batch = [
+            Statement {
+                sql: &PRUNE_EVENTS,
+                params: params.clone(),
+            },
+            Statement {
+                sql: &PRUNE_HANDOFFS,
+                params,
+            },
+        ];
+        match self.engine.execute_all(&batch).await.map_err(failed)?[..] {
+            [events, handoffs] => Ok(PruneCount { handoffs, events }),
+            ref other => Err(StoreError::damaged(format!(
+                "a prune batch of two statements reported {} counts",
+                other.len()
+            ))),
+        }
+    }
+}
+
+/// A prune's counts as the engine returned them.
+fn prune_count(handoffs: i64, events: i64) -> StoreResult<PruneCount> {
+    let count = |n: i64| {
+        u64::try_from(n).map_err(|_| StoreError::damaged(format!("a prune counted {n} rows")))
+    };
+    Ok(PruneCount {
+        handoffs: count(handoffs)?,
+        events: count(events)?,
+    })
 }
 
 impl<E: SqlEngine> SqlStore<E> {

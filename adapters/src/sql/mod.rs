@@ -14,7 +14,8 @@
 //! - `row.rs`: a handoff's conversion to and from its column form;
 //!   `events.rs`: a history event's.
 //! - `statements.rs`: the SQL text.
-//! - `handoffs.rs`, `parents.rs`: the two ports.
+//! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
+//!   import (C17), the third.
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
 //!   migrations.
 //!
@@ -34,7 +35,17 @@
 //! CTE, as a second statement of the same transaction. The event's `seq`
 //! is the handoff's `events` counter, which the same write increments, so
 //! a handoff's events are numbered 1, 2, 3, ... without gaps.
+//!
+//! **Lists and prunes read what they return (C17).** A list is one
+//! statement built from its filters (`statements::list_statement`), served
+//! by one index (SQLite's statements name it); a prune batch removes at
+//! most N handoffs finished before the cutoff with their wake claimed,
+//! found through the partial index `handoffs_prunable`, with their events
+//! in the same atomic write: two `DELETE`s of one SQLite transaction, or
+//! one PostgreSQL statement that locks only handoffs unchanged since its
+//! snapshot (`statements::PRUNE_BATCH`).
 
+pub(crate) mod archive;
 pub(crate) mod columns;
 pub(crate) mod connections;
 pub(crate) mod engine;

@@ -140,15 +140,23 @@ pub(crate) const SQLITE_POSITION: &str = "INTEGER PRIMARY KEY AUTOINCREMENT";
 /// Concurrent writers may commit its values out of order.
 pub(crate) const POSTGRES_POSITION: &str = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
 
-/// Migration 3: deadlines (C14) and history (C15). Existing handoffs get
-/// no deadline and no events (`events` 0: their first change after the
-/// upgrade is their event 1). The due index holds only active handoffs
-/// with a deadline, so a sweep reads what is due and nothing else.
+/// Migration 3: deadlines (C14), history (C15), and the indexes of the
+/// list filters and of prune (C17). Existing handoffs get no deadline and
+/// no events (`events` 0: their first change after the upgrade is their
+/// event 1). The due index holds only active handoffs with a deadline, so
+/// a sweep reads what is due and nothing else. `handoffs_by_status` and
+/// `handoffs_by_home` serve `list --status` and `list --home` in list
+/// order; `handoffs_prunable` holds only handoffs whose wake is claimed
+/// (so terminal, I3), by finish, so a prune reads what it removes.
 const MIGRATION_3: &[&str] = &[
     "ALTER TABLE handoffs ADD COLUMN expires_at BIGINT",
     "ALTER TABLE handoffs ADD COLUMN events BIGINT NOT NULL DEFAULT 0",
     "CREATE INDEX handoffs_due ON handoffs (expires_at, id)
         WHERE status IN ('waiting', 'attached') AND expires_at IS NOT NULL",
+    "CREATE INDEX handoffs_by_status ON handoffs (status, created_at, id)",
+    "CREATE INDEX handoffs_by_home ON handoffs (home, created_at, id)",
+    "CREATE INDEX handoffs_prunable ON handoffs (terminal_at, id)
+        WHERE wake_claimed_at IS NOT NULL",
     "CREATE TABLE handoff_events (
         position {position},
         handoff_id TEXT NOT NULL REFERENCES handoffs (id),

@@ -21,10 +21,15 @@
 
 use std::sync::LazyLock;
 
+use lf_handoff_application::ListQuery;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
+use lf_handoff_domain::timestamp::micros_before;
+
 use crate::sql::columns::{
     column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, EVENTS_COLUMN,
     ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN,
 };
+use crate::sql::engine::Param;
 
 /// The condition of an active (non-terminal) handoff; the partial indexes'
 /// condition in `schema.rs`.
@@ -74,20 +79,168 @@ pub(crate) static PARENT_WITH_ACTIVE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-pub(crate) static LIST_ALL: LazyLock<String> =
-    LazyLock::new(|| select_handoffs("ORDER BY created_at, id"));
+/// The index that serves a list (C4, C17): one per list, chosen by the
+/// filters given, in this order of precedence: a parent (its few
+/// handoffs; only its active one when only active statuses are asked
+/// for), exactly the active statuses, other statuses, a home, and the
+/// creation order itself (which also serves `created_before` and the
+/// page's start as ranges). The other filters are checked on the rows the
+/// index names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListIndex {
+    /// `handoffs_by_created (created_at, id)`.
+    ByCreated,
+    /// `handoffs_by_parent (parent_id, created_at, id)`.
+    ByParent,
+    /// `handoffs_one_active_per_parent (parent_id) WHERE active`: at most
+    /// one row.
+    ParentActive,
+    /// `handoffs_active (created_at, id) WHERE active`.
+    Active,
+    /// `handoffs_by_status (status, created_at, id)`.
+    ByStatus,
+    /// `handoffs_by_home (home, created_at, id)`.
+    ByHome,
+}
 
-pub(crate) static LIST_PARENT: LazyLock<String> =
-    LazyLock::new(|| select_handoffs("WHERE parent_id = $1 ORDER BY created_at, id"));
+impl ListIndex {
+    /// The index's name in the schema.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::ByCreated => "handoffs_by_created",
+            Self::ByParent => "handoffs_by_parent",
+            Self::ParentActive => "handoffs_one_active_per_parent",
+            Self::Active => "handoffs_active",
+            Self::ByStatus => "handoffs_by_status",
+            Self::ByHome => "handoffs_by_home",
+        }
+    }
+}
 
-pub(crate) static LIST_ACTIVE: LazyLock<String> =
-    LazyLock::new(|| select_handoffs(&format!("WHERE {ACTIVE} ORDER BY created_at, id")));
+/// A list query as one statement: its text, its parameters and the index
+/// that serves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListStatement<'a> {
+    /// `SELECT <every handoff column> FROM handoffs ... ORDER BY created_at,
+    /// id [LIMIT $n]`.
+    pub sql: String,
+    /// Its parameters, in `$n` order.
+    pub params: Vec<Param<'a>>,
+    /// The index that serves it.
+    pub index: ListIndex,
+}
 
-pub(crate) static LIST_PARENT_ACTIVE: LazyLock<String> = LazyLock::new(|| {
-    select_handoffs(&format!(
-        "WHERE parent_id = $1 AND {ACTIVE} ORDER BY created_at, id"
-    ))
-});
+/// The statement of `query`, whose home (if any) is `home` in its stored
+/// form; `None` when no handoff can pass its filters (only terminal
+/// statuses with the active filter) or it asks for none (`limit` 0).
+///
+/// The text depends on which filters are given, never on their values
+/// (statuses excepted: they are the domain's fixed names, written into the
+/// text so that the partial indexes, whose conditions name them, can
+/// serve), so each shape is prepared once per connection. With
+/// `pin_index` (SQLite, whose planner has no statistics and may prefer
+/// another index that needs a sort) the statement names its index
+/// (`INDEXED BY`); PostgreSQL's planner chooses by its statistics. Each
+/// shape of the first version (all, a parent, active, a parent's active)
+/// keeps its text and its plan, but for the SQLite pin.
+pub(crate) fn list_statement<'a>(
+    query: &'a ListQuery,
+    home: Option<&'a str>,
+    pin_index: bool,
+) -> Option<ListStatement<'a>> {
+    if query.limit == Some(0) {
+        return None;
+    }
+    let wanted = query.wanted_statuses();
+    let only_active = wanted
+        .as_ref()
+        .is_some_and(|wanted| wanted.iter().all(|status| !status.is_terminal()));
+    let exactly_active = wanted.as_deref() == Some(&ACTIVE_STATUSES[..]);
+    let index = match (&query.parent, &wanted) {
+        (_, Some(wanted)) if wanted.is_empty() => return None,
+        (Some(_), _) if only_active => ListIndex::ParentActive,
+        (Some(_), _) => ListIndex::ByParent,
+        (None, Some(_)) if exactly_active => ListIndex::Active,
+        (None, Some(_)) => ListIndex::ByStatus,
+        (None, None) if home.is_some() => ListIndex::ByHome,
+        (None, None) => ListIndex::ByCreated,
+    };
+    let mut params = Vec::new();
+    let mut next = |param: Param<'a>| {
+        params.push(param);
+        params.len()
+    };
+    let mut conditions = Vec::new();
+    if let Some(parent) = &query.parent {
+        conditions.push(format!(
+            "parent_id = ${}",
+            next(Param::Text(parent.id_str()))
+        ));
+    }
+    if let Some(wanted) = &wanted {
+        // A partial index over the active handoffs serves only a query
+        // that states its condition as it is written.
+        let partial = matches!(index, ListIndex::ParentActive | ListIndex::Active);
+        if exactly_active || partial {
+            conditions.push(ACTIVE.to_string());
+        }
+        if !exactly_active {
+            conditions.push(status_condition(wanted));
+        }
+    }
+    if let Some(home) = home {
+        conditions.push(format!("home = ${}", next(Param::Text(home))));
+    }
+    if let Some(before) = query.created_before {
+        let before = Param::Int(micros_before(before));
+        conditions.push(format!("created_at < ${}", next(before)));
+    }
+    if let Some(after) = &query.after {
+        // Rows after that one in list order; none when it does not exist
+        // (the comparison with NULL fails). A range of the index's
+        // (created_at, id) columns on both engines.
+        let n = next(Param::Text(after.as_str()));
+        conditions.push(format!(
+            "(created_at, {ID_COLUMN}) > \
+             ((SELECT created_at FROM handoffs WHERE {ID_COLUMN} = ${n}), ${n})"
+        ));
+    }
+    let mut rest = String::new();
+    if pin_index {
+        rest.push_str(&format!("INDEXED BY {} ", index.name()));
+    }
+    if !conditions.is_empty() {
+        rest.push_str(&format!("WHERE {} ", conditions.join(" AND ")));
+    }
+    rest.push_str("ORDER BY created_at, id");
+    if let Some(limit) = query.limit {
+        let limit = Param::Int(i64::try_from(limit).unwrap_or(i64::MAX));
+        rest.push_str(&format!(" LIMIT ${}", next(limit)));
+    }
+    Some(ListStatement {
+        sql: select_handoffs(&rest),
+        params,
+        index,
+    })
+}
+
+/// The statuses a handoff is active in, as [`ACTIVE`] names them.
+const ACTIVE_STATUSES: [InteractiveHandoffStatus; 2] = [
+    InteractiveHandoffStatus::Waiting,
+    InteractiveHandoffStatus::Attached,
+];
+
+/// `status = '<name>'`, or `status IN ('<name>', ...)` for several.
+fn status_condition(statuses: &[InteractiveHandoffStatus]) -> String {
+    let names: Vec<String> = statuses
+        .iter()
+        .map(|status| format!("'{}'", status.as_str()))
+        .collect();
+    match names.as_slice() {
+        [one] => format!("status = {one}"),
+        many => format!("status IN ({})", many.join(", ")),
+    }
+}
 
 /// Inserts the whole row (the values of `HandoffRow::values`), only while
 /// the parent (the parameter after them) is still at the expected version
@@ -169,6 +322,81 @@ const DUE: &str =
 /// the partial index `handoffs_due`.
 pub(crate) static DUE_HANDOFFS: LazyLock<String> =
     LazyLock::new(|| select_handoffs(&format!("WHERE {DUE} ORDER BY expires_at, id LIMIT $2")));
+
+/// [`DUE_HANDOFFS`] naming its index, as SQLite runs it: without
+/// statistics its planner would otherwise take `handoffs_by_status` (whose
+/// first column the condition's `status IN` matches) and sort.
+pub(crate) static DUE_HANDOFFS_PINNED: LazyLock<String> = LazyLock::new(|| {
+    select_handoffs(&format!(
+        "INDEXED BY handoffs_due WHERE {DUE} ORDER BY expires_at, id LIMIT $2"
+    ))
+});
+
+/// The condition of a handoff a prune at cutoff `$1` may remove (C17): its
+/// wake is claimed, so it is terminal (I3), and it finished before `$1`.
+/// The partial index `handoffs_prunable`'s condition and a range of it.
+const PRUNABLE: &str = "wake_claimed_at IS NOT NULL AND terminal_at < $1";
+
+/// The ids of at most `$2` handoffs a prune at `$1` may remove, earliest
+/// finish first: a range of `handoffs_prunable`.
+static PRUNABLE_IDS: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {ID_COLUMN} FROM handoffs WHERE {PRUNABLE} ORDER BY terminal_at, id LIMIT $2")
+});
+
+/// How many handoffs a prune at `$1` may remove (`handoffs`) and how many
+/// events they hold (`events`).
+pub(crate) static COUNT_PRUNABLE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT COUNT(*) AS handoffs, (SELECT COUNT(*) FROM handoff_events WHERE handoff_id IN \
+         (SELECT {ID_COLUMN} FROM handoffs WHERE {PRUNABLE})) AS events \
+         FROM handoffs WHERE {PRUNABLE}"
+    )
+});
+
+/// The first statement of a prune batch on SQLite: the events of the
+/// handoffs [`PRUNE_HANDOFFS`] removes next in the same transaction (the
+/// events first: they refer to their handoff). SQLite runs one writer at a
+/// time, so both statements see the same handoffs.
+pub(crate) static PRUNE_EVENTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "DELETE FROM handoff_events WHERE handoff_id IN ({})",
+        *PRUNABLE_IDS
+    )
+});
+
+/// The second statement of a prune batch on SQLite: at most `$2` handoffs
+/// prunable at `$1`.
+pub(crate) static PRUNE_HANDOFFS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "DELETE FROM handoffs WHERE {ID_COLUMN} IN ({})",
+        *PRUNABLE_IDS
+    )
+});
+
+/// A prune batch on PostgreSQL, in one statement: at most `$2` handoffs
+/// prunable at `$1` (`seen`, the statement's snapshot), locked in the
+/// order of their finish (so racing prunes never deadlock) if and only if
+/// no write changed them since that snapshot (the lock re-checks the
+/// version on the newest row, so a handoff whose wake another generation
+/// took over meanwhile is left for the next batch: its newest event is not
+/// in the snapshot); removed, their condition checked again; then exactly
+/// their events. The foreign key from the events is checked at the end of
+/// the statement, when both are gone. Returns the counts as
+/// [`COUNT_PRUNABLE`] does.
+pub(crate) static PRUNE_BATCH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH seen AS (SELECT {ID_COLUMN}, {VERSION_COLUMN} FROM handoffs WHERE {PRUNABLE} \
+         ORDER BY terminal_at, id LIMIT $2), \
+         locked AS MATERIALIZED (SELECT h.{ID_COLUMN} FROM handoffs h JOIN seen s \
+         ON h.{ID_COLUMN} = s.{ID_COLUMN} AND h.{VERSION_COLUMN} = s.{VERSION_COLUMN} \
+         ORDER BY h.terminal_at, h.{ID_COLUMN} FOR UPDATE OF h), \
+         gone AS (DELETE FROM handoffs WHERE {ID_COLUMN} IN (SELECT {ID_COLUMN} FROM locked) \
+         AND {PRUNABLE} RETURNING {ID_COLUMN}), \
+         events AS (DELETE FROM handoff_events WHERE handoff_id IN \
+         (SELECT {ID_COLUMN} FROM gone) RETURNING 1) \
+         SELECT (SELECT COUNT(*) FROM gone) AS handoffs, (SELECT COUNT(*) FROM events) AS events"
+    )
+});
 
 /// The columns of an event row, as [`HISTORY`] returns them.
 pub(crate) const EVENT_ROW: &str =

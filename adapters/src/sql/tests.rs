@@ -386,6 +386,7 @@ async fn racing_inserts_of_one_step_from_two_handles_store_one() {
             .list(&lf_handoff_application::ports::ListQuery {
                 parent: Some(parent),
                 active_only: false,
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -450,7 +451,7 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
                 .join("\n")
         }
     };
-    let due = plan(super::statements::DUE_HANDOFFS.clone()).await;
+    let due = plan(super::statements::DUE_HANDOFFS_PINNED.clone()).await;
     assert!(
         due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at>? AND expires_at<?)"),
         "{due}"
@@ -465,6 +466,274 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
         "{history}"
     );
     assert!(!history.contains("TEMP B-TREE"), "{history}");
+}
+
+/// The plan SQLite gives `sql` with `params` on a fresh schema, one line
+/// per step.
+async fn sqlite_plan(sql: &str, params: &[super::engine::Param<'_>]) -> String {
+    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+        .await
+        .unwrap();
+    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+        sqlx::query(&statement).execute(&mut conn).await.unwrap();
+    }
+    let explain = format!("EXPLAIN QUERY PLAN {sql}");
+    let rows = super::engine::bind::<sqlx::Sqlite>(sqlx::query(&explain), params)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|row| sqlx::Row::try_get::<String, _>(row, "detail").unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn every_list_filter_is_served_by_its_index_on_sqlite() {
+    use super::statements::{list_statement, ListIndex};
+    use lf_handoff_application::ListQuery;
+    use InteractiveHandoffStatus::{Attached, Completed, Failed, Waiting};
+
+    let parent = InteractiveHandoffParent::Wave(WaveId::new());
+    let after = InteractiveHandoffId::new();
+    let before = time::OffsetDateTime::now_utc();
+    let home = WaveHome::parse("jack@local").unwrap();
+    let base = ListQuery::default();
+    let with = |edit: &dyn Fn(&mut ListQuery)| {
+        let mut query = base.clone();
+        edit(&mut query);
+        query
+    };
+    // (query, the index that serves it, whether the engine sorts: only
+    // several statuses read several ranges, and a parent's one active
+    // handoff needs no order).
+    let shapes = [
+        (base.clone(), ListIndex::ByCreated, false),
+        (
+            with(&|q| q.parent = Some(parent.clone())),
+            ListIndex::ByParent,
+            false,
+        ),
+        (with(&|q| q.active_only = true), ListIndex::Active, false),
+        (
+            with(&|q| {
+                q.parent = Some(parent.clone());
+                q.active_only = true;
+            }),
+            ListIndex::ParentActive,
+            true,
+        ),
+        (
+            with(&|q| q.statuses = vec![Waiting]),
+            ListIndex::ByStatus,
+            false,
+        ),
+        (
+            with(&|q| q.statuses = vec![Attached, Waiting]),
+            ListIndex::Active,
+            false,
+        ),
+        (
+            with(&|q| q.statuses = vec![Completed, Failed]),
+            ListIndex::ByStatus,
+            true,
+        ),
+        (
+            with(&|q| {
+                q.statuses = vec![Completed];
+                q.parent = Some(parent.clone());
+            }),
+            ListIndex::ByParent,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.statuses = vec![Waiting];
+                q.parent = Some(parent.clone());
+            }),
+            ListIndex::ParentActive,
+            true,
+        ),
+        (
+            with(&|q| q.home = Some(home.clone())),
+            ListIndex::ByHome,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.home = Some(home.clone());
+                q.statuses = vec![Waiting];
+            }),
+            ListIndex::ByStatus,
+            false,
+        ),
+        (
+            with(&|q| q.created_before = Some(before)),
+            ListIndex::ByCreated,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.after = Some(after.clone());
+                q.limit = Some(50);
+            }),
+            ListIndex::ByCreated,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.statuses = vec![Waiting];
+                q.after = Some(after.clone());
+                q.limit = Some(50);
+                q.created_before = Some(before);
+            }),
+            ListIndex::ByStatus,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.active_only = true;
+                q.home = Some(home.clone());
+                q.after = Some(after.clone());
+                q.limit = Some(50);
+            }),
+            ListIndex::Active,
+            false,
+        ),
+        (
+            with(&|q| {
+                q.parent = Some(parent.clone());
+                q.after = Some(after.clone());
+                q.limit = Some(5);
+            }),
+            ListIndex::ByParent,
+            false,
+        ),
+    ];
+    for (query, index, sorts) in shapes {
+        let home = query.home.as_ref().map(ToString::to_string);
+        let statement = list_statement(&query, home.as_deref(), true).unwrap();
+        assert_eq!(statement.index, index, "{query:?}");
+        let plan = sqlite_plan(&statement.sql, &statement.params).await;
+        let first = plan.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!("SEARCH handoffs USING INDEX {} (", index.name()))
+                || first == format!("SCAN handoffs USING INDEX {}", index.name()),
+            "{query:?}:\n{plan}"
+        );
+        assert_eq!(plan.contains("TEMP B-TREE"), sorts, "{query:?}:\n{plan}");
+        // A page's start and the creation bound are ranges of the index,
+        // not filters on what it returns.
+        if query.after.is_some() && index != ListIndex::ParentActive {
+            assert!(
+                first.contains("(created_at,id)>(?,?)"),
+                "{query:?}:\n{plan}"
+            );
+        }
+        if query.created_before.is_some() && query.after.is_none() {
+            assert!(first.contains("created_at<?"), "{query:?}:\n{plan}");
+        }
+    }
+    // No handoff can pass, or none is asked for: no statement at all.
+    for query in [
+        with(&|q| {
+            q.active_only = true;
+            q.statuses = vec![Completed];
+        }),
+        with(&|q| q.limit = Some(0)),
+    ] {
+        assert_eq!(list_statement(&query, None, true), None, "{query:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_lists_of_the_first_version_keep_their_text_and_plans() {
+    use super::statements::list_statement;
+    use lf_handoff_application::ListQuery;
+
+    let parent = InteractiveHandoffParent::Wave(WaveId::new());
+    let columns = super::columns::column_list();
+    for (parent, active_only, rest, index) in [
+        (
+            None,
+            false,
+            "ORDER BY created_at, id",
+            "SCAN handoffs USING INDEX handoffs_by_created",
+        ),
+        (
+            Some(parent.clone()),
+            false,
+            "WHERE parent_id = $1 ORDER BY created_at, id",
+            "SEARCH handoffs USING INDEX handoffs_by_parent (parent_id=?)",
+        ),
+        (
+            None,
+            true,
+            "WHERE status IN ('waiting', 'attached') ORDER BY created_at, id",
+            "SCAN handoffs USING INDEX handoffs_active",
+        ),
+        (
+            Some(parent.clone()),
+            true,
+            "WHERE parent_id = $1 AND status IN ('waiting', 'attached') ORDER BY created_at, id",
+            "SEARCH handoffs USING INDEX handoffs_one_active_per_parent (parent_id=?)",
+        ),
+    ] {
+        let query = ListQuery {
+            parent,
+            active_only,
+            ..ListQuery::default()
+        };
+        // PostgreSQL runs the first version's text as it was.
+        let statement = list_statement(&query, None, false).unwrap();
+        assert_eq!(
+            statement.sql,
+            format!("SELECT {columns} FROM handoffs {rest}")
+        );
+        // SQLite names the index its planner chose before the new ones.
+        let pinned = list_statement(&query, None, true).unwrap();
+        let plan = sqlite_plan(&pinned.sql, &pinned.params).await;
+        assert!(plan.starts_with(index), "{plan}");
+    }
+}
+
+#[tokio::test]
+async fn a_prune_reads_only_what_it_removes_on_sqlite() {
+    use super::engine::Param;
+    use super::statements::{COUNT_PRUNABLE, PRUNE_EVENTS, PRUNE_HANDOFFS};
+    let params = [Param::Int(1_000), Param::Int(256)];
+    for (sql, expected) in [
+        (
+            &*PRUNE_EVENTS,
+            &[
+                "SEARCH handoff_events USING COVERING INDEX sqlite_autoindex_handoff_events_1 \
+                 (handoff_id=?)",
+                "SEARCH handoffs USING INDEX handoffs_prunable (terminal_at<?)",
+            ][..],
+        ),
+        (
+            &*PRUNE_HANDOFFS,
+            &[
+                "SEARCH handoffs USING COVERING INDEX sqlite_autoindex_handoffs_1 (id=?)",
+                "SEARCH handoffs USING INDEX handoffs_prunable (terminal_at<?)",
+            ][..],
+        ),
+        (
+            &*COUNT_PRUNABLE,
+            &[
+                "SEARCH handoffs USING INDEX handoffs_prunable (terminal_at<?)",
+                "SEARCH handoff_events USING COVERING INDEX sqlite_autoindex_handoff_events_1 \
+                 (handoff_id=?)",
+            ][..],
+        ),
+    ] {
+        let plan = sqlite_plan(sql, &params[..]).await;
+        for step in expected {
+            assert!(plan.contains(step), "{step} is not in\n{plan}");
+        }
+        assert!(!plan.contains("SCAN"), "{plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+    }
 }
 
 #[tokio::test]
@@ -740,4 +1009,106 @@ async fn a_store_of_a_newer_schema_is_refused_untouched() {
     .unwrap();
     conn.close().await.unwrap();
     assert_eq!(columns, 0, "no migration ran");
+}
+
+/// Every row of every table of the SQLite store at `path` and its
+/// position counter, as text, in key order.
+async fn sqlite_rows(path: &Path) -> Vec<String> {
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    let handoff_columns: Vec<&str> = HANDOFF_COLUMNS.iter().map(|c| c.name).collect();
+    let queries = [
+        "SELECT json_array(id, kind, wave_id, version, record) FROM parents ORDER BY id"
+            .to_string(),
+        "SELECT json_array(id, task_session_id, record) FROM task_prs ORDER BY id".into(),
+        format!(
+            "SELECT json_array({}) FROM handoffs ORDER BY id",
+            handoff_columns.join(", ")
+        ),
+        "SELECT json_array(position, handoff_id, seq, at, kind, status_before, status_after, \
+         actor, detail) FROM handoff_events ORDER BY position"
+            .into(),
+        "SELECT json_array(name, seq) FROM sqlite_sequence ORDER BY name".into(),
+    ];
+    let mut rows = Vec::new();
+    for query in queries {
+        let found: Vec<String> = sqlx::query_scalar(&query)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        rows.push(format!("-- {query}"));
+        rows.extend(found);
+    }
+    conn.close().await.unwrap();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_writes_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source.db");
+    let store = open_store(&StorageConfig::sqlite(source.clone()))
+        .await
+        .unwrap();
+    let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
+    store.create_wave(&wave).await.unwrap();
+    let (first, _) = store
+        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
+        .await
+        .unwrap();
+    store.attach_interactive_handoff(&first.id).await.unwrap();
+    store
+        .finish_interactive_handoff(
+            &first.id,
+            &InteractiveHandoffOutcome::Completed {
+                summary: "done".into(),
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .claim_interactive_handoff_wake(&first.id, 1)
+        .await
+        .unwrap();
+    store
+        .open_interactive_handoff(request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let mut file = Vec::new();
+    let summary = store.export_to(&mut file).await.unwrap();
+    assert_eq!((summary.events, summary.last_position), (5, 5));
+
+    let copy = dir.path().join("copy.db");
+    let imported = open_store(&StorageConfig::sqlite(copy.clone()))
+        .await
+        .unwrap();
+    imported.import_from(file.as_slice()).await.unwrap();
+    drop((store, imported));
+    assert_eq!(sqlite_rows(&copy).await, sqlite_rows(&source).await);
+
+    // A last position past the last event's (the newest events were
+    // removed) is kept, and the next event takes the one after it.
+    let text = String::from_utf8(file).unwrap();
+    let later = text.replace("\"last_position\":5}", "\"last_position\":40}");
+    let moved = dir.path().join("moved.db");
+    let imported = open_store(&StorageConfig::sqlite(moved.clone()))
+        .await
+        .unwrap();
+    imported.import_from(later.as_bytes()).await.unwrap();
+    let second = imported
+        .list_interactive_handoffs(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(InteractiveHandoff::is_active)
+        .unwrap();
+    imported
+        .attach_interactive_handoff(&second.id)
+        .await
+        .unwrap();
+    let history = imported.history(&second.id).await.unwrap();
+    assert_eq!(history.last().unwrap().position, 41);
 }

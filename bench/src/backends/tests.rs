@@ -4,6 +4,7 @@
 //! as the raw side's events, event for event; the store's next event
 //! follows them.
 
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
 use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 use lf_handoff_adapters::ports::recorded_change;
 use lf_handoff_adapters::{open_store, ListQuery};
@@ -52,10 +53,45 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
         .query_interactive_handoffs(&ListQuery {
             parent: None,
             active_only: true,
+            ..Default::default()
         })
         .await
         .unwrap();
     assert_eq!(active.len() as u64, ACTIVE_PARENTS, "{}", backend.name());
+    // Every list index of C17 holds the loaded handoffs.
+    let waiting = store
+        .query_interactive_handoffs(&ListQuery {
+            statuses: vec![InteractiveHandoffStatus::Waiting],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.len() as u64,
+        Population::waiting_in(handoffs),
+        "{}",
+        backend.name()
+    );
+    let home = population.handoff(0).unwrap().home;
+    let at_home = store
+        .query_interactive_handoffs(&ListQuery {
+            home: Some(home),
+            limit: Some(25),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(at_home.len(), 25, "{}", backend.name());
+    let claimed = (0..handoffs)
+        .filter(|i| population.handoff(*i).unwrap().wake_claimed_at.is_some())
+        .count() as u64;
+    let later = OffsetDateTime::now_utc() + time::Duration::hours(1);
+    assert_eq!(
+        store.prune(later, true).await.unwrap().handoffs,
+        claimed,
+        "{}",
+        backend.name()
+    );
     assert_eq!(
         store.get_parent(&parent).await.unwrap(),
         Some(population.wave(3)),

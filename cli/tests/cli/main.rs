@@ -6,12 +6,15 @@
 // Test code: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod archive;
 mod attach;
 mod commands;
 mod config;
 mod deadlines;
 mod handoffs;
 mod history;
+mod logging;
+mod prune;
 mod readme;
 mod steps;
 mod support;

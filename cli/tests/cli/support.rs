@@ -77,6 +77,7 @@ impl Sandbox {
             .args(args)
             .env_remove("LF_HANDOFF_STORE")
             .env_remove("LF_HANDOFF_ACTOR")
+            .env_remove("RUST_LOG")
             .env_remove("XDG_DATA_HOME")
             .env_remove("COLUMNS")
             .env("LF_HOME", self.path("lf"))

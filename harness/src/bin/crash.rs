@@ -15,12 +15,13 @@ use lf_handoff_harness::target::Placement;
 use lf_handoff_harness::upgrade::{self, UpgradeFigures};
 
 /// Kill a process running handoff lifecycles with SIGKILL at random moments,
-/// reopen the store, and check that every acknowledged transition survived
-/// and every record keeps its invariants.
+/// reopen the store, and check that every acknowledged transition survived,
+/// every record keeps its invariants, and every change has its history
+/// event and no event is without its change.
 ///
-/// Exit status: 0 all passed; 1 a transition was lost, an invariant broke or
-/// the harness failed; 2 bad arguments; 3 the time limit stopped a run
-/// before all its trials ran.
+/// Exit status: 0 all passed; 1 a transition was lost, an invariant broke, a
+/// history lacked an event or held one too many, or the harness failed; 2
+/// bad arguments; 3 the time limit stopped a run before all its trials ran.
 #[derive(Debug, Parser)]
 #[command(name = "lf-handoff-crash", version)]
 struct Args {
@@ -60,6 +61,10 @@ struct Args {
     /// hand-overs, one lane each in every child (0: none).
     #[arg(long, default_value_t = 2)]
     story_parents: usize,
+    /// Lanes in each child whose handoffs have deadlines of 20 to 300 ms,
+    /// which they sweep, extend and let expire (0: none).
+    #[arg(long, default_value_t = 1)]
+    deadline_lanes: usize,
     /// Upgrade trials per backend: SIGKILL a process opening a copy of the
     /// backend's store of the --upgrade-from release, then check the next
     /// open keeps every record (0: none). PostgreSQL uses
@@ -82,6 +87,12 @@ struct Args {
     /// both (it must then exit 1).
     #[arg(long, hide = true)]
     self_test_fake_steps: bool,
+    /// Self-test: the harness drops an event from one history it reads and
+    /// adds one to another after each trial, to show it counts a change
+    /// without its event and an event without its change (it must then
+    /// exit 1).
+    #[arg(long, hide = true)]
+    self_test_fake_history: bool,
 }
 
 fn main() -> ExitCode {
@@ -115,14 +126,17 @@ fn main() -> ExitCode {
         fake_acks: args.self_test_fake_acks,
         story_parents: args.story_parents,
         fake_steps: args.self_test_fake_steps,
+        deadline_lanes: args.deadline_lanes,
+        fake_history: args.self_test_fake_history,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child and {} story parents, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend of {} stores",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, {} story parents and {} deadline lanes, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend of {} stores",
         options.seed,
         options.trials,
         options.backends.join(", "),
         options.lanes,
         options.story_parents,
+        options.deadline_lanes,
         options.max_delay.as_millis(),
         args.upgrade_trials,
         args.upgrade_from
@@ -151,14 +165,19 @@ fn main() -> ExitCode {
     let errors: u64 = figures.iter().map(|f| f.errors).sum();
     let duplicates: u64 = figures.iter().map(|f| f.duplicate_steps).sum();
     let double_held: u64 = figures.iter().map(|f| f.double_held_wakes).sum();
+    let without_event: u64 = figures.iter().map(|f| f.changes_without_event).sum();
+    let without_change: u64 = figures.iter().map(|f| f.events_without_change).sum();
+    let history: u64 = figures.iter().map(|f| f.history_violations).sum();
     verdict(
         "crash harness",
         figures.iter().all(CrashFigures::passed) && upgrades.iter().all(UpgradeFigures::passed),
         figures.iter().all(|f| !f.stopped_by_time_limit),
         &format!(
             "{lost} transitions lost, {violations} invariant violations, {duplicates} duplicate \
-             handoffs for one step, {double_held} wakes held by two generations, {errors} harness \
-             errors, {upgrade_lost} records lost and {upgrade_errors} failures in upgrade trials"
+             handoffs for one step, {double_held} wakes held by two generations, {without_event} \
+             changes without their event, {without_change} events without their change, \
+             {history} history violations, {errors} harness errors, {upgrade_lost} records lost \
+             and {upgrade_errors} failures in upgrade trials"
         ),
     )
 }

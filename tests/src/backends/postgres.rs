@@ -246,6 +246,10 @@ impl Backend for PostgresBackend {
         true
     }
 
+    fn other_config(&self, name: &str, _location: PathBuf) -> StorageConfig {
+        self.config_in(&format!("{}_{name}", self.schema))
+    }
+
     fn release_store<'a>(
         &'a self,
         release: Release,
@@ -334,14 +338,22 @@ impl Backend for PostgresBackend {
                 return;
             };
             let schema = &self.schema;
-            let drop = format!(
-                "DROP SCHEMA IF EXISTS \"{schema}\", \"{schema}_newer\", \"{schema}_foreign\" \
-                 CASCADE"
-            );
-            sqlx::query(&drop)
-                .execute(&mut admin)
-                .await
-                .unwrap_or_else(|e| panic!("cleanup left schema {schema} behind: {e}"));
+            // The test's schema and those named after it (`_newer`,
+            // `_foreign`, `other_config`'s).
+            let schemas: Vec<String> = sqlx::query_scalar(
+                "SELECT nspname::text FROM pg_catalog.pg_namespace \
+                 WHERE nspname = $1 OR starts_with(nspname, $1 || '_')",
+            )
+            .bind(schema)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap_or_else(|e| panic!("cleanup cannot list the schemas of {schema}: {e}"));
+            for name in schemas {
+                sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap_or_else(|e| panic!("cleanup left schema {name} behind: {e}"));
+            }
             // Closing the session releases the slot.
             admin.close().await.ok();
         })

@@ -69,6 +69,37 @@ async fn run(args: Vec<String>) {
                 Err(e) => println!("error {e}"),
             }
         }
+        "claim-each" => {
+            // claim-each G ID...: claims every id's wake for generation G,
+            // in order; prints `ID claimed`, `ID lost` or `ID gone` (pruned).
+            let generation: u32 = args[2].parse().unwrap();
+            let ids: Vec<InteractiveHandoffId> = args[3..]
+                .iter()
+                .map(|id| InteractiveHandoffId::parse(id).unwrap())
+                .collect();
+            wait_for_go();
+            for id in &ids {
+                match store.claim_interactive_handoff_wake(id, generation).await {
+                    Ok(true) => println!("{id} claimed"),
+                    Ok(false) => println!("{id} lost"),
+                    Err(StoreError::NotFound(_)) => println!("{id} gone"),
+                    Err(e) => println!("{id} error {e}"),
+                }
+            }
+        }
+        "prune" => {
+            // prune MICROS BATCH: prunes what finished before MICROS
+            // (microseconds since the epoch) in batches of BATCH; prints
+            // `pruned HANDOFFS EVENTS`.
+            let micros: i64 = args[2].parse().unwrap();
+            let batch: usize = args[3].parse().unwrap();
+            let cutoff = lf_handoff_adapters::domain::timestamp::from_unix_micros(micros).unwrap();
+            wait_for_go();
+            match store.prune_in_batches(cutoff, batch).await {
+                Ok(count) => println!("pruned {} {}", count.handoffs, count.events),
+                Err(e) => println!("error {e}"),
+            }
+        }
         "finish-each" => {
             // finish-each N ID...: finishes every id, in order, with outcome N.
             let n: usize = args[2].parse().unwrap();
