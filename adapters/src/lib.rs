@@ -44,6 +44,7 @@
 
 #![deny(missing_docs)]
 
+mod changes;
 mod config;
 mod postgres;
 mod sled;
@@ -52,7 +53,7 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use lf_handoff_application::{Archive, HandoffRepository, ParentRegistry};
+use lf_handoff_application::{Archive, EventLog, HandoffRepository, ParentRegistry};
 
 pub use config::{
     parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
@@ -62,8 +63,8 @@ pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
 pub use lf_handoff_application::{
-    archive, domain, ports, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store, StoreError,
-    StoreResult, SystemClock, UnavailableKind, UuidV7Ids,
+    archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store,
+    StoreError, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter, Watcher,
 };
 
 use crate::postgres::PostgresEngine;
@@ -111,7 +112,7 @@ fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
 }
 
 /// A `Store` whose ports are all `storage`, with the system clock and ids.
-fn store_on<S: HandoffRepository + ParentRegistry + Archive>(
+fn store_on<S: HandoffRepository + ParentRegistry + Archive + EventLog>(
     backend: &'static str,
     storage: S,
 ) -> Store {
@@ -123,7 +124,8 @@ fn store_on<S: HandoffRepository + ParentRegistry + Archive>(
         Arc::new(SystemClock),
         Arc::new(UuidV7Ids),
     )
-    .with_archive(storage)
+    .with_archive(storage.clone())
+    .with_event_log(storage)
 }
 
 /// The README's examples, compiled and run as doctests.

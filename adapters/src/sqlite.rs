@@ -31,12 +31,14 @@ use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteQueryResult, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
+use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK};
 use crate::config::{SqliteConfig, Synchronous, MAX_BUSY_TIMEOUT};
 use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
@@ -73,6 +75,16 @@ impl Dialect for SqliteFile {
     }
 
     const PINS_INDEXES: bool = true;
+
+    /// Writers take turns, so positions commit in order.
+    const EVENT_HORIZON: Option<&'static str> = None;
+
+    fn change_source(&self, options: &SqliteConnectOptions) -> Arc<dyn ChangeSource> {
+        Arc::new(DataVersion {
+            path: self.path.clone(),
+            options: options.clone(),
+        })
+    }
 
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();
@@ -113,6 +125,75 @@ impl Dialect for SqliteFile {
             other => format!("{path}: {other}"),
         };
         EngineError::Failed(StoreError::unavailable_because(kind, message, error))
+    }
+}
+
+/// How often a watched SQLite store's `PRAGMA data_version` is read.
+pub(crate) const DATA_VERSION_POLL: Duration = Duration::from_millis(10);
+
+/// SQLite's change signal (C16): `PRAGMA data_version` on a connection of
+/// its own, read every [`DATA_VERSION_POLL`] while anyone watches. The
+/// value changes when another connection, of this process or another,
+/// commits to the file; reading it costs a check of the WAL index in
+/// shared memory, not a read of the database. The file's identity is
+/// checked every [`FILE_CHECK`]: a store deleted or replaced while
+/// watched ends its watchers with `Unavailable` (`io`).
+#[derive(Debug)]
+struct DataVersion {
+    path: PathBuf,
+    options: SqliteConnectOptions,
+}
+
+#[async_trait::async_trait]
+impl ChangeSource for DataVersion {
+    async fn run(&self, out: &Arc<Notifier>) {
+        let identity = FileIdentity::of(&self.path);
+        let gone = || {
+            format!(
+                "{} was deleted or replaced while it was watched",
+                self.path.display()
+            )
+        };
+        if identity.is_none() {
+            return out.fail(UnavailableKind::Io, gone());
+        }
+        let mut conn = match self.options.connect().await {
+            Ok(conn) => conn,
+            Err(error) => {
+                return out.fail(
+                    error_kind(&error),
+                    format!("{}: cannot watch: {error}", self.path.display()),
+                )
+            }
+        };
+        let mut seen: Option<i64> = None;
+        let mut checked = Instant::now();
+        while out.wanted() {
+            match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+                .fetch_one(&mut conn)
+                .await
+            {
+                Ok(version) => {
+                    // The first reading is the baseline; a commit between
+                    // a subscription and it is covered by one wake then.
+                    if seen != Some(version) {
+                        out.bump();
+                    }
+                    seen = Some(version);
+                }
+                // Busy for a moment: let the readers find out.
+                Err(_) => out.bump(),
+            }
+            if checked.elapsed() >= FILE_CHECK {
+                checked = Instant::now();
+                if FileIdentity::of(&self.path) != identity {
+                    let _ = conn.close().await;
+                    return out.fail(UnavailableKind::Io, gone());
+                }
+            }
+            tokio::time::sleep(DATA_VERSION_POLL).await;
+        }
+        let _ = conn.close().await;
     }
 }
 

@@ -29,6 +29,7 @@ mod error;
 pub mod ports;
 mod service;
 mod system;
+pub mod watch;
 
 pub use archive::{
     Archive, ArchiveItem, ArchiveReader, ArchiveRecord, ArchiveSink, ArchiveSource, ArchiveSummary,
@@ -43,6 +44,7 @@ pub use ports::{
 };
 pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
+pub use watch::{Changes, EventLog, Waited, WatchFilter, Watcher, SAFETY_RECHECK};
 
 /// The domain crate, re-exported so callers need one dependency.
 pub use lf_handoff_domain as domain;

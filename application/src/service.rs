@@ -67,6 +67,7 @@ pub struct Store {
     backend: &'static str,
     actor: Actor,
     archive: Option<Arc<dyn Archive>>,
+    pub(crate) events: Option<Arc<dyn crate::watch::EventLog>>,
 }
 
 impl fmt::Debug for Store {
@@ -99,7 +100,18 @@ impl Store {
             backend,
             actor: crate::system::this_process_actor(),
             archive: None,
+            events: None,
         }
+    }
+
+    /// This store, watched and waited on (C16) through `events`, the
+    /// backend's [`EventLog`](crate::watch::EventLog). A store built
+    /// without one answers [`watch`](Self::watch) and [`wait`](Self::wait)
+    /// with `Unavailable`.
+    #[must_use]
+    pub fn with_event_log(mut self, events: Arc<dyn crate::watch::EventLog>) -> Self {
+        self.events = Some(events);
+        self
     }
 
     /// This store, exporting and importing (C17) through `archive`, the

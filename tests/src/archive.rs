@@ -410,13 +410,14 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     // The due index: the one due handoff is swept.
     let swept = target.expire_due().await.unwrap();
     assert_eq!(swept.len(), 1, "{swept:?}");
-    let mut position = summary.last_position + 1;
+    // Every later event comes after the last position given (on SQLite
+    // and sled the very next one; on PostgreSQL, whose positions are
+    // transaction ids, a later one).
     let events = target.history(&swept[0].id).await.unwrap();
     let last = events.last().unwrap();
-    assert_eq!(
-        (last.kind, last.seq, last.position),
-        (HandoffEventKind::Expired, 2, position)
-    );
+    assert_eq!((last.kind, last.seq), (HandoffEventKind::Expired, 2));
+    assert!(last.position > summary.last_position, "{last:?}");
+    let mut position = last.position;
     // The step index and the active slot: replays, writing nothing.
     let mut at_five = task_request(&task);
     at_five.body_generation = 5;
@@ -448,12 +449,12 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .await
         .unwrap());
     let history = target.history(&waiting.id).await.unwrap();
-    let went_on: Vec<(u64, u64)> = history[1..].iter().map(|e| (e.seq, e.position)).collect();
-    assert_eq!(
-        went_on,
-        vec![(2, position + 1), (3, position + 2), (4, position + 3)]
-    );
-    position += 4;
+    let seqs: Vec<u64> = history[1..].iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![2, 3, 4]);
+    for event in &history[1..] {
+        assert!(event.position > position, "{history:#?}");
+        position = event.position;
+    }
     // A new handoff on an imported parent gets the next position.
     let wave = match &waiting.parent {
         InteractiveHandoffParent::Wave(id) => target.get_wave(id).await.unwrap().unwrap(),
@@ -465,7 +466,8 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .unwrap();
     assert!(created);
     let opened = target.history(&reopened.id).await.unwrap();
-    assert_eq!((opened[0].seq, opened[0].position), (1, position));
+    assert_eq!(opened[0].seq, 1);
+    assert!(opened[0].position > position, "{opened:?}");
     // And the original is untouched by all of it.
     assert_same_export(&export(&source).await, &file, "the source");
 
@@ -491,7 +493,10 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .await
         .unwrap();
     let opened = ahead.history(&fresh.id).await.unwrap();
-    assert_eq!(opened[0].position, summary.last_position + 101);
+    assert!(
+        opened[0].position > summary.last_position + 100,
+        "{opened:?}"
+    );
 }
 
 /// C17: an import into a store that holds anything, even one wave, is a

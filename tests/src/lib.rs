@@ -16,8 +16,8 @@
 //! - [`seed`] holds the four tests the product grew from, ported with only
 //!   import paths and constructor spellings changed.
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
-//!   named after its clause; [`steps`], [`deadlines`], [`history`] and
-//!   [`prune`] those of C12-C17.
+//!   named after its clause; [`steps`], [`deadlines`], [`history`],
+//!   [`watch`] and [`prune`] those of C12-C17.
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -45,6 +45,7 @@ pub mod rng;
 pub mod seed;
 pub mod steps;
 pub mod upgrade;
+pub mod watch;
 pub mod worker;
 
 use std::future::Future;
@@ -108,6 +109,30 @@ pub trait Backend: Send + Sync + 'static {
     /// schema and not opened yet.
     fn release_store<'a>(&'a self, release: Release, dir: &'a Path)
         -> BoxFuture<'a, StorageConfig>;
+
+    /// Cuts every connection the server has open to watch this test's
+    /// store (C16) and returns how many it cut; 0 for a backend without
+    /// such connections.
+    fn cut_watch_connections(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async { 0 })
+    }
+
+    /// Deletes the store at `location` (file backends: the file or
+    /// directory; server backends: the test's schema) while it may be open.
+    fn delete_store<'a>(&'a self, location: &'a Path) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if location.is_dir() {
+                std::fs::remove_dir_all(location).unwrap();
+            } else {
+                std::fs::remove_file(location).unwrap();
+                for suffix in ["-wal", "-shm"] {
+                    let mut side = location.as_os_str().to_owned();
+                    side.push(suffix);
+                    let _ = std::fs::remove_file(side);
+                }
+            }
+        })
+    }
 
     /// Removes what the backend created outside the temporary directory.
     fn cleanup(&self) -> BoxFuture<'_, ()> {
@@ -202,6 +227,14 @@ macro_rules! conformance_tests {
             c15_racing_writers_append_one_event_per_change,
             c15_history_refuses_unknown_handoffs_and_bad_actors,
         );
+        $crate::conformance_tests!(@watch $backend;
+            c16_watch_yields_the_history_then_each_new_event,
+            c16_a_filtered_watch_sees_only_its_parent,
+            c16_wait_returns_when_the_handoff_ends,
+            c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers,
+            c16_a_watch_rides_out_a_dropped_connection,
+            c16_a_deleted_store_ends_the_watch,
+        );
         $crate::conformance_tests!(@prune $backend;
             c17_list_filters_alone_and_combined,
             c17_paging_yields_each_handoff_once_in_order,
@@ -246,6 +279,16 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::steps::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@watch $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::watch::$name(&*backend).await })
             })
             .await;
         }

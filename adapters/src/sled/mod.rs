@@ -240,6 +240,8 @@ use handle::Shared;
 #[derive(Debug)]
 pub(crate) struct SledStore {
     shared: Arc<Shared>,
+    /// The change signal of watchers and waiters in this process (C16).
+    feed: crate::changes::ChangeFeed,
 }
 
 impl SledStore {
@@ -266,7 +268,11 @@ impl SledStore {
             Ok(shared)
         })
         .await?;
-        Ok(Self { shared })
+        let feed = crate::changes::ChangeFeed::new(watch::Subscription::source(
+            shared.events.clone(),
+            shared.dir.clone(),
+        ));
+        Ok(Self { shared, feed })
     }
 
     /// Runs `operation` on tokio's blocking pool: sled calls and syncs block.
@@ -303,3 +309,4 @@ where
 
 #[cfg(test)]
 mod tests;
+mod watch;

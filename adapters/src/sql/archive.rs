@@ -12,7 +12,8 @@
 //! are ordered byte by byte (PostgreSQL `COLLATE "C"`; SQLite's default
 //! `BINARY`), so both backends list records in the same order. The last
 //! position given comes from the engine's own counter (SQLite's
-//! `sqlite_sequence`, PostgreSQL's identity sequence), read after the
+//! `sqlite_sequence`; on PostgreSQL, whose positions are transaction ids,
+//! the largest position or the one an import recorded), read after the
 //! records: it is at least every position the snapshot holds.
 //!
 //! **Import is one write transaction.** It takes the tables' locks
@@ -21,11 +22,10 @@
 //! already excludes other writers), checks inside it that the store holds
 //! nothing, then inserts the records in multi-row `INSERT`s of up to
 //! [`BATCH_ROWS`] rows as they are read, with their versions, event
-//! counters and explicit positions (PostgreSQL's identity column takes them
-//! with `OVERRIDING SYSTEM VALUE`), and at the end sets the engine's
-//! position counter to the file's last position (PostgreSQL `setval`,
-//! SQLite `sqlite_sequence`), so the next event gets the position after
-//! it. A bad line, or any failure, rolls it all back. The indexes are the
+//! counters and explicit positions, and at the end sets the engine's
+//! position counter to the file's last position (SQLite
+//! `sqlite_sequence`; PostgreSQL records it, see [`POSTGRES`]), so every
+//! later event comes after it. A bad line, or any failure, rolls it all back. The indexes are the
 //! engine's own, so they are exactly those of the store's own writes.
 
 use std::collections::VecDeque;
@@ -94,18 +94,32 @@ pub(crate) const SQLITE: ArchiveDialect = ArchiveDialect {
     import_lock: &[],
 };
 
-/// PostgreSQL: a `REPEATABLE READ` snapshot; the identity column's
-/// sequence, read with `pg_sequence_last_value` (NULL before its first
-/// value) and set with `setval` (not called yet for 0).
+/// PostgreSQL: a `REPEATABLE READ` snapshot. Positions come from
+/// transaction ids (C16, `schema::POSTGRES_POSITION`), so there is no
+/// counter to set: the last position given is the largest event position
+/// or the one an import recorded (`handoff_position_floor`), whichever is
+/// larger. An import keeps the file's positions when they are all below
+/// its own transaction's (as they are when the file comes from SQLite,
+/// sled, or this server), so every later event comes after them; when
+/// they are not (a file from a busier server) it numbers the events 1, 2,
+/// 3, ... in their order instead, and records that count.
 pub(crate) const POSTGRES: ArchiveDialect = ArchiveDialect {
     begin_snapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
     text_order: " COLLATE \"C\"",
-    explicit_position: " OVERRIDING SYSTEM VALUE",
-    last_position: "SELECT COALESCE(pg_sequence_last_value(\
-                    pg_get_serial_sequence('handoff_events', 'position')::regclass), 0) AS n",
+    explicit_position: "",
+    last_position: "SELECT GREATEST(\
+                    COALESCE((SELECT MAX(position) FROM handoff_events), 0), \
+                    COALESCE((SELECT MAX(floor) FROM handoff_position_floor), 0)) AS n",
     set_last_position: &[
-        "SELECT setval(pg_get_serial_sequence('handoff_events', 'position'), \
-         GREATEST(CAST($1 AS BIGINT), 1), CAST($1 AS BIGINT) > 0)",
+        "UPDATE handoff_events SET position = -position \
+         WHERE CAST($1 AS BIGINT) >= pg_current_xact_id()::text::bigint * 1048576",
+        "UPDATE handoff_events e SET position = r.n \
+         FROM (SELECT position AS p, row_number() OVER (ORDER BY position DESC) AS n \
+               FROM handoff_events WHERE position < 0) r \
+         WHERE e.position = r.p AND CAST($1 AS BIGINT) IS NOT NULL",
+        "INSERT INTO handoff_position_floor (floor) \
+         SELECT CASE WHEN CAST($1 AS BIGINT) < pg_current_xact_id()::text::bigint * 1048576 \
+                THEN CAST($1 AS BIGINT) ELSE (SELECT COUNT(*) FROM handoff_events) END",
     ],
     import_lock: &["LOCK TABLE parents, task_prs, handoffs, handoff_events IN EXCLUSIVE MODE"],
 };

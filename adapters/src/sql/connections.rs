@@ -68,6 +68,11 @@ impl<C: Connection> Connections<C> {
         }
     }
 
+    /// What new connections are made from.
+    pub(crate) fn options(&self) -> &C::Options {
+        &self.options
+    }
+
     /// Adds an open connection to the idle ones.
     pub(crate) fn give(&self, conn: C) {
         self.idle

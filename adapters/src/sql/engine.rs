@@ -14,12 +14,15 @@ use std::fmt::{self, Debug};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use futures_core::stream::BoxStream;
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{Changes, StoreError, StoreResult};
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
+use crate::changes::{ChangeFeed, ChangeSource};
 use crate::sql::archive::{ArchiveDialect, OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
@@ -123,6 +126,15 @@ pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
         params: &[Param<'_>],
     ) -> Result<Vec<EventRow>, EngineError>;
 
+    /// Runs a query returning one row with one BIGINT column `n`.
+    async fn fetch_int(&self, sql: &'static str, params: &[Param<'_>]) -> Result<i64, EngineError>;
+
+    /// The query of [`Dialect::EVENT_HORIZON`].
+    fn event_horizon(&self) -> Option<&'static str>;
+
+    /// A subscription to this store's change signal (C16).
+    fn subscribe(&self) -> Box<dyn Changes>;
+
     /// Whether one statement can change a handoff and append its event (a
     /// data-modifying CTE); otherwise a write is a two-statement batch.
     fn writes_events_in_one_statement(&self) -> bool;
@@ -215,6 +227,20 @@ pub(crate) trait Dialect: Debug + Send + Sync + 'static {
     /// Whether the statements that filter by status name their index
     /// (`INDEXED BY`; see [`SqlEngine::pins_indexes`]).
     const PINS_INDEXES: bool;
+
+    /// A query of one row whose BIGINT column `n` is the first event
+    /// position that may not be final yet: every event below it has
+    /// committed or never will (C16). `None` when events commit in
+    /// position order (one writer at a time), so every committed event is
+    /// final.
+    const EVENT_HORIZON: Option<&'static str>;
+
+    /// This backend's way of noticing changes, on connections of its own
+    /// made with `options` (C16).
+    fn change_source(
+        &self,
+        options: &<<Self::Db as Database>::Connection as sqlx::Connection>::Options,
+    ) -> Arc<dyn ChangeSource>;
 
     /// Maps every sqlx error of this backend, in one place: a unique
     /// violation (naming which of the schema's unique indexes refused the
@@ -388,6 +414,8 @@ pub(crate) struct Engine<D: Dialect> {
     pub pool: Connections<Conn<D>>,
     /// What this backend's errors say, and how it opens a transaction.
     pub dialect: D,
+    /// The change signal of watchers and waiters (C16).
+    feed: ChangeFeed,
 }
 
 impl<D: Dialect> Debug for Engine<D> {
@@ -402,7 +430,12 @@ impl<D: Dialect> Debug for Engine<D> {
 impl<D: Dialect> Engine<D> {
     /// Statements on `pool`, errors mapped by `dialect`.
     pub(crate) fn new(pool: Connections<Conn<D>>, dialect: D) -> Self {
-        Self { pool, dialect }
+        let feed = ChangeFeed::new(dialect.change_source(pool.options()));
+        Self {
+            pool,
+            dialect,
+            feed,
+        }
     }
 
     /// Lends a connection from the pool.
@@ -576,6 +609,27 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         rows.iter()
             .map(|row| Self::decode_event(row).map_err(|e| self.dialect.map_error(e)))
             .collect()
+    }
+
+    async fn fetch_int(&self, sql: &'static str, params: &[Param<'_>]) -> Result<i64, EngineError> {
+        let rows = self.fetch_rows(sql, params).await?;
+        let [row] = rows.as_slice() else {
+            return Err(EngineError::Failed(StoreError::damaged(format!(
+                "a query of one number returned {} rows",
+                rows.len()
+            ))));
+        };
+        D::Db::ordinal(row, "n")
+            .and_then(|at| D::Db::int(row, at))
+            .map_err(|e| self.dialect.map_error(e))
+    }
+
+    fn event_horizon(&self) -> Option<&'static str> {
+        D::EVENT_HORIZON
+    }
+
+    fn subscribe(&self) -> Box<dyn Changes> {
+        self.feed.subscribe()
     }
 
     fn writes_events_in_one_statement(&self) -> bool {

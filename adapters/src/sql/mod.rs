@@ -57,6 +57,7 @@ pub(crate) mod schema;
 pub(crate) mod statements;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};

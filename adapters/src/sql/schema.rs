@@ -136,9 +136,34 @@ pub(crate) const POSITION: &str = "{position}";
 /// are serialised, so positions also commit in order.
 pub(crate) const SQLITE_POSITION: &str = "INTEGER PRIMARY KEY AUTOINCREMENT";
 
-/// PostgreSQL's position: an identity column (a sequence), never reused.
-/// Concurrent writers may commit its values out of order.
-pub(crate) const POSTGRES_POSITION: &str = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
+/// PostgreSQL's position: the writing transaction's id times 2^20 (C16).
+/// Concurrent writers commit in any order, but a transaction that has
+/// ended can add no event, so a watcher reads only below the oldest
+/// transaction still writing (`postgres::EVENT_HORIZON`) and never misses
+/// one. A write appends one event per transaction; an import, which
+/// appends many, gives each its position explicitly (below its own).
+pub(crate) const POSTGRES_POSITION: &str =
+    "BIGINT PRIMARY KEY DEFAULT (pg_current_xact_id()::text::bigint * 1048576)";
+
+/// PostgreSQL's own statements of migration 3, after the shared ones:
+/// the sessions that watch (C16), so a write notifies only while someone
+/// listens (a notification makes concurrent commits take turns); the
+/// trigger that sends it, in the writing transaction; and the last
+/// position an import was given, which the store's export gives again.
+const POSTGRES_MIGRATION_3: &[&str] = &[
+    "CREATE TABLE handoff_watchers (pid INTEGER PRIMARY KEY)",
+    "CREATE TABLE handoff_position_floor (floor BIGINT NOT NULL)",
+    "CREATE FUNCTION handoff_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         IF EXISTS (SELECT 1 FROM handoff_watchers) THEN
+             PERFORM pg_notify('lf_handoff_events', '');
+         END IF;
+         RETURN NULL;
+     END
+     $$",
+    "CREATE TRIGGER handoff_events_notify AFTER INSERT ON handoff_events
+        FOR EACH STATEMENT EXECUTE FUNCTION handoff_events_notify()",
+];
 
 /// Migration 3: deadlines (C14), history (C15), and the indexes of the
 /// list filters and of prune (C17). Existing handoffs get no deadline and
@@ -176,6 +201,18 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// [`statements_after`] for PostgreSQL: with its own statements after
+/// each migration's shared ones.
+pub(crate) fn postgres_statements_after(version: i64) -> impl Iterator<Item = String> {
+    let own: [&[&str]; 3] = [&[], &[], POSTGRES_MIGRATION_3];
+    MIGRATIONS
+        .iter()
+        .zip(own)
+        .skip(usize::try_from(version).unwrap_or(0))
+        .flat_map(|(migration, own)| migration.iter().chain(own.iter()))
+        .map(|statement| statement.replace(POSITION, POSTGRES_POSITION))
+}
 
 /// The statements that bring a store at `version` to [`LATEST_VERSION`], in
 /// order, with [`POSITION`] replaced by the engine's `position` type. Each

@@ -407,6 +407,19 @@ pub(crate) static HISTORY: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {EVENT_ROW} FROM handoff_events WHERE handoff_id = $1 ORDER BY seq")
 });
 
+/// The events after position `$1` and below `$2`, in position order, at
+/// most `$3` (C16; the primary key).
+pub(crate) static EVENTS_AFTER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {EVENT_ROW} FROM handoff_events WHERE position > $1 AND position < $2 \
+         ORDER BY position LIMIT $3"
+    )
+});
+
+/// The largest position held (0 for none), where positions commit in
+/// order (C16).
+pub(crate) const LAST_POSITION: &str = "SELECT COALESCE(MAX(position), 0) AS n FROM handoff_events";
+
 pub(crate) const INSERT_PARENT: &str = "INSERT INTO parents (id, kind, wave_id, version, record) \
      VALUES ($1, $2, $3, 1, $4) ON CONFLICT (id) DO NOTHING";
 

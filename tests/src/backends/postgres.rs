@@ -332,6 +332,44 @@ impl Backend for PostgresBackend {
         })
     }
 
+    fn cut_watch_connections(&self) -> BoxFuture<'_, usize> {
+        Box::pin(async move {
+            let mut admin = self.admin.lock().await;
+            let admin = admin
+                .as_mut()
+                .expect("the admin session is open until cleanup");
+            // A watch registers its session a moment after it starts.
+            let started = std::time::Instant::now();
+            loop {
+                let cut: Vec<bool> = sqlx::query_scalar(&format!(
+                    "SELECT pg_terminate_backend(pid) FROM \"{}\".handoff_watchers",
+                    self.schema
+                ))
+                .fetch_all(&mut *admin)
+                .await
+                .unwrap();
+                let cut = cut.into_iter().filter(|cut| *cut).count();
+                if cut > 0 || started.elapsed() > Duration::from_secs(10) {
+                    return cut;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    }
+
+    fn delete_store<'a>(&'a self, _location: &'a Path) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let mut admin = self.admin.lock().await;
+            let admin = admin
+                .as_mut()
+                .expect("the admin session is open until cleanup");
+            sqlx::query(&format!("DROP SCHEMA \"{}\" CASCADE", self.schema))
+                .execute(admin)
+                .await
+                .unwrap();
+        })
+    }
+
     fn cleanup(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let Some(mut admin) = self.admin.lock().await.take() else {

@@ -1,0 +1,168 @@
+//! Change signals (C16): one background task per open store that wakes
+//! every watcher and waiter of this process when the store may have
+//! changed, so none of them polls the store itself.
+//!
+//! A [`ChangeFeed`] runs its backend's [`ChangeSource`] on a task of its
+//! own while anyone subscribes, and stops it when the last subscription
+//! is dropped: an idle store costs nothing. The source says "may have
+//! changed" ([`Notifier::bump`]) or "gone" ([`Notifier::fail`]); each
+//! subscription ([`Subscription`], the application's
+//! [`Changes`](lf_handoff_application::Changes)) sees every bump after it
+//! subscribed at least once, several bumps as one.
+
+use std::fmt::{self, Debug};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lf_handoff_application::{Changes, StoreError, StoreResult, UnavailableKind};
+use tokio::sync::watch;
+
+/// What the feed last said: how many bumps, and whether the store is gone.
+#[derive(Debug, Clone, Default)]
+struct Signal {
+    bumps: u64,
+    failure: Option<(UnavailableKind, String)>,
+}
+
+/// A backend's way of noticing changes, run by a [`ChangeFeed`].
+#[async_trait]
+pub(crate) trait ChangeSource: Debug + Send + Sync + 'static {
+    /// Watches the store and reports through `out` until
+    /// [`Notifier::wanted`] turns false (checked at least every second or
+    /// so), then returns.
+    async fn run(&self, out: &Arc<Notifier>);
+}
+
+/// The sending side of a feed, as a [`ChangeSource`] sees it.
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    tx: watch::Sender<Signal>,
+}
+
+impl Notifier {
+    /// Wakes every subscription: the store may have changed.
+    pub(crate) fn bump(&self) {
+        self.tx
+            .send_modify(|signal| signal.bumps = signal.bumps.wrapping_add(1));
+    }
+
+    /// Tells every subscription that the store is gone; they answer
+    /// `Unavailable` from then on.
+    pub(crate) fn fail(&self, kind: UnavailableKind, message: String) {
+        self.tx.send_modify(|signal| {
+            signal.bumps = signal.bumps.wrapping_add(1);
+            signal.failure = Some((kind, message));
+        });
+    }
+
+    /// Whether the source said the store is gone.
+    fn failed(&self) -> bool {
+        self.tx.borrow().failure.is_some()
+    }
+
+    /// Whether anyone still subscribes.
+    pub(crate) fn wanted(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+}
+
+/// The change signal of one open store (see the module docs).
+pub(crate) struct ChangeFeed {
+    out: Arc<Notifier>,
+    running: Arc<AtomicBool>,
+    source: Arc<dyn ChangeSource>,
+}
+
+impl Debug for ChangeFeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChangeFeed")
+            .field("source", &self.source)
+            .field("running", &self.running.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl ChangeFeed {
+    /// A feed of `source`'s changes, idle until the first subscription.
+    pub(crate) fn new(source: Arc<dyn ChangeSource>) -> Self {
+        let (tx, _) = watch::channel(Signal::default());
+        Self {
+            out: Arc::new(Notifier { tx }),
+            running: Arc::new(AtomicBool::new(false)),
+            source,
+        }
+    }
+
+    /// A subscription live from now on, starting the source's task if it
+    /// is not running.
+    pub(crate) fn subscribe(&self) -> Box<dyn Changes> {
+        let rx = self.out.tx.subscribe();
+        if !self.running.swap(true, Ordering::AcqRel) {
+            let (out, running, source) =
+                (self.out.clone(), self.running.clone(), self.source.clone());
+            tokio::spawn(async move {
+                loop {
+                    source.run(&out).await;
+                    running.store(false, Ordering::Release);
+                    // A store that is gone stays gone: a later subscription
+                    // starts the source again and hears so at once. One
+                    // that came while the source was stopping saw it
+                    // running and started nothing, so this task goes on.
+                    if out.failed() || !out.wanted() || running.swap(true, Ordering::AcqRel) {
+                        break;
+                    }
+                }
+            });
+        }
+        Box::new(Subscription { rx })
+    }
+}
+
+/// One subscription to a [`ChangeFeed`].
+struct Subscription {
+    rx: watch::Receiver<Signal>,
+}
+
+#[async_trait]
+impl Changes for Subscription {
+    async fn changed(&mut self, within: Duration) -> StoreResult<bool> {
+        let woke = match tokio::time::timeout(within, self.rx.changed()).await {
+            Err(_) => false,
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => {
+                return Err(StoreError::unavailable(
+                    UnavailableKind::Other,
+                    "the store's change signal stopped: the store was closed",
+                ))
+            }
+        };
+        if let Some((kind, message)) = &self.rx.borrow_and_update().failure {
+            return Err(StoreError::unavailable(*kind, message.clone()));
+        }
+        Ok(woke)
+    }
+}
+
+/// The identity of a file (device and inode), to notice that a store's
+/// file or directory was deleted or replaced while it was watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now; `None` when it is missing.
+    pub(crate) fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|meta| Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
+/// How often a source that checks a file checks that it is still there.
+pub(crate) const FILE_CHECK: Duration = Duration::from_secs(1);

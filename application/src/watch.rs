@@ -1,0 +1,315 @@
+//! Watching the history and waiting for a handoff without polling (C16).
+//!
+//! This module owns the [`EventLog`] port (what a backend offers to read
+//! its history in position order and to signal that it may have grown),
+//! the [`Watcher`] that [`Store::watch`] returns, and [`Store::wait`].
+//!
+//! A watcher keeps a position: the last event it has passed on (or skipped
+//! because the filter left it out). It reads the events after it in
+//! position order, in batches, and when there are none it sleeps on the
+//! backend's change signal ([`Changes`]), which wakes it when a write may
+//! have added events: PostgreSQL `LISTEN/NOTIFY`, SQLite `PRAGMA
+//! data_version`, sled's subscription. A signal may wake it for nothing,
+//! and a watcher re-reads at least every [`SAFETY_RECHECK`] even without
+//! one, so a lost wake costs seconds, never an event.
+//!
+//! The backend's [`EventLog::events_after`] returns only *final* events:
+//! those no event of a lower position can commit after (on PostgreSQL,
+//! where concurrent writers commit out of order, it holds back events
+//! above the oldest transaction still writing one). So a watcher that
+//! resumes from any position it was given never misses or repeats an
+//! event.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::{self, Debug};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
+};
+
+use crate::error::{StoreError, StoreResult, UnavailableKind};
+use crate::service::Store;
+
+/// How long a watcher or a waiter sleeps at most without a change signal
+/// before it reads again: the bound on what a lost signal can cost.
+pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
+
+/// How many events one read of a watcher takes at most.
+const WATCH_BATCH: usize = 256;
+
+/// How many handoffs' parents a filtered watcher remembers before it
+/// forgets them all and starts again.
+const PARENT_CACHE: usize = 4096;
+
+/// A backend's history as a log to follow (C16).
+#[async_trait]
+pub trait EventLog: Debug + Send + Sync + 'static {
+    /// The position of the last final event now: a watcher that starts
+    /// from it sees the events committed from now on (and possibly a few
+    /// committed a moment before, on PostgreSQL), never one twice.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure.
+    async fn last_position(&self) -> StoreResult<u64>;
+
+    /// At most `limit` events after position `after`, in position order,
+    /// each final: no event of a lower position can still commit. An event
+    /// whose handoff was pruned is gone with it.
+    ///
+    /// # Errors
+    /// `Unavailable` on engine failure or an unreadable event.
+    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<HandoffEvent>>;
+
+    /// A new subscription to the backend's change signal, live from this
+    /// call on: a write that commits after it wakes it.
+    ///
+    /// # Errors
+    /// `Unavailable` when the signal cannot be set up.
+    async fn changes(&self) -> StoreResult<Box<dyn Changes>>;
+}
+
+/// One subscription to a backend's change signal.
+#[async_trait]
+pub trait Changes: Send {
+    /// Waits until a write may have changed the store since the previous
+    /// call returned (or since the subscription), at most `within`:
+    /// `Ok(true)` when signalled (possibly for nothing), `Ok(false)` when
+    /// `within` passed first.
+    ///
+    /// # Errors
+    /// `Unavailable` when the store went away (its file deleted, its
+    /// server unreachable for longer than the backend tolerates).
+    async fn changed(&mut self, within: Duration) -> StoreResult<bool>;
+}
+
+/// Which events a [`Watcher`] passes on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchFilter {
+    /// Only the events of this parent's handoffs.
+    pub parent: Option<InteractiveHandoffParent>,
+    /// Only the events of this handoff.
+    pub handoff: Option<InteractiveHandoffId>,
+}
+
+/// How [`Store::wait`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The handoff is terminal (finished, or expired by this wait or
+    /// another process).
+    Ended(InteractiveHandoff),
+    /// The timeout passed first; the handoff as last read.
+    TimedOut(InteractiveHandoff),
+}
+
+/// A stream of history events in position order, then live (C16), from
+/// [`Store::watch`]. Call [`next`](Self::next) for each event.
+pub struct Watcher {
+    store: Store,
+    log: Arc<dyn EventLog>,
+    changes: Box<dyn Changes>,
+    filter: WatchFilter,
+    position: u64,
+    ready: VecDeque<HandoffEvent>,
+    parents: HashMap<InteractiveHandoffId, bool>,
+}
+
+impl Debug for Watcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watcher")
+            .field("position", &self.position)
+            .field("filter", &self.filter)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watcher {
+    /// The position to resume from: the last event this watcher passed on
+    /// or left out.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// The next event that passes the filter, waiting as long as it takes.
+    ///
+    /// # Errors
+    /// `Unavailable` when the store fails or goes away; the watcher can be
+    /// started again from [`position`](Self::position).
+    pub async fn next(&mut self) -> StoreResult<HandoffEvent> {
+        loop {
+            if let Some(event) = self.next_within(SAFETY_RECHECK).await? {
+                return Ok(event);
+            }
+        }
+    }
+
+    /// The next event that passes the filter, or `None` when `within`
+    /// passes first.
+    ///
+    /// # Errors
+    /// As [`next`](Self::next).
+    pub async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
+        let until = Instant::now() + within;
+        loop {
+            while let Some(event) = self.ready.pop_front() {
+                self.position = event.position;
+                if self.passes(&event).await? {
+                    return Ok(Some(event));
+                }
+            }
+            let batch = self.log.events_after(self.position, WATCH_BATCH).await?;
+            if let Some(bad) = batch.iter().find(|event| event.position <= self.position) {
+                return Err(StoreError::unavailable(
+                    UnavailableKind::Other,
+                    format!(
+                        "the store returned event {} at position {}, not after {}",
+                        bad.seq, bad.position, self.position
+                    ),
+                ));
+            }
+            if !batch.is_empty() {
+                self.ready.extend(batch);
+                continue;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.changes.changed(left.min(SAFETY_RECHECK)).await?;
+        }
+    }
+
+    async fn passes(&mut self, event: &HandoffEvent) -> StoreResult<bool> {
+        if self
+            .filter
+            .handoff
+            .as_ref()
+            .is_some_and(|id| *id != event.handoff_id)
+        {
+            return Ok(false);
+        }
+        let Some(parent) = &self.filter.parent else {
+            return Ok(true);
+        };
+        if let Some(&known) = self.parents.get(&event.handoff_id) {
+            return Ok(known);
+        }
+        let ours = self
+            .store
+            .get_interactive_handoff(&event.handoff_id)
+            .await?
+            .is_some_and(|handoff| handoff.parent == *parent);
+        if self.parents.len() >= PARENT_CACHE {
+            self.parents.clear();
+        }
+        self.parents.insert(event.handoff_id.clone(), ours);
+        Ok(ours)
+    }
+}
+
+impl Store {
+    fn event_log(&self) -> StoreResult<Arc<dyn EventLog>> {
+        self.events.clone().ok_or_else(|| {
+            StoreError::unavailable(
+                UnavailableKind::Other,
+                format!(
+                    "the {} store was built without an event log, so it cannot be watched",
+                    self.backend()
+                ),
+            )
+        })
+    }
+
+    /// Every event after position `from` that passes `filter`, in position
+    /// order, then each new one as it commits (C16). Start from 0 for the
+    /// whole history, from a [`Watcher::position`] to resume.
+    ///
+    /// # Errors
+    /// `Unavailable` when the store cannot be watched.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend(), from))]
+    pub async fn watch(&self, from: u64, filter: WatchFilter) -> StoreResult<Watcher> {
+        let log = self.event_log()?;
+        // Subscribe before the first read, so nothing committed between
+        // the read and the sleep goes unsignalled.
+        let changes = log.changes().await?;
+        Ok(Watcher {
+            store: self.clone(),
+            log,
+            changes,
+            filter,
+            position: from,
+            ready: VecDeque::new(),
+            parents: HashMap::new(),
+        })
+    }
+
+    /// A watcher of the events committed from now on.
+    ///
+    /// # Errors
+    /// As [`watch`](Self::watch).
+    pub async fn watch_new(&self, filter: WatchFilter) -> StoreResult<Watcher> {
+        let log = self.event_log()?;
+        let changes = log.changes().await?;
+        let from = log.last_position().await?;
+        Ok(Watcher {
+            store: self.clone(),
+            log,
+            changes,
+            filter,
+            position: from,
+            ready: VecDeque::new(),
+            parents: HashMap::new(),
+        })
+    }
+
+    /// Waits until handoff `id` is terminal, at most `timeout` when given,
+    /// and returns it (C16). A handoff whose deadline passes meanwhile is
+    /// expired then (C14) and returned. It sleeps on the backend's change
+    /// signal between reads, never busy polling.
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown id (or one pruned while waiting);
+    /// `Unavailable` when the store fails or goes away.
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend(), handoff = %id))]
+    pub async fn wait(
+        &self,
+        id: &InteractiveHandoffId,
+        timeout: Option<Duration>,
+    ) -> StoreResult<Waited> {
+        let log = self.event_log()?;
+        let until = timeout.map(|timeout| Instant::now() + timeout);
+        let mut changes = log.changes().await?;
+        loop {
+            let handoff = self
+                .get_interactive_handoff(id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
+            let handoff = if handoff.is_due(self.now()) {
+                self.expire_if_due(id).await?
+            } else {
+                handoff
+            };
+            if !handoff.is_active() {
+                return Ok(Waited::Ended(handoff));
+            }
+            let mut nap = SAFETY_RECHECK;
+            if let Some(at) = handoff.expires_at {
+                // A moment after the deadline, so the handoff is due then.
+                let left = Duration::try_from(at - self.now()).unwrap_or(Duration::ZERO);
+                nap = nap.min(left + Duration::from_millis(1));
+            }
+            if let Some(until) = until {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(Waited::TimedOut(handoff));
+                }
+                nap = nap.min(left);
+            }
+            changes.changed(nap).await?;
+        }
+    }
+}
