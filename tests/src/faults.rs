@@ -32,7 +32,9 @@ use lf_handoff_adapters::{
 use tempfile::TempDir;
 use time::OffsetDateTime;
 
-use crate::fixtures::{body, location, new_wave, outcome, project, task, task_request, wave_request};
+use crate::fixtures::{
+    body, location, new_wave, outcome, project, task, task_request, wave_request,
+};
 use crate::Backend;
 
 /// The kind of write whose reply [`LostReplies`] loses.
@@ -317,7 +319,10 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
         store.open_interactive_handoff(task_request(&task)),
     )
     .await;
-    assert!(created, "the open that stored the handoff reports it created");
+    assert!(
+        created,
+        "the open that stored the handoff reports it created"
+    );
     assert_eq!(
         store.get_interactive_handoff(&opened.id).await.unwrap(),
         Some(opened.clone())
@@ -369,7 +374,10 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
         store.claim_interactive_handoff_wake_with_record(&opened.id, 5),
     )
     .await;
-    assert!(claimed, "the generation whose claim committed holds the wake");
+    assert!(
+        claimed,
+        "the generation whose claim committed holds the wake"
+    );
     assert_eq!(after_claim.wake_claimed_by_generation, Some(5));
     assert_eq!(
         store.get_interactive_handoff(&opened.id).await.unwrap(),

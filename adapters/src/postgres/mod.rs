@@ -375,9 +375,9 @@ impl Dialect for Server {
                 "57P01" | "57P02" | "57P03" | "57P05" => (
                     UnavailableKind::Unreachable,
                     format!(
-                    "PostgreSQL at {address} is shutting down or starting up ({detail}); retry \
-                     once it is up"
-                ),
+                        "PostgreSQL at {address} ended the session or is restarting ({detail}); \
+                     retry once it is up"
+                    ),
                 ),
                 "42501" => (
                     UnavailableKind::PermissionDenied,
