@@ -20,6 +20,8 @@
 //!   [`prune`] those of C12-C17.
 //! - [`faults`] holds the transient faults (C18): a write whose reply is
 //!   lost after it committed is retried and returns its committed result.
+//! - [`own_postgres`] starts, restarts and stops a PostgreSQL server of a
+//!   test's own (`tests/own_postgres.rs`).
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -43,6 +45,7 @@ pub mod faults;
 pub mod fixtures;
 pub mod history;
 pub mod hostile;
+pub mod own_postgres;
 pub mod prune;
 pub mod rng;
 pub mod seed;
