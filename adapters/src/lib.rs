@@ -65,6 +65,7 @@ pub use config::{
 pub use lf_handoff_application::{
     archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store,
     StoreError, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter, Watcher,
+    DEFAULT_RETRY_WINDOW,
 };
 
 use crate::postgres::PostgresEngine;
@@ -103,6 +104,51 @@ pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
             Ok(sql_store("postgres", PostgresEngine::open(postgres).await?))
         }
         StorageConfig::Sled(sled) => Ok(store_on("sled", SledStore::open(sled).await?)),
+    }
+}
+
+/// The storage ports of an opened store, for tests that wrap them (fault
+/// injection: `tests/src/faults.rs`) before building a [`Store`] on them.
+/// Not a stable API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct StorePorts {
+    /// The backend's name, as [`Store::backend`] gives it.
+    pub backend: &'static str,
+    /// The handoff repository.
+    pub handoffs: Arc<dyn HandoffRepository>,
+    /// The parent registry.
+    pub parents: Arc<dyn ParentRegistry>,
+}
+
+/// Opens the store `config` names, as [`open_store`] does, and returns its
+/// ports instead of a [`Store`]. Not a stable API.
+///
+/// # Errors
+/// As [`open_store`].
+#[doc(hidden)]
+pub async fn open_ports(config: &StorageConfig) -> StoreResult<StorePorts> {
+    fn ports<S: HandoffRepository + ParentRegistry>(
+        backend: &'static str,
+        storage: S,
+    ) -> StorePorts {
+        let storage = Arc::new(storage);
+        StorePorts {
+            backend,
+            handoffs: storage.clone(),
+            parents: storage,
+        }
+    }
+    match config {
+        StorageConfig::Sqlite(sqlite) => Ok(ports(
+            "sqlite",
+            SqlStore::new(SqliteEngine::open(sqlite).await?),
+        )),
+        StorageConfig::Postgres(postgres) => Ok(ports(
+            "postgres",
+            SqlStore::new(PostgresEngine::open(postgres).await?),
+        )),
+        StorageConfig::Sled(sled) => Ok(ports("sled", SledStore::open(sled).await?)),
     }
 }
 

@@ -129,7 +129,9 @@ pub enum StoreError {
         message: String,
     },
     /// The storage backend could not be used. Nothing was changed by this
-    /// call.
+    /// call, except that an `Unreachable` write may have committed before
+    /// its reply was lost: the same request again replays it (C18,
+    /// transient faults).
     #[error("storage unavailable: {message}")]
     Unavailable {
         /// Why, in a form a program can branch on.

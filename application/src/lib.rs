@@ -21,12 +21,16 @@
 //! - **Races are retried, then resolved by the domain.** A lost
 //!   compare-and-swap reloads the record and asks the domain again, which
 //!   turns the race into a replay or a conflict.
+//! - **Transient faults are ridden out** ([`retry`]): a port call that
+//!   finds the server unreachable is tried again for a bounded time, which
+//!   is safe because the domain replays every write.
 
 #![deny(missing_docs)]
 
 pub mod archive;
 mod error;
 pub mod ports;
+pub mod retry;
 mod service;
 mod system;
 pub mod watch;
@@ -42,6 +46,7 @@ pub use ports::{
     ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
     TransitionOutcome, Versioned,
 };
+pub use retry::DEFAULT_RETRY_WINDOW;
 pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 pub use watch::{Changes, EventLog, Waited, WatchFilter, Watcher, SAFETY_RECHECK};

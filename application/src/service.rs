@@ -13,9 +13,15 @@
 //! with the backend and the handoff or parent it concerns; a lost race is a
 //! DEBUG event inside it, and the call's end an INFO event with its
 //! duration (`duration_us`), also inside it.
+//!
+//! Every port call rides out a transient fault ([`crate::retry`]): one that
+//! finds the server unreachable is tried again, for at most the handle's
+//! retry window, an INFO event for each retry.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::error::DomainResult;
@@ -40,6 +46,7 @@ use crate::ports::{
     Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome, ListQuery, ParentInsert,
     ParentRegistry, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
 };
+use crate::retry::{retry, Retries, DEFAULT_RETRY_WINDOW};
 
 /// How many lost races in a row one call tolerates before giving up.
 ///
@@ -68,6 +75,7 @@ pub struct Store {
     actor: Actor,
     archive: Option<Arc<dyn Archive>>,
     pub(crate) events: Option<Arc<dyn crate::watch::EventLog>>,
+    retry_window: Duration,
 }
 
 impl fmt::Debug for Store {
@@ -75,6 +83,7 @@ impl fmt::Debug for Store {
         f.debug_struct("Store")
             .field("backend", &self.backend)
             .field("actor", &self.actor)
+            .field("retry_window", &self.retry_window)
             .field("handoffs", &self.handoffs)
             .finish_non_exhaustive()
     }
@@ -101,6 +110,7 @@ impl Store {
             actor: crate::system::this_process_actor(),
             archive: None,
             events: None,
+            retry_window: DEFAULT_RETRY_WINDOW,
         }
     }
 
@@ -135,6 +145,38 @@ impl Store {
     /// Names `actor` in the history of every change this handle makes.
     pub fn set_actor(&mut self, actor: Actor) {
         self.actor = actor;
+    }
+
+    /// This handle, retrying a call that finds the server unreachable for
+    /// at most `window` after the first failure (C18, transient faults;
+    /// [`DEFAULT_RETRY_WINDOW`](crate::DEFAULT_RETRY_WINDOW) unless set).
+    /// `Duration::ZERO` fails at once. Other clones keep their own window.
+    #[must_use]
+    pub fn with_retry_window(mut self, window: Duration) -> Self {
+        self.retry_window = window;
+        self
+    }
+
+    /// Retries a call that finds the server unreachable for at most
+    /// `window` (see [`with_retry_window`](Self::with_retry_window)).
+    pub fn set_retry_window(&mut self, window: Duration) {
+        self.retry_window = window;
+    }
+
+    /// How long this handle retries a call that finds the server
+    /// unreachable.
+    pub fn retry_window(&self) -> Duration {
+        self.retry_window
+    }
+
+    /// Runs one port call, again while it finds the server unreachable and
+    /// the retry window lasts ([`crate::retry`]). Every port call but
+    /// `open`'s insert (which decides again instead) goes through it.
+    async fn retry<T, Fut>(&self, what: &str, call: impl FnMut() -> Fut) -> StoreResult<T>
+    where
+        Fut: Future<Output = StoreResult<T>>,
+    {
+        retry(self.retry_window, what, call).await
     }
 
     /// The actor this handle names in the history.
@@ -289,13 +331,23 @@ impl Store {
     async fn create_parent(&self, parent: Parent, first_pr: Option<&TaskPr>) -> StoreResult<()> {
         parent.validate_new()?;
         let reference = parent.reference();
-        match self.parents.insert_parent(&parent, first_pr).await? {
+        match self
+            .retry("storing the parent", || {
+                self.parents.insert_parent(&parent, first_pr)
+            })
+            .await?
+        {
             ParentInsert::Inserted => Ok(()),
             ParentInsert::AlreadyExists => {
                 let stored = self.require(&reference).await?;
                 let same_pr = match first_pr {
                     None => true,
-                    Some(pr) => self.parents.load_task_pr(&pr.id).await?.as_ref() == Some(pr),
+                    Some(pr) => {
+                        self.retry("loading the task PR", || self.parents.load_task_pr(&pr.id))
+                            .await?
+                            .as_ref()
+                            == Some(pr)
+                    }
                 };
                 if stored.value == parent && same_pr {
                     Ok(())
@@ -319,7 +371,10 @@ impl Store {
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Parent>> {
         let _call = CallTimer::start();
-        Ok(self.parents.load_parent(reference).await?.map(|v| v.value))
+        Ok(self
+            .retry("loading the parent", || self.parents.load_parent(reference))
+            .await?
+            .map(|v| v.value))
     }
 
     /// Loads a wave.
@@ -380,7 +435,8 @@ impl Store {
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, pr = %id))]
     pub async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
         let _call = CallTimer::start();
-        self.parents.load_task_pr(id).await
+        self.retry("loading the task PR", || self.parents.load_task_pr(id))
+            .await
     }
 
     /// Records `process` as the parent's new body. Its generation must be
@@ -406,7 +462,12 @@ impl Store {
             let next = current
                 .value
                 .record_body(process.clone(), self.clock.now())?;
-            match self.parents.swap_parent(current.version, &next).await? {
+            match self
+                .retry("storing the parent", || {
+                    self.parents.swap_parent(current.version, &next)
+                })
+                .await?
+            {
                 SwapOutcome::Swapped => return Ok(next),
                 SwapOutcome::Lost => lost_a_race("the parent"),
             }
@@ -418,8 +479,7 @@ impl Store {
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Versioned<Parent>> {
-        self.parents
-            .load_parent(reference)
+        self.retry("loading the parent", || self.parents.load_parent(reference))
             .await?
             .ok_or_else(|| not_found(reference))
     }
@@ -496,14 +556,22 @@ impl Store {
         options: &OpenOptions,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         request.validate()?;
-        for _ in 0..MAX_RACE_ATTEMPTS {
+        // The handoffs this call tried to insert. An insert whose reply was
+        // lost may have committed: the next round then finds it, and the
+        // domain replays it (C3, C12), as created by this call.
+        let mut tried = Vec::new();
+        let mut retries = Retries::new(self.retry_window);
+        let mut lost = 0;
+        while lost < MAX_RACE_ATTEMPTS {
             let ParentWithActive {
                 parent,
                 active,
                 at_step,
             } = self
-                .parents
-                .load_parent_with_active(&request.parent, options.step.as_ref())
+                .retry("loading the parent", || {
+                    self.parents
+                        .load_parent_with_active(&request.parent, options.step.as_ref())
+                })
                 .await?
                 .ok_or_else(|| not_found(&request.parent))?;
             let decision = decide_open_with(
@@ -516,19 +584,33 @@ impl Store {
                 self.clock.now(),
             )?;
             match decision {
-                OpenDecision::Replay(existing) => return Ok((existing, false)),
+                OpenDecision::Replay(existing) => {
+                    let created = tried.contains(&existing.id);
+                    return Ok((existing, created));
+                }
                 OpenDecision::Create(created) => {
+                    tried.push(created.id.clone());
                     match self
                         .handoffs
                         .insert(&created, parent.version, &self.actor)
-                        .await?
+                        .await
                     {
-                        InsertOutcome::Inserted => return Ok((created, true)),
+                        Ok(InsertOutcome::Inserted) => return Ok((created, true)),
                         // Another writer got there first: decide again on
                         // what it stored.
-                        InsertOutcome::ParentBusy
-                        | InsertOutcome::ParentChanged
-                        | InsertOutcome::StepTaken => lost_a_race("the parent's open"),
+                        Ok(
+                            InsertOutcome::ParentBusy
+                            | InsertOutcome::ParentChanged
+                            | InsertOutcome::StepTaken,
+                        ) => {
+                            lost += 1;
+                            lost_a_race("the parent's open");
+                        }
+                        // Not the same insert again (its id may be stored
+                        // by now): the next round reads what is stored.
+                        Err(error) => {
+                            retries.after_failure("storing the handoff", error).await?;
+                        }
                     }
                 }
             }
@@ -547,8 +629,7 @@ impl Store {
     ) -> StoreResult<Option<InteractiveHandoff>> {
         let _call = CallTimer::start();
         Ok(self
-            .handoffs
-            .load(id)
+            .retry("loading the handoff", || self.handoffs.load(id))
             .await?
             .map(|versioned| versioned.value))
     }
@@ -563,11 +644,11 @@ impl Store {
         parent: Option<&InteractiveHandoffParent>,
     ) -> StoreResult<Vec<InteractiveHandoff>> {
         let _call = CallTimer::start();
-        self.handoffs
-            .list(&ListQuery {
-                parent: parent.cloned(),
-                ..ListQuery::default()
-            })
+        let query = ListQuery {
+            parent: parent.cloned(),
+            ..ListQuery::default()
+        };
+        self.retry("listing handoffs", || self.handoffs.list(&query))
             .await
     }
 
@@ -587,9 +668,15 @@ impl Store {
         query: &ListQuery,
     ) -> StoreResult<Vec<InteractiveHandoff>> {
         let _call = CallTimer::start();
-        let page = self.handoffs.list(query).await?;
+        let page = self
+            .retry("listing handoffs", || self.handoffs.list(query))
+            .await?;
         if let (true, Some(after)) = (page.is_empty(), &query.after) {
-            if self.handoffs.load(after).await?.is_none() {
+            if self
+                .retry("loading the handoff", || self.handoffs.load(after))
+                .await?
+                .is_none()
+            {
                 return Err(StoreError::NotFound(format!(
                     "handoff {after}, the page's start, does not exist (it may have been \
                      pruned); list from the start again"
@@ -621,7 +708,11 @@ impl Store {
     ) -> StoreResult<PruneCount> {
         let _call = CallTimer::start();
         if dry_run {
-            return self.handoffs.count_prunable(finished_before).await;
+            return self
+                .retry("counting prunable handoffs", || {
+                    self.handoffs.count_prunable(finished_before)
+                })
+                .await;
         }
         self.prune_in_batches(finished_before, PRUNE_BATCH).await
     }
@@ -644,7 +735,11 @@ impl Store {
         }
         let mut removed = PruneCount::default();
         loop {
-            let count = self.handoffs.prune_batch(finished_before, batch).await?;
+            let count = self
+                .retry("pruning", || {
+                    self.handoffs.prune_batch(finished_before, batch)
+                })
+                .await?;
             if count.handoffs == 0 {
                 return Ok(removed);
             }
@@ -750,7 +845,11 @@ impl Store {
         let mut expired = Vec::new();
         let mut tried = std::collections::HashSet::new();
         loop {
-            let due = self.handoffs.due(self.clock.now(), EXPIRE_BATCH).await?;
+            let due = self
+                .retry("reading due handoffs", || {
+                    self.handoffs.due(self.clock.now(), EXPIRE_BATCH)
+                })
+                .await?;
             let fresh: Vec<_> = due
                 .into_iter()
                 .filter(|id| tried.insert(id.clone()))
@@ -780,8 +879,15 @@ impl Store {
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, handoff = %id))]
     pub async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
         let _call = CallTimer::start();
-        let events = self.handoffs.history(id).await?;
-        if events.is_empty() && self.handoffs.load(id).await?.is_none() {
+        let events = self
+            .retry("reading the history", || self.handoffs.history(id))
+            .await?;
+        if events.is_empty()
+            && self
+                .retry("loading the handoff", || self.handoffs.load(id))
+                .await?
+                .is_none()
+        {
             return Err(StoreError::NotFound(format!("handoff {id} does not exist")));
         }
         Ok(events)
@@ -871,8 +977,9 @@ impl Store {
         // the swap may still take the wake over, and its successor takes it
         // over in turn when it claims. One generation holds it at a time.
         let parent = self
-            .parents
-            .load_parent(&handoff.parent)
+            .retry("loading the parent", || {
+                self.parents.load_parent(&handoff.parent)
+            })
             .await?
             .ok_or_else(|| not_found(&handoff.parent))?;
         if parent.value.body_generation() != parent_generation {
@@ -918,8 +1025,9 @@ impl Store {
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         for _ in 0..MAX_RACE_ATTEMPTS {
             match self
-                .handoffs
-                .transition(id, decide.clone(), &self.actor)
+                .retry("changing the handoff", || {
+                    self.handoffs.transition(id, decide.clone(), &self.actor)
+                })
                 .await?
             {
                 None => return Err(StoreError::NotFound(format!("handoff {id} does not exist"))),

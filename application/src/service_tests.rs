@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
@@ -409,12 +410,158 @@ async fn a_repository_failure_surfaces_as_unavailable() {
             "server gone",
         ))
     });
-    let store = build(MockHandoffRepository::new(), parents, MockClock::new());
+    // Without a retry window an unreachable server fails the call at once.
+    let store = build(MockHandoffRepository::new(), parents, MockClock::new())
+        .with_retry_window(Duration::ZERO);
     assert!(store
         .open_interactive_handoff(request())
         .await
         .unwrap_err()
         .is_unavailable());
+}
+
+fn unreachable() -> StoreError {
+    StoreError::unavailable(UnavailableKind::Unreachable, "server gone")
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_retried_within_the_window_then_named() {
+    let mut handoffs = MockHandoffRepository::new();
+    handoffs
+        .expect_transition()
+        .returning(|_, _, _| Err(unreachable()));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0))
+        .with_retry_window(Duration::from_millis(100));
+    assert_eq!(store.retry_window(), Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let err = store
+        .attach_interactive_handoff(&handoff_id())
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(60));
+    assert_eq!(err.unavailable_kind(), Some(UnavailableKind::Unreachable));
+    assert!(
+        err.message()
+            .contains("gave up on changing the handoff after"),
+        "{err}"
+    );
+    assert!(UnavailableKind::Unreachable.is_transient());
+}
+
+#[tokio::test]
+async fn other_unavailable_kinds_are_not_retried() {
+    for kind in [
+        UnavailableKind::Locked,
+        UnavailableKind::Contended,
+        UnavailableKind::Damaged,
+        UnavailableKind::Io,
+        UnavailableKind::Refused,
+        UnavailableKind::Other,
+    ] {
+        let mut handoffs = MockHandoffRepository::new();
+        handoffs
+            .expect_transition()
+            .times(1)
+            .returning(move |_, _, _| Err(StoreError::unavailable(kind, "no")));
+        let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+        let err = store
+            .attach_interactive_handoff(&handoff_id())
+            .await
+            .unwrap_err();
+        assert_eq!(err.unavailable_kind(), Some(kind));
+    }
+}
+
+#[tokio::test]
+async fn a_finish_whose_reply_was_lost_is_retried_and_replays_its_own_result() {
+    let mut handoffs = MockHandoffRepository::new();
+    let mut seq = mockall::Sequence::new();
+    // The first attempt commits, then the connection dies before the reply.
+    handoffs
+        .expect_transition()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, decide, _| {
+            decided_on(&waiting(), &decide, Expect::Write)?;
+            Err(unreachable())
+        });
+    // The retry finds the finish stored: a replay, nothing written.
+    handoffs
+        .expect_transition()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
+    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    let result = store
+        .finish_interactive_handoff(&handoff_id(), &completed())
+        .await
+        .unwrap();
+    assert_eq!(result, finished(&completed()));
+}
+
+#[tokio::test]
+async fn an_open_whose_insert_reply_was_lost_returns_its_handoff_as_created() {
+    let mut handoffs = MockHandoffRepository::new();
+    let mut parents = MockParentRegistry::new();
+    let mut seq = mockall::Sequence::new();
+    parents
+        .expect_load_parent_with_active()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| wave_snapshot(wave(), 1, None));
+    let stored = Arc::new(std::sync::Mutex::new(None));
+    let inserted = stored.clone();
+    // The insert commits, then the connection dies before the reply.
+    handoffs
+        .expect_insert()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |handoff, _, _| {
+            *inserted.lock().unwrap() = Some(handoff.clone());
+            Err(unreachable())
+        });
+    // Not the same insert again: the next round reads the stored handoff.
+    let found = stored.clone();
+    parents
+        .expect_load_parent_with_active()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_, _| wave_snapshot(wave(), 1, found.lock().unwrap().clone()));
+    let store = build(handoffs, parents, clock_at(T0));
+    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    assert!(
+        created,
+        "the handoff this call stored is reported as created"
+    );
+    assert_eq!(Some(handoff), stored.lock().unwrap().clone());
+}
+
+#[tokio::test]
+async fn a_parent_insert_whose_reply_was_lost_is_created_on_the_retry() {
+    let mut parents = MockParentRegistry::new();
+    let mut seq = mockall::Sequence::new();
+    parents
+        .expect_insert_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Err(unreachable()));
+    parents
+        .expect_insert_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(ParentInsert::AlreadyExists));
+    parents
+        .expect_load_parent()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Versioned {
+                value: Parent::Wave(wave()),
+                version: 1,
+            }))
+        });
+    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
+    store.create_wave(&wave()).await.unwrap();
 }
 
 #[tokio::test]

@@ -38,6 +38,9 @@ use crate::service::Store;
 /// before it reads again: the bound on what a lost signal can cost.
 pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
 
+/// How long a wait pauses between reads while its server is unreachable.
+const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
+
 /// How many events one read of a watcher takes at most.
 const WATCH_BATCH: usize = 256;
 
@@ -161,7 +164,11 @@ impl Watcher {
                     return Ok(Some(event));
                 }
             }
-            let batch = self.log.events_after(self.position, WATCH_BATCH).await?;
+            let (log, after) = (&self.log, self.position);
+            let batch = crate::retry::retry(self.store.retry_window(), "reading events", || {
+                log.events_after(after, WATCH_BATCH)
+            })
+            .await?;
             if let Some(bad) = batch.iter().find(|event| event.position <= self.position) {
                 return Err(StoreError::unavailable(
                     UnavailableKind::Other,
@@ -284,14 +291,25 @@ impl Store {
         let until = timeout.map(|timeout| Instant::now() + timeout);
         let mut changes = log.changes().await?;
         loop {
-            let handoff = self
-                .get_interactive_handoff(id)
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
-            let handoff = if handoff.is_due(self.now()) {
-                self.expire_if_due(id).await?
-            } else {
-                handoff
+            let read = match self.get_interactive_handoff(id).await {
+                Ok(Some(handoff)) if handoff.is_due(self.now()) => self.expire_if_due(id).await,
+                Ok(Some(handoff)) => Ok(handoff),
+                Ok(None) => Err(StoreError::NotFound(format!("handoff {id} does not exist"))),
+                Err(error) => Err(error),
+            };
+            let handoff = match read {
+                Ok(handoff) => handoff,
+                // The server is down for longer than the retry window: a
+                // wait rides it out up to its own timeout.
+                Err(error)
+                    if error.unavailable_kind() == Some(UnavailableKind::Unreachable)
+                        && until.is_none_or(|until| Instant::now() < until) =>
+                {
+                    tracing::info!("waiting on: {error}");
+                    changes.changed(UNREACHABLE_PAUSE).await?;
+                    continue;
+                }
+                Err(error) => return Err(error),
             };
             if !handoff.is_active() {
                 return Ok(Waited::Ended(handoff));

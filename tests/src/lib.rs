@@ -18,6 +18,10 @@
 //! - [`contract`] holds at least one scenario per store clause C1-C11,
 //!   named after its clause; [`steps`], [`deadlines`], [`history`],
 //!   [`watch`] and [`prune`] those of C12-C17.
+//! - [`faults`] holds the transient faults (C18): a write whose reply is
+//!   lost after it committed is retried and returns its committed result.
+//! - [`own_postgres`] starts, restarts and stops a PostgreSQL server of a
+//!   test's own (`tests/own_postgres.rs`).
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -37,9 +41,11 @@ pub mod archive;
 pub mod backends;
 pub mod contract;
 pub mod deadlines;
+pub mod faults;
 pub mod fixtures;
 pub mod history;
 pub mod hostile;
+pub mod own_postgres;
 pub mod prune;
 pub mod rng;
 pub mod seed;
@@ -257,6 +263,10 @@ macro_rules! conformance_tests {
             c17_an_export_during_writes_is_one_consistent_snapshot,
             c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
         );
+        $crate::conformance_tests!(@faults $backend;
+            transient_a_write_whose_reply_was_lost_returns_its_committed_result,
+            transient_without_a_retry_window_a_lost_reply_is_unreachable,
+        );
         $crate::conformance_tests!(@hostile $backend;
             hostile_strings_are_stored_exactly_or_refused,
             c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
@@ -339,6 +349,16 @@ macro_rules! conformance_tests {
             $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
             $crate::run($backend(), |backend| {
                 Box::pin(async move { $crate::archive::$name(&*backend).await })
+            })
+            .await;
+        }
+    )*};
+    (@faults $backend:path; $($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $name() {
+            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+            $crate::run($backend(), |backend| {
+                Box::pin(async move { $crate::faults::$name(&*backend).await })
             })
             .await;
         }

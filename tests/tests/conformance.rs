@@ -33,6 +33,7 @@ mod postgres {
         foreign_schema_is_left_untouched,
         each_schema_is_a_separate_store,
         an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing,
+        terminated_sessions_are_ridden_out_by_the_next_call,
     );
 
     // TLS to the test server; skipped, saying why, without

@@ -518,12 +518,16 @@ impl Dialect for Server {
                      pool_size in the store URL or raise the server's max_connections"
                     ),
                 ),
-                "57P01" | "57P02" | "57P03" => (
+                // Terminated by an administrator (57P01), a crash of
+                // another session (57P02), starting up or shutting down
+                // (57P03), an idle session closed by the server (57P05):
+                // a later attempt on a new connection may pass.
+                "57P01" | "57P02" | "57P03" | "57P05" => (
                     UnavailableKind::Unreachable,
                     format!(
-                    "PostgreSQL at {address} is shutting down or starting up ({detail}); retry \
-                     once it is up"
-                ),
+                        "PostgreSQL at {address} ended the session or is restarting ({detail}); \
+                     retry once it is up"
+                    ),
                 ),
                 "42501" => (
                     UnavailableKind::PermissionDenied,

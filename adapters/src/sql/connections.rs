@@ -140,16 +140,27 @@ impl<C: Connection> fmt::Debug for Connections<C> {
 
 impl<C: Connection> Lease<'_, C> {
     /// A statement on this connection failed with `error`: an I/O,
-    /// protocol, TLS or worker error means the connection is broken, and it
-    /// is dropped instead of given back.
+    /// protocol, TLS or worker error means the connection is broken, and so
+    /// does a server error that ends the session (PostgreSQL's classes 08,
+    /// connection exception, and 57P, such as `57P01` when an administrator
+    /// terminated it or the server shuts down): it is dropped instead of
+    /// given back, so a retry gets a fresh connection.
     pub(crate) fn failed(&mut self, error: &sqlx::Error) {
-        if matches!(
-            error,
-            sqlx::Error::Io(_)
-                | sqlx::Error::Protocol(_)
-                | sqlx::Error::Tls(_)
-                | sqlx::Error::WorkerCrashed
-        ) {
+        let ends_session = match error {
+            sqlx::Error::Database(db) => db
+                .code()
+                .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+            _ => false,
+        };
+        if ends_session
+            || matches!(
+                error,
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Protocol(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::WorkerCrashed
+            )
+        {
             self.broken = true;
         }
     }

@@ -601,6 +601,92 @@ pub mod scenarios {
         assert!(schemas.is_empty(), "the refused store created its schema");
     }
 
+    /// Ends every server session of the store whose connections carry
+    /// `name` as their `application_name` (only this test's: other tests
+    /// run on the same server), waits until they are gone, and returns how
+    /// many there were.
+    async fn terminate_sessions(backend: &PostgresBackend, name: &str) -> usize {
+        let ended = backend
+            .texts(&format!(
+                "SELECT count(pg_catalog.pg_terminate_backend(pid))::text \
+                 FROM pg_catalog.pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_catalog.pg_backend_pid() \
+                 AND application_name = '{name}'"
+            ))
+            .await;
+        let ended: usize = ended[0].as_deref().unwrap().parse().unwrap();
+        for _ in 0..500 {
+            let left = backend
+                .texts(&format!(
+                    "SELECT count(*)::text FROM pg_catalog.pg_stat_activity \
+                     WHERE application_name = '{name}'"
+                ))
+                .await;
+            if left[0].as_deref() == Some("0") {
+                return ended;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the sessions named {name} did not end");
+    }
+
+    /// Every server session of a store is terminated
+    /// (`pg_terminate_backend`, as an administrator or a failover does)
+    /// between calls: without a retry window the next call fails as
+    /// `Unreachable`; with the default one each call of a whole lifecycle
+    /// succeeds on a fresh connection (C18, transient faults).
+    pub async fn terminated_sessions_are_ridden_out_by_the_next_call(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("{}_term", backend.schema());
+        let store = open_store(&backend.tls_config(&name, &[])).await.unwrap();
+        assert_eq!(
+            store.retry_window(),
+            lf_handoff_adapters::DEFAULT_RETRY_WINDOW
+        );
+        let opened = open_on_new_wave(&store, dir.path()).await;
+
+        // Without retries, the fault is what the caller sees.
+        assert!(terminate_sessions(backend, &name).await >= 1);
+        let impatient = store.clone().with_retry_window(Duration::ZERO);
+        match impatient.get_interactive_handoff(&opened.id).await {
+            Err(error) => assert_eq!(
+                error.unavailable_kind(),
+                Some(UnavailableKind::Unreachable),
+                "{error}"
+            ),
+            Ok(_) => panic!("a call on a terminated session succeeded without a retry"),
+        }
+        // The broken connection was dropped: the next call connects again.
+        assert_eq!(
+            store.get_interactive_handoff(&opened.id).await.unwrap(),
+            Some(opened.clone())
+        );
+
+        assert!(terminate_sessions(backend, &name).await >= 1);
+        let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
+        assert!(terminate_sessions(backend, &name).await >= 1);
+        let outcome = crate::fixtures::outcome(0);
+        let finished = store
+            .finish_interactive_handoff(&opened.id, &outcome)
+            .await
+            .unwrap();
+        assert_eq!(finished.attached_at, attached.attached_at);
+        assert!(terminate_sessions(backend, &name).await >= 1);
+        assert!(store
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap());
+        assert!(terminate_sessions(backend, &name).await >= 1);
+        let stored = store
+            .get_interactive_handoff(&opened.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.wake_claimed_by_generation, Some(1));
+        assert_eq!(stored.outcome, Some(outcome));
+        assert_eq!(store.history(&opened.id).await.unwrap().len(), 4);
+    }
+
     /// The schema named in the URL is created and holds the tables; two
     /// schemas on one server are separate registries.
     pub async fn each_schema_is_a_separate_store(backend: &PostgresBackend) {

@@ -1,0 +1,453 @@
+//! Transient faults (contract C18, "Transient faults"): a write whose
+//! connection dies after the commit but before the reply is retried by the
+//! `Store`, and the retry returns the committed result, with exactly one
+//! event in the history for it.
+//!
+//! [`LostReplies`] wraps a real backend's ports: once armed for a kind of
+//! write, the next such write is performed for real and then reported as
+//! `Unavailable` of kind `Unreachable`, as a server whose connection died
+//! at that moment would. The scenarios run on every backend.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
+use lf_handoff_adapters::domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_adapters::domain::interactive_handoff::{
+    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
+    OpenOptions, StepKey,
+};
+use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_adapters::domain::task::TaskPr;
+use lf_handoff_adapters::ports::{
+    Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
+    ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
+};
+use lf_handoff_adapters::{
+    open_ports, GenerateId as _, Store, StoreError, StoreResult, SystemClock, UnavailableKind,
+    UuidV7Ids,
+};
+use tempfile::TempDir;
+use time::OffsetDateTime;
+
+use crate::fixtures::{
+    body, location, new_wave, outcome, project, task, task_request, wave_request,
+};
+use crate::Backend;
+
+/// The kind of write whose reply [`LostReplies`] loses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// `HandoffRepository::insert` (open).
+    Insert,
+    /// `HandoffRepository::transition` (attach, finish, extend, claim).
+    Transition,
+    /// `ParentRegistry::insert_parent` (create a parent).
+    InsertParent,
+    /// `ParentRegistry::swap_parent` (record a body).
+    SwapParent,
+}
+
+/// A backend's ports that lose the reply of one armed write: the write is
+/// performed, then `Unreachable` is returned instead of its result.
+#[derive(Debug)]
+pub struct LostReplies {
+    handoffs: Arc<dyn HandoffRepository>,
+    parents: Arc<dyn ParentRegistry>,
+    armed: Mutex<Option<Fault>>,
+    lost: AtomicUsize,
+}
+
+impl LostReplies {
+    /// Wraps `handoffs` and `parents`, nothing armed.
+    pub fn new(handoffs: Arc<dyn HandoffRepository>, parents: Arc<dyn ParentRegistry>) -> Self {
+        Self {
+            handoffs,
+            parents,
+            armed: Mutex::new(None),
+            lost: AtomicUsize::new(0),
+        }
+    }
+
+    /// Loses the reply of the next write of kind `fault` that changes the
+    /// store.
+    pub fn arm(&self, fault: Fault) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(fault);
+    }
+
+    /// Whether a fault is armed and has not fired yet.
+    pub fn is_armed(&self) -> bool {
+        self.armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// How many replies were lost so far.
+    pub fn lost(&self) -> usize {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// After a write of kind `fault` committed: its reply, or the lost
+    /// connection's error when that fault was armed (it fires once).
+    fn reply<T>(&self, fault: Fault, committed: T) -> StoreResult<T> {
+        let mut armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        if *armed != Some(fault) {
+            return Ok(committed);
+        }
+        *armed = None;
+        self.lost.fetch_add(1, Ordering::SeqCst);
+        Err(StoreError::unavailable(
+            UnavailableKind::Unreachable,
+            format!("the connection died after the {fault:?} committed (injected fault)"),
+        ))
+    }
+}
+
+#[async_trait]
+impl HandoffRepository for LostReplies {
+    async fn load(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+        self.handoffs.load(id).await
+    }
+
+    async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
+        self.handoffs.list(query).await
+    }
+
+    async fn insert(
+        &self,
+        handoff: &InteractiveHandoff,
+        parent_version: u64,
+        actor: &Actor,
+    ) -> StoreResult<InsertOutcome> {
+        match self.handoffs.insert(handoff, parent_version, actor).await? {
+            InsertOutcome::Inserted => self.reply(Fault::Insert, InsertOutcome::Inserted),
+            other => Ok(other),
+        }
+    }
+
+    async fn transition(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: Decision,
+        actor: &Actor,
+    ) -> StoreResult<Option<TransitionOutcome>> {
+        match self.handoffs.transition(id, decide, actor).await? {
+            Some(applied @ TransitionOutcome::Applied { .. }) => {
+                self.reply(Fault::Transition, Some(applied))
+            }
+            other => Ok(other),
+        }
+    }
+
+    async fn due(
+        &self,
+        now: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<Vec<InteractiveHandoffId>> {
+        self.handoffs.due(now, limit).await
+    }
+
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        self.handoffs.history(id).await
+    }
+
+    async fn count_prunable(&self, finished_before: OffsetDateTime) -> StoreResult<PruneCount> {
+        self.handoffs.count_prunable(finished_before).await
+    }
+
+    async fn prune_batch(
+        &self,
+        finished_before: OffsetDateTime,
+        limit: usize,
+    ) -> StoreResult<PruneCount> {
+        self.handoffs.prune_batch(finished_before, limit).await
+    }
+}
+
+#[async_trait]
+impl ParentRegistry for LostReplies {
+    async fn insert_parent<'a>(
+        &self,
+        parent: &Parent,
+        first_pr: Option<&'a TaskPr>,
+    ) -> StoreResult<ParentInsert> {
+        match self.parents.insert_parent(parent, first_pr).await? {
+            ParentInsert::Inserted => self.reply(Fault::InsertParent, ParentInsert::Inserted),
+            other => Ok(other),
+        }
+    }
+
+    async fn load_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Versioned<Parent>>> {
+        self.parents.load_parent(reference).await
+    }
+
+    async fn load_parent_with_active<'a>(
+        &self,
+        reference: &InteractiveHandoffParent,
+        step: Option<&'a StepKey>,
+    ) -> StoreResult<Option<ParentWithActive>> {
+        self.parents.load_parent_with_active(reference, step).await
+    }
+
+    async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {
+        match self.parents.swap_parent(expected, parent).await? {
+            SwapOutcome::Swapped => self.reply(Fault::SwapParent, SwapOutcome::Swapped),
+            other => Ok(other),
+        }
+    }
+
+    async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        self.parents.load_task_pr(id).await
+    }
+}
+
+/// A store in a new temporary directory (or the test's schema) whose ports
+/// lose the replies [`LostReplies::arm`] says.
+pub async fn store_losing_replies(backend: &dyn Backend) -> (TempDir, Store, Arc<LostReplies>) {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = open_ports(&backend.config(location(dir.path())))
+        .await
+        .unwrap();
+    let faulty = Arc::new(LostReplies::new(ports.handoffs, ports.parents));
+    let store = Store::new(
+        ports.backend,
+        faulty.clone(),
+        faulty.clone(),
+        Arc::new(SystemClock),
+        Arc::new(UuidV7Ids),
+    );
+    (dir, store, faulty)
+}
+
+/// Runs `write` with the reply of its `fault` lost, and checks that the
+/// fault fired (the write committed once) and the store retried past it.
+async fn losing<T>(
+    faulty: &LostReplies,
+    fault: Fault,
+    write: impl std::future::Future<Output = StoreResult<T>>,
+) -> T {
+    let lost = faulty.lost();
+    faulty.arm(fault);
+    let result = write
+        .await
+        .unwrap_or_else(|e| panic!("a write whose {fault:?} reply was lost failed: {e}"));
+    assert!(!faulty.is_armed(), "the {fault:?} fault did not fire");
+    assert_eq!(faulty.lost(), lost + 1);
+    result
+}
+
+/// The events of `id` in the store.
+async fn events(store: &Store, id: &InteractiveHandoffId) -> Vec<HandoffEvent> {
+    store.history(id).await.unwrap()
+}
+
+/// Every kind of write, its reply lost once after it committed: the store
+/// retries, and the retry finds the committed result and returns it (a
+/// created parent, a recorded body, an open reported as created, an
+/// attach, extend, finish and claim), with one event per change.
+pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result(
+    backend: &dyn Backend,
+) {
+    let (dir, store, faulty) = store_losing_replies(backend).await;
+
+    // Parents: a retried create finds the equal parent stored.
+    let wave = losing(&faulty, Fault::InsertParent, async {
+        let wave = lf_handoff_adapters::domain::wave::Wave::new(
+            lf_handoff_adapters::domain::id::WaveId::new(),
+            "product".into(),
+            dir.path().display().to_string(),
+        );
+        store.create_wave(&wave).await.map(|()| wave)
+    })
+    .await;
+    assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
+    let project = project(wave.id());
+    losing(
+        &faulty,
+        Fault::InsertParent,
+        store.create_project_session(&project),
+    )
+    .await;
+    assert_eq!(
+        store.get_project_session(&project.id).await.unwrap(),
+        Some(project.clone())
+    );
+    let (task, pr) = task(&project, dir.path());
+    losing(
+        &faulty,
+        Fault::InsertParent,
+        store.create_task_session(&task, &pr),
+    )
+    .await;
+    assert_eq!(
+        store.get_task_session(&task.id).await.unwrap(),
+        Some(task.clone())
+    );
+    assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr));
+
+    // A recorded body: the retry finds it current and returns the parent.
+    let reference = InteractiveHandoffParent::Task(task.id.clone());
+    let process: ChildProcessGeneration = body(5, Some("task-thread"));
+    let recorded = losing(
+        &faulty,
+        Fault::SwapParent,
+        store.record_body(&reference, process),
+    )
+    .await;
+    assert_eq!(recorded.body_generation(), 5);
+    assert_eq!(
+        store.get_parent(&reference).await.unwrap(),
+        Some(recorded.clone())
+    );
+    let Parent::Task(task) = recorded else {
+        panic!("a task's parent record is a task: {recorded:?}")
+    };
+
+    // Open: the retry finds the handoff this call stored, as created.
+    let (opened, created) = losing(
+        &faulty,
+        Fault::Insert,
+        store.open_interactive_handoff(task_request(&task)),
+    )
+    .await;
+    assert!(
+        created,
+        "the open that stored the handoff reports it created"
+    );
+    assert_eq!(
+        store.get_interactive_handoff(&opened.id).await.unwrap(),
+        Some(opened.clone())
+    );
+    assert_eq!(
+        store
+            .list_interactive_handoffs(Some(&reference))
+            .await
+            .unwrap(),
+        vec![opened.clone()],
+        "one handoff, not two"
+    );
+    assert_eq!(events(&store, &opened.id).await.len(), 1);
+
+    // Transitions: the retry is the domain's replay of what committed.
+    let attached = losing(
+        &faulty,
+        Fault::Transition,
+        store.attach_interactive_handoff(&opened.id),
+    )
+    .await;
+    assert_eq!(attached.status, InteractiveHandoffStatus::Attached);
+    assert_eq!(events(&store, &opened.id).await.len(), 2);
+
+    let until = OffsetDateTime::now_utc() + Duration::from_secs(3600);
+    let extended = losing(
+        &faulty,
+        Fault::Transition,
+        store.extend_interactive_handoff(&opened.id, until),
+    )
+    .await;
+    assert!(extended.expires_at.is_some());
+    assert_eq!(extended.attached_at, attached.attached_at);
+    assert_eq!(events(&store, &opened.id).await.len(), 3);
+
+    let finished = losing(
+        &faulty,
+        Fault::Transition,
+        store.finish_interactive_handoff(&opened.id, &outcome(0)),
+    )
+    .await;
+    assert_eq!(finished.status, InteractiveHandoffStatus::Completed);
+    assert_eq!(finished.outcome, Some(outcome(0)));
+    assert_eq!(events(&store, &opened.id).await.len(), 4);
+
+    let (claimed, after_claim) = losing(
+        &faulty,
+        Fault::Transition,
+        store.claim_interactive_handoff_wake_with_record(&opened.id, 5),
+    )
+    .await;
+    assert!(
+        claimed,
+        "the generation whose claim committed holds the wake"
+    );
+    assert_eq!(after_claim.wake_claimed_by_generation, Some(5));
+    assert_eq!(
+        store.get_interactive_handoff(&opened.id).await.unwrap(),
+        Some(after_claim)
+    );
+    assert_eq!(events(&store, &opened.id).await.len(), 5);
+
+    // Open at a step (C12): the same, and the step's handoff is that one.
+    let step = StepKey::parse("oauth-login@turn-3").unwrap();
+    let options = OpenOptions {
+        step: Some(step.clone()),
+        expires_at: None,
+    };
+    let (at_step, created) = losing(
+        &faulty,
+        Fault::Insert,
+        store.open_interactive_handoff_with(task_request(&task), &options),
+    )
+    .await;
+    assert!(created);
+    let (again, created_again) = store
+        .open_interactive_handoff_at_step(task_request(&task), &step)
+        .await
+        .unwrap();
+    assert!(!created_again);
+    assert_eq!(again, at_step);
+    assert_eq!(events(&store, &at_step.id).await.len(), 1);
+    assert_eq!(
+        store
+            .list_interactive_handoffs(Some(&reference))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+/// The same lost reply with a retry window of zero fails the call with
+/// `Unavailable` of kind `Unreachable`, although the write committed: what
+/// the retry window rides out is real.
+pub async fn transient_without_a_retry_window_a_lost_reply_is_unreachable(backend: &dyn Backend) {
+    let (dir, store, faulty) = store_losing_replies(backend).await;
+    let store = store.with_retry_window(Duration::ZERO);
+    assert_eq!(store.retry_window(), Duration::ZERO);
+    let wave = new_wave(&store, dir.path()).await;
+    let (opened, _) = store
+        .open_interactive_handoff(wave_request(&wave, dir.path()))
+        .await
+        .unwrap();
+    faulty.arm(Fault::Transition);
+    let error = store
+        .attach_interactive_handoff(&opened.id)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::Unreachable),
+        "{error}"
+    );
+    assert_eq!(faulty.lost(), 1);
+    let stored = store
+        .get_interactive_handoff(&opened.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, InteractiveHandoffStatus::Attached);
+    // Asking again is the replay the retry would have made.
+    assert_eq!(
+        store.attach_interactive_handoff(&opened.id).await.unwrap(),
+        stored
+    );
+    assert_eq!(events(&store, &opened.id).await.len(), 2);
+}

@@ -1,0 +1,108 @@
+//! Tests on a PostgreSQL server of their own ([`OwnPostgres`]), which they
+//! stop and start: a store rides out a restart of its server (C18,
+//! transient faults).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lf_handoff_adapters::{open_store, Store, StoreError};
+use lf_handoff_conformance::fixtures::{outcome, wave_request};
+use lf_handoff_conformance::own_postgres::{skip_or_fail, OwnPostgres};
+
+/// One lifecycle: a new wave, open, attach, finish and claim its wake.
+async fn lifecycle(store: &Store, dir: &std::path::Path, n: usize) -> Result<(), StoreError> {
+    let wave = lf_handoff_adapters::domain::wave::Wave::new(
+        <lf_handoff_adapters::domain::id::WaveId as lf_handoff_adapters::GenerateId>::new(),
+        format!("wave {n}"),
+        dir.display().to_string(),
+    );
+    store.create_wave(&wave).await?;
+    let (opened, created) = store
+        .open_interactive_handoff(wave_request(&wave, dir))
+        .await?;
+    assert!(created, "lifecycle {n}: the open created no handoff");
+    store.attach_interactive_handoff(&opened.id).await?;
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &outcome(n))
+        .await?;
+    assert_eq!(finished.outcome, Some(outcome(n)));
+    assert!(
+        store.claim_interactive_handoff_wake(&opened.id, 1).await?,
+        "lifecycle {n}: generation 1 does not hold the wake"
+    );
+    Ok(())
+}
+
+/// Waits (at most `limit`) until `done` passes `count`.
+async fn progress_past(done: &AtomicUsize, count: usize, limit: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if done.load(Ordering::SeqCst) > count {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Lifecycles run in a loop through one store while its server is stopped
+/// (`pg_ctl stop -m fast`, which terminates every session), left down for
+/// a second and started again: no call fails (the outage is shorter than
+/// the store's retry window), and lifecycles go on after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_rides_out_a_restart_of_its_server() {
+    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
+        Ok(Ok(server)) => Arc::new(server),
+        Ok(Err(reason)) => return skip_or_fail(&reason),
+        Err(panic) => panic!("starting the server panicked: {panic}"),
+    };
+    let store = open_store(&server.config("pool_size=2"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    let dir = tempfile::tempdir().unwrap();
+
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = tokio::spawn({
+        let (store, done, stop) = (store.clone(), done.clone(), stop.clone());
+        let dir = dir.path().to_path_buf();
+        async move {
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
+                lifecycle(&store, &dir, n).await.map_err(|e| {
+                    format!("lifecycle {n} failed after {:?}: {e}", started.elapsed())
+                })?;
+                n += 1;
+                done.store(n, Ordering::SeqCst);
+            }
+            Ok::<usize, String>(n)
+        }
+    });
+
+    assert!(
+        progress_past(&done, 2, Duration::from_secs(5)).await,
+        "no lifecycle completed before the restart"
+    );
+    let restart = server.clone();
+    tokio::task::spawn_blocking(move || restart.restart(Duration::from_secs(1)))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after_restart = done.load(Ordering::SeqCst);
+    let progressed = progress_past(&done, after_restart + 3, Duration::from_secs(10)).await;
+    stop.store(true, Ordering::SeqCst);
+    let finished = worker.await.unwrap();
+    let lifecycles = finished.unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    println!("{lifecycles} lifecycles, {after_restart} before the restart");
+    assert!(
+        progressed,
+        "lifecycles stalled after the restart ({lifecycles} in all, {after_restart} before)"
+    );
+    // Everything the loop was told is stored.
+    assert_eq!(
+        store.list_interactive_handoffs(None).await.unwrap().len(),
+        lifecycles
+    );
+}
