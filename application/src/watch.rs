@@ -113,7 +113,10 @@ pub enum Waited {
 pub struct Watcher {
     store: Store,
     log: Arc<dyn EventLog>,
-    changes: Box<dyn Changes>,
+    /// Subscribed the first time the watcher has to sleep (then it reads
+    /// once more before it sleeps), so a watcher that only catches up
+    /// never holds the backend's signal.
+    changes: Option<Box<dyn Changes>>,
     filter: WatchFilter,
     position: u64,
     ready: VecDeque<HandoffEvent>,
@@ -186,7 +189,14 @@ impl Watcher {
             if left.is_zero() {
                 return Ok(None);
             }
-            self.changes.changed(left.min(SAFETY_RECHECK)).await?;
+            match &mut self.changes {
+                Some(changes) => {
+                    changes.changed(left.min(SAFETY_RECHECK)).await?;
+                }
+                // Subscribed before the next read, so nothing committed
+                // after that read goes unsignalled.
+                None => self.changes = Some(self.log.changes().await?),
+            }
         }
     }
 
@@ -240,13 +250,10 @@ impl Store {
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend(), from))]
     pub async fn watch(&self, from: u64, filter: WatchFilter) -> StoreResult<Watcher> {
         let log = self.event_log()?;
-        // Subscribe before the first read, so nothing committed between
-        // the read and the sleep goes unsignalled.
-        let changes = log.changes().await?;
         Ok(Watcher {
             store: self.clone(),
             log,
-            changes,
+            changes: None,
             filter,
             position: from,
             ready: VecDeque::new(),
@@ -260,12 +267,11 @@ impl Store {
     /// As [`watch`](Self::watch).
     pub async fn watch_new(&self, filter: WatchFilter) -> StoreResult<Watcher> {
         let log = self.event_log()?;
-        let changes = log.changes().await?;
         let from = log.last_position().await?;
         Ok(Watcher {
             store: self.clone(),
             log,
-            changes,
+            changes: None,
             filter,
             position: from,
             ready: VecDeque::new(),

@@ -147,6 +147,14 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
         timeout: Option<Duration>,
     },
+    /// Print history events as they happen, one per line, and optionally
+    /// run a program for each (C16).
+    ///
+    /// Without --from it starts with the events from now on; every line
+    /// carries the event's position, and --from POS resumes after it
+    /// (--from 0: the whole history first). With --json each line is one
+    /// JSON object.
+    Watch(WatchArgs),
     /// Write the whole registry (parents, task PRs, handoffs, events) as
     /// versioned JSON lines, to stdout or --output FILE.
     ///
@@ -314,6 +322,33 @@ pub struct OpenArgs {
     /// The attach command, after `--`; it is run without a shell.
     #[arg(last = true, required = true, value_name = "ARGV")]
     pub argv: Vec<String>,
+}
+
+/// `watch`
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Only the events of this parent's handoffs (wave:ID, project:ID or
+    /// task:ID).
+    #[arg(long, value_name = "REF", value_parser = parse_parent)]
+    pub parent: Option<InteractiveHandoffParent>,
+    /// Start after this position (a position a line printed; 0 for the
+    /// whole history); default: from now on.
+    #[arg(long, value_name = "POS")]
+    pub from: Option<u64>,
+    /// Stop after this many events.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Run PROG ARGS... for every event (no shell), the event as one JSON
+    /// line on its standard input; a failure is reported and watching goes
+    /// on. Everything after --exec is the program and its arguments.
+    #[arg(
+        long,
+        value_name = "PROG",
+        num_args = 1..,
+        allow_hyphen_values = true,
+        trailing_var_arg = true
+    )]
+    pub exec: Vec<std::ffi::OsString>,
 }
 
 /// `list`

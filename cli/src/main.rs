@@ -43,6 +43,7 @@ mod output;
 mod parents;
 mod store_select;
 mod wait;
+mod watch;
 
 use std::process::{Command as Process, ExitCode};
 
@@ -125,6 +126,23 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
         _ => None,
     };
+    // sled lets one process open a store: these two hold it only while
+    // they read, so other commands can run meanwhile.
+    if let lf_handoff_adapters::StorageConfig::Sled(_) = &config {
+        match &cli.command {
+            Command::Wait { id, timeout } => {
+                return wait::wait_reopening(&config, cli.json, id, *timeout)
+                    .await
+                    .map(|()| None)
+            }
+            Command::Watch(args) => {
+                return watch::watch_reopening(&config, cli.json, args)
+                    .await
+                    .map(|()| None)
+            }
+            _ => {}
+        }
+    }
     let ctx = Context::open(&config, cli.json, actor).await?;
     if let Some(target) = export_target {
         return archive::export(&ctx, target).await.map(|()| None);
@@ -195,6 +213,7 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Expire => handoffs::expire(&ctx).await?,
         Command::History { id } => handoffs::history(&ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
+        Command::Watch(args) => watch::watch(&ctx, &args).await?,
         Command::Demo
         | Command::Completions { .. }
         | Command::Export { .. }

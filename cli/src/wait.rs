@@ -1,19 +1,28 @@
 //! `wait`: blocks until a handoff is finished, then prints it.
 //!
-//! The store is polled with backoff: 50 ms at first, doubling up to one
-//! second, so a finish is seen quickly without hammering the store while a
-//! person works. A handoff with a deadline is polled again right when the
-//! deadline passes; a due one is expired then (`expire_if_due`, C14) and
-//! printed like any finished handoff, exit 0: its `status` (`expired`)
-//! says how it ended, as it does for `failed`. No backend offers change notifications through the store
-//! port yet; when one does, this is the one place to use it. A spinner
-//! shows on stderr only when stderr is a terminal.
+//! On SQLite and PostgreSQL it is the library's `Store::wait` (C16): it
+//! sleeps on the store's change signal (`PRAGMA data_version`, `LISTEN`),
+//! so a finish reaches it within milliseconds and an idle wait costs the
+//! store nothing but that signal. A handoff whose deadline passes while
+//! waiting is expired then (`expire_if_due`, C14) and printed like any
+//! finished handoff, exit 0: its `status` (`expired`) says how it ended,
+//! as it does for `failed`.
+//!
+//! sled lets one process open a store at a time, so on sled `wait` opens
+//! the store only while it reads and closes it between reads (50 ms at
+//! first, doubling up to one second), and a store another process holds
+//! at that moment is read again after the pause: the person can finish
+//! the handoff from another terminal meanwhile. A spinner shows on stderr
+//! only when stderr is a terminal.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
+use lf_handoff_adapters::domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffStatus,
+};
+use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind, Waited};
 
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
@@ -35,59 +44,119 @@ pub async fn wait(
     timeout: Option<Duration>,
 ) -> CliResult<()> {
     let started = Instant::now();
+    let first = load(ctx, id).await?;
+    let mut spinner = Spinner::new();
+    let waiting = ctx.store.wait(id, timeout);
+    tokio::pin!(waiting);
+    let waited = loop {
+        tokio::select! {
+            waited = &mut waiting => break waited,
+            () = tokio::time::sleep(SPINNER_TICK), if spinner.active() => {
+                spinner.tick(id, first.status, started.elapsed());
+            }
+        }
+    };
+    spinner.clear();
+    match waited.map_err(|e| ctx.fail(e))? {
+        Waited::Ended(handoff) => print_handoff(ctx, &handoff),
+        Waited::TimedOut(handoff) => {
+            Err(timed_out(id, timeout.unwrap_or_default(), handoff.status))
+        }
+    }
+}
+
+/// [`wait`] on a store that one process may open at a time (sled): the
+/// store is opened for each read and closed between reads.
+///
+/// # Errors
+/// As [`wait`]; a store that stays locked by another process is read again
+/// until the timeout.
+pub async fn wait_reopening(
+    config: &StorageConfig,
+    json: bool,
+    id: &InteractiveHandoffId,
+    timeout: Option<Duration>,
+) -> CliResult<()> {
+    let started = Instant::now();
     let deadline = timeout.map(|timeout| started + timeout);
     let mut spinner = Spinner::new();
-    let mut backoff = FIRST_POLL;
+    let mut pause = FIRST_POLL;
+    let mut status = None;
     loop {
-        let delay = backoff;
-        let handoff = load(ctx, id).await;
-        let handoff = match handoff {
-            Ok(handoff) => handoff,
+        match read_once(config, json, id).await {
+            Ok(Read::Ended(ctx, handoff)) => {
+                spinner.clear();
+                return print_handoff(&ctx, &handoff);
+            }
+            Ok(Read::Active(handoff)) => status = Some(handoff.status),
+            Ok(Read::Locked) => {}
             Err(error) => {
                 spinner.clear();
                 return Err(error);
             }
-        };
-        let handoff = if handoff.is_due(ctx.store.now()) {
-            match ctx.store.expire_if_due(id).await {
-                Ok(handoff) => handoff,
-                Err(error) => {
-                    spinner.clear();
-                    return Err(ctx.fail(error));
-                }
-            }
-        } else {
-            handoff
-        };
-        if !handoff.is_active() {
-            spinner.clear();
-            return print_handoff(ctx, &handoff);
         }
-        // Poll again no later than the deadline (a moment after, so it is
-        // due then).
-        let to_deadline = handoff.expires_at.map(|at| {
-            let left = at - ctx.store.now();
-            Duration::try_from(left).unwrap_or(Duration::ZERO) + Duration::from_millis(1)
-        });
-        let delay = to_deadline.map_or(delay, |left| delay.min(left));
         let now = Instant::now();
-        if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
-            if now >= deadline {
-                spinner.clear();
-                return Err(timed_out(id, timeout, handoff.status));
-            }
+        if deadline.is_some_and(|deadline| now >= deadline) {
+            spinner.clear();
+            return Err(timed_out(
+                id,
+                timeout.unwrap_or_default(),
+                status.unwrap_or(InteractiveHandoffStatus::Waiting),
+            ));
         }
-        let next_poll = deadline.map_or(now + delay, |deadline| (now + delay).min(deadline));
-        while Instant::now() < next_poll {
-            spinner.tick(id, handoff.status, started.elapsed());
+        let next = deadline.map_or(now + pause, |deadline| (now + pause).min(deadline));
+        while Instant::now() < next {
+            if let Some(status) = status {
+                spinner.tick(id, status, started.elapsed());
+            }
             let nap = if spinner.active() {
                 SPINNER_TICK
             } else {
-                delay
+                pause
             };
-            tokio::time::sleep(nap.min(next_poll.saturating_duration_since(Instant::now()))).await;
+            tokio::time::sleep(nap.min(next.saturating_duration_since(Instant::now()))).await;
         }
-        backoff = (backoff * 2).min(LONGEST_POLL);
+        pause = (pause * 2).min(LONGEST_POLL);
+    }
+}
+
+/// What one read of [`wait_reopening`] found.
+enum Read {
+    /// Terminal: the handoff, and the store still open to print it.
+    Ended(Context, InteractiveHandoff),
+    /// Still active; the store is closed again.
+    Active(InteractiveHandoff),
+    /// Another process holds the store right now.
+    Locked,
+}
+
+async fn read_once(
+    config: &StorageConfig,
+    json: bool,
+    id: &InteractiveHandoffId,
+) -> CliResult<Read> {
+    let store = match open_store(config).await {
+        Ok(store) => store,
+        Err(error) if error.unavailable_kind() == Some(UnavailableKind::Locked) => {
+            return Ok(Read::Locked)
+        }
+        Err(error) => return Err(CliError::from(error)),
+    };
+    let ctx = Context {
+        store,
+        url: config.url(),
+        json,
+    };
+    let handoff = load(&ctx, id).await?;
+    let handoff = if handoff.is_due(ctx.store.now()) {
+        ctx.store.expire_if_due(id).await.map_err(|e| ctx.fail(e))?
+    } else {
+        handoff
+    };
+    if handoff.is_active() {
+        Ok(Read::Active(handoff))
+    } else {
+        Ok(Read::Ended(ctx, handoff))
     }
 }
 

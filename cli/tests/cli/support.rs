@@ -41,6 +41,9 @@ impl Run {
 #[derive(Debug)]
 pub struct Sandbox {
     pub dir: TempDir,
+    /// The store every command names (`LF_HANDOFF_STORE`), when not the
+    /// default one.
+    store: Option<String>,
 }
 
 impl Sandbox {
@@ -49,7 +52,14 @@ impl Sandbox {
             .prefix("lf-cli-test-")
             .tempdir()
             .unwrap();
-        Self { dir }
+        Self { dir, store: None }
+    }
+
+    /// A sandbox whose commands all use a sled store inside it.
+    pub fn sled() -> Self {
+        let mut sandbox = Self::new();
+        sandbox.store = Some(format!("sled://{}", sandbox.path("sled").display()));
+        sandbox
     }
 
     pub fn path(&self, relative: &str) -> PathBuf {
@@ -84,6 +94,9 @@ impl Sandbox {
             .env("HOME", self.path("home"))
             .env("XDG_CONFIG_HOME", self.path("config"))
             .stdin(Stdio::null());
+        if let Some(store) = &self.store {
+            command.env("LF_HANDOFF_STORE", store);
+        }
         command
     }
 

@@ -67,3 +67,86 @@ fn wait_on_a_finished_handoff_prints_it_at_once() {
         "not_found",
     );
 }
+
+/// On sled, which one process may open at a time, `wait` holds the store
+/// only while it reads: the person finishes the handoff from another
+/// process meanwhile, and both succeed.
+#[test]
+fn wait_on_sled_leaves_the_store_to_other_processes() {
+    let sandbox = Sandbox::sled();
+    let id = sandbox.handoff();
+    let waiter = sandbox
+        .command(&["wait", &id, "--timeout", "10m", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // Commands of other processes run while it waits.
+    sandbox.ok(&["list"]);
+    sandbox.ok(&["attach", &id, "--print"]);
+    sandbox.ok(&["complete", &id, "--summary", "logged in"]);
+    let run = Run::from_output(waiter.wait_with_output().unwrap());
+    assert_eq!(run.code, 0, "{run:?}");
+    let handoff: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(handoff["status"], "completed");
+    assert_eq!(handoff["outcome"]["summary"], "logged in");
+}
+
+/// `watch` prints each event as it commits (JSON lines with `--json`),
+/// runs `--exec` per event with the event on its stdin (a failing program
+/// is reported and watching goes on), stops after `--count`, and says
+/// where to resume; `--from` resumes after a position.
+#[test]
+fn watch_prints_events_as_they_commit_and_runs_a_program_for_each() {
+    for sandbox in [Sandbox::new(), Sandbox::sled()] {
+        let id = sandbox.handoff();
+        let received = sandbox.path("received.jsonl");
+        let program = format!("cat >> '{}'; exit 3", received.display());
+        let watcher = sandbox
+            .command(&[
+                "watch", "--from", "0", "--count", "3", "--json", "--exec", "sh", "-c", &program,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        sandbox.ok(&["attach", &id, "--print"]);
+        sandbox.ok(&["complete", &id, "--summary", "done"]);
+        let run = Run::from_output(watcher.wait_with_output().unwrap());
+        assert_eq!(run.code, 0, "{run:?}");
+        let events: Vec<serde_json::Value> = run
+            .stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["opened", "attached", "finished"], "{run:?}");
+        for event in &events {
+            assert_eq!(event["handoff_id"], id.as_str());
+        }
+        // The program got each event, whole, on its stdin.
+        let given: Vec<serde_json::Value> = std::fs::read_to_string(&received)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(given, events);
+        assert_eq!(run.stderr.matches("watching on").count(), 3, "{run:?}");
+        let last = events[2]["position"].as_u64().unwrap();
+        assert!(
+            run.stderr
+                .contains(&format!("resume with: lf-handoff watch --from {last}")),
+            "{run:?}"
+        );
+        // Resuming after the attach prints the finish, in human form.
+        let attached = events[1]["position"].as_u64().unwrap().to_string();
+        let resumed = sandbox.ok(&["watch", "--from", &attached, "--count", "1"]);
+        assert!(resumed.starts_with(&format!("{last}  ")), "{resumed}");
+        assert!(
+            resumed.contains("finished  attached -> completed"),
+            "{resumed}"
+        );
+    }
+}
