@@ -106,3 +106,63 @@ async fn a_store_rides_out_a_restart_of_its_server() {
         lifecycles
     );
 }
+
+/// C16 with C18: a `Store::wait` in another process waits while the
+/// server is stopped for a second and started again, and returns the
+/// finish made after the restart; the lifecycle calls of this process
+/// meanwhile do not fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
+    lf_handoff_conformance::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
+    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
+        Ok(Ok(server)) => Arc::new(server),
+        Ok(Err(reason)) => return skip_or_fail(&reason),
+        Err(panic) => panic!("starting the server panicked: {panic}"),
+    };
+    let store = open_store(&server.config("pool_size=2"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    let dir = tempfile::tempdir().unwrap();
+    let wave = lf_handoff_adapters::domain::wave::Wave::new(
+        <lf_handoff_adapters::domain::id::WaveId as lf_handoff_adapters::GenerateId>::new(),
+        "waited".into(),
+        dir.path().display().to_string(),
+    );
+    store.create_wave(&wave).await.unwrap();
+    let (handoff, _) = store
+        .open_interactive_handoff(wave_request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let mut waiter = lf_handoff_conformance::worker::Worker::spawn(
+        &server.url(""),
+        &["wait".to_string(), handoff.id.to_string(), "60".to_string()],
+    );
+    assert_eq!(waiter.line().await.as_deref(), Some("waiting"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let restart = server.clone();
+    tokio::task::spawn_blocking(move || restart.restart(Duration::from_secs(1)))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Lifecycles after the restart, then the finish the waiter is for.
+    for n in 0..3 {
+        lifecycle(&store, dir.path(), n)
+            .await
+            .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    }
+    store.attach_interactive_handoff(&handoff.id).await.unwrap();
+    store
+        .finish_interactive_handoff(&handoff.id, &outcome(0))
+        .await
+        .unwrap();
+    let said = tokio::time::timeout(Duration::from_secs(30), waiter.line())
+        .await
+        .expect("the waiter answers within 30 s of the finish");
+    let status = store
+        .get_interactive_handoff(&handoff.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .status;
+    assert_eq!(said, Some(format!("ended {}", status.as_str())));
+}

@@ -46,6 +46,23 @@ async fn run(args: Vec<String>) {
                 Err(e) => println!("error {e}"),
             }
         }
+        // wait ID SECONDS: Store::wait, printing `waiting` as it starts
+        // and `ended STATUS`, `timed-out` or `error E` when it returns.
+        "wait" => {
+            let id = InteractiveHandoffId::parse(&args[2]).unwrap();
+            let seconds: u64 = args[3].parse().unwrap();
+            println!("waiting");
+            match store
+                .wait(&id, Some(std::time::Duration::from_secs(seconds)))
+                .await
+            {
+                Ok(lf_handoff_adapters::Waited::Ended(handoff)) => {
+                    println!("ended {}", handoff.status.as_str());
+                }
+                Ok(lf_handoff_adapters::Waited::TimedOut(_)) => println!("timed-out"),
+                Err(e) => println!("error {e}"),
+            }
+        }
         "finish" => {
             let id = InteractiveHandoffId::parse(&args[2]).unwrap();
             let n: usize = args[3].parse().unwrap();
