@@ -20,7 +20,7 @@ use std::time::Duration as StdDuration;
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
-    Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::wave::Wave;
@@ -783,4 +783,65 @@ fn skip(reason: &str) {
     let test = std::thread::current().name().unwrap_or("test").to_string();
     let _ = writeln!(std::io::stderr(), "skipped {test}: {reason}");
     println!("skipped: {reason}");
+}
+
+/// C16 with C17: a file whose positions are beyond anything this store
+/// gives (from a busier server) is imported with its events in the same
+/// order, and every later event comes after all of them, so a watcher
+/// from 0 sees the history in order.
+pub async fn c17_an_import_of_far_positions_keeps_later_events_after_them(backend: &dyn Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = populated(backend, &dir).await;
+    let file = export(&store).await;
+    const FAR: u64 = 1 << 50;
+    let shifted: String = text(&file)
+        .lines()
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(position) = value.pointer_mut("/event/position") {
+                *position = (position.as_u64().unwrap() + FAR).into();
+            }
+            if let Some(last) = value.pointer_mut("/end/last_position") {
+                *last = (last.as_u64().unwrap() + FAR).into();
+            }
+            serde_json::to_string(&value).unwrap() + "\n"
+        })
+        .collect();
+    let (_, there) = other(backend, &dir, "far").await;
+    there.import_from(shifted.as_bytes()).await.unwrap();
+    let mut watcher = there
+        .watch(0, lf_handoff_adapters::WatchFilter::default())
+        .await
+        .unwrap();
+    let mut imported = Vec::new();
+    while let Some(event) = watcher
+        .next_within(std::time::Duration::from_millis(200))
+        .await
+        .unwrap()
+    {
+        imported.push(event);
+    }
+    let mut original = Vec::new();
+    for handoff in store.list_interactive_handoffs(None).await.unwrap() {
+        original.extend(store.history(&handoff.id).await.unwrap());
+    }
+    original.sort_by_key(|event| event.position);
+    let key = |e: &HandoffEvent| (e.handoff_id.clone(), e.seq, e.kind);
+    assert_eq!(
+        imported.iter().map(key).collect::<Vec<_>>(),
+        original.iter().map(key).collect::<Vec<_>>(),
+        "the same events in the same order"
+    );
+    let wave = new_wave(&there, dir.path()).await;
+    let (fresh, _) = there
+        .open_interactive_handoff(wave_request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let next = watcher
+        .next_within(std::time::Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the new open is watched");
+    assert_eq!(next.handoff_id, fresh.id);
+    assert!(next.position > imported.last().unwrap().position);
 }

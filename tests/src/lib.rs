@@ -262,6 +262,7 @@ macro_rules! conformance_tests {
             c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
             c17_an_export_during_writes_is_one_consistent_snapshot,
             c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
+            c17_an_import_of_far_positions_keeps_later_events_after_them,
         );
         $crate::conformance_tests!(@faults $backend;
             transient_a_write_whose_reply_was_lost_returns_its_committed_result,

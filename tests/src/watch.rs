@@ -346,6 +346,14 @@ pub async fn c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers(backen
 pub async fn c16_a_watch_rides_out_a_dropped_connection(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let mut watcher = store.watch_new(WatchFilter::default()).await.unwrap();
+    // Nothing to read yet: the watcher sleeps, so it listens.
+    assert_eq!(
+        watcher
+            .next_within(Duration::from_millis(100))
+            .await
+            .unwrap(),
+        None
+    );
     let first = open_on_new_wave(&store, dir.path()).await;
     assert_eq!(
         next(&mut watcher, "the first open").await.handoff_id,
