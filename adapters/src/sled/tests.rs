@@ -920,6 +920,24 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     assert_eq!(snapshot(&path)[&marker], before[&marker]);
 }
 
+/// sled's `Db` at `path`, opened directly right after the store's last
+/// handle dropped: sled closes a `Db` on its own threads and holds the
+/// file lock a moment longer, so the open is tried again for up to two
+/// seconds (as `handle::open` does).
+fn open_raw_after_drop(path: &Path) -> ::sled::Db {
+    let started = std::time::Instant::now();
+    loop {
+        match ::sled::Config::new().path(path).open() {
+            Ok(db) => return db,
+            Err(error) if started.elapsed() < std::time::Duration::from_secs(2) => {
+                let _ = error;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(error) => panic!("{} stays locked: {error}", path.display()),
+        }
+    }
+}
+
 /// A copy of the release-0.1.0 store in `dir`, held open by a `Db` opened
 /// here directly: sled's lock belongs to the open file, so it holds the
 /// store as another process would.
@@ -1709,7 +1727,7 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
         let path = path.clone();
         let (opened, parent) = (opened.clone(), parent.clone());
         move || {
-            let db = ::sled::Config::new().path(path).open().unwrap();
+            let db = open_raw_after_drop(&path);
             db.open_tree(keys::HANDOFFS)
                 .unwrap()
                 .insert(keys::handoff(&opened.id), format_2(1, &opened))
@@ -2152,7 +2170,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
         let path = path.clone();
         let waiting = waiting.clone();
         move || {
-            let db = ::sled::Config::new().path(path).open().unwrap();
+            let db = open_raw_after_drop(&path);
             let by_status = db.open_tree(keys::BY_STATUS).unwrap();
             by_status.clear().unwrap();
             by_status
