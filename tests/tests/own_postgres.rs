@@ -166,3 +166,60 @@ async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
         .status;
     assert_eq!(said, Some(format!("ended {}", status.as_str())));
 }
+
+/// C16: a watcher whose server stays down for longer than the store's
+/// retry window ends with a typed `Unavailable` (`unreachable`); started
+/// again from its position once the server is back, it goes on where it
+/// stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
+    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
+        Ok(Ok(server)) => Arc::new(server),
+        Ok(Err(reason)) => return skip_or_fail(&reason),
+        Err(panic) => panic!("starting the server panicked: {panic}"),
+    };
+    let store = open_store(&server.config("pool_size=2"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()))
+        .with_retry_window(Duration::from_secs(1));
+    let dir = tempfile::tempdir().unwrap();
+    lifecycle(&store, dir.path(), 0).await.unwrap();
+    let mut watcher = store
+        .watch(0, lf_handoff_adapters::WatchFilter::default())
+        .await
+        .unwrap();
+    for _ in 0..4 {
+        watcher.next().await.unwrap();
+    }
+    let position = watcher.position();
+    let stop = server.clone();
+    tokio::task::spawn_blocking(move || stop.stop("fast"))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ended = tokio::time::timeout(Duration::from_secs(30), watcher.next())
+        .await
+        .expect("the watch ends within 30 s of the server going down");
+    let error = ended.expect_err("the server is down");
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(lf_handoff_adapters::UnavailableKind::Unreachable),
+        "{error}"
+    );
+    let start = server.clone();
+    tokio::task::spawn_blocking(move || start.start_again())
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+    lifecycle(&store, dir.path(), 1).await.unwrap();
+    let mut resumed = store
+        .watch(position, lf_handoff_adapters::WatchFilter::default())
+        .await
+        .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(30), resumed.next())
+        .await
+        .expect("the resumed watch reads the new events")
+        .unwrap();
+    assert!(next.position > position);
+    assert_eq!(next.seq, 1, "the next lifecycle's open: {next:?}");
+}
