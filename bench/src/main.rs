@@ -17,7 +17,12 @@
 //! - eight racing finishers on one handoff ([`race`]);
 //! - the cold start of `lf-handoff status ID` against the engine's own
 //!   client ([`coldstart`]);
-//! - the fsync rate of the disk under the store ([`fsync`]).
+//! - the fsync rate of the disk under the store ([`fsync`]);
+//! - how soon a waiter in another process sees a finish: `Store::wait`,
+//!   the old polling loop and `lf-handoff wait` ([`wake`]);
+//! - what 100 idle waiters cost ([`idle`]);
+//! - lifecycle throughput with 1, 4 and 16 concurrent callers, store and
+//!   raw ([`callers`]).
 //!
 //! It prints a table, or with `--json` one JSON document. It asserts
 //! nothing about time; it fails only when a figure could not be measured
