@@ -186,7 +186,7 @@ pub fn request(wave: &Wave) -> BenchResult<OpenInteractiveHandoff> {
     })
 }
 
-async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4]> {
+pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4]> {
     let request = request(wave)?;
     let outcome = InteractiveHandoffOutcome::Completed {
         summary: SUMMARY.into(),

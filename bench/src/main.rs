@@ -17,16 +17,23 @@
 //! - eight racing finishers on one handoff ([`race`]);
 //! - the cold start of `lf-handoff status ID` against the engine's own
 //!   client ([`coldstart`]);
-//! - the fsync rate of the disk under the store ([`fsync`]).
+//! - the fsync rate of the disk under the store ([`fsync`]);
+//! - how soon a waiter in another process sees a finish: `Store::wait`,
+//!   the old polling loop and `lf-handoff wait` ([`wake`]);
+//! - what 100 idle waiters cost ([`idle`]);
+//! - lifecycle throughput with 1, 4 and 16 concurrent callers, store and
+//!   raw ([`callers`]).
 //!
 //! It prints a table, or with `--json` one JSON document. It asserts
 //! nothing about time; it fails only when a figure could not be measured
 //! or an answer was wrong (a lost handoff, two winners of a race).
 
 mod backends;
+mod callers;
 mod coldstart;
 mod error;
 mod fsync;
+mod idle;
 mod latency;
 mod lifecycle;
 mod population;
@@ -35,6 +42,7 @@ mod raw_sled;
 mod raw_sql;
 mod report;
 mod stats;
+mod wake;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,13 +96,34 @@ struct Args {
     #[arg(long)]
     cli: Option<PathBuf>,
     /// Phases to run (all by default): fsync, lifecycle, latency (with the
-    /// cold start), race.
+    /// cold start, and sled's cold open by store size), race, wake (wake
+    /// latency of a waiter), idle (the cost of 100 idle waiters), callers
+    /// (1, 4 and 16 concurrent callers, store and raw).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,latency,race"
+        default_value = "fsync,lifecycle,latency,race,wake,idle,callers"
     )]
     phases: Vec<String>,
+    /// Run only these phases (the same names as --phases; overrides it),
+    /// e.g. `--only wake,idle,callers`.
+    #[arg(long, value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    /// Finishes per waiter of the wake-latency figure.
+    #[arg(long, default_value_t = 40)]
+    wake_samples: usize,
+    /// The longest wait before a wake sample's finish, ms (from 300 ms).
+    #[arg(long, default_value_t = 2000)]
+    wake_max_delay_ms: u64,
+    /// How long the idle waiters wait, s.
+    #[arg(long, default_value_t = 5.0)]
+    idle_seconds: f64,
+    /// Concurrent caller counts of the callers figure.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    callers: Vec<usize>,
+    /// Lifecycles per side and caller count of the callers figure.
+    #[arg(long, default_value_t = 192)]
+    caller_lifecycles: usize,
     /// The PostgreSQL server (default: `LF_HANDOFF_TEST_POSTGRES_URL`, else
     /// the local test server); every store is a fresh schema, dropped at
     /// the end.
@@ -112,13 +141,6 @@ impl Args {
 }
 
 fn main() -> ExitCode {
-    let mut args = Args::parse();
-    if args.quick {
-        args.sizes = vec![1_000, 10_000];
-        args.lifecycles = args.lifecycles.min(100);
-        args.races = args.races.min(5);
-        args.cold_runs = args.cold_runs.min(5);
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -129,6 +151,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The wake-latency waiter: this program re-executed by the wake phase.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(wake::CHILD_ARG) {
+        let url = argv.get(2).cloned().unwrap_or_default();
+        return match runtime.block_on(wake::child_main(&url)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                println!("error {error}");
+                eprintln!("error: wake child: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let mut args = Args::parse();
+    if let Some(only) = args.only.take() {
+        args.phases = only;
+    }
+    if args.quick {
+        args.sizes = vec![1_000, 10_000];
+        args.lifecycles = args.lifecycles.min(100);
+        args.races = args.races.min(5);
+        args.cold_runs = args.cold_runs.min(5);
+        args.wake_samples = args.wake_samples.min(5);
+        args.wake_max_delay_ms = args.wake_max_delay_ms.min(600);
+        args.idle_seconds = args.idle_seconds.min(1.0);
+        args.caller_lifecycles = args.caller_lifecycles.min(64);
+    }
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -291,6 +340,28 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
         match race::measure(backend, args.races).await {
             Ok(figures) => report.race = Some(figures),
             Err(error) => report.errors.push(format!("racing finishers: {error}")),
+        }
+    }
+    if args.runs("wake") {
+        progress(name, "wake latency: Store::wait, polling, lf-handoff wait");
+        let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+        match wake::measure(backend, args.wake_samples, args.wake_max_delay_ms, cli).await {
+            Ok(figures) => report.wake = Some(figures),
+            Err(error) => report.errors.push(format!("wake latency: {error}")),
+        }
+    }
+    if args.runs("idle") {
+        progress(name, "idle waiters");
+        match idle::measure(backend, args.idle_seconds).await {
+            Ok(figures) => report.idle = Some(figures),
+            Err(error) => report.errors.push(format!("idle waiters: {error}")),
+        }
+    }
+    if args.runs("callers") {
+        progress(name, "concurrent callers, store and raw");
+        match callers::measure(backend, &args.callers, args.caller_lifecycles).await {
+            Ok(figures) => report.callers = Some(figures),
+            Err(error) => report.errors.push(format!("concurrent callers: {error}")),
         }
     }
     report

@@ -11,6 +11,7 @@ use crate::latency::LatencyAt;
 use crate::lifecycle::{LifecycleFigures, COMMITS_PER_LIFECYCLE};
 use crate::race::RaceFigures;
 use crate::stats::{ratio, Summary};
+use crate::{callers::CallerFigures, idle::IdleFigures, wake::WakeFigures};
 
 /// The lifecycle goal: store throughput at least this share of raw.
 pub const LIFECYCLE_GOAL: f64 = 0.7;
@@ -19,6 +20,13 @@ pub const LIFECYCLE_GOAL: f64 = 0.7;
 pub const GROWTH_GOAL: f64 = 2.0;
 /// The cold-start goal: `status` at most this multiple of the engine's client.
 pub const COLD_START_GOAL: f64 = 3.0;
+/// The wake goal on SQLite: `Store::wait` in another process returns at
+/// most this many ms (median) after the finish.
+pub const WAKE_GOAL_SQLITE_MS: f64 = 50.0;
+/// The wake goal on PostgreSQL, ms (median).
+pub const WAKE_GOAL_POSTGRES_MS: f64 = 20.0;
+/// The concurrency goal on PostgreSQL: store/raw throughput at 16 callers.
+pub const CALLERS_GOAL: f64 = 0.9;
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -100,6 +108,12 @@ pub struct BackendReport {
     /// smallest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cold_start_by_size: Vec<SizedColdStart>,
+    /// Wake latency of a waiter (issue 16).
+    pub wake: Option<WakeFigures>,
+    /// The cost of idle waiters (issue 16).
+    pub idle: Option<IdleFigures>,
+    /// Concurrent callers, store and raw (issue 16).
+    pub callers: Option<CallerFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -234,6 +248,32 @@ impl Report {
                     None,
                     Some(GROWTH_GOAL),
                 );
+            }
+            let wake_goal = match backend.name.as_str() {
+                "sqlite" => Some(WAKE_GOAL_SQLITE_MS),
+                "postgres" => Some(WAKE_GOAL_POSTGRES_MS),
+                _ => None,
+            };
+            if let (Some(limit), Some(wake)) = (wake_goal, &backend.wake) {
+                if let Some(latency) = wake.waiters.first().and_then(|row| row.latency) {
+                    goal(
+                        "wake Store::wait median ms".into(),
+                        latency.median_us / 1000.0,
+                        None,
+                        Some(limit),
+                    );
+                }
+            }
+            if let Some(callers) = &backend.callers {
+                let at_16 = callers.rows.iter().find(|row| row.callers == 16);
+                if let Some(row) = at_16.filter(|_| backend.name == "postgres") {
+                    goal(
+                        "16 callers store/raw".into(),
+                        row.ratio,
+                        Some(CALLERS_GOAL),
+                        None,
+                    );
+                }
             }
             if let Some(ColdStart::Measured {
                 ratio, raw_command, ..
@@ -486,10 +526,124 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
             figures.join(", ")
         );
     }
+    if let Some(wake) = &backend.wake {
+        wake_table(out, wake);
+    }
+    if let Some(idle) = &backend.idle {
+        idle_table(out, idle);
+    }
+    if let Some(callers) = &backend.callers {
+        callers_table(out, callers);
+    }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");
     }
     let _ = writeln!(out);
+}
+
+fn wake_table(out: &mut String, wake: &WakeFigures) {
+    let _ = writeln!(
+        out,
+        "\n  wake latency, finish to the waiter's report, ms ({}; finish after a \
+         pseudo-random {}-{} ms wait)",
+        wake.setting, 300, wake.max_delay_ms
+    );
+    let _ = writeln!(
+        out,
+        "  {:<54} {:>7} {:>8} {:>8} {:>8}",
+        "waiter", "samples", "median", "p99", "max"
+    );
+    for row in &wake.waiters {
+        match (&row.latency, &row.missing) {
+            (Some(s), _) => {
+                let _ = writeln!(
+                    out,
+                    "  {:<54} {:>7} {:>8.1} {:>8.1} {:>8.1}",
+                    row.waiter,
+                    s.samples,
+                    s.median_us / 1000.0,
+                    s.p99_us / 1000.0,
+                    s.max_us / 1000.0
+                );
+            }
+            (None, missing) => {
+                let _ = writeln!(
+                    out,
+                    "  {:<54} not measured: {}",
+                    row.waiter,
+                    missing.as_deref().unwrap_or("?")
+                );
+            }
+        }
+    }
+}
+
+fn idle_table(out: &mut String, idle: &IdleFigures) {
+    let _ = writeln!(
+        out,
+        "\n  idle waiters: {} tasks of this process in Store::wait for {:.0} s, per second of wall time\n  \
+         (CPU: this process, user+system; read()/s: its read/pread system calls, not socket \
+         receives; scans: of the store's tables; commits: the whole database's)",
+        idle.waiters, idle.seconds
+    );
+    let _ = writeln!(
+        out,
+        "  {:<40} {:>8} {:>10} {:>12} {:>12} {:>9}",
+        "setting", "CPU ms/s", "read()/s", "table scans/s", "db commits/s", "timed out"
+    );
+    let cell = |value: Option<f64>| value.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+    for row in &idle.rows {
+        let _ = writeln!(
+            out,
+            "  {:<40} {:>8.1} {:>10.0} {:>12} {:>12} {:>9}",
+            row.setting,
+            row.cpu_ms_per_sec,
+            row.read_syscalls_per_sec,
+            cell(row.server_scans_per_sec),
+            cell(row.server_commits_per_sec),
+            format!("{}/{}", row.timed_out, row.waiters)
+        );
+    }
+}
+
+fn callers_table(out: &mut String, callers: &CallerFigures) {
+    let _ = writeln!(
+        out,
+        "\n  concurrent callers, lifecycles/s ({})",
+        callers.setting
+    );
+    let _ = writeln!(
+        out,
+        "  {:<8} {:>10} {:>10} {:>10} {:>10} {:>18} {:>18}",
+        "callers",
+        "lifecycles",
+        "store/s",
+        "raw/s",
+        "store/raw",
+        "store median/p99 ms",
+        "raw median/p99 ms"
+    );
+    for row in &callers.rows {
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>10} {:>10.0} {:>10.0} {:>10.2} {:>18} {:>18}",
+            row.callers,
+            row.lifecycles,
+            row.store_per_sec,
+            row.raw_per_sec,
+            row.ratio,
+            format!(
+                "{:.1} / {:.1}",
+                row.store_lifecycle.median_us / 1000.0,
+                row.store_lifecycle.p99_us / 1000.0
+            ),
+            format!(
+                "{:.1} / {:.1}",
+                row.raw_lifecycle.median_us / 1000.0,
+                row.raw_lifecycle.p99_us / 1000.0
+            )
+        );
+    }
 }
 
 /// Microseconds for a table cell: one decimal below 10, none above.
