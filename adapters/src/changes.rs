@@ -99,18 +99,18 @@ impl ChangeFeed {
     /// is not running.
     pub(crate) fn subscribe(&self) -> Box<dyn Changes> {
         let rx = self.out.tx.subscribe();
-        if !self.running.swap(true, Ordering::AcqRel) {
+        if !self.running.swap(true, Ordering::SeqCst) {
             let (out, running, source) =
                 (self.out.clone(), self.running.clone(), self.source.clone());
             tokio::spawn(async move {
                 loop {
                     source.run(&out).await;
-                    running.store(false, Ordering::Release);
+                    running.store(false, Ordering::SeqCst);
                     // A store that is gone stays gone: a later subscription
                     // starts the source again and hears so at once. One
                     // that came while the source was stopping saw it
                     // running and started nothing, so this task goes on.
-                    if out.failed() || !out.wanted() || running.swap(true, Ordering::AcqRel) {
+                    if out.failed() || !out.wanted() || running.swap(true, Ordering::SeqCst) {
                         break;
                     }
                 }

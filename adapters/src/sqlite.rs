@@ -157,43 +157,62 @@ impl ChangeSource for DataVersion {
         if identity.is_none() {
             return out.fail(UnavailableKind::Io, gone());
         }
-        let mut conn = match self.options.connect().await {
-            Ok(conn) => conn,
-            Err(error) => {
-                return out.fail(
-                    error_kind(&error),
-                    format!("{}: cannot watch: {error}", self.path.display()),
-                )
-            }
-        };
+        let mut conn = None;
         let mut seen: Option<i64> = None;
         let mut checked = Instant::now();
+        let mut pause = DATA_VERSION_POLL;
         while out.wanted() {
-            match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
-                .fetch_one(&mut conn)
-                .await
-            {
-                Ok(version) => {
-                    // The first reading is the baseline; a commit between
-                    // a subscription and it is covered by one wake then.
-                    if seen != Some(version) {
-                        out.bump();
-                    }
-                    seen = Some(version);
+            if conn.is_none() {
+                // A connection that cannot be made now (too many open
+                // files, say) is tried again; the readers find out what
+                // is wrong meanwhile.
+                match self.options.connect().await {
+                    Ok(made) => conn = Some(made),
+                    Err(_) => out.bump(),
                 }
-                // Busy for a moment: let the readers find out.
-                Err(_) => out.bump(),
+            }
+            if let Some(made) = conn.as_mut() {
+                match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+                    .fetch_one(made)
+                    .await
+                {
+                    Ok(version) => {
+                        // The first reading is the baseline; a commit
+                        // between a subscription and it is covered by one
+                        // wake then.
+                        if seen != Some(version) {
+                            out.bump();
+                        }
+                        seen = Some(version);
+                        pause = DATA_VERSION_POLL;
+                    }
+                    Err(_) => {
+                        // Busy for a moment, or the connection broke: wake
+                        // the readers once, and try a new connection after
+                        // a longer pause.
+                        out.bump();
+                        conn = None;
+                        seen = None;
+                    }
+                }
+            }
+            if conn.is_none() {
+                pause = (pause * 2).min(Duration::from_secs(1));
             }
             if checked.elapsed() >= FILE_CHECK {
                 checked = Instant::now();
                 if FileIdentity::of(&self.path) != identity {
-                    let _ = conn.close().await;
+                    if let Some(made) = conn.take() {
+                        let _ = made.close().await;
+                    }
                     return out.fail(UnavailableKind::Io, gone());
                 }
             }
-            tokio::time::sleep(DATA_VERSION_POLL).await;
+            tokio::time::sleep(pause).await;
         }
-        let _ = conn.close().await;
+        if let Some(made) = conn.take() {
+            let _ = made.close().await;
+        }
     }
 }
 

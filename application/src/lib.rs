@@ -49,7 +49,7 @@ pub use ports::{
 pub use retry::DEFAULT_RETRY_WINDOW;
 pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
-pub use watch::{Changes, EventLog, Waited, WatchFilter, Watcher, SAFETY_RECHECK};
+pub use watch::{Changes, EventBatch, EventLog, Waited, WatchFilter, Watcher, SAFETY_RECHECK};
 
 /// The domain crate, re-exported so callers need one dependency.
 pub use lf_handoff_domain as domain;

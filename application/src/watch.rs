@@ -41,6 +41,11 @@ pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
 /// How long a wait pauses between reads while its server is unreachable.
 const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
 
+/// How soon a watcher reads again when events may be held back behind a
+/// running writer; the pause doubles up to [`HELD_BACK_LONGEST`].
+const HELD_BACK_FIRST: Duration = Duration::from_millis(10);
+const HELD_BACK_LONGEST: Duration = Duration::from_millis(200);
+
 /// How many events one read of a watcher takes at most.
 const WATCH_BATCH: usize = 256;
 
@@ -65,7 +70,7 @@ pub trait EventLog: Debug + Send + Sync + 'static {
     ///
     /// # Errors
     /// `Unavailable` on engine failure or an unreadable event.
-    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<HandoffEvent>>;
+    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventBatch>;
 
     /// A new subscription to the backend's change signal, live from this
     /// call on: a write that commits after it wakes it.
@@ -73,6 +78,18 @@ pub trait EventLog: Debug + Send + Sync + 'static {
     /// # Errors
     /// `Unavailable` when the signal cannot be set up.
     async fn changes(&self) -> StoreResult<Box<dyn Changes>>;
+}
+
+/// What [`EventLog::events_after`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventBatch {
+    /// The final events, in position order.
+    pub events: Vec<HandoffEvent>,
+    /// Whether committed events may be held back behind a writer still
+    /// running (PostgreSQL): that writer may end without a change signal
+    /// (it failed, or it only removed events), so a watcher reads again
+    /// soon rather than sleeping on the signal.
+    pub held_back: bool,
 }
 
 /// One subscription to a backend's change signal.
@@ -160,10 +177,15 @@ impl Watcher {
     /// As [`next`](Self::next).
     pub async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
         let until = Instant::now() + within;
+        let mut held_pause = HELD_BACK_FIRST;
         loop {
-            while let Some(event) = self.ready.pop_front() {
+            // Looked at before it is taken: a failed filter lookup leaves
+            // the event (and the position) for the next call.
+            while let Some(event) = self.ready.front().cloned() {
+                let passes = self.passes(&event).await?;
+                self.ready.pop_front();
                 self.position = event.position;
-                if self.passes(&event).await? {
+                if passes {
                     return Ok(Some(event));
                 }
             }
@@ -172,7 +194,11 @@ impl Watcher {
                 log.events_after(after, WATCH_BATCH)
             })
             .await?;
-            if let Some(bad) = batch.iter().find(|event| event.position <= self.position) {
+            if let Some(bad) = batch
+                .events
+                .iter()
+                .find(|event| event.position <= self.position)
+            {
                 return Err(StoreError::unavailable(
                     UnavailableKind::Other,
                     format!(
@@ -181,17 +207,22 @@ impl Watcher {
                     ),
                 ));
             }
-            if !batch.is_empty() {
-                self.ready.extend(batch);
+            if !batch.events.is_empty() {
+                self.ready.extend(batch.events);
                 continue;
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Ok(None);
             }
+            let mut nap = left.min(SAFETY_RECHECK);
+            if batch.held_back {
+                nap = nap.min(held_pause);
+                held_pause = (held_pause * 2).min(HELD_BACK_LONGEST);
+            }
             match &mut self.changes {
                 Some(changes) => {
-                    changes.changed(left.min(SAFETY_RECHECK)).await?;
+                    changes.changed(nap).await?;
                 }
                 // Subscribed before the next read, so nothing committed
                 // after that read goes unsignalled.
@@ -267,7 +298,10 @@ impl Store {
     /// As [`watch`](Self::watch).
     pub async fn watch_new(&self, filter: WatchFilter) -> StoreResult<Watcher> {
         let log = self.event_log()?;
-        let from = log.last_position().await?;
+        let from = crate::retry::retry(self.retry_window(), "reading the last position", || {
+            log.last_position()
+        })
+        .await?;
         Ok(Watcher {
             store: self.clone(),
             log,

@@ -54,20 +54,25 @@ pub async fn watch(ctx: &Context, args: &WatchArgs) -> CliResult<()> {
     };
     let mut watcher = opened.map_err(|e| ctx.fail(e))?;
     let mut printed = 0_u64;
+    // After the last event passed on (an event left out by the filter
+    // since then is read again on resuming, and left out again).
     let mut resume = watcher.position();
     let outcome = loop {
         let event = match watcher.next().await {
             Ok(event) => event,
             Err(error) => break Err(ctx.fail(error)),
         };
-        resume = event.position;
         match pass_on(&event, args, ctx.json, &mut printed).await {
-            Ok(Some(stop)) => break Ok(stop),
-            Ok(None) => {}
+            Ok(stop) => {
+                resume = watcher.position();
+                if let Some(stop) = stop {
+                    break Ok(stop);
+                }
+            }
             Err(error) => break Err(error),
         }
     };
-    finish(outcome, resume.max(watcher.position()))
+    finish(outcome, Some(resume))
 }
 
 /// [`watch`] on a store one process may open at a time (sled): opened for
@@ -97,25 +102,29 @@ pub async fn watch_reopening(
                 Ok(watcher) => watcher,
                 Err(error) => break Err(CliError::from(error)),
             };
+            from = Some(watcher.position());
             loop {
                 match watcher.next_within(Duration::ZERO).await {
                     Ok(Some(event)) => match pass_on(&event, args, json, &mut printed).await {
-                        Ok(Some(stop)) => {
-                            from = Some(event.position);
-                            break 'watching Ok(stop);
+                        Ok(stop) => {
+                            from = Some(watcher.position());
+                            if let Some(stop) = stop {
+                                break 'watching Ok(stop);
+                            }
                         }
-                        Ok(None) => {}
                         Err(error) => break 'watching Err(error),
                     },
-                    Ok(None) => break,
+                    Ok(None) => {
+                        from = Some(watcher.position());
+                        break;
+                    }
                     Err(error) => break 'watching Err(CliError::from(error)),
                 }
             }
-            from = Some(watcher.position());
         }
         tokio::time::sleep(SLED_PAUSE).await;
     };
-    finish(outcome, from.unwrap_or(0))
+    finish(outcome, from)
 }
 
 fn filter(args: &WatchArgs) -> WatchFilter {
@@ -221,17 +230,22 @@ async fn run_for(program: &OsString, args: &[OsString], json: &str, event: &Hand
     }
 }
 
-/// Says where to resume, then ends as `outcome` says.
-fn finish(outcome: CliResult<Stop>, resume: u64) -> CliResult<()> {
-    let hint = format!("resume with: lf-handoff watch --from {resume}");
+/// Says where to resume (when the watch got as far as a position), then
+/// ends as `outcome` says.
+fn finish(outcome: CliResult<Stop>, resume: Option<u64>) -> CliResult<()> {
+    let hint = || {
+        if let Some(resume) = resume {
+            note(&format!("resume with: lf-handoff watch --from {resume}"));
+        }
+    };
     match outcome {
         Ok(Stop::Counted) => {
-            note(&hint);
+            hint();
             Ok(())
         }
         Ok(Stop::Closed) => Ok(()),
         Err(error) => {
-            note(&hint);
+            hint();
             Err(error)
         }
     }

@@ -34,6 +34,7 @@ mod postgres {
         each_schema_is_a_separate_store,
         an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing,
         terminated_sessions_are_ridden_out_by_the_next_call,
+        events_held_back_by_a_running_writer_come_once_it_ends,
     );
 
     // TLS to the test server; skipped, saying why, without

@@ -326,15 +326,22 @@ impl Server {
 /// the horizon was written by a transaction that has ended: a later
 /// statement sees all of them that committed, and no other can come. The
 /// lock table names a transaction by its 32-bit id; it is matched to the
-/// 64-bit one of the snapshot's running transactions.
-const EVENT_HORIZON: &str = "SELECT COALESCE(\
-    (SELECT MIN(x::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) AS x \
-     WHERE x::text::bigint % 4294967296 IN (\
-       SELECT t.transactionid::text::bigint FROM pg_locks r JOIN pg_locks t ON t.pid = r.pid \
-       WHERE r.locktype = 'relation' AND r.relation = to_regclass('handoff_events') \
-         AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-         AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted)), \
-    pg_snapshot_xmax(pg_current_snapshot())::text::bigint) * 1048576 AS n";
+/// 64-bit one of the snapshot's running transactions (the statement's
+/// snapshot, taken before the lock table is read; the lock table is read
+/// once). A transaction that takes its id before it touches
+/// `handoff_events` (none of lf-handoff's writes does; a person's `BEGIN`
+/// in psql might) is not seen as a writer until it does.
+const EVENT_HORIZON: &str = "WITH locks AS MATERIALIZED (\
+      SELECT locktype, database, relation, transactionid, mode, granted, pid FROM pg_locks), \
+    snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s) \
+    SELECT COALESCE(\
+      (SELECT MIN(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x \
+       WHERE x::text::bigint % 4294967296 IN (\
+         SELECT t.transactionid::text::bigint FROM locks r JOIN locks t ON t.pid = r.pid \
+         WHERE r.locktype = 'relation' AND r.relation = to_regclass('handoff_events') \
+           AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted)), \
+      (SELECT pg_snapshot_xmax(s)::text::bigint FROM snap)) * 1048576 AS n";
 
 /// The channel a write's notification goes to (C16).
 pub(crate) const CHANNEL: &str = "lf_handoff_events";

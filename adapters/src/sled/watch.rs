@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use lf_handoff_application::{Changes, EventLog, StoreResult, UnavailableKind};
-use lf_handoff_domain::interactive_handoff::HandoffEvent;
+use lf_handoff_application::{Changes, EventBatch, EventLog, StoreResult, UnavailableKind};
 
 use super::{keys, record, SledStore};
 use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK};
@@ -36,9 +35,9 @@ impl EventLog for SledStore {
         .await
     }
 
-    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<HandoffEvent>> {
+    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<EventBatch> {
         let Some(first) = after.checked_add(1) else {
-            return Ok(Vec::new());
+            return Ok(EventBatch::default());
         };
         self.run(move |shared| {
             let mut events = Vec::new();
@@ -59,7 +58,10 @@ impl EventLog for SledStore {
                 events.push(record::event(position, &bytes)?);
             }
             shared.settle_reads()?;
-            Ok(events)
+            Ok(EventBatch {
+                events,
+                held_back: false,
+            })
         })
         .await
     }

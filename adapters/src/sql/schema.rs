@@ -161,6 +161,10 @@ const POSTGRES_MIGRATION_3: &[&str] = &[
          RETURN NULL;
      END
      $$",
+    // The function finds `handoff_watchers` in the store's schema
+    // whatever the writing session's search path (the migration runs with
+    // it set to the store's schema).
+    "ALTER FUNCTION handoff_events_notify() SET search_path FROM CURRENT",
     "CREATE TRIGGER handoff_events_notify AFTER INSERT ON handoff_events
         FOR EACH STATEMENT EXECUTE FUNCTION handoff_events_notify()",
 ];

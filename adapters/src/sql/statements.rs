@@ -416,9 +416,14 @@ pub(crate) static EVENTS_AFTER: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The largest position held (0 for none), where positions commit in
-/// order (C16).
-pub(crate) const LAST_POSITION: &str = "SELECT COALESCE(MAX(position), 0) AS n FROM handoff_events";
+/// The largest position held below `$1` (0 for none): the last final
+/// event's (C16).
+pub(crate) const LAST_POSITION_BELOW: &str =
+    "SELECT COALESCE(MAX(position), 0) AS n FROM handoff_events WHERE position < $1";
+
+/// 1 when an event is held at or above position `$1`, else 0 (C16).
+pub(crate) const EVENTS_FROM: &str =
+    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM handoff_events WHERE position >= $1 LIMIT 1) AS held";
 
 pub(crate) const INSERT_PARENT: &str = "INSERT INTO parents (id, kind, wave_id, version, record) \
      VALUES ($1, $2, $3, 1, $4) ON CONFLICT (id) DO NOTHING";

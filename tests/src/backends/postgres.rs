@@ -430,6 +430,53 @@ pub mod scenarios {
     use super::*;
     use lf_handoff_adapters::StoreError;
 
+    /// C16: an event committed behind a writer still running (here a
+    /// session holding a lock on `handoff_events` with a transaction id)
+    /// is held back, never passed on early; when that writer ends without
+    /// a notification (it rolls back), the watcher reads again by itself,
+    /// well before its 5 s recheck.
+    pub async fn events_held_back_by_a_running_writer_come_once_it_ends(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_store(&backend.config(dir.path().join("unused")))
+            .await
+            .unwrap();
+        let mut watcher = store
+            .watch_new(lf_handoff_adapters::WatchFilter::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            watcher
+                .next_within(Duration::from_millis(100))
+                .await
+                .unwrap(),
+            None
+        );
+        let schema = backend.schema().to_string();
+        backend.execute("BEGIN").await;
+        backend
+            .execute(&format!(
+                "LOCK TABLE \"{schema}\".handoff_events IN ROW EXCLUSIVE MODE"
+            ))
+            .await;
+        backend.execute("SELECT pg_current_xact_id()").await;
+        let opened = crate::fixtures::open_on_new_wave(&store, dir.path()).await;
+        assert_eq!(
+            watcher
+                .next_within(Duration::from_millis(500))
+                .await
+                .unwrap(),
+            None,
+            "an event above a running writer is held back"
+        );
+        backend.execute("ROLLBACK").await;
+        let event = watcher
+            .next_within(Duration::from_secs(4))
+            .await
+            .unwrap()
+            .expect("the held-back event comes once the writer ended, before the 5 s recheck");
+        assert_eq!(event.handoff_id, opened.id);
+    }
+
     /// A store from a newer version is refused and not one relation or row
     /// of its schema changes.
     pub async fn newer_schema_is_left_untouched(backend: &PostgresBackend) {
