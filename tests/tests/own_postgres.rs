@@ -109,8 +109,8 @@ async fn a_store_rides_out_a_restart_of_its_server() {
 
 /// C16 with C18: a `Store::wait` in another process waits while the
 /// server is stopped for a second and started again, and returns the
-/// finish made after the restart; the lifecycle calls of this process
-/// meanwhile do not fail.
+/// finish made after the restart; lifecycles running on another handle
+/// through the restart do not fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
     lf_handoff_conformance::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
@@ -138,18 +138,48 @@ async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
         &["wait".to_string(), handoff.id.to_string(), "60".to_string()],
     );
     assert_eq!(waiter.line().await.as_deref(), Some("waiting"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Lifecycles run on another handle through the restart, as another
+    // process's would.
+    let runner = open_store(&server.config("pool_size=2"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let lifecycles = tokio::spawn({
+        let (done, stop) = (done.clone(), stop.clone());
+        let dir = dir.path().to_path_buf();
+        async move {
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) {
+                lifecycle(&runner, &dir, n)
+                    .await
+                    .map_err(|e| format!("lifecycle {n} failed: {e}"))?;
+                n += 1;
+                done.store(n, Ordering::SeqCst);
+            }
+            Ok::<usize, String>(n)
+        }
+    });
+    assert!(
+        progress_past(&done, 1, Duration::from_secs(5)).await,
+        "no lifecycle completed before the restart"
+    );
     let restart = server.clone();
     tokio::task::spawn_blocking(move || restart.restart(Duration::from_secs(1)))
         .await
         .unwrap()
         .unwrap_or_else(|e| panic!("{e}"));
-    // Lifecycles after the restart, then the finish the waiter is for.
-    for n in 0..3 {
-        lifecycle(&store, dir.path(), n)
-            .await
-            .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
-    }
+    let after_restart = done.load(Ordering::SeqCst);
+    assert!(
+        progress_past(&done, after_restart + 2, Duration::from_secs(10)).await,
+        "lifecycles stalled after the restart"
+    );
+    stop.store(true, Ordering::SeqCst);
+    lifecycles
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    // Then the finish the waiter is for, made after the restart.
     store.attach_interactive_handoff(&handoff.id).await.unwrap();
     store
         .finish_interactive_handoff(&handoff.id, &outcome(0))
