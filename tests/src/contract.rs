@@ -878,6 +878,53 @@ fn check_at_least(handoff: &InteractiveHandoff, step: &str) {
     }
 }
 
+/// C6, C9: a handle that wrote a record last and then finds it changed by
+/// another handle never decides on what it wrote: its finish with another
+/// outcome is refused (the first outcome stays), its attach of the now
+/// terminal handoff is refused, and its replay returns the stored record.
+pub async fn c6_a_handle_never_decides_on_a_record_another_changed(backend: &dyn Backend) {
+    let (dir, store) = fresh(backend).await;
+    let other = handles(backend, &dir, 1).await.remove(0);
+    let handoff = open_on_new_wave(&store, dir.path()).await;
+    store.attach_interactive_handoff(&handoff.id).await.unwrap();
+    let first = other
+        .finish_interactive_handoff(&handoff.id, &outcome(1))
+        .await
+        .unwrap();
+    let refused = store
+        .finish_interactive_handoff(&handoff.id, &outcome(2))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.conflict_kind(),
+        Some(ConflictKind::OtherOutcome),
+        "{refused}"
+    );
+    let replayed = store
+        .finish_interactive_handoff(&handoff.id, &outcome(1))
+        .await
+        .unwrap();
+    assert_eq!(replayed, first);
+    assert!(store.attach_interactive_handoff(&handoff.id).await.is_err());
+    assert_eq!(
+        store.get_interactive_handoff(&handoff.id).await.unwrap(),
+        Some(first)
+    );
+    // Three changes, three events: nothing stale was written.
+    assert_eq!(store.history(&handoff.id).await.unwrap().len(), 3);
+    // And the other way round: the handle that finished claims on a record
+    // the first handle then changed no further.
+    assert!(other
+        .claim_interactive_handoff_wake(&handoff.id, 1)
+        .await
+        .unwrap());
+    assert!(store
+        .claim_interactive_handoff_wake(&handoff.id, 1)
+        .await
+        .unwrap());
+    assert_eq!(store.history(&handoff.id).await.unwrap().len(), 4);
+}
+
 /// C9: replayed open, attach, finish and claim leave every field, including
 /// updated_at, as it was.
 pub async fn c9_replays_write_nothing(backend: &dyn Backend) {

@@ -202,6 +202,7 @@ macro_rules! conformance_tests {
             c6_finish_records_the_first_outcome,
             c6_racing_finishers_on_2_handles,
             c6_racing_finishers_on_8_handles,
+            c6_a_handle_never_decides_on_a_record_another_changed,
             c7_claim_wake_rules,
             c7_same_generation_claim_retry,
             c7_racing_claims_have_one_winner,

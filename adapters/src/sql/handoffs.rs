@@ -85,7 +85,10 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
             )
             .await;
         match written {
-            Ok(true) => Ok(InsertOutcome::Inserted),
+            Ok(true) => {
+                self.written.remember(handoff, 1);
+                Ok(InsertOutcome::Inserted)
+            }
             Ok(false) => Ok(InsertOutcome::ParentChanged),
             Err(EngineError::Unique {
                 index: Some(index), ..
@@ -103,7 +106,33 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
         decide: Decision,
         actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>> {
+        // The record this handle wrote last, when it has one: a change
+        // decided on it is written with its version, so it is stored only
+        // if the record is still that one; otherwise (or for a replay or a
+        // refusal, which write nothing to check them against) the record is
+        // read as usual.
+        if let Some(known) = self.written.get(id) {
+            if let Ok(Decided {
+                transition: Transition::Changed(handoff),
+                answer,
+            }) = decide(&known.value)
+            {
+                let change = recorded_change(Some(&known.value), &handoff)?;
+                match self.swap(known.version, &handoff, &change, actor).await? {
+                    SwapOutcome::Swapped => {
+                        self.written
+                            .remember(&handoff, known.version.saturating_add(1));
+                        return Ok(Some(TransitionOutcome::Applied {
+                            handoff: Box::new(handoff),
+                            answer,
+                        }));
+                    }
+                    SwapOutcome::Lost => self.written.forget(id),
+                }
+            }
+        }
         let Some(current) = self.load(id).await? else {
+            self.written.forget(id);
             return Ok(None);
         };
         let Decided { transition, answer } = decide(&current.value)?;
@@ -116,10 +145,14 @@ impl<E: SqlEngine> HandoffRepository for SqlStore<E> {
                 let change = recorded_change(Some(&current.value), &handoff)?;
                 let swapped = self.swap(current.version, &handoff, &change, actor).await?;
                 Ok(Some(match swapped {
-                    SwapOutcome::Swapped => TransitionOutcome::Applied {
-                        handoff: Box::new(handoff),
-                        answer,
-                    },
+                    SwapOutcome::Swapped => {
+                        self.written
+                            .remember(&handoff, current.version.saturating_add(1));
+                        TransitionOutcome::Applied {
+                            handoff: Box::new(handoff),
+                            answer,
+                        }
+                    }
                     SwapOutcome::Lost => TransitionOutcome::Lost,
                 }))
             }

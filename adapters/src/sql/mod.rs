@@ -71,11 +71,78 @@ use columns::HandoffRow;
 #[derive(Debug)]
 pub(crate) struct SqlStore<E> {
     engine: E,
+    /// The handoffs this handle wrote last, with the versions it wrote.
+    written: Written,
 }
 
 impl<E: SqlEngine> SqlStore<E> {
     pub(crate) fn new(engine: E) -> Self {
-        Self { engine }
+        Self {
+            engine,
+            written: Written::default(),
+        }
+    }
+}
+
+/// The records a store handle wrote last, by id, with the version each
+/// write gave them: a transition of one of them decides on it and writes
+/// with that version, so a record nobody else changed since costs its
+/// compare-and-swap alone, without the read before it (one round trip to
+/// a server instead of two). A record changed by anyone else fails the
+/// compare-and-swap and is read as usual; nothing stale is ever stored or
+/// returned. At most [`WRITTEN_CAPACITY`] records are kept; the map is
+/// emptied when full.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    records: std::sync::Mutex<
+        std::collections::HashMap<
+            lf_handoff_domain::id::InteractiveHandoffId,
+            Versioned<InteractiveHandoff>,
+        >,
+    >,
+}
+
+/// How many records [`Written`] keeps at most.
+const WRITTEN_CAPACITY: usize = 1024;
+
+impl Written {
+    fn records(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<
+            lf_handoff_domain::id::InteractiveHandoffId,
+            Versioned<InteractiveHandoff>,
+        >,
+    > {
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn get(
+        &self,
+        id: &lf_handoff_domain::id::InteractiveHandoffId,
+    ) -> Option<Versioned<InteractiveHandoff>> {
+        self.records().get(id).cloned()
+    }
+
+    pub(crate) fn remember(&self, handoff: &InteractiveHandoff, version: u64) {
+        let mut records = self.records();
+        if records.len() >= WRITTEN_CAPACITY && !records.contains_key(&handoff.id) {
+            records.clear();
+        }
+        records.insert(
+            handoff.id.clone(),
+            Versioned {
+                value: handoff.clone(),
+                version,
+            },
+        );
+    }
+
+    pub(crate) fn forget(&self, id: &lf_handoff_domain::id::InteractiveHandoffId) {
+        self.records().remove(id);
     }
 }
 
