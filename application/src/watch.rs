@@ -302,15 +302,7 @@ impl Store {
             log.last_position()
         })
         .await?;
-        Ok(Watcher {
-            store: self.clone(),
-            log,
-            changes: None,
-            filter,
-            position: from,
-            ready: VecDeque::new(),
-            parents: HashMap::new(),
-        })
+        self.watch(from, filter).await
     }
 
     /// Waits until handoff `id` is terminal, at most `timeout` when given,

@@ -199,10 +199,16 @@ async fn finish(store: &Store, id: &InteractiveHandoffId) -> BenchResult<()> {
     Ok(())
 }
 
-fn delays(samples: usize, max_delay_ms: u64) -> Vec<Duration> {
+/// The waits before each finish: one untimed sample at the shortest wait,
+/// then `samples` pseudo-random ones (the same for every waiter).
+fn plan(samples: usize, max_delay_ms: u64) -> Vec<Duration> {
     let mut rng = Rng::new(16);
-    (0..samples)
-        .map(|_| Duration::from_millis(MIN_DELAY_MS + rng.below(max_delay_ms - MIN_DELAY_MS)))
+    std::iter::once(Duration::from_millis(MIN_DELAY_MS))
+        .chain(
+            (0..samples).map(|_| {
+                Duration::from_millis(MIN_DELAY_MS + rng.below(max_delay_ms - MIN_DELAY_MS))
+            }),
+        )
         .collect()
 }
 
@@ -301,8 +307,7 @@ async fn child_samples(
     let mut child = ChildWaiter::spawn(config)?;
     let mut timings = Vec::with_capacity(samples);
     // One untimed sample first: the child's store handle opens then.
-    let mut plan = vec![Duration::from_millis(MIN_DELAY_MS)];
-    plan.extend(delays(samples, max_delay_ms));
+    let plan = plan(samples, max_delay_ms);
     for (n, delay) in plan.into_iter().enumerate() {
         let id = active_handoff(store).await?;
         child.send(&format!("{} {id}", mode.word()))?;
@@ -326,8 +331,7 @@ async fn cli_samples(
     max_delay_ms: u64,
 ) -> BenchResult<Vec<Duration>> {
     let mut timings = Vec::with_capacity(samples);
-    let mut plan = vec![Duration::from_millis(MIN_DELAY_MS)];
-    plan.extend(delays(samples, max_delay_ms));
+    let plan = plan(samples, max_delay_ms);
     for (n, delay) in plan.into_iter().enumerate() {
         let id = active_handoff(store).await?;
         let mut child = Command::new(cli)
@@ -392,8 +396,7 @@ async fn task_samples(
 ) -> BenchResult<Vec<Duration>> {
     let waiter = open_store(config).await.context("open a second handle")?;
     let mut timings = Vec::with_capacity(samples);
-    let mut plan = vec![Duration::from_millis(MIN_DELAY_MS)];
-    plan.extend(delays(samples, max_delay_ms));
+    let plan = plan(samples, max_delay_ms);
     for (n, delay) in plan.into_iter().enumerate() {
         let id = active_handoff(store).await?;
         let (store_b, id_b) = (waiter.clone(), id.clone());

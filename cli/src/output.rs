@@ -271,6 +271,17 @@ fn deadline_cell(row: &InteractiveHandoffListRow, now: OffsetDateTime) -> String
     }
 }
 
+/// An event's status column: `waiting -> attached`, or one status when it
+/// did not change.
+pub fn status_change(event: &HandoffEvent) -> String {
+    match event.status_before {
+        Some(before) if before != event.status_after => {
+            format!("{} -> {}", before.as_str(), event.status_after.as_str())
+        }
+        _ => event.status_after.as_str().to_string(),
+    }
+}
+
 /// Events as an aligned table, oldest first: `TIME`, `EVENT`, `STATUS`
 /// (`waiting -> attached`; one status when it did not change), `ACTOR`,
 /// and `DETAIL` when an event has one (the deadline set, the generation
@@ -284,16 +295,10 @@ pub fn history_table(events: &[HandoffEvent]) -> String {
     let rows: Vec<Vec<String>> = events
         .iter()
         .map(|event| {
-            let status = match event.status_before {
-                Some(before) if before != event.status_after => {
-                    format!("{} -> {}", before.as_str(), event.status_after.as_str())
-                }
-                _ => event.status_after.as_str().to_string(),
-            };
             let mut row = vec![
                 timestamp(event.at),
                 event.kind.as_str().to_string(),
-                status,
+                status_change(event),
                 printable(event.actor.as_str()).into_owned(),
             ];
             if with_detail {

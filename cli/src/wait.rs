@@ -22,7 +22,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind, Waited};
+use lf_handoff_adapters::{open_store, StorageConfig, Store, UnavailableKind, Waited};
 
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
@@ -120,6 +120,19 @@ pub async fn wait_reopening(
     }
 }
 
+/// Opens the store `config` names; `None` while another process holds it
+/// (sled), so the caller reads again later.
+///
+/// # Errors
+/// Exit 5 (or 2) as `open_store` reports anything else.
+pub async fn open_unless_locked(config: &StorageConfig) -> CliResult<Option<Store>> {
+    match open_store(config).await {
+        Ok(store) => Ok(Some(store)),
+        Err(error) if error.unavailable_kind() == Some(UnavailableKind::Locked) => Ok(None),
+        Err(error) => Err(CliError::from(error)),
+    }
+}
+
 /// What one read of [`wait_reopening`] found.
 enum Read {
     /// Terminal: the handoff, and the store still open to print it.
@@ -135,12 +148,8 @@ async fn read_once(
     json: bool,
     id: &InteractiveHandoffId,
 ) -> CliResult<Read> {
-    let store = match open_store(config).await {
-        Ok(store) => store,
-        Err(error) if error.unavailable_kind() == Some(UnavailableKind::Locked) => {
-            return Ok(Read::Locked)
-        }
-        Err(error) => return Err(CliError::from(error)),
+    let Some(store) = open_unless_locked(config).await? else {
+        return Ok(Read::Locked);
     };
     let ctx = Context {
         store,

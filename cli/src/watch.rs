@@ -23,13 +23,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use lf_handoff_adapters::domain::interactive_handoff::HandoffEvent;
-use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind, WatchFilter, Watcher};
+use lf_handoff_adapters::{StorageConfig, UnavailableKind, WatchFilter, Watcher};
 use tokio::io::AsyncWriteExt;
 
 use crate::args::WatchArgs;
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
-use crate::output::{note, printable, timestamp};
+use crate::output::{note, printable, status_change, timestamp};
+use crate::wait::open_unless_locked;
 
 /// How long a sled watch keeps the store closed between reads.
 const SLED_PAUSE: Duration = Duration::from_millis(250);
@@ -88,10 +89,9 @@ pub async fn watch_reopening(
     let mut from = args.from;
     let mut printed = 0_u64;
     let outcome = 'watching: loop {
-        let store = match open_store(config).await {
-            Ok(store) => Some(store),
-            Err(error) if error.unavailable_kind() == Some(UnavailableKind::Locked) => None,
-            Err(error) => break Err(CliError::from(error)),
+        let store = match open_unless_locked(config).await {
+            Ok(store) => store,
+            Err(error) => break Err(error),
         };
         if let Some(store) = store {
             let opened = match from {
@@ -164,19 +164,13 @@ async fn pass_on(
 
 /// One event as a line for people.
 fn human(event: &HandoffEvent) -> String {
-    let status = match event.status_before {
-        Some(before) if before != event.status_after => {
-            format!("{} -> {}", before.as_str(), event.status_after.as_str())
-        }
-        _ => event.status_after.as_str().to_string(),
-    };
     format!(
         "{}  {}  {}  {}  {}  {}",
         event.position,
         timestamp(event.at),
         event.handoff_id,
         event.kind.as_str(),
-        status,
+        status_change(event),
         printable(event.actor.as_str())
     )
 }

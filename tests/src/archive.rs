@@ -700,24 +700,6 @@ pub async fn c17_upgraded_stores_of_earlier_releases_export_and_import_whole(
 /// takes while others write.
 const EXPORTS_DURING_WRITES: usize = 25;
 
-/// One lifecycle on a new wave: open, attach, finish, claim.
-async fn lifecycle(store: &Store, dir: &Path, n: usize) {
-    let wave = new_wave(store, dir).await;
-    let (handoff, _) = store
-        .open_interactive_handoff(wave_request(&wave, dir))
-        .await
-        .unwrap();
-    store.attach_interactive_handoff(&handoff.id).await.unwrap();
-    store
-        .finish_interactive_handoff(&handoff.id, &outcome(n))
-        .await
-        .unwrap();
-    store
-        .claim_interactive_handoff_wake(&handoff.id, 1)
-        .await
-        .unwrap();
-}
-
 /// C17 across backends: a varied registry built in a store of `from`,
 /// exported, imported into a store of `to` and exported again is the same
 /// bytes; imported back into another store of `from`, it still is. Skips,
@@ -821,11 +803,7 @@ pub async fn c17_an_import_of_far_positions_keeps_later_events_after_them(backen
     {
         imported.push(event);
     }
-    let mut original = Vec::new();
-    for handoff in store.list_interactive_handoffs(None).await.unwrap() {
-        original.extend(store.history(&handoff.id).await.unwrap());
-    }
-    original.sort_by_key(|event| event.position);
+    let original = crate::watch::all_events(&store).await;
     let key = |e: &HandoffEvent| (e.handoff_id.clone(), e.seq, e.kind);
     assert_eq!(
         imported.iter().map(key).collect::<Vec<_>>(),

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::child_session::{ChildLeaseState, ChildProcessGeneration};
-use lf_handoff_adapters::domain::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
+use lf_handoff_adapters::domain::id::{
+    InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
+};
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
 };
@@ -18,7 +20,7 @@ use lf_handoff_adapters::domain::task::{
 };
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{GenerateId, Store};
+use lf_handoff_adapters::{GenerateId, Store, StoreError};
 use time::OffsetDateTime;
 
 /// A body process of `generation` talking to codex.
@@ -212,6 +214,43 @@ pub fn outcome(n: usize) -> InteractiveHandoffOutcome {
             reason: format!("failed by {n}"),
         },
     }
+}
+
+/// One whole lifecycle on a new wave, `outcome(n)` its outcome: open,
+/// attach, finish, claim the wake (generation 1); the handoff's id. Store
+/// errors are returned (a test of faults tells them apart); a step that
+/// does not do what the contract says panics.
+///
+/// # Errors
+/// The first store call that failed.
+pub async fn try_lifecycle(
+    store: &Store,
+    dir: &Path,
+    n: usize,
+) -> Result<InteractiveHandoffId, StoreError> {
+    let wave = Wave::new(WaveId::new(), "product".into(), dir.display().to_string());
+    store.create_wave(&wave).await?;
+    let (opened, created) = store
+        .open_interactive_handoff(wave_request(&wave, dir))
+        .await?;
+    assert!(created, "lifecycle {n}: the open created no handoff");
+    store.attach_interactive_handoff(&opened.id).await?;
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &outcome(n))
+        .await?;
+    assert_eq!(finished.outcome, Some(outcome(n)));
+    assert!(
+        store.claim_interactive_handoff_wake(&opened.id, 1).await?,
+        "lifecycle {n}: generation 1 does not hold the wake"
+    );
+    Ok(opened.id)
+}
+
+/// [`try_lifecycle`], panicking on a store error.
+pub async fn lifecycle(store: &Store, dir: &Path, n: usize) -> InteractiveHandoffId {
+    try_lifecycle(store, dir, n)
+        .await
+        .unwrap_or_else(|e| panic!("lifecycle {n}: {e}"))
 }
 
 /// A path inside `dir` where a store lives.

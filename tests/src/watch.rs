@@ -17,7 +17,7 @@ use lf_handoff_adapters::{open_store, GenerateId, Store, Waited, WatchFilter};
 use time::OffsetDateTime;
 
 use crate::contract::{fresh, handles};
-use crate::fixtures::{location, new_wave, open_on_new_wave, outcome, wave_request};
+use crate::fixtures::{lifecycle, location, new_wave, open_on_new_wave, outcome, wave_request};
 use crate::Backend;
 
 /// Long enough for any wake on a loaded machine; a test that needs it
@@ -33,29 +33,23 @@ async fn next(watcher: &mut lf_handoff_adapters::Watcher, what: &str) -> Handoff
     }
 }
 
+/// Asserts that `watcher` passes on nothing within `millis` ms.
+pub(crate) async fn assert_quiet(watcher: &mut lf_handoff_adapters::Watcher, millis: u64) {
+    let event = watcher
+        .next_within(Duration::from_millis(millis))
+        .await
+        .unwrap();
+    assert_eq!(event, None, "nothing to pass on within {millis} ms");
+}
+
 /// Every event of the store, in position order, read through histories.
-async fn all_events(store: &Store) -> Vec<HandoffEvent> {
+pub(crate) async fn all_events(store: &Store) -> Vec<HandoffEvent> {
     let mut events = Vec::new();
     for handoff in store.list_interactive_handoffs(None).await.unwrap() {
         events.extend(store.history(&handoff.id).await.unwrap());
     }
     events.sort_by_key(|event| event.position);
     events
-}
-
-/// One lifecycle: open, attach, finish, claim; its id.
-async fn lifecycle(store: &Store, dir: &std::path::Path, n: usize) -> InteractiveHandoffId {
-    let handoff = open_on_new_wave(store, dir).await;
-    store.attach_interactive_handoff(&handoff.id).await.unwrap();
-    store
-        .finish_interactive_handoff(&handoff.id, &outcome(n))
-        .await
-        .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&handoff.id, 1)
-        .await
-        .unwrap());
-    handoff.id
 }
 
 /// C16: a watcher from 0 yields the whole history in position order, then
@@ -75,13 +69,7 @@ pub async fn c16_watch_yields_the_history_then_each_new_event(backend: &dyn Back
     }
     assert_eq!(watcher.position(), history[3].position);
     // Nothing more yet.
-    assert_eq!(
-        watcher
-            .next_within(Duration::from_millis(200))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_quiet(&mut watcher, 200).await;
 
     // Live: a handoff opened on another handle, then attached here.
     let opened = open_on_new_wave(&other, dir.path()).await;
@@ -106,13 +94,7 @@ pub async fn c16_watch_yields_the_history_then_each_new_event(backend: &dyn Back
     assert_eq!(seen.kind, HandoffEventKind::Attached);
     // A replay appends nothing, so wakes nobody with an event.
     store.attach_interactive_handoff(&opened.id).await.unwrap();
-    assert_eq!(
-        watcher
-            .next_within(Duration::from_millis(300))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_quiet(&mut watcher, 300).await;
     // Resuming from a position yields what came after it, nothing else.
     let mut resumed = store
         .watch(history[1].position, WatchFilter::default())
@@ -173,13 +155,7 @@ pub async fn c16_a_filtered_watch_sees_only_its_parent(backend: &dyn Backend) {
         (mine.id.clone(), HandoffEventKind::Attached)
     );
     assert_eq!(watcher.position(), second.position);
-    assert_eq!(
-        watcher
-            .next_within(Duration::from_millis(200))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_quiet(&mut watcher, 200).await;
     // By handoff.
     let mut one = store
         .watch(
@@ -331,13 +307,7 @@ pub async fn c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers(backen
     assert_eq!(seen, all, "the watch saw exactly the stored events");
     // Nothing more comes.
     let mut watcher = store.watch(position, WatchFilter::default()).await.unwrap();
-    assert_eq!(
-        watcher
-            .next_within(Duration::from_millis(200))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_quiet(&mut watcher, 200).await;
 }
 
 /// C16: a watcher whose connection the server drops (PostgreSQL:
@@ -347,13 +317,7 @@ pub async fn c16_a_watch_rides_out_a_dropped_connection(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let mut watcher = store.watch_new(WatchFilter::default()).await.unwrap();
     // Nothing to read yet: the watcher sleeps, so it listens.
-    assert_eq!(
-        watcher
-            .next_within(Duration::from_millis(100))
-            .await
-            .unwrap(),
-        None
-    );
+    assert_quiet(&mut watcher, 100).await;
     let first = open_on_new_wave(&store, dir.path()).await;
     assert_eq!(
         next(&mut watcher, "the first open").await.handoff_id,

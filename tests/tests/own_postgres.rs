@@ -1,49 +1,103 @@
 //! Tests on a PostgreSQL server of their own ([`OwnPostgres`]), which they
 //! stop and start: a store rides out a restart of its server (C18,
-//! transient faults).
+//! transient faults), and so do waits and watches (C16).
+// A test file: panicking on a failed expectation is the point, in its
+// helpers as in its tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::{open_store, Store, StoreError};
-use lf_handoff_conformance::fixtures::{outcome, wave_request};
+use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_conformance::fixtures::{open_on_new_wave, outcome, try_lifecycle};
 use lf_handoff_conformance::own_postgres::{skip_or_fail, OwnPostgres};
 
-/// One lifecycle: a new wave, open, attach, finish and claim its wake.
-async fn lifecycle(store: &Store, dir: &std::path::Path, n: usize) -> Result<(), StoreError> {
-    let wave = lf_handoff_adapters::domain::wave::Wave::new(
-        <lf_handoff_adapters::domain::id::WaveId as lf_handoff_adapters::GenerateId>::new(),
-        format!("wave {n}"),
-        dir.display().to_string(),
-    );
-    store.create_wave(&wave).await?;
-    let (opened, created) = store
-        .open_interactive_handoff(wave_request(&wave, dir))
-        .await?;
-    assert!(created, "lifecycle {n}: the open created no handoff");
-    store.attach_interactive_handoff(&opened.id).await?;
-    let finished = store
-        .finish_interactive_handoff(&opened.id, &outcome(n))
-        .await?;
-    assert_eq!(finished.outcome, Some(outcome(n)));
-    assert!(
-        store.claim_interactive_handoff_wake(&opened.id, 1).await?,
-        "lifecycle {n}: generation 1 does not hold the wake"
-    );
-    Ok(())
+/// A server of the test's own, or `None` when it cannot run here (after
+/// saying why, or failing when CI requires it).
+async fn own_server() -> Option<Arc<OwnPostgres>> {
+    match tokio::task::spawn_blocking(OwnPostgres::start).await {
+        Ok(Ok(server)) => Some(Arc::new(server)),
+        Ok(Err(reason)) => {
+            skip_or_fail(&reason);
+            None
+        }
+        Err(panic) => panic!("starting the server panicked: {panic}"),
+    }
 }
 
-/// Waits (at most `limit`) until `done` passes `count`.
-async fn progress_past(done: &AtomicUsize, count: usize, limit: Duration) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if done.load(Ordering::SeqCst) > count {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// A store handle on `server`.
+async fn store_on(server: &OwnPostgres) -> Store {
+    open_store(&server.config("pool_size=2"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()))
+}
+
+/// Runs `operation` on `server` off the async threads (`pg_ctl` blocks).
+async fn on_server(
+    server: &Arc<OwnPostgres>,
+    operation: impl FnOnce(&OwnPostgres) -> Result<(), String> + Send + 'static,
+) {
+    let server = server.clone();
+    tokio::task::spawn_blocking(move || operation(&server))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Lifecycles in a loop on one store handle until stopped, counting those
+/// done; the first that fails ends the loop with its error.
+struct Lifecycles {
+    done: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Result<usize, String>>,
+}
+
+impl Lifecycles {
+    fn start(store: Store, dir: &Path) -> Self {
+        let done = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (done, stop, dir): (_, _, PathBuf) = (done.clone(), stop.clone(), dir.into());
+            async move {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let started = Instant::now();
+                    try_lifecycle(&store, &dir, n).await.map_err(|e| {
+                        format!("lifecycle {n} failed after {:?}: {e}", started.elapsed())
+                    })?;
+                    n += 1;
+                    done.store(n, Ordering::SeqCst);
+                }
+                Ok(n)
+            }
+        });
+        Self { done, stop, task }
     }
-    false
+
+    /// How many are done.
+    fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Waits (at most `limit`) until more than `count` are done.
+    async fn progress_past(&self, count: usize, limit: Duration) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if self.done() > count {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// Stops the loop; how many it did, or the error that ended it.
+    async fn stop(self) -> Result<usize, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap()
+    }
 }
 
 /// Lifecycles run in a loop through one store while its server is stopped
@@ -52,49 +106,26 @@ async fn progress_past(done: &AtomicUsize, count: usize, limit: Duration) -> boo
 /// the store's retry window), and lifecycles go on after the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_rides_out_a_restart_of_its_server() {
-    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
-        Ok(Ok(server)) => Arc::new(server),
-        Ok(Err(reason)) => return skip_or_fail(&reason),
-        Err(panic) => panic!("starting the server panicked: {panic}"),
+    let Some(server) = own_server().await else {
+        return;
     };
-    let store = open_store(&server.config("pool_size=2"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    let store = store_on(&server).await;
     let dir = tempfile::tempdir().unwrap();
 
-    let done = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = tokio::spawn({
-        let (store, done, stop) = (store.clone(), done.clone(), stop.clone());
-        let dir = dir.path().to_path_buf();
-        async move {
-            let mut n = 0;
-            while !stop.load(Ordering::SeqCst) {
-                let started = Instant::now();
-                lifecycle(&store, &dir, n).await.map_err(|e| {
-                    format!("lifecycle {n} failed after {:?}: {e}", started.elapsed())
-                })?;
-                n += 1;
-                done.store(n, Ordering::SeqCst);
-            }
-            Ok::<usize, String>(n)
-        }
-    });
-
+    let running = Lifecycles::start(store.clone(), dir.path());
     assert!(
-        progress_past(&done, 2, Duration::from_secs(5)).await,
+        running.progress_past(2, Duration::from_secs(5)).await,
         "no lifecycle completed before the restart"
     );
-    let restart = server.clone();
-    tokio::task::spawn_blocking(move || restart.restart(Duration::from_secs(1)))
+    on_server(&server, |server| server.restart(Duration::from_secs(1))).await;
+    let after_restart = running.done();
+    let progressed = running
+        .progress_past(after_restart + 3, Duration::from_secs(10))
+        .await;
+    let lifecycles = running
+        .stop()
         .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let after_restart = done.load(Ordering::SeqCst);
-    let progressed = progress_past(&done, after_restart + 3, Duration::from_secs(10)).await;
-    stop.store(true, Ordering::SeqCst);
-    let finished = worker.await.unwrap();
-    let lifecycles = finished.unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
     println!("{lifecycles} lifecycles, {after_restart} before the restart");
     assert!(
         progressed,
@@ -114,25 +145,12 @@ async fn a_store_rides_out_a_restart_of_its_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
     lf_handoff_conformance::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
-    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
-        Ok(Ok(server)) => Arc::new(server),
-        Ok(Err(reason)) => return skip_or_fail(&reason),
-        Err(panic) => panic!("starting the server panicked: {panic}"),
+    let Some(server) = own_server().await else {
+        return;
     };
-    let store = open_store(&server.config("pool_size=2"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
+    let store = store_on(&server).await;
     let dir = tempfile::tempdir().unwrap();
-    let wave = lf_handoff_adapters::domain::wave::Wave::new(
-        <lf_handoff_adapters::domain::id::WaveId as lf_handoff_adapters::GenerateId>::new(),
-        "waited".into(),
-        dir.path().display().to_string(),
-    );
-    store.create_wave(&wave).await.unwrap();
-    let (handoff, _) = store
-        .open_interactive_handoff(wave_request(&wave, dir.path()))
-        .await
-        .unwrap();
+    let handoff = open_on_new_wave(&store, dir.path()).await;
     let mut waiter = lf_handoff_conformance::worker::Worker::spawn(
         &server.url(""),
         &["wait".to_string(), handoff.id.to_string(), "60".to_string()],
@@ -140,44 +158,22 @@ async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
     assert_eq!(waiter.line().await.as_deref(), Some("waiting"));
     // Lifecycles run on another handle through the restart, as another
     // process's would.
-    let runner = open_store(&server.config("pool_size=2"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
-    let done = Arc::new(AtomicUsize::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let lifecycles = tokio::spawn({
-        let (done, stop) = (done.clone(), stop.clone());
-        let dir = dir.path().to_path_buf();
-        async move {
-            let mut n = 0;
-            while !stop.load(Ordering::SeqCst) {
-                lifecycle(&runner, &dir, n)
-                    .await
-                    .map_err(|e| format!("lifecycle {n} failed: {e}"))?;
-                n += 1;
-                done.store(n, Ordering::SeqCst);
-            }
-            Ok::<usize, String>(n)
-        }
-    });
+    let running = Lifecycles::start(store_on(&server).await, dir.path());
     assert!(
-        progress_past(&done, 1, Duration::from_secs(5)).await,
+        running.progress_past(1, Duration::from_secs(5)).await,
         "no lifecycle completed before the restart"
     );
-    let restart = server.clone();
-    tokio::task::spawn_blocking(move || restart.restart(Duration::from_secs(1)))
-        .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let after_restart = done.load(Ordering::SeqCst);
+    on_server(&server, |server| server.restart(Duration::from_secs(1))).await;
+    let after_restart = running.done();
     assert!(
-        progress_past(&done, after_restart + 2, Duration::from_secs(10)).await,
+        running
+            .progress_past(after_restart + 2, Duration::from_secs(10))
+            .await,
         "lifecycles stalled after the restart"
     );
-    stop.store(true, Ordering::SeqCst);
-    lifecycles
+    running
+        .stop()
         .await
-        .unwrap()
         .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()));
     // Then the finish the waiter is for, made after the restart.
     store.attach_interactive_handoff(&handoff.id).await.unwrap();
@@ -203,17 +199,14 @@ async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
 /// stopped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
-    let server = match tokio::task::spawn_blocking(OwnPostgres::start).await {
-        Ok(Ok(server)) => Arc::new(server),
-        Ok(Err(reason)) => return skip_or_fail(&reason),
-        Err(panic) => panic!("starting the server panicked: {panic}"),
+    let Some(server) = own_server().await else {
+        return;
     };
-    let store = open_store(&server.config("pool_size=2"))
+    let store = store_on(&server)
         .await
-        .unwrap_or_else(|e| panic!("{e}; {}", server.log_tail()))
         .with_retry_window(Duration::from_secs(1));
     let dir = tempfile::tempdir().unwrap();
-    lifecycle(&store, dir.path(), 0).await.unwrap();
+    try_lifecycle(&store, dir.path(), 0).await.unwrap();
     let mut watcher = store
         .watch(0, lf_handoff_adapters::WatchFilter::default())
         .await
@@ -222,11 +215,7 @@ async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
         watcher.next().await.unwrap();
     }
     let position = watcher.position();
-    let stop = server.clone();
-    tokio::task::spawn_blocking(move || stop.stop("fast"))
-        .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}"));
+    on_server(&server, |server| server.stop("fast")).await;
     let ended = tokio::time::timeout(Duration::from_secs(30), watcher.next())
         .await
         .expect("the watch ends within 30 s of the server going down");
@@ -236,12 +225,8 @@ async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
         Some(lf_handoff_adapters::UnavailableKind::Unreachable),
         "{error}"
     );
-    let start = server.clone();
-    tokio::task::spawn_blocking(move || start.start_again())
-        .await
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}"));
-    lifecycle(&store, dir.path(), 1).await.unwrap();
+    on_server(&server, OwnPostgres::start_again).await;
+    try_lifecycle(&store, dir.path(), 1).await.unwrap();
     let mut resumed = store
         .watch(position, lf_handoff_adapters::WatchFilter::default())
         .await
