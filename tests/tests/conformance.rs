@@ -58,5 +58,8 @@ mod sled {
         handles_in_one_process_share_the_store,
         reopening_right_after_the_last_handle_drops_works,
         a_new_store_directory_is_private,
+        a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record,
+        a_store_whose_creation_was_killed_opens_and_works,
+        garbage_in_the_middle_of_the_log_is_refused_unchanged,
     );
 }
