@@ -30,7 +30,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One line the child printed.
 #[derive(Debug)]
-pub(super) enum Event {
+pub(crate) enum Event {
+    /// `opening` or `ready`: the child's progress in opening the store.
     Ready,
     Begin {
         lane: usize,
@@ -50,8 +51,8 @@ pub(super) enum Event {
     },
 }
 
-pub(super) fn parse_event(line: &str) -> Result<Event, String> {
-    if line == "ready" {
+pub(crate) fn parse_event(line: &str) -> Result<Event, String> {
+    if line == "ready" || line == "opening" {
         return Ok(Event::Ready);
     }
     if let Some(rest) = line.strip_prefix("error ") {

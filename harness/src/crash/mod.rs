@@ -76,6 +76,7 @@ use std::time::{Duration, Instant};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_adapters::open_store;
 
+pub(crate) use child::{parse_event, ChildOutput, Event};
 pub use figures::CrashFigures;
 
 use crate::rng::Rng;

@@ -3,7 +3,7 @@
 //!
 //! Protocol (one line each, flushed before the next store call):
 //!
-//! - `ready` once the store is open;
+//! - `opening` right before the store is opened, `ready` once it is open;
 //! - `begin <lane> <kind> <key>` before a write is issued;
 //! - `ack <lane> <kind> <key> <json>` after the store acknowledged it, with
 //!   the record the store returned;
@@ -205,6 +205,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     let seed: u64 = seed.parse().map_err(|e| format!("seed {seed:?}: {e}"))?;
     let lanes: usize = lanes.parse().map_err(|e| format!("lanes {lanes:?}: {e}"))?;
     let config = StorageConfig::from_url(url).map_err(|e| e.to_string())?;
+    emit("opening")?;
     let store = open_store(&config).await.map_err(|e| e.to_string())?;
     emit("ready")?;
     let mut rng = Rng::new(seed);
