@@ -205,6 +205,17 @@ pub(super) fn sync_dir(dir: &Path) -> StoreResult<()> {
     })
 }
 
+/// Syncs sled's settings file `conf` of a store sled just created.
+///
+/// # Errors
+/// `Unavailable` on an I/O error.
+pub(super) fn sync_sled_conf(dir: &Path) -> StoreResult<()> {
+    let path = dir.join(SLED_CONF);
+    File::open(&path)
+        .and_then(|conf| conf.sync_all())
+        .map_err(|e| io_error(format!("cannot sync {}", path.display()), e))
+}
+
 /// The marker's format number, or `None` when there is no marker.
 fn read_marker(dir: &Path) -> StoreResult<Option<u64>> {
     let path = dir.join(MARKER);

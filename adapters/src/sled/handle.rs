@@ -266,12 +266,14 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         db,
         dir,
     };
-    // A new store's trees and settings are made durable now, and so are
-    // the files sled created in the directory (an existing store's new
-    // snapshot among them). See [`sync_at_open`] for why an existing store
-    // is not synced.
+    // A new store's trees and settings are made durable now (sled writes
+    // its settings file `conf` once, when it creates a store, and never
+    // syncs it; a log without it is refused), and so are the files sled
+    // created in the directory (an existing store's new snapshot among
+    // them). See [`sync_at_open`] for why an existing store is not synced.
     if sync == SyncAtOpen::Log {
         shared.make_durable()?;
+        files::sync_sled_conf(&shared.dir)?;
     }
     files::sync_dir(&shared.dir)?;
     Ok(shared)
