@@ -40,25 +40,26 @@ pub(super) enum Round {
 }
 
 /// The system calls a `Syscall` round kills at, with the highest call
-/// number it picks for each: what changes the store's files (creating
-/// them, writing, syncing, renaming, removing, shortening; `write` also
-/// prints the child's lines). The number is picked on a log scale, so the
-/// first calls, those of the open, are picked about as often as the many
-/// of the writes after it.
-const SYSCALLS: &[(&str, u64)] = &[
-    ("openat", 40),
-    ("write", 64),
-    ("pwrite64", 64),
-    ("fsync", 8),
-    ("fdatasync", 32),
-    ("rename", 4),
-    ("unlink", 4),
-    ("ftruncate", 2),
-    ("mkdir", 2),
+/// number it picks and the call's weight: what changes the store's files
+/// (creating them, writing, syncing, renaming, removing, shortening;
+/// `write` also prints the child's lines). The number is picked on a log
+/// scale, so the first calls, those of the open, are picked about as often
+/// as the many of the writes after it; the calls that write the files'
+/// contents weigh more.
+const SYSCALLS: &[(&str, u64, u64)] = &[
+    ("write", 16, 4),
+    ("pwrite64", 32, 2),
+    ("openat", 24, 1),
+    ("fsync", 8, 1),
+    ("fdatasync", 16, 1),
+    ("rename", 2, 1),
+    ("unlink", 2, 1),
+    ("ftruncate", 2, 1),
+    ("mkdir", 2, 1),
 ];
-/// How long a `Syscall` round lets the child run before it kills it
-/// anyway (its call may never come).
-const SYSCALL_PATIENCE: Duration = Duration::from_secs(2);
+/// The least time a `Syscall` round lets the child run before it kills
+/// it anyway (its call may never come).
+const SYSCALL_PATIENCE: Duration = Duration::from_millis(100);
 
 /// What one kill left to check.
 #[derive(Debug, Default)]
@@ -176,12 +177,30 @@ impl Runner<'_> {
             .strace
             .clone()
             .ok_or("no strace to kill at a system call")?;
-        let (call, most) = SYSCALLS[self.rng.index(SYSCALLS.len())];
+        let total: u64 = SYSCALLS.iter().map(|(_, _, weight)| weight).sum();
+        let mut pick = self.rng.below(total);
+        let (call, most, _) = SYSCALLS
+            .iter()
+            .copied()
+            .find(|(_, _, weight)| {
+                let found = pick < *weight;
+                pick = pick.saturating_sub(*weight);
+                found
+            })
+            .unwrap_or(SYSCALLS[0]);
         let nth = log_scale(self.rng.next_u64(), most);
+        // Long enough for an open and a few writes: the call may come in
+        // either, or never.
+        let open_estimate = self.open_times.get(&store.begun).copied();
+        let patience = open_estimate
+            .unwrap_or(FIRST_OPEN)
+            .saturating_mul(3)
+            .max(SYSCALL_PATIENCE)
+            + self.options.max_delay;
         let seed = self.rng.next_u64();
         let mut command = Command::new(&strace);
         command
-            .args(["-f", "--seccomp-bpf", "-qq", "-o", "/dev/null", "-e"])
+            .args(["-f", "-qq", "-o", "/dev/null", "-e"])
             .arg(format!("trace={call}"))
             .arg("-e")
             .arg(format!("inject={call}:signal=KILL:when={nth}"))
@@ -200,7 +219,7 @@ impl Runner<'_> {
         let group = child.id();
         let output = ChildOutput::read(&mut child)?;
         let mut killed = Killed::default();
-        let status = match tokio::time::timeout(SYSCALL_PATIENCE, child.wait()).await {
+        let status = match tokio::time::timeout(patience, child.wait()).await {
             Ok(status) => status.map_err(|e| format!("cannot wait for strace: {e}"))?,
             Err(_) => {
                 if let Some(group) = group {

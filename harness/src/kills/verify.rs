@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::id::WaveId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffParent,
 };
 use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_adapters::domain::wave::Wave;
+use lf_handoff_adapters::{open_store, GenerateId, Store};
 
 use super::round::{CliAck, Killed};
 use super::{KillFigures, KilledStore};
@@ -70,6 +72,22 @@ pub(super) async fn after_kill(
     ledger.check(&handle, &stored, kill, phase, figures).await;
     // From now on the stored records are what must survive.
     ledger.handoffs = stored;
+    // One write after this open, as any command that follows a killed one
+    // would make: so the next open has log to walk past its snapshot, and
+    // writes a new one (sled writes snapshots only when it opens, and only
+    // then can a kill leave one unfinished).
+    let wave = Wave::new(
+        WaveId::new(),
+        format!("after kill {kill}"),
+        store.dir.path().display().to_string(),
+    );
+    match handle.create_wave(&wave).await {
+        Ok(()) => {
+            let parent = Parent::Wave(wave);
+            ledger.acknowledge_parent(parent.reference(), Some(parent));
+        }
+        Err(e) => figures.fail(format!("kill {kill}: creating a wave after the check: {e}")),
+    }
     true
 }
 
