@@ -5,6 +5,12 @@
 mod sqlite {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
     lf_handoff_conformance::multi_process_tests!(lf_handoff_conformance::backends::sqlite);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_store_whose_creation_was_killed_opens_and_works() {
+        lf_handoff_conformance::backends::sqlite::a_store_whose_creation_was_killed_opens_and_works()
+            .await;
+    }
 }
 
 mod postgres {
