@@ -20,7 +20,7 @@ use lf_handoff_adapters::domain::task::{
 };
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{GenerateId, Store, StoreError};
+use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError};
 use time::OffsetDateTime;
 
 /// A body process of `generation` talking to codex.
@@ -251,6 +251,24 @@ pub async fn lifecycle(store: &Store, dir: &Path, n: usize) -> InteractiveHandof
     try_lifecycle(store, dir, n)
         .await
         .unwrap_or_else(|e| panic!("lifecycle {n}: {e}"))
+}
+
+/// Opens the store at `config`, runs a [`lifecycle`] on it, and opens it
+/// again: the lifecycle's handoff is there. Returns the reopened store.
+pub async fn works_across_a_reopen(config: &StorageConfig, dir: &Path) -> Store {
+    let store = open_store(config)
+        .await
+        .unwrap_or_else(|e| panic!("{config} does not open: {e}"));
+    let id = lifecycle(&store, dir, 1).await;
+    drop(store);
+    let store = open_store(config)
+        .await
+        .unwrap_or_else(|e| panic!("{config} does not open again: {e}"));
+    assert!(
+        store.get_interactive_handoff(&id).await.unwrap().is_some(),
+        "{config}: the lifecycle's handoff {id} is gone after a reopen"
+    );
+    store
 }
 
 /// A path inside `dir` where a store lives.

@@ -15,6 +15,7 @@ use lf_handoff_domain::wave_home::WaveHome;
 
 use super::files::{self, LOG, SLED_CONF};
 use super::recovery::SEGMENT_SIZE;
+use super::tests::snapshot;
 use crate::{open_store, StorageConfig};
 
 async fn open(path: &Path) -> Result<Store, StoreError> {
@@ -52,12 +53,16 @@ async fn store_with_a_snapshot(path: &Path) -> Vec<InteractiveHandoffId> {
     let store = open(path).await.unwrap();
     ids.extend(open_handoffs(&store, 2).await);
     drop(store);
-    assert!(snapshots(path).len() == 1, "{:?}", snapshots(path));
+    assert!(
+        sled_snapshots(path).len() == 1,
+        "{:?}",
+        sled_snapshots(path)
+    );
     ids
 }
 
 /// The store's `snap.*` files, sorted.
-fn snapshots(path: &Path) -> Vec<String> {
+fn sled_snapshots(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(path)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
@@ -65,21 +70,6 @@ fn snapshots(path: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Every file under `dir` with its bytes.
-fn files_of(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut found = BTreeMap::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(files_of(&path));
-        } else {
-            let bytes = std::fs::read(&path).unwrap();
-            found.insert(path, bytes);
-        }
-    }
-    found
 }
 
 async fn assert_all_there(store: &Store, ids: &[InteractiveHandoffId]) {
@@ -118,7 +108,7 @@ async fn an_unfinished_snapshot_a_killed_open_left_is_removed_and_the_store_open
     for keep in [0, 5, 12, 40] {
         let path = dir.path().join(format!("cut-at-{keep}"));
         let ids = store_with_a_snapshot(&path).await;
-        let last = snapshots(&path).pop().unwrap();
+        let last = sled_snapshots(&path).pop().unwrap();
         let whole = std::fs::read(path.join(&last)).unwrap();
         let unfinished = path.join(next_snapshot_name(&last));
         std::fs::write(&unfinished, &whole[..keep.min(whole.len() - 1)]).unwrap();
@@ -142,13 +132,13 @@ async fn a_broken_snapshot_that_was_renamed_is_refused_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     store_with_a_snapshot(&path).await;
-    let last = path.join(snapshots(&path).pop().unwrap());
+    let last = path.join(sled_snapshots(&path).pop().unwrap());
     let mut bytes = std::fs::read(&last).unwrap();
     bytes[2] ^= 0x55;
     std::fs::write(&last, bytes).unwrap();
-    let before = files_of(&path);
+    let before = snapshot(&path);
     assert_damaged(open(&path).await, "its sled snapshot snap.");
-    assert_eq!(files_of(&path), before);
+    assert_eq!(snapshot(&path), before);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -193,7 +183,7 @@ async fn nothing_is_repaired_while_another_open_file_holds_the_stores_lock() {
             .await
             .unwrap()
     };
-    let last = snapshots(&path).pop().unwrap();
+    let last = sled_snapshots(&path).pop().unwrap();
     let unfinished = path.join(next_snapshot_name(&last));
     std::fs::write(&unfinished, b"").unwrap();
     match open(&path).await {
@@ -230,7 +220,7 @@ async fn garbage_in_the_middle_of_the_log_is_refused_unchanged() {
     for step in 1..8 {
         let path = dir.path().join(format!("garbage-{step}"));
         std::fs::create_dir(&path).unwrap();
-        for (file, bytes) in files_of(&pristine) {
+        for (file, bytes) in snapshot(&pristine) {
             std::fs::write(path.join(file.file_name().unwrap()), bytes).unwrap();
         }
         let mut damaged = log.clone();
@@ -242,8 +232,8 @@ async fn garbage_in_the_middle_of_the_log_is_refused_unchanged() {
             *byte = noise.to_le_bytes()[0];
         }
         std::fs::write(path.join(LOG), &damaged).unwrap();
-        let before = files_of(&path);
+        let before = snapshot(&path);
         assert_damaged(open(&path).await, "its sled log db holds, at byte");
-        assert_eq!(files_of(&path), before, "garbage at byte {at}");
+        assert_eq!(snapshot(&path), before, "garbage at byte {at}");
     }
 }

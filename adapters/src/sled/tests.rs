@@ -584,7 +584,7 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
 }
 
 /// Every file of `dir` with its bytes, to show a store was left untouched.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(super) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

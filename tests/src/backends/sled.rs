@@ -437,10 +437,8 @@ pub async fn a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record(
             );
         }
         assert_eq!(listed.len(), manifest.len(), "{name}");
-        let id = crate::fixtures::lifecycle(&store, dir.path(), 1).await;
         drop(store);
-        let store = open_store(&config).await.unwrap();
-        assert!(store.get_interactive_handoff(&id).await.unwrap().is_some());
+        let store = crate::fixtures::works_across_a_reopen(&config, dir.path()).await;
         assert_eq!(
             store.list_interactive_handoffs(None).await.unwrap().len(),
             manifest.len() + 1
@@ -461,10 +459,8 @@ pub async fn a_store_whose_creation_was_killed_opens_and_works() {
         .await
         .unwrap()
         .is_empty());
-    let id = crate::fixtures::lifecycle(&store, dir.path(), 1).await;
     drop(store);
-    let store = open_store(&config).await.unwrap();
-    assert!(store.get_interactive_handoff(&id).await.unwrap().is_some());
+    crate::fixtures::works_across_a_reopen(&config, dir.path()).await;
 }
 
 /// Garbage written in the middle of the log is damage, not a torn tail:

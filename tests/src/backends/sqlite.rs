@@ -188,8 +188,6 @@ pub async fn a_store_whose_creation_was_killed_opens_and_works() {
         .await
         .unwrap()
         .is_empty());
-    let id = crate::fixtures::lifecycle(&store, dir.path(), 1).await;
     drop(store);
-    let store = open_store(&config).await.unwrap();
-    assert!(store.get_interactive_handoff(&id).await.unwrap().is_some());
+    crate::fixtures::works_across_a_reopen(&config, dir.path()).await;
 }
