@@ -859,4 +859,4 @@ impl<R: BufRead + Send> ArchiveSource for ArchiveReader<'_, R> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -31,7 +31,7 @@ pub mod archive;
 mod error;
 pub mod ports;
 pub mod retry;
-mod service;
+mod store;
 mod system;
 pub mod watch;
 
@@ -47,12 +47,11 @@ pub use ports::{
     TransitionOutcome, Versioned,
 };
 pub use retry::DEFAULT_RETRY_WINDOW;
-pub use service::{Store, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
+pub use store::{PruneOptions, Store, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
-pub use watch::{Changes, EventBatch, EventLog, Waited, WatchFilter, Watcher, SAFETY_RECHECK};
+pub use watch::{
+    Changes, EventBatch, EventLog, Waited, WatchFilter, WatchFrom, Watcher, SAFETY_RECHECK,
+};
 
 /// The domain crate, re-exported so callers need one dependency.
 pub use lf_handoff_domain as domain;
-
-#[cfg(test)]
-mod service_tests;

@@ -32,7 +32,7 @@ use lf_handoff_domain::interactive_handoff::{
 };
 
 use crate::error::{StoreError, StoreResult, UnavailableKind};
-use crate::service::Store;
+use crate::store::Store;
 
 /// How long a watcher or a waiter sleeps at most without a change signal
 /// before it reads again: the bound on what a lost signal can cost.
@@ -54,6 +54,7 @@ const WATCH_BATCH: usize = 256;
 const PARENT_CACHE: usize = 4096;
 
 /// A backend's history as a log to follow (C16).
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait EventLog: Debug + Send + Sync + 'static {
     /// The position of the last final event now: a watcher that starts
@@ -113,6 +114,16 @@ pub struct WatchFilter {
     pub parent: Option<InteractiveHandoffParent>,
     /// Only the events of this handoff.
     pub handoff: Option<InteractiveHandoffId>,
+}
+
+/// Where a [`Watcher`] starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// After this position: 0 for the whole history, a
+    /// [`Watcher::position`] to resume where a watcher stopped.
+    After(u64),
+    /// After the last event committed now: only what comes from now on.
+    Now,
 }
 
 /// How [`Store::wait`] ended.
@@ -260,49 +271,33 @@ impl Watcher {
 }
 
 impl Store {
-    fn event_log(&self) -> StoreResult<Arc<dyn EventLog>> {
-        self.events.clone().ok_or_else(|| {
-            StoreError::unavailable(
-                UnavailableKind::Other,
-                format!(
-                    "the {} store was built without an event log, so it cannot be watched",
-                    self.backend()
-                ),
-            )
-        })
-    }
-
-    /// Every event after position `from` that passes `filter`, in position
-    /// order, then each new one as it commits (C16). Start from 0 for the
-    /// whole history, from a [`Watcher::position`] to resume.
+    /// Every event that passes `filter` from `from` on, in position order,
+    /// then each new one as it commits (C16).
     ///
     /// # Errors
-    /// `Unavailable` when the store cannot be watched.
-    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend(), from))]
-    pub async fn watch(&self, from: u64, filter: WatchFilter) -> StoreResult<Watcher> {
-        let log = self.event_log()?;
+    /// `Unavailable` when the store cannot be read (for [`WatchFrom::Now`],
+    /// which reads the last position).
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend()))]
+    pub async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
+        let log = self.events.clone();
+        let position = match from {
+            WatchFrom::After(position) => position,
+            WatchFrom::Now => {
+                crate::retry::retry(self.retry_window(), "reading the last position", || {
+                    log.last_position()
+                })
+                .await?
+            }
+        };
         Ok(Watcher {
             store: self.clone(),
             log,
             changes: None,
             filter,
-            position: from,
+            position,
             ready: VecDeque::new(),
             parents: HashMap::new(),
         })
-    }
-
-    /// A watcher of the events committed from now on.
-    ///
-    /// # Errors
-    /// As [`watch`](Self::watch).
-    pub async fn watch_new(&self, filter: WatchFilter) -> StoreResult<Watcher> {
-        let log = self.event_log()?;
-        let from = crate::retry::retry(self.retry_window(), "reading the last position", || {
-            log.last_position()
-        })
-        .await?;
-        self.watch(from, filter).await
     }
 
     /// Waits until handoff `id` is terminal, at most `timeout` when given,
@@ -319,7 +314,7 @@ impl Store {
         id: &InteractiveHandoffId,
         timeout: Option<Duration>,
     ) -> StoreResult<Waited> {
-        let log = self.event_log()?;
+        let log = self.events.clone();
         let until = timeout.map(|timeout| Instant::now() + timeout);
         let mut changes = log.changes().await?;
         loop {

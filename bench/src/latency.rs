@@ -301,7 +301,7 @@ async fn list_parent(
 async fn list_active(store: &Store, query: &ListQuery, expected: usize) -> BenchResult<Duration> {
     let start = Instant::now();
     let handoffs = store
-        .query_interactive_handoffs(query)
+        .list_interactive_handoffs(query.clone())
         .await
         .context("list --active")?;
     let elapsed = start.elapsed();
@@ -317,7 +317,7 @@ async fn list_active(store: &Store, query: &ListQuery, expected: usize) -> Bench
 async fn list_waiting(store: &Store, query: &ListQuery, expected: usize) -> BenchResult<Duration> {
     let start = Instant::now();
     let handoffs = store
-        .query_interactive_handoffs(query)
+        .list_interactive_handoffs(query.clone())
         .await
         .context("list --status waiting")?;
     let elapsed = start.elapsed();

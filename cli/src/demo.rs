@@ -22,6 +22,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
+use crate::handoffs::claim_and_read;
 use crate::output::{
     deadline_phrase, descriptor_block, emit, emit_json, history_table, table, timestamp,
 };
@@ -162,7 +163,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         expires_at: Some(store.now() + time::Duration::hours(1)),
     };
     let (opened, created) = store
-        .open_interactive_handoff_with(request.clone(), &options)
+        .open_interactive_handoff(request.clone().with_options(options.clone()))
         .await?;
     expect(created, "the first open must create a handoff")?;
     let deadline = opened.expires_at.map_or_else(String::new, timestamp);
@@ -181,7 +182,11 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
     )?;
 
     let (replayed, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
+        .open_interactive_handoff(
+            request
+                .clone()
+                .with_options(OpenOptions::at_step(step.clone())),
+        )
         .await?;
     expect(
         !created && replayed == opened,
@@ -249,9 +254,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         &serde_json::json!({ "parent": parent, "generation": recorded.parent.body_generation() }),
     )?;
 
-    let (claimed, after) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
-        .await?;
+    let (claimed, after) = claim_and_read(store, &opened.id, 2).await?;
     expect(claimed, "the first claim on a finished handoff must win")?;
     say.step(
         "claim_wake",
@@ -263,9 +266,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         &serde_json::json!({ "claimed": claimed, "handoff": after }),
     )?;
 
-    let (again, _) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
-        .await?;
+    let (again, _) = claim_and_read(store, &opened.id, 2).await?;
     expect(again, "a retry by the winning generation must still win")?;
     say.step(
         "claim_retry",
@@ -274,9 +275,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         &serde_json::json!({ "claimed": again }),
     )?;
 
-    let (lost, after) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 3)
-        .await?;
+    let (lost, after) = claim_and_read(store, &opened.id, 3).await?;
     expect(
         !lost,
         "a generation the task has not recorded must not take the wake",
@@ -298,7 +297,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         ..request
     };
     let (rerun, created) = store
-        .open_interactive_handoff_at_step(rerun_request, &step)
+        .open_interactive_handoff(rerun_request.with_options(OpenOptions::at_step(step.clone())))
         .await?;
     expect(
         !created && rerun == after,
@@ -317,9 +316,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         &serde_json::json!({ "created": created, "handoff": rerun }),
     )?;
 
-    let (taken, after) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 3)
-        .await?;
+    let (taken, after) = claim_and_read(store, &opened.id, 3).await?;
     expect(
         taken && after.wake_claimed_by_generation == Some(3),
         "the task's current body must take the wake over from the one it replaced",
@@ -333,9 +330,7 @@ pub async fn demo(store_flag: Option<&str>, json: bool, actor: Option<Actor>) ->
         &serde_json::json!({ "claimed": taken, "holder": after.wake_claimed_by_generation, "handoff": after }),
     )?;
 
-    let (old, after) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
-        .await?;
+    let (old, after) = claim_and_read(store, &opened.id, 2).await?;
     expect(!old, "the replaced generation's retry must lose")?;
     say.step(
         "old_retry",

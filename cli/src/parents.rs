@@ -9,6 +9,7 @@
 
 use lf_handoff_adapters::domain::child_session::{ChildLeaseState, ChildProcessGeneration};
 use lf_handoff_adapters::domain::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::project_session::{ProjectSession, ProjectSessionStatus};
 use lf_handoff_adapters::domain::session_context::{
@@ -88,12 +89,18 @@ pub async fn create_project(
 /// `NotFound` for an unknown project; otherwise as
 /// `Store::create_task_session`.
 pub async fn create_task(store: &Store, args: &TaskCreateArgs) -> StoreResult<TaskSession> {
-    let project = store
-        .get_project_session(&args.project)
+    let project = match store
+        .get_parent(&InteractiveHandoffParent::Project(args.project.clone()))
         .await?
-        .ok_or_else(|| {
-            StoreError::NotFound(format!("project session {} does not exist", args.project))
-        })?;
+    {
+        Some(Parent::Project(project)) => project,
+        _ => {
+            return Err(StoreError::NotFound(format!(
+                "project session {} does not exist",
+                args.project
+            )))
+        }
+    };
     let now = now(store);
     let id = TaskSessionId::new();
     let identifier = args.identifier.clone().unwrap_or_default();

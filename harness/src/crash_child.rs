@@ -372,7 +372,7 @@ impl Lane {
             self.begin("step-open", &reference)?;
             let (mut current, created) = self
                 .store
-                .open_interactive_handoff_at_step(request, &key)
+                .open_interactive_handoff(request.with_options(OpenOptions::at_step(key.clone())))
                 .await
                 .map_err(|e| format!("open {reference} at step {key} by {generation}: {e}"))?;
             let value = serde_json::json!({ "created": created, "step": key, "handoff": current });
@@ -397,9 +397,7 @@ impl Lane {
                 .wake_claimed_by_generation
                 .filter(|holder| *holder < generation);
             self.begin("wake", &id)?;
-            let (claimed, record) = self
-                .store
-                .claim_interactive_handoff_wake_with_record(&id, generation)
+            let (claimed, record) = fixtures::claim_and_read(&self.store, &id, generation)
                 .await
                 .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
             self.ack_wake(generation, claimed, &record)?;
@@ -412,9 +410,7 @@ impl Lane {
             if let Some(old) = replaced {
                 if self.rng.chance(1, 2) {
                     self.begin("wake", &id)?;
-                    let (old_claimed, record) = self
-                        .store
-                        .claim_interactive_handoff_wake_with_record(&id, old)
+                    let (old_claimed, record) = fixtures::claim_and_read(&self.store, &id, old)
                         .await
                         .map_err(|e| format!("retry the claim of {id} for {old}: {e}"))?;
                     self.ack_wake(old, old_claimed, &record)?;
@@ -511,9 +507,7 @@ impl Lane {
         }
 
         self.begin("claim", &id)?;
-        let (claimed, record) = self
-            .store
-            .claim_interactive_handoff_wake_with_record(&id, generation)
+        let (claimed, record) = fixtures::claim_and_read(&self.store, &id, generation)
             .await
             .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
         if !claimed {
@@ -650,7 +644,7 @@ impl Lane {
             };
             match self
                 .store
-                .open_interactive_handoff_with(request.clone(), &options)
+                .open_interactive_handoff(request.clone().with_options(options.clone()))
                 .await
             {
                 Ok(opened) => break opened,
@@ -754,9 +748,7 @@ impl Lane {
         if current.status.is_terminal() && self.rng.chance(2, 3) {
             let generation = current.body_generation;
             self.begin("claim", &id)?;
-            let (claimed, record) = self
-                .store
-                .claim_interactive_handoff_wake_with_record(&id, generation)
+            let (claimed, record) = fixtures::claim_and_read(&self.store, &id, generation)
                 .await
                 .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
             if !claimed {

@@ -1,6 +1,7 @@
 //! One scenario (at least) per store clause C1-C11, each named after its
 //! clause and written once for every backend.
 
+use crate::fixtures::{stored_project, stored_task, stored_wave};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -372,7 +373,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     assert_eq!(mine[0].id, opened[4].id);
 
     let active = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: None,
             active_only: true,
             ..Default::default()
@@ -388,7 +389,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     assert_eq!(active_ids, expected);
     assert_eq!(active.len(), 4);
     assert!(store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: Some(parent),
             active_only: true,
             ..Default::default()
@@ -399,7 +400,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     let live_parent = opened[0].parent.clone();
     assert_eq!(
         store
-            .query_interactive_handoffs(&ListQuery {
+            .list_interactive_handoffs(ListQuery {
                 parent: Some(live_parent),
                 active_only: true,
                 ..Default::default()
@@ -793,7 +794,7 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
         .await
         .unwrap();
     let before = store.list_interactive_handoffs(None).await.unwrap();
-    let parent_before = store.get_task_session(&task.id).await.unwrap();
+    let parent_before = stored_task(&store, &task.id).await;
     drop(store);
     let reopened = open_store(&backend.config(location(dir.path())))
         .await
@@ -809,10 +810,7 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
             .unwrap(),
         Some(attached)
     );
-    assert_eq!(
-        reopened.get_task_session(&task.id).await.unwrap(),
-        parent_before
-    );
+    assert_eq!(stored_task(&reopened, &task.id).await, parent_before);
 }
 
 /// C8: a process killed with SIGKILL at an arbitrary moment loses nothing it
@@ -847,7 +845,7 @@ pub async fn c8_kill_9_loses_nothing_acknowledged(backend: &dyn Backend) {
     for (id, steps) in &acknowledged {
         let last = steps.last().unwrap();
         if last.starts_with("wave ") {
-            let wave = store.get_wave(&WaveId::parse(id).unwrap()).await.unwrap();
+            let wave = stored_wave(&store, &WaveId::parse(id).unwrap()).await;
             assert!(wave.is_some(), "acknowledged wave {id} was lost");
             continue;
         }
@@ -1003,19 +1001,16 @@ pub async fn c9_replays_write_nothing(backend: &dyn Backend) {
 pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let wave = new_wave(&store, dir.path()).await;
-    assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
+    assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
     let project = project(wave.id());
     store.create_project_session(&project).await.unwrap();
     assert_eq!(
-        store.get_project_session(&project.id).await.unwrap(),
+        stored_project(&store, &project.id).await,
         Some(project.clone())
     );
     let (task, pr) = crate::fixtures::task(&project, dir.path());
     store.create_task_session(&task, &pr).await.unwrap();
-    assert_eq!(
-        store.get_task_session(&task.id).await.unwrap(),
-        Some(task.clone())
-    );
+    assert_eq!(stored_task(&store, &task.id).await, Some(task.clone()));
     assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr.clone()));
     assert_eq!(
         store
@@ -1050,7 +1045,7 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
         store.create_task_session(&other_task, &other_pr).await,
         "PR of another task",
     );
-    assert_eq!(store.get_task_session(&other_task.id).await.unwrap(), None);
+    assert_eq!(stored_task(&store, &other_task.id).await, None);
 }
 
 /// C10: a new body generation is recorded; generations only increase, and
@@ -1061,7 +1056,7 @@ pub async fn c10_body_generations_only_increase(backend: &dyn Backend) {
     let parent = InteractiveHandoffParent::Task(task.id.clone());
     let recorded = store.record_body(&parent, body(5, None)).await.unwrap();
     assert_eq!(recorded.body_generation(), 5);
-    let stored = store.get_task_session(&task.id).await.unwrap().unwrap();
+    let stored = stored_task(&store, &task.id).await.unwrap();
     assert_eq!(Parent::Task(stored.clone()), recorded);
     assert_eq!(
         stored.latest_process.as_ref().map(|p| p.generation),
@@ -1090,10 +1085,7 @@ pub async fn c10_body_generations_only_increase(backend: &dyn Backend) {
         store.record_body(&ghost, body(1, None)).await,
         Err(StoreError::NotFound(_))
     ));
-    assert_eq!(
-        store.get_task_session(&task.id).await.unwrap(),
-        Some(stored)
-    );
+    assert_eq!(stored_task(&store, &task.id).await, Some(stored));
 }
 
 /// C11: corrupt, truncated, foreign, newer-schema, locked or unreachable

@@ -10,6 +10,7 @@ use lf_handoff_adapters::domain::id::{
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
 };
+use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::project_session::{ProjectSession, ProjectSessionStatus};
 use lf_handoff_adapters::domain::session_context::{
     LinearIssueId, LinearIssueSnapshot, LinearProjectId, LinearProjectSnapshot,
@@ -20,7 +21,7 @@ use lf_handoff_adapters::domain::task::{
 };
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{GenerateId, Store, StoreError};
+use lf_handoff_adapters::{GenerateId, Store, StoreError, Waited};
 use time::OffsetDateTime;
 
 /// A body process of `generation` talking to codex.
@@ -37,6 +38,66 @@ pub fn body(generation: u32, provider_session_id: Option<&str>) -> ChildProcessG
         state: ChildLeaseState::Active,
         outcome: None,
     }
+}
+
+/// The stored parent `reference`, through [`Store::get_parent`].
+async fn stored_parent(store: &Store, reference: InteractiveHandoffParent) -> Option<Parent> {
+    store.get_parent(&reference).await.unwrap()
+}
+
+/// The stored wave `id`; `None` when there is none.
+pub async fn stored_wave(store: &Store, id: &WaveId) -> Option<Wave> {
+    match stored_parent(store, InteractiveHandoffParent::Wave(id.clone())).await? {
+        Parent::Wave(wave) => Some(wave),
+        other => panic!("wave {id} was stored as {other:?}"),
+    }
+}
+
+/// The stored project session `id`; `None` when there is none.
+pub async fn stored_project(store: &Store, id: &ProjectSessionId) -> Option<ProjectSession> {
+    match stored_parent(store, InteractiveHandoffParent::Project(id.clone())).await? {
+        Parent::Project(project) => Some(project),
+        other => panic!("project {id} was stored as {other:?}"),
+    }
+}
+
+/// The stored task session `id`; `None` when there is none.
+pub async fn stored_task(store: &Store, id: &TaskSessionId) -> Option<TaskSession> {
+    match stored_parent(store, InteractiveHandoffParent::Task(id.clone())).await? {
+        Parent::Task(task) => Some(task),
+        other => panic!("task {id} was stored as {other:?}"),
+    }
+}
+
+/// Handoff `id` as a wait that does not wait finds it: expired when it was
+/// due (C14), as it is otherwise.
+pub async fn waited_now(store: &Store, id: &InteractiveHandoffId) -> InteractiveHandoff {
+    match store
+        .wait(id, Some(std::time::Duration::ZERO))
+        .await
+        .unwrap()
+    {
+        Waited::Ended(handoff) | Waited::TimedOut(handoff) => handoff,
+    }
+}
+
+/// Claims the wake of `id` for `generation`, then reads the handoff as it
+/// is after the claim (to see who holds the wake).
+///
+/// # Errors
+/// As [`Store::claim_interactive_handoff_wake`]; `NotFound` when the
+/// handoff is gone in between.
+pub async fn claim_and_read(
+    store: &Store,
+    id: &InteractiveHandoffId,
+    generation: u32,
+) -> Result<(bool, InteractiveHandoff), StoreError> {
+    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
+    let handoff = store
+        .get_interactive_handoff(id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
+    Ok((claimed, handoff))
 }
 
 /// Creates and returns a new wave whose repo is `repo`.

@@ -92,8 +92,8 @@ pub async fn c15_every_change_appends_one_event_with_its_actor(backend: &dyn Bac
         )
         .await
         .unwrap();
-    let (took_over, _) = replacement
-        .claim_interactive_handoff_wake_with_record(&opened.id, 2)
+    let took_over = replacement
+        .claim_interactive_handoff_wake(&opened.id, 2)
         .await
         .unwrap();
     assert!(took_over);

@@ -15,6 +15,7 @@
 //!   `-wal` and `-shm` files are mode 0600, a store directory (sled) 0700,
 //!   and a directory the store had to create is 0700.
 
+use crate::fixtures::{stored_task, stored_wave};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -133,7 +134,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
     for text in HOSTILE {
         let wave = Wave::new(WaveId::new(), text.to_string(), text.to_string());
         store.create_wave(&wave).await.unwrap();
-        assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
+        assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
         waves.push(wave);
     }
 
@@ -285,7 +286,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         store.create_task_session(&task, &pr).await,
         "a non-UTF-8 worktree",
     );
-    assert_eq!(store.get_task_session(&task.id).await.unwrap(), None);
+    assert_eq!(stored_task(&store, &task.id).await, None);
     let mut after = store.list_interactive_handoffs(None).await.unwrap();
     assert_eq!(after.pop().map(|h| h.id), Some(open.id.clone()));
     assert_eq!(after, before, "a refused request changed the store");
@@ -301,10 +302,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         everything
     );
     for wave in &waves {
-        assert_eq!(
-            reopened.get_wave(wave.id()).await.unwrap(),
-            Some(wave.clone())
-        );
+        assert_eq!(stored_wave(&reopened, wave.id()).await, Some(wave.clone()));
     }
 }
 

@@ -4,6 +4,9 @@
 //! the `make.sh` there), finds every record exactly as the manifests beside
 //! it say, and then runs a full lifecycle on it.
 
+use crate::fixtures::{stored_project, stored_task, stored_wave};
+use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
+use lf_handoff_adapters::PruneOptions;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -212,7 +215,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
                 ..ListQuery::default()
             },
         ] {
-            let listed = store.query_interactive_handoffs(&query).await.unwrap();
+            let listed = store
+                .list_interactive_handoffs(query.clone())
+                .await
+                .unwrap();
             let expected: Vec<_> = all.iter().filter(|h| query.matches(h)).cloned().collect();
             assert!(listed.contains(handoff), "{query:?}");
             assert_eq!(listed, expected, "{query:?}");
@@ -222,7 +228,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
     assert!(claimed > 0, "the fixture of {release} has a claimed wake");
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
-        store.prune(later, true).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(later).dry_run())
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: claimed as u64,
             events: 0,
@@ -238,21 +247,11 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
             created
         };
         let stored = if id.starts_with("wv_") {
-            serde_json::to_value(store.get_wave(&WaveId::parse(id).unwrap()).await.unwrap())
+            serde_json::to_value(stored_wave(store, &WaveId::parse(id).unwrap()).await)
         } else if id.starts_with("ps_") {
-            serde_json::to_value(
-                store
-                    .get_project_session(&ProjectSessionId::parse(id).unwrap())
-                    .await
-                    .unwrap(),
-            )
+            serde_json::to_value(stored_project(store, &ProjectSessionId::parse(id).unwrap()).await)
         } else {
-            serde_json::to_value(
-                store
-                    .get_task_session(&TaskSessionId::parse(id).unwrap())
-                    .await
-                    .unwrap(),
-            )
+            serde_json::to_value(stored_task(store, &TaskSessionId::parse(id).unwrap()).await)
         }
         .unwrap();
         assert_eq!(&stored, expected, "parent {id}");
@@ -332,7 +331,7 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
             attach_argv: handoff.attach_argv.clone(),
         };
         let (found, created) = store
-            .open_interactive_handoff_at_step(request, step)
+            .open_interactive_handoff(request.with_options(OpenOptions::at_step(step.clone())))
             .await
             .unwrap();
         assert!(!created, "step {step} of {} was opened again", handoff.id);
@@ -426,12 +425,16 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     };
     let step = StepKey::parse("login@after-upgrade").unwrap();
     let (opened, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
+        .open_interactive_handoff(
+            request
+                .clone()
+                .with_options(OpenOptions::at_step(step.clone())),
+        )
         .await
         .unwrap();
     assert!(created);
     let (again, created) = store
-        .open_interactive_handoff_at_step(request, &step)
+        .open_interactive_handoff(request.with_options(OpenOptions::at_step(step.clone())))
         .await
         .unwrap();
     assert!(!created);
@@ -458,7 +461,10 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     }
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
-        reopened.prune(later, false).await.unwrap(),
+        reopened
+            .prune(PruneOptions::finished_before(later))
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: claimed.len() as u64,
             events,

@@ -9,7 +9,7 @@ use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
 use lf_handoff_application::{
-    Clock, GenerateId, ListQuery, Store, StoreError, UnavailableKind, UuidV7Ids,
+    Clock, GenerateId, ListQuery, Store, StoreError, StorePorts, UnavailableKind,
 };
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
@@ -280,7 +280,7 @@ async fn lists_read_only_the_records_their_index_names() {
         .unwrap();
 
     let active = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: None,
             active_only: true,
             ..Default::default()
@@ -290,7 +290,7 @@ async fn lists_read_only_the_records_their_index_names() {
     assert_eq!(active, vec![kept.clone()]);
     for active_only in [false, true] {
         let listed = store
-            .query_interactive_handoffs(&ListQuery {
+            .list_interactive_handoffs(ListQuery {
                 parent: Some(kept.parent.clone()),
                 active_only,
                 ..Default::default()
@@ -707,7 +707,9 @@ async fn a_transition_keeps_the_step() {
     let (dir, store, raw) = stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("a"))
+        .open_interactive_handoff(
+            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("a"))),
+        )
         .await
         .unwrap();
     let moved = raw
@@ -732,7 +734,9 @@ async fn a_damaged_step_index_is_refused() {
     let parent = new_wave(&store, dir.path()).await;
     let key = step("a");
     let (opened, _) = store
-        .open_interactive_handoff_at_step(request(&parent, dir.path()), &key)
+        .open_interactive_handoff(
+            request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     store
@@ -740,7 +744,9 @@ async fn a_damaged_step_index_is_refused() {
         .await
         .unwrap();
     let (other_step, _) = store
-        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("b"))
+        .open_interactive_handoff(
+            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("b"))),
+        )
         .await
         .unwrap();
     let elsewhere = open_on_new_wave(&store, dir.path()).await;
@@ -769,7 +775,9 @@ async fn a_damaged_step_index_is_refused() {
         );
         assert_unavailable(
             store
-                .open_interactive_handoff_at_step(request(&parent, dir.path()), &key)
+                .open_interactive_handoff(
+                    request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+                )
                 .await,
             UnavailableKind::Damaged,
             &needle,
@@ -829,7 +837,9 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         .unwrap();
     // Opening on the format-1 parent checks its version as written.
     let (second, created) = store
-        .open_interactive_handoff_at_step(request(&opened.parent, dir.path()), &step("s"))
+        .open_interactive_handoff(
+            request(&opened.parent, dir.path()).with_options(OpenOptions::at_step(step("s"))),
+        )
         .await
         .unwrap();
     assert!(created);
@@ -1028,13 +1038,10 @@ async fn timed_stores() -> (TempDir, Store, Arc<SledStore>, Arc<TestClock>) {
     let clock = Arc::new(TestClock(std::sync::Mutex::new(truncate_to_micros(
         OffsetDateTime::now_utc(),
     ))));
-    let store = Store::new(
-        "sled",
-        raw.clone(),
-        raw.clone(),
-        clock.clone(),
-        Arc::new(UuidV7Ids),
-    )
+    let store = Store::new(StorePorts {
+        clock: clock.clone(),
+        ..StorePorts::of("sled", raw.clone())
+    })
     .with_actor(actor());
     (dir, store, raw, clock)
 }
@@ -1052,7 +1059,7 @@ async fn open_expiring(
         expires_at: Some(clock.now() + expires_in),
     };
     let (opened, created) = store
-        .open_interactive_handoff_with(request(&parent, dir), &options)
+        .open_interactive_handoff(request(&parent, dir).with_options(options.clone()))
         .await
         .unwrap();
     assert!(created);
@@ -1808,13 +1815,14 @@ fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
 #[tokio::test]
 async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     let (dir, store, raw, clock) = timed_stores().await;
-    let store = store.with_archive(raw.clone());
     // Every kind of index entry: a finished, claimed handoff at a step
     // (slot freed, step kept), an active one with a deadline (slot, active,
     // due), one extended, one expired, a task with its PR.
     let parent = new_wave(&store, dir.path()).await;
     let (stepped, _) = store
-        .open_interactive_handoff_at_step(request(&parent, dir.path()), &step("login@1"))
+        .open_interactive_handoff(
+            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+        )
         .await
         .unwrap();
     store
@@ -1826,13 +1834,10 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .await
         .unwrap();
     let (active, _) = store
-        .open_interactive_handoff_with(
-            request(&parent, dir.path()),
-            &OpenOptions {
-                step: Some(step("deploy@2")),
-                expires_at: Some(clock.now() + Duration::hours(1)),
-            },
-        )
+        .open_interactive_handoff(request(&parent, dir.path()).with_options(OpenOptions {
+            step: Some(step("deploy@2")),
+            expires_at: Some(clock.now() + Duration::hours(1)),
+        }))
         .await
         .unwrap();
     store.attach_interactive_handoff(&active.id).await.unwrap();
@@ -1843,16 +1848,19 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .unwrap();
     let expiring = open_expiring(&store, &clock, dir.path(), Duration::seconds(1)).await;
     clock.advance(Duration::seconds(2));
-    store.expire_if_due(&expiring.id).await.unwrap();
+    store
+        .wait(&expiring.id, Some(std::time::Duration::ZERO))
+        .await
+        .unwrap();
     let mut out = Vec::new();
-    let summary = store.export_to(&mut out).await.unwrap();
+    let summary = store.export(&mut out, None).await.unwrap();
     assert!(summary.events >= 9, "{summary:?}");
 
     let copy = dir.path().join("copy");
     let imported = open_store(&StorageConfig::sled(copy.clone()))
         .await
         .unwrap();
-    imported.import_from(out.as_slice()).await.unwrap();
+    imported.import(out.as_slice(), None).await.unwrap();
     let raw_copy = SledStore::open(&SledConfig { path: copy }).await.unwrap();
     let trees = every_tree(&raw);
     for (tree, entries) in [
@@ -1976,7 +1984,7 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
         expires_at: Some(clock.now() + Duration::hours(1)),
     };
     let (opened, _) = store
-        .open_interactive_handoff_with(request(&parent, dir.path()), &options)
+        .open_interactive_handoff(request(&parent, dir.path()).with_options(options.clone()))
         .await
         .unwrap();
     let id = opened.id.clone();
@@ -2082,7 +2090,10 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         },
     ] {
         assert_eq!(
-            store.query_interactive_handoffs(&query).await.unwrap(),
+            store
+                .list_interactive_handoffs(query.clone())
+                .await
+                .unwrap(),
             vec![kept.clone()],
             "{query:?}"
         );
@@ -2098,7 +2109,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         },
     ] {
         assert_unavailable(
-            store.query_interactive_handoffs(&query).await,
+            store.list_interactive_handoffs(query.clone()).await,
             UnavailableKind::Damaged,
             "unreadable",
         );
@@ -2111,7 +2122,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         .unwrap();
     assert_unavailable(
         store
-            .query_interactive_handoffs(&ListQuery {
+            .list_interactive_handoffs(ListQuery {
                 home: Some(finished.home.clone()),
                 ..Default::default()
             })
@@ -2132,7 +2143,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         None
     );
     assert!(store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             home: Some(finished.home.clone()),
             ..Default::default()
         })
@@ -2223,7 +2234,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
         vec![keys::prunable(claimed.terminal_at.unwrap(), &claimed.id)]
     );
     assert!(store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             statuses: vec![InteractiveHandoffStatus::Waiting],
             ..Default::default()
         })
@@ -2238,7 +2249,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     drop((store, raw));
     let store = open_store(&config).await.unwrap();
     assert!(store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             home: Some(waiting.home.clone()),
             ..Default::default()
         })

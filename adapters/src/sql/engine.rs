@@ -394,7 +394,9 @@ where
     }
 }
 
-/// `query` with `params` bound in order (see [`Driver::bind`]).
+/// `query` with `params` bound in order (see [`Driver::bind`]); for the
+/// `raw_sql` surface.
+#[cfg_attr(not(feature = "raw-sql"), allow(dead_code))]
 pub fn bind<'q, DB: Driver>(
     query: Query<'q, DB, DB::Arguments<'q>>,
     params: &[Param<'q>],

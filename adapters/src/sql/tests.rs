@@ -19,6 +19,7 @@ use lf_handoff_application::ports::{
 };
 use lf_handoff_application::{GenerateId, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::OpenOptions;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
@@ -43,7 +44,9 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (opened, _) = store
-        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
+        .open_interactive_handoff(
+            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+        )
         .await
         .unwrap();
 
@@ -193,7 +196,9 @@ async fn wave_with_handoffs(
         .await
         .unwrap();
     let (waiting, _) = store
-        .open_interactive_handoff_at_step(request(&wave, dir), &step("login@1"))
+        .open_interactive_handoff(
+            request(&wave, dir).with_options(OpenOptions::at_step(step("login@1"))),
+        )
         .await
         .unwrap();
     (store, wave, finished, waiting)
@@ -1056,7 +1061,9 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     let wave = Wave::new(WaveId::new(), "w".into(), dir.path().display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
-        .open_interactive_handoff_at_step(request(&wave, dir.path()), &step("login@1"))
+        .open_interactive_handoff(
+            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+        )
         .await
         .unwrap();
     store.attach_interactive_handoff(&first.id).await.unwrap();
@@ -1078,14 +1085,14 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .await
         .unwrap();
     let mut file = Vec::new();
-    let summary = store.export_to(&mut file).await.unwrap();
+    let summary = store.export(&mut file, None).await.unwrap();
     assert_eq!((summary.events, summary.last_position), (5, 5));
 
     let copy = dir.path().join("copy.db");
     let imported = open_store(&StorageConfig::sqlite(copy.clone()))
         .await
         .unwrap();
-    imported.import_from(file.as_slice()).await.unwrap();
+    imported.import(file.as_slice(), None).await.unwrap();
     drop((store, imported));
     assert_eq!(sqlite_rows(&copy).await, sqlite_rows(&source).await);
 
@@ -1097,7 +1104,7 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     let imported = open_store(&StorageConfig::sqlite(moved.clone()))
         .await
         .unwrap();
-    imported.import_from(later.as_bytes()).await.unwrap();
+    imported.import(later.as_bytes(), None).await.unwrap();
     let second = imported
         .list_interactive_handoffs(None)
         .await

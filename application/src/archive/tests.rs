@@ -17,7 +17,8 @@ use uuid::Uuid;
 
 use super::*;
 use crate::ports::{MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry};
-use crate::{ConflictKind, Store};
+use crate::watch::MockEventLog;
+use crate::{ConflictKind, Store, StorePorts};
 
 const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
 
@@ -274,7 +275,7 @@ fn records_out_of_order_alone_or_miscounted_are_refused() {
 
 /// An in-memory backend: what it holds, as records and a last position.
 #[derive(Debug, Default)]
-struct Memory {
+pub(crate) struct Memory {
     held: Mutex<Option<(Vec<ArchiveRecord>, u64)>>,
 }
 
@@ -305,14 +306,16 @@ impl Archive for Memory {
     }
 }
 
-fn store() -> Store {
-    Store::new(
-        "memory",
-        Arc::new(MockHandoffRepository::new()),
-        Arc::new(MockParentRegistry::new()),
-        Arc::new(MockClock::new()),
-        Arc::new(MockIdSource::new()),
-    )
+fn store(archive: Arc<Memory>) -> Store {
+    Store::new(StorePorts {
+        backend: "memory",
+        handoffs: Arc::new(MockHandoffRepository::new()),
+        parents: Arc::new(MockParentRegistry::new()),
+        events: Arc::new(MockEventLog::new()),
+        archive,
+        clock: Arc::new(MockClock::new()),
+        ids: Arc::new(MockIdSource::new()),
+    })
 }
 
 #[tokio::test]
@@ -320,11 +323,11 @@ async fn the_store_exports_and_imports_through_its_archive() {
     let (records, last) = registry();
     let source = Arc::new(Memory::default());
     *source.held.lock().unwrap() = Some((records.clone(), last));
-    let exporting = store().with_archive(source);
+    let exporting = store(source);
     let mut out = Vec::new();
     let mut progress = Vec::new();
     let summary = exporting
-        .export_with_progress(
+        .export(
             &mut out,
             Some(Box::new(|s: &ArchiveSummary| progress.push(s.records()))),
         )
@@ -338,21 +341,12 @@ async fn the_store_exports_and_imports_through_its_archive() {
     );
 
     let target = Arc::new(Memory::default());
-    let importing = store().with_archive(target.clone());
+    let importing = store(target.clone());
     assert_eq!(
-        importing.import_from(out.as_slice()).await.unwrap(),
+        importing.import(out.as_slice(), None).await.unwrap(),
         summary
     );
     assert_eq!(*target.held.lock().unwrap(), Some((records, last)));
-    let again = importing.import_from(out.as_slice()).await.unwrap_err();
+    let again = importing.import(out.as_slice(), None).await.unwrap_err();
     assert_eq!(again.conflict_kind(), Some(ConflictKind::NotEmpty));
-}
-
-#[tokio::test]
-async fn a_store_without_an_archive_is_unavailable() {
-    let plain = store();
-    let export = plain.export_to(Vec::new()).await.unwrap_err();
-    assert_eq!(export.unavailable_kind(), Some(UnavailableKind::Other));
-    let import = plain.import_from(&b""[..]).await.unwrap_err();
-    assert_eq!(import.unavailable_kind(), Some(UnavailableKind::Other));
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::wave::Wave;
@@ -24,12 +24,16 @@ use uuid::Uuid;
 
 use lf_handoff_domain::interactive_handoff::Transition;
 
+use crate::archive::tests::Memory;
 use crate::ports::{
     Decided, Decision, InsertOutcome, ListQuery, MockClock, MockHandoffRepository, MockIdSource,
     MockParentRegistry, ParentInsert, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome,
     Versioned,
 };
-use crate::{Store, StoreError, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS};
+use crate::watch::MockEventLog;
+use crate::{
+    PruneOptions, Store, StoreError, StorePorts, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS,
+};
 use lf_handoff_domain::ConflictKind;
 
 const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
@@ -96,13 +100,15 @@ fn ids() -> MockIdSource {
 }
 
 fn build(handoffs: MockHandoffRepository, parents: MockParentRegistry, clock: MockClock) -> Store {
-    Store::new(
-        "mock",
-        Arc::new(handoffs),
-        Arc::new(parents),
-        Arc::new(clock),
-        Arc::new(ids()),
-    )
+    Store::new(StorePorts {
+        backend: "mock",
+        handoffs: Arc::new(handoffs),
+        parents: Arc::new(parents),
+        events: Arc::new(MockEventLog::new()),
+        archive: Arc::new(Memory::default()),
+        clock: Arc::new(clock),
+        ids: Arc::new(ids()),
+    })
 }
 
 /// The snapshot `open` reads: the wave at `version` with `active`.
@@ -287,7 +293,7 @@ async fn a_lost_step_race_returns_the_winners_handoff_for_the_step() {
         });
     let store = build(handoffs, parents, clock_at(T0));
     let (handoff, created) = store
-        .open_interactive_handoff_at_step(request(), &step)
+        .open_interactive_handoff(request().with_options(OpenOptions::at_step(step.clone())))
         .await
         .unwrap();
     assert!(!created);
@@ -663,6 +669,9 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
         .unwrap()
         .transition
         .into_handoff();
+    // The holder of the record the take-over wrote.
+    let written = Arc::new(std::sync::Mutex::new(None));
+    let stored = written.clone();
     let mut seq = mockall::Sequence::new();
     let mut handoffs = MockHandoffRepository::new();
     let first = held.clone();
@@ -686,14 +695,19 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
         .expect_transition()
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_, decide, _| decided_on(&held, &decide, Expect::Write));
+        .returning(move |_, decide, _| {
+            let outcome = decided_on(&held, &decide, Expect::Write);
+            if let Ok(Some(TransitionOutcome::Applied { handoff, .. })) = &outcome {
+                *stored.lock().unwrap() = Some(handoff.wake_claimed_by_generation);
+            }
+            outcome
+        });
     let store = build(handoffs, parents, clock_at(T0));
-    let (claimed, handoff) = store
-        .claim_interactive_handoff_wake_with_record(&handoff_id(), 6)
+    assert!(store
+        .claim_interactive_handoff_wake(&handoff_id(), 6)
         .await
-        .unwrap();
-    assert!(claimed);
-    assert_eq!(handoff.wake_claimed_by_generation, Some(6));
+        .unwrap());
+    assert_eq!(*written.lock().unwrap(), Some(Some(6)));
 }
 
 #[tokio::test]
@@ -818,7 +832,10 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
     handoffs.expect_load().never();
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert_eq!(
-        store.query_interactive_handoffs(&query).await.unwrap(),
+        store
+            .list_interactive_handoffs(query.clone())
+            .await
+            .unwrap(),
         vec![waiting()]
     );
 
@@ -837,7 +854,7 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
         });
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert!(store
-        .query_interactive_handoffs(&query)
+        .list_interactive_handoffs(query.clone())
         .await
         .unwrap()
         .is_empty());
@@ -847,7 +864,10 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
     handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
     handoffs.expect_load().times(1).returning(|_| Ok(None));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let err = store.query_interactive_handoffs(&query).await.unwrap_err();
+    let err = store
+        .list_interactive_handoffs(query.clone())
+        .await
+        .unwrap_err();
     assert!(err.is_not_found(), "{err}");
     assert!(err.to_string().contains(after.as_str()), "{err}");
 
@@ -857,7 +877,7 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
     handoffs.expect_load().never();
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert!(store
-        .query_interactive_handoffs(&ListQuery::default())
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .is_empty());
@@ -976,7 +996,10 @@ async fn prune_removes_batches_until_one_removes_nothing() {
     handoffs.expect_count_prunable().never();
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert_eq!(
-        store.prune(cutoff, false).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(cutoff))
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: 266,
             events: 1_055
@@ -999,8 +1022,20 @@ async fn a_dry_run_only_counts_and_a_batch_of_zero_is_refused_before_any_read() 
         .returning(move |_| Ok(counted));
     handoffs.expect_prune_batch().never();
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    assert_eq!(store.prune(cutoff, true).await.unwrap(), counted);
-    let err = store.prune_in_batches(cutoff, 0).await.unwrap_err();
+    assert_eq!(
+        store
+            .prune(PruneOptions::finished_before(cutoff).dry_run())
+            .await
+            .unwrap(),
+        counted
+    );
+    let err = store
+        .prune(PruneOptions {
+            batch: 0,
+            ..PruneOptions::finished_before(cutoff)
+        })
+        .await
+        .unwrap_err();
     assert!(err.is_invalid_input(), "{err}");
 
     // A failing batch stops the prune with its error.
@@ -1023,7 +1058,10 @@ async fn a_dry_run_only_counts_and_a_batch_of_zero_is_refused_before_any_read() 
         .returning(|_, _| Err(StoreError::damaged("the disk said no")));
     let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
     assert!(store
-        .prune_in_batches(cutoff, 2)
+        .prune(PruneOptions {
+            batch: 2,
+            ..PruneOptions::finished_before(cutoff)
+        })
         .await
         .unwrap_err()
         .is_unavailable());
