@@ -51,18 +51,18 @@ mod sled;
 mod sql;
 mod sqlite;
 
-pub use config::{
-    parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
-    DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT,
-};
-pub use config::{
-    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
-};
+pub use config::text::parse_duration;
+pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use lf_handoff_application::{
     archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery,
     PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind,
     UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
+pub use postgres::{
+    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+};
+pub use sled::SledConfig;
+pub use sqlite::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT};
 
 use std::sync::Arc;
 

@@ -15,11 +15,10 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::StoreResult;
 use sqlx::postgres::PgConnectOptions;
 
-use crate::config::text::split_query;
-use crate::config::{decode_option, parse_duration};
+use crate::config::text::{decode_option, invalid, parse_duration, split_query};
 
 /// The schema that holds the tables when the URL names none.
 pub const DEFAULT_POSTGRES_SCHEMA: &str = "lf_handoff";
@@ -303,10 +302,6 @@ fn redact_pair(pair: &str) -> String {
         Some(("password", _)) => "password=***".to_string(),
         _ => pair.to_string(),
     }
-}
-
-fn invalid(message: String) -> StoreError {
-    StoreError::InvalidInput(message)
 }
 
 #[cfg(test)]

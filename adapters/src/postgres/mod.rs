@@ -52,7 +52,7 @@
 //!   into an `Unavailable` whose message names the server (host and port,
 //!   database, schema) and says what to do. No message holds the password.
 
-pub(crate) mod config;
+mod config;
 
 use std::fmt;
 use std::sync::Arc;
@@ -63,11 +63,14 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult};
 use sqlx::{ConnectOptions as _, Connection as _};
 
 use crate::changes::{ChangeSource, Notifier};
-use crate::postgres::config::PostgresConfig;
 use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
 use crate::sql::schema::{postgres_statements_after, UniqueIndex, LATEST_VERSION};
 use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
+
+pub use config::{
+    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+};
 
 /// A pooled connection idle for this long is pinged before it is lent, in
 /// case the server restarted or closed it meanwhile.

@@ -221,6 +221,7 @@
 //! about, or use SQLite.
 
 mod archive;
+mod config;
 mod error;
 mod files;
 mod handle;
@@ -233,7 +234,7 @@ use std::sync::Arc;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-use crate::config::SledConfig;
+pub use config::SledConfig;
 use handle::Shared;
 
 /// Both storage ports on one shared sled `Db`.

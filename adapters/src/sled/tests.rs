@@ -26,7 +26,7 @@ use time::{Duration, OffsetDateTime};
 
 use super::handle::{sync_at_open, SyncAtOpen};
 use super::{files, keys, record, SledStore};
-use crate::config::SledConfig;
+use crate::sled::SledConfig;
 use crate::{open_store, StorageConfig};
 
 /// A store (through the service) and the raw adapter on the same `Db`.
