@@ -26,10 +26,11 @@
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
-//! Every backend implements the same two ports ([`HandoffRepository`] and
-//! [`ParentRegistry`]) and export and import ([`Archive`], contract C17),
-//! and passes the same conformance suite (the `lf-handoff-conformance`
-//! crate).
+//! Every backend implements the same storage ports
+//! ([`ports::HandoffRepository`], [`ports::ParentRegistry`], the event log
+//! [`watch::EventLog`] and export and import [`archive::Archive`]), which
+//! [`open_ports`] returns as one [`StorePorts`], and passes the same
+//! conformance suite (the `lf-handoff-conformance` crate).
 //!
 //! ## Design decisions
 //!

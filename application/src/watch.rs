@@ -2,7 +2,7 @@
 //!
 //! This module owns the [`EventLog`] port (what a backend offers to read
 //! its history in position order and to signal that it may have grown),
-//! the [`Watcher`] that [`Store::watch`] returns, and [`Store::wait`].
+//! the [`Watcher`] that [`Store::watch`](crate::Store::watch) returns, and [`Store::wait`](crate::Store::wait).
 //!
 //! A watcher keeps a position: the last event it has passed on (or skipped
 //! because the filter left it out). It reads the events after it in
@@ -32,7 +32,8 @@ use lf_handoff_domain::interactive_handoff::{
 };
 
 use crate::error::{StoreError, StoreResult, UnavailableKind};
-use crate::store::Store;
+use crate::local::Local;
+use crate::registry::Registry;
 
 /// How long a watcher or a waiter sleeps at most without a change signal
 /// before it reads again: the bound on what a lost signal can cost.
@@ -126,7 +127,7 @@ pub enum WatchFrom {
     Now,
 }
 
-/// How [`Store::wait`] ended.
+/// How [`Store::wait`](crate::Store::wait) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
     /// The handoff is terminal (finished, or expired by this wait or
@@ -137,35 +138,39 @@ pub enum Waited {
 }
 
 /// A stream of history events in position order, then live (C16), from
-/// [`Store::watch`]. Call [`next`](Self::next) for each event.
+/// [`Store::watch`](crate::Store::watch). Call [`next`](Self::next) for
+/// each event.
+#[derive(Debug)]
 pub struct Watcher {
-    store: Store,
-    log: Arc<dyn EventLog>,
-    /// Subscribed the first time the watcher has to sleep (then it reads
-    /// once more before it sleeps), so a watcher that only catches up
-    /// never holds the backend's signal.
-    changes: Option<Box<dyn Changes>>,
-    filter: WatchFilter,
-    position: u64,
-    ready: VecDeque<HandoffEvent>,
-    parents: HashMap<InteractiveHandoffId, bool>,
+    stream: Box<dyn EventStream>,
 }
 
-impl Debug for Watcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watcher")
-            .field("position", &self.position)
-            .field("filter", &self.filter)
-            .field("log", &self.log)
-            .finish_non_exhaustive()
-    }
+/// What a [`Watcher`] reads from: a registry's events in position order,
+/// then live. A registry implements it for [`Registry::watch`].
+#[async_trait]
+pub trait EventStream: Debug + Send {
+    /// The position to resume from: the last event passed on or left out.
+    fn position(&self) -> u64;
+
+    /// The next event that passes the stream's filter, or `None` when
+    /// `within` passes first.
+    ///
+    /// # Errors
+    /// `Unavailable` when the registry fails or goes away; a new stream
+    /// can start from [`position`](Self::position).
+    async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>>;
 }
 
 impl Watcher {
+    /// A watcher reading `stream`.
+    pub fn new(stream: Box<dyn EventStream>) -> Self {
+        Self { stream }
+    }
+
     /// The position to resume from: the last event this watcher passed on
     /// or left out.
     pub fn position(&self) -> u64 {
-        self.position
+        self.stream.position()
     }
 
     /// The next event that passes the filter, waiting as long as it takes.
@@ -175,7 +180,7 @@ impl Watcher {
     /// started again from [`position`](Self::position).
     pub async fn next(&mut self) -> StoreResult<HandoffEvent> {
         loop {
-            if let Some(event) = self.next_within(SAFETY_RECHECK).await? {
+            if let Some(event) = self.stream.next_within(SAFETY_RECHECK).await? {
                 return Ok(event);
             }
         }
@@ -187,6 +192,42 @@ impl Watcher {
     /// # Errors
     /// As [`next`](Self::next).
     pub async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
+        self.stream.next_within(within).await
+    }
+}
+
+/// The watcher of a local registry: it reads its backend's [`EventLog`]
+/// and sleeps on the backend's change signal.
+struct LogWatcher {
+    store: Local,
+    log: Arc<dyn EventLog>,
+    /// Subscribed the first time the watcher has to sleep (then it reads
+    /// once more before it sleeps), so a watcher that only catches up
+    /// never holds the backend's signal.
+    changes: Option<Box<dyn Changes>>,
+    filter: WatchFilter,
+    position: u64,
+    ready: VecDeque<HandoffEvent>,
+    parents: HashMap<InteractiveHandoffId, bool>,
+}
+
+impl Debug for LogWatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogWatcher")
+            .field("position", &self.position)
+            .field("filter", &self.filter)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl EventStream for LogWatcher {
+    fn position(&self) -> u64 {
+        self.position
+    }
+
+    async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
         let until = Instant::now() + within;
         let mut held_pause = HELD_BACK_FIRST;
         loop {
@@ -241,7 +282,9 @@ impl Watcher {
             }
         }
     }
+}
 
+impl LogWatcher {
     async fn passes(&mut self, event: &HandoffEvent) -> StoreResult<bool> {
         if self
             .filter
@@ -270,7 +313,7 @@ impl Watcher {
     }
 }
 
-impl Store {
+impl Local {
     /// Every event that passes `filter` from `from` on, in position order,
     /// then each new one as it commits (C16).
     ///
@@ -289,7 +332,7 @@ impl Store {
                 .await?
             }
         };
-        Ok(Watcher {
+        Ok(Watcher::new(Box::new(LogWatcher {
             store: self.clone(),
             log,
             changes: None,
@@ -297,7 +340,7 @@ impl Store {
             position,
             ready: VecDeque::new(),
             parents: HashMap::new(),
-        })
+        })))
     }
 
     /// Waits until handoff `id` is terminal, at most `timeout` when given,
