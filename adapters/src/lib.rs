@@ -70,22 +70,21 @@ pub use sqlite::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEO
 
 use crate::postgres::PostgresEngine;
 use crate::sled::SledStore;
-use crate::sql::{SqlEngine, SqlStore};
+use crate::sql::{Dialect, Engine, SqlStore};
 use crate::sqlite::SqliteEngine;
 
 /// The SQL backends' handoff columns and statements, for the benchmark's
 /// raw side, which issues the same statements directly. Not a stable API.
 #[doc(hidden)]
 pub mod sql_columns {
+    pub use crate::postgres::dialect::{with_event, SWAP_HANDOFF_WITH_EVENT};
     pub use crate::sql::columns::{
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
     pub use crate::sql::events::event_values;
-    pub use crate::sql::statements::{
-        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
-        SWAP_HANDOFF_WITH_EVENT,
-    };
+    pub use crate::sql::statements::{EVENT_PARAMS, HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sqlite::dialect::INSERT_EVENT;
 }
 
 /// Opens (creating when missing) the store `config` names.
@@ -153,7 +152,7 @@ pub async fn open_ports(config: &StorageConfig) -> StoreResult<StorePorts> {
 }
 
 /// A `Store` over the shared SQL repository on `engine`.
-fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
+fn sql_store<D: Dialect>(backend: &'static str, engine: Engine<D>) -> Store {
     store_on(backend, SqlStore::new(engine))
 }
 

@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn tls_failures_are_told_apart_by_what_a_person_can_do() {
-        use super::super::{tls_failure, TlsFailure};
+        use crate::postgres::error::{tls_failure, TlsFailure};
         assert_eq!(
             tls_failure(
                 "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; \

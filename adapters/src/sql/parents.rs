@@ -12,12 +12,12 @@ use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
-use crate::sql::engine::{Param, RecordRow, SqlEngine, Statement};
+use crate::sql::engine::{Param, RecordRow, Statement};
 use crate::sql::row::to_json;
 use crate::sql::statements::{
     INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
 };
-use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, SqlStore};
+use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, Dialect, SqlStore};
 
 /// The parent a `(version, record)` row of `parents` holds, which must be
 /// `reference`'s.
@@ -43,7 +43,7 @@ fn parent_from_row(
 }
 
 #[async_trait]
-impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
+impl<D: Dialect> ParentRegistry for SqlStore<D> {
     async fn insert_parent<'a>(
         &self,
         parent: &Parent,
