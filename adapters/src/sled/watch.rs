@@ -60,7 +60,7 @@ impl EventLog for SledStore {
             shared.settle_reads()?;
             Ok(EventBatch {
                 events,
-                held_back: false,
+                pending: false,
             })
         })
         .await

@@ -52,11 +52,11 @@ impl<D: Dialect> EventLog for SqlStore<D> {
             .into_iter()
             .map(|row| row.into_domain())
             .collect::<StoreResult<Vec<_>>>()?;
-        let held_back = events.is_empty()
+        let pending = events.is_empty()
             && D::pending_from(&self.engine, below.max(after))
                 .await
                 .map_err(failed)?;
-        Ok(EventBatch { events, held_back })
+        Ok(EventBatch { events, pending })
     }
 
     async fn changes(&self) -> StoreResult<Box<dyn Changes>> {
