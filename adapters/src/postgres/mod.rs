@@ -206,15 +206,16 @@ impl Server {
             return Ok(());
         }
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        for statement in [
-            format!("SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'"),
-            format!("SET LOCAL search_path TO \"{}\"", self.schema),
-        ] {
-            sqlx::query(&statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-        }
+        self.run(
+            &mut tx,
+            &format!("SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'"),
+        )
+        .await?;
+        self.run(
+            &mut tx,
+            &format!("SET LOCAL search_path TO \"{}\"", self.schema),
+        )
+        .await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(migration_lock_key(&self.schema))
             .execute(&mut *tx)
@@ -229,31 +230,34 @@ impl Server {
             } => return tx.commit().await.map_err(|e| self.unavailable(e)),
             SchemaState::Store { version } => version,
             SchemaState::Fresh { schema_exists } => {
-                let mut statements = Vec::new();
                 if !schema_exists {
-                    statements.push(format!("CREATE SCHEMA \"{}\"", self.schema));
+                    self.run(&mut tx, &format!("CREATE SCHEMA \"{}\"", self.schema))
+                        .await?;
                 }
-                statements.push(format!(
+                let meta = format!(
                     "CREATE TABLE \"{}\".lf_handoff_meta (name TEXT PRIMARY KEY, value BIGINT \
                      NOT NULL)",
                     self.schema
-                ));
-                for statement in statements {
-                    sqlx::query(&statement)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| self.unavailable(e))?;
-                }
+                );
+                self.run(&mut tx, &meta).await?;
                 0
             }
         };
-        // The migration's DDL waits for its tables' locks, and while it
-        // waits every read and write of the store queues behind it: wait
-        // briefly, and say who to look for when another session holds them.
-        sqlx::query(&format!("SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
+        self.upgrade(&mut tx, version).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Runs the migrations after `version` in `tx` and records the latest
+    /// version. The migration's DDL waits for its tables' locks, and while
+    /// it waits every read and write of the store queues behind it: it
+    /// waits briefly, and says who to look for when another session holds
+    /// them.
+    async fn upgrade(&self, tx: &mut PgConnection, version: i64) -> StoreResult<()> {
+        self.run(
+            tx,
+            &format!("SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"),
+        )
+        .await?;
         for statement in migrations_after(version) {
             sqlx::query(&statement)
                 .execute(&mut *tx)
@@ -282,7 +286,16 @@ impl Server {
         .execute(&mut *tx)
         .await
         .map_err(|e| self.unavailable(e))?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
+        Ok(())
+    }
+
+    /// Executes `sql` (no parameters) on `conn`.
+    async fn run(&self, conn: &mut PgConnection, sql: &str) -> StoreResult<()> {
+        sqlx::query(sql)
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+            .map_err(|e| self.unavailable(e))
     }
 
     /// Reads what the schema holds, without writing anything.

@@ -229,6 +229,7 @@ mod keys;
 mod record;
 mod registry;
 mod repository;
+mod trees;
 
 use std::sync::Arc;
 
@@ -257,7 +258,7 @@ impl SledStore {
         let shared = blocking(move || {
             let shared = handle::open(&path)?;
             if shared
-                .counters
+                .trees.counters
                 .contains_key(keys::IMPORTING)
                 .map_err(|e| shared.engine(e))?
             {
@@ -270,7 +271,7 @@ impl SledStore {
         })
         .await?;
         let feed = crate::changes::ChangeFeed::new(watch::Subscription::source(
-            shared.events.clone(),
+            shared.trees.events.clone(),
             shared.dir.clone(),
         ));
         Ok(Self { shared, feed })
