@@ -8,6 +8,7 @@
 use lf_handoff_application::{StoreError, UnavailableKind};
 
 use super::{Server, MIGRATION_LOCK_TIMEOUT};
+use crate::sql::engine::ErrorRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::{Dialect as _, EngineError};
 
@@ -19,20 +20,11 @@ enum Codes {
     Class(&'static str),
 }
 
-/// One row of [`SQLSTATES`].
-struct Sqlstate {
-    codes: Codes,
-    /// What a program branches on.
-    kind: UnavailableKind,
-    /// The message, from the server and its own message.
-    says: fn(&Server, &str) -> String,
-}
-
 /// The server's errors this backend tells apart; any other is
 /// `UnavailableKind::Other`.
-const SQLSTATES: &[Sqlstate] = &[
+const SQLSTATES: &[ErrorRow<Codes, Server>] = &[
     // A password or `pg_hba.conf` refused the user.
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["28P01", "28000"]),
         kind: UnavailableKind::Refused,
         says: |server, detail| {
@@ -43,7 +35,7 @@ const SQLSTATES: &[Sqlstate] = &[
             )
         },
     },
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["3D000"]),
         kind: UnavailableKind::Refused,
         says: |server, _| {
@@ -54,7 +46,7 @@ const SQLSTATES: &[Sqlstate] = &[
             )
         },
     },
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["53300"]),
         kind: UnavailableKind::Unreachable,
         says: |server, detail| {
@@ -68,7 +60,7 @@ const SQLSTATES: &[Sqlstate] = &[
     // Terminated by an administrator (57P01), a crash of another session
     // (57P02), starting up or shutting down (57P03), an idle session closed
     // by the server (57P05): a later attempt on a new connection may pass.
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["57P01", "57P02", "57P03", "57P05"]),
         kind: UnavailableKind::Unreachable,
         says: |server, detail| {
@@ -79,7 +71,7 @@ const SQLSTATES: &[Sqlstate] = &[
             )
         },
     },
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["42501"]),
         kind: UnavailableKind::PermissionDenied,
         says: |server, detail| {
@@ -91,7 +83,7 @@ const SQLSTATES: &[Sqlstate] = &[
         },
     },
     // A table, or the whole schema, dropped while the store was in use.
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["42P01", "3F000"]),
         kind: UnavailableKind::Damaged,
         says: |server, detail| {
@@ -101,7 +93,7 @@ const SQLSTATES: &[Sqlstate] = &[
             )
         },
     },
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["55P03"]),
         kind: UnavailableKind::Locked,
         says: |server, detail| {
@@ -112,20 +104,20 @@ const SQLSTATES: &[Sqlstate] = &[
         },
     },
     // A read-only transaction: a standby.
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["25006"]),
         kind: UnavailableKind::PermissionDenied,
         says: |server, detail| {
             format!("{server} is read-only ({detail}); point the store URL at the primary server")
         },
     },
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Exactly(&["53100"]),
         kind: UnavailableKind::DiskFull,
         says: |server, detail| format!("{server}: the server's disk is full ({detail})"),
     },
     // Connection exceptions.
-    Sqlstate {
+    ErrorRow {
         codes: Codes::Class("08"),
         kind: UnavailableKind::Unreachable,
         says: |server, detail| {

@@ -15,7 +15,7 @@ use std::pin::Pin;
 
 use futures_core::stream::BoxStream;
 use lf_handoff_application::ports::PruneCount;
-use lf_handoff_application::{Changes, StoreError, StoreResult};
+use lf_handoff_application::{Changes, StoreError, StoreResult, UnavailableKind};
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
@@ -71,6 +71,19 @@ pub(crate) enum EngineError {
     },
     /// Anything else, already mapped to an actionable `StoreError`.
     Failed(StoreError),
+}
+
+/// One row of a backend's table of engine errors (`sqlite/error.rs`,
+/// `postgres/error.rs`): the codes it covers, the kind a program branches
+/// on, and the message it gives, from the backend and the engine's own
+/// message.
+pub(crate) struct ErrorRow<Codes: 'static, Backend> {
+    /// The engine's codes this row covers.
+    pub codes: Codes,
+    /// What a program branches on.
+    pub kind: UnavailableKind,
+    /// The message a person reads.
+    pub says: fn(&Backend, &str) -> String,
 }
 
 impl From<StoreError> for EngineError {

@@ -95,13 +95,8 @@ impl<D: Dialect> ParentRegistry for SqlStore<D> {
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Versioned<Parent>>> {
-        let rows = self
-            .engine
-            .fetch_records(PARENT_BY_ID, &[Param::Text(reference.id_str())])
-            .await
-            .map_err(failed)?;
-        rows.into_iter()
-            .next()
+        self.record_by_id(PARENT_BY_ID, reference.id_str())
+            .await?
             .map(|row| parent_from_row(reference, row))
             .transpose()
     }
@@ -150,13 +145,8 @@ impl<D: Dialect> ParentRegistry for SqlStore<D> {
     }
 
     async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
-        let rows = self
-            .engine
-            .fetch_records(TASK_PR_BY_ID, &[Param::Text(id.as_str())])
-            .await
-            .map_err(failed)?;
-        rows.into_iter()
-            .next()
+        self.record_by_id(TASK_PR_BY_ID, id.as_str())
+            .await?
             .map(|row| {
                 serde_json::from_str(&row.record).map_err(|e| {
                     StoreError::damaged(format!(
@@ -165,5 +155,18 @@ impl<D: Dialect> ParentRegistry for SqlStore<D> {
                 })
             })
             .transpose()
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// The `(version, record)` row `sql` reads for the id `id` (its `$1`),
+    /// if any.
+    async fn record_by_id(&self, sql: &'static str, id: &str) -> StoreResult<Option<RecordRow>> {
+        let rows = self
+            .engine
+            .fetch_records(sql, &[Param::Text(id)])
+            .await
+            .map_err(failed)?;
+        Ok(rows.into_iter().next())
     }
 }

@@ -1,77 +1,71 @@
-//! Every SQLite error of this backend is mapped here, in one place: each
-//! primary result code this backend tells apart is one row of
-//! [`RESULT_CODES`], with the kind a program branches on and what the
-//! message says.
+//! Every SQLite error of this backend is mapped here, in one place: the
+//! primary result codes this backend tells apart are the rows of
+//! [`RESULT_CODES`], each with the kind a program branches on and what
+//! the message says.
 
 use std::path::Path;
 
 use lf_handoff_application::{StoreError, UnavailableKind};
 
 use super::SqliteFile;
+use crate::sql::engine::ErrorRow;
 use crate::sql::{Dialect as _, EngineError};
 
-/// One SQLite result code, as this backend reports it.
-struct ResultCode {
-    /// The primary result code: the low byte of SQLite's extended code.
-    code: i32,
-    /// What a program branches on.
-    kind: UnavailableKind,
-    /// The message, from the store and SQLite's own message.
-    says: fn(&SqliteFile, &str) -> String,
-}
-
-/// The result codes this backend tells apart; any other is
+/// The result codes this backend tells apart, by primary result code (the
+/// low byte of SQLite's extended code); any other is
 /// `UnavailableKind::Other`.
-const RESULT_CODES: &[ResultCode] = &[
-    // SQLITE_BUSY and SQLITE_LOCKED.
-    ResultCode {
-        code: 5,
+const RESULT_CODES: &[ErrorRow<&[i32], SqliteFile>] = &[
+    // SQLITE_BUSY, SQLITE_LOCKED.
+    ErrorRow {
+        codes: &[5, 6],
         kind: UnavailableKind::Locked,
-        says: busy,
-    },
-    ResultCode {
-        code: 6,
-        kind: UnavailableKind::Locked,
-        says: busy,
+        says: |file, _| {
+            format!(
+                "{} is busy: another process held its write lock longer than the busy \
+                 timeout ({} ms)",
+                file.path.display(),
+                file.busy_timeout.as_millis()
+            )
+        },
     },
     // SQLITE_READONLY.
-    ResultCode {
-        code: 8,
+    ErrorRow {
+        codes: &[8],
         kind: UnavailableKind::PermissionDenied,
         says: |file, message| format!("{} is read-only: {message}", file.path.display()),
     },
     // SQLITE_IOERR.
-    ResultCode {
-        code: 10,
+    ErrorRow {
+        codes: &[10],
         kind: UnavailableKind::Io,
         says: |file, message| format!("{}: {message}", file.path.display()),
     },
-    // SQLITE_CORRUPT and SQLITE_NOTADB.
-    ResultCode {
-        code: 11,
+    // SQLITE_CORRUPT, SQLITE_NOTADB.
+    ErrorRow {
+        codes: &[11, 26],
         kind: UnavailableKind::Damaged,
-        says: damaged,
-    },
-    ResultCode {
-        code: 26,
-        kind: UnavailableKind::Damaged,
-        says: damaged,
+        says: |file, message| {
+            format!(
+                "{} is damaged or not an lf-handoff store ({message}); it was left unchanged",
+                file.path.display()
+            )
+        },
     },
     // SQLITE_FULL.
-    ResultCode {
-        code: 13,
+    ErrorRow {
+        codes: &[13],
         kind: UnavailableKind::DiskFull,
         says: |file, _| format!("{}: the disk is full", file.path.display()),
     },
     // SQLITE_CANTOPEN.
-    ResultCode {
-        code: 14,
+    ErrorRow {
+        codes: &[14],
         kind: UnavailableKind::Io,
         says: |file, message| format!("cannot open {}: {message}", file.path.display()),
     },
     // SQLITE_AUTH.
-    ResultCode {
-        code: 23,
+    ErrorRow {
+        codes: &[23],
         kind: UnavailableKind::PermissionDenied,
         says: sqlite_error,
     },
@@ -81,33 +75,19 @@ const RESULT_CODES: &[ResultCode] = &[
 /// `SQLITE_CONSTRAINT_PRIMARYKEY`) refused a row.
 const CONSTRAINT_UNIQUE: &str = "2067";
 
-fn busy(file: &SqliteFile, _: &str) -> String {
-    format!(
-        "{} is busy: another process held its write lock longer than the busy timeout ({} ms)",
-        file.path.display(),
-        file.busy_timeout.as_millis()
-    )
-}
-
-fn damaged(file: &SqliteFile, message: &str) -> String {
-    format!(
-        "{} is damaged or not an lf-handoff store ({message}); it was left unchanged",
-        file.path.display()
-    )
-}
-
+/// The message of a code the table gives no words of its own.
 fn sqlite_error(file: &SqliteFile, message: &str) -> String {
     format!("{}: SQLite error: {message}", file.path.display())
 }
 
 /// The row of [`RESULT_CODES`] of a database error; `None` for another
 /// error or a code not in the table.
-fn result_code(error: &sqlx::Error) -> Option<&'static ResultCode> {
+fn result_code(error: &sqlx::Error) -> Option<&'static ErrorRow<&'static [i32], SqliteFile>> {
     let sqlx::Error::Database(db) = error else {
         return None;
     };
     let code = db.code()?.parse::<i32>().ok()? & 0xff;
-    RESULT_CODES.iter().find(|row| row.code == code)
+    RESULT_CODES.iter().find(|row| row.codes.contains(&code))
 }
 
 impl SqliteFile {
