@@ -1128,3 +1128,44 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     let history = imported.history(&second.id).await.unwrap();
     assert_eq!(history.last().unwrap().position, 41);
 }
+
+/// The shared SQL code names no backend (docs/ARCHITECTURE.md): what
+/// differs is a `Dialect` method in the backend's own folder.
+#[test]
+fn the_shared_sql_code_names_no_backend() {
+    let files = [
+        ("archive.rs", include_str!("archive.rs")),
+        ("columns.rs", include_str!("columns.rs")),
+        ("connections.rs", include_str!("connections.rs")),
+        ("dialect.rs", include_str!("dialect.rs")),
+        ("engine.rs", include_str!("engine.rs")),
+        ("events.rs", include_str!("events.rs")),
+        ("handoffs.rs", include_str!("handoffs.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("parents.rs", include_str!("parents.rs")),
+        ("row.rs", include_str!("row.rs")),
+        ("schema.rs", include_str!("schema.rs")),
+        ("statements.rs", include_str!("statements.rs")),
+        ("watch.rs", include_str!("watch.rs")),
+    ];
+    let listed = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sql"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "tests.rs")
+        .count();
+    assert_eq!(listed, files.len(), "a file of sql/ is not checked");
+    for (name, text) in files {
+        // Tests may open a backend; the product code above them may not.
+        let product = text.split("#[cfg(test)]\nmod tests {").next().unwrap();
+        for backend in [
+            "crate::sqlite",
+            "crate::postgres",
+            "sqlx::Sqlite",
+            "sqlx::Postgres",
+            "SqliteConnection",
+            "PgConnection",
+        ] {
+            assert!(!product.contains(backend), "sql/{name} names {backend}");
+        }
+    }
+}
