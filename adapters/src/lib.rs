@@ -78,15 +78,14 @@ use crate::sqlite::SqliteEngine;
 /// `raw-sql` feature; not part of the stable API.
 #[cfg(feature = "raw-sql")]
 pub mod raw_sql {
+    pub use crate::postgres::dialect::{with_event, SWAP_HANDOFF_WITH_EVENT};
     pub use crate::sql::columns::{
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
     pub use crate::sql::events::event_values;
-    pub use crate::sql::statements::{
-        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
-        SWAP_HANDOFF_WITH_EVENT,
-    };
+    pub use crate::sql::statements::{EVENT_PARAMS, HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sqlite::dialect::INSERT_EVENT;
 }
 
 /// Opens (creating when missing) the store `config` names.

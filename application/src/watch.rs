@@ -42,10 +42,10 @@ pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
 /// How long a wait pauses between reads while its server is unreachable.
 const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
 
-/// How soon a watcher reads again when events may be held back behind a
-/// running writer; the pause doubles up to [`HELD_BACK_LONGEST`].
-const HELD_BACK_FIRST: Duration = Duration::from_millis(10);
-const HELD_BACK_LONGEST: Duration = Duration::from_millis(200);
+/// How soon a watcher reads again when events are pending
+/// ([`EventBatch::pending`]); the pause doubles up to [`PENDING_LONGEST`].
+const PENDING_FIRST: Duration = Duration::from_millis(10);
+const PENDING_LONGEST: Duration = Duration::from_millis(200);
 
 /// How many events one read of a watcher takes at most.
 const WATCH_BATCH: usize = 256;
@@ -87,11 +87,12 @@ pub trait EventLog: Debug + Send + Sync + 'static {
 pub struct EventBatch {
     /// The final events, in position order.
     pub events: Vec<HandoffEvent>,
-    /// Whether committed events may be held back behind a writer still
-    /// running (PostgreSQL): that writer may end without a change signal
-    /// (it failed, or it only removed events), so a watcher reads again
-    /// soon rather than sleeping on the signal.
-    pub held_back: bool,
+    /// Whether more events may become readable soon without a change
+    /// signal: events are stored after the batch that are not final yet,
+    /// because a write still in progress may commit an event before them
+    /// (or end without signalling). A watcher that read none reads again
+    /// shortly rather than sleeping on the signal.
+    pub pending: bool,
 }
 
 /// One subscription to a backend's change signal.
@@ -229,7 +230,7 @@ impl EventStream for LogWatcher {
 
     async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
         let until = Instant::now() + within;
-        let mut held_pause = HELD_BACK_FIRST;
+        let mut pending_pause = PENDING_FIRST;
         loop {
             // Looked at before it is taken: a failed filter lookup leaves
             // the event (and the position) for the next call.
@@ -268,9 +269,9 @@ impl EventStream for LogWatcher {
                 return Ok(None);
             }
             let mut nap = left.min(SAFETY_RECHECK);
-            if batch.held_back {
-                nap = nap.min(held_pause);
-                held_pause = (held_pause * 2).min(HELD_BACK_LONGEST);
+            if batch.pending {
+                nap = nap.min(pending_pause);
+                pending_pause = (pending_pause * 2).min(PENDING_LONGEST);
             }
             match &mut self.changes {
                 Some(changes) => {
