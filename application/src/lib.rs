@@ -33,6 +33,8 @@ pub mod ports;
 pub mod retry;
 mod store;
 mod system;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod watch;
 
 pub use archive::{

@@ -96,7 +96,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     // steps: the first finished, handed back and claimed, then taken over
     // by the task's next body, which opens the next step with a deadline.
     let wave = new_wave(store, dir).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     let mut on_project = wave_request(&wave, dir);
     on_project.parent = InteractiveHandoffParent::Project(project.id.clone());
@@ -104,7 +104,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     on_project.reason = "naïve café ✓ 日本語: approve the plan".into();
     let (planned, _) = store.open_interactive_handoff(on_project).await.unwrap();
     alice.attach_interactive_handoff(&planned.id).await.unwrap();
-    let (task, pr) = task(&project, &dir.join("worktree"));
+    let (task, pr) = fresh_task(&project, &dir.join("worktree"));
     store.create_task_session(&task, &pr).await.unwrap();
     let step = StepKey::parse(FINISHED_STEP).unwrap();
     let (login, _) = alice

@@ -174,9 +174,9 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
 
     // A terminal parent refuses handoffs.
     let wave = new_wave(&store, dir.path()).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
-    let (mut done, pr) = crate::fixtures::task(&project, dir.path());
+    let (mut done, pr) = crate::fixtures::fresh_task(&project, dir.path());
     done.status = TaskSessionStatus::Completed;
     store.create_task_session(&done, &pr).await.unwrap();
     assert_conflict(
@@ -1002,13 +1002,13 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let wave = new_wave(&store, dir.path()).await;
     assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     assert_eq!(
         stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = crate::fixtures::task(&project, dir.path());
+    let (task, pr) = crate::fixtures::fresh_task(&project, dir.path());
     store.create_task_session(&task, &pr).await.unwrap();
     assert_eq!(stored_task(&store, &task.id).await, Some(task.clone()));
     assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr.clone()));
@@ -1034,12 +1034,12 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
         ConflictKind::AlreadyExists,
     );
 
-    let orphan = crate::fixtures::project(&WaveId::new());
+    let orphan = crate::fixtures::fresh_project(&WaveId::new());
     assert!(matches!(
         store.create_project_session(&orphan).await,
         Err(StoreError::NotFound(_))
     ));
-    let (other_task, mut other_pr) = crate::fixtures::task(&project, dir.path());
+    let (other_task, mut other_pr) = crate::fixtures::fresh_task(&project, dir.path());
     other_pr.task_session_id = task.id.clone();
     assert_invalid(
         store.create_task_session(&other_task, &other_pr).await,

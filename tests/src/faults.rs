@@ -33,7 +33,7 @@ use tempfile::TempDir;
 use time::OffsetDateTime;
 
 use crate::fixtures::{
-    body, location, new_wave, outcome, project, task, task_request, wave_request,
+    body, fresh_project, fresh_task, location, new_wave, outcome, task_request, wave_request,
 };
 use crate::Backend;
 
@@ -271,7 +271,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     })
     .await;
     assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     losing(
         &faulty,
         Fault::InsertParent,
@@ -282,7 +282,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
         stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = task(&project, dir.path());
+    let (task, pr) = fresh_task(&project, dir.path());
     losing(
         &faulty,
         Fault::InsertParent,

@@ -279,9 +279,9 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
             .await,
         "NUL in a wave name",
     );
-    let project = project(target.id());
+    let project = fresh_project(target.id());
     store.create_project_session(&project).await.unwrap();
-    let (task, pr) = task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
+    let (task, pr) = fresh_task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
     assert_invalid(
         store.create_task_session(&task, &pr).await,
         "a non-UTF-8 worktree",
