@@ -21,6 +21,47 @@ use crate::fixtures::*;
 use crate::worker::{race, race_all, Worker};
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! contract_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [contract];
+            AnyBackend: [
+                c1_open_validates_its_request,
+                c2_open_validates_the_parent,
+                c2_c7_a_stale_generation_is_refused,
+                c3_open_is_idempotent_per_parent,
+                c3_racing_opens_for_one_parent_create_exactly_one,
+                c4_get_returns_none_for_an_unknown_id,
+                c4_list_orders_by_creation_and_filters_by_parent_and_activity,
+                c5_attach_is_recorded_once,
+                c5_attach_refuses_terminal_and_unknown_handoffs,
+                c6_finish_records_the_first_outcome,
+                c6_racing_finishers_on_2_handles,
+                c6_racing_finishers_on_8_handles,
+                c6_a_handle_never_decides_on_a_record_another_changed,
+                c7_claim_wake_rules,
+                c7_same_generation_claim_retry,
+                c7_racing_claims_have_one_winner,
+                c8_reopen_after_drop,
+                c8_kill_9_loses_nothing_acknowledged,
+                c9_replays_write_nothing,
+                c10_parents_persist_exactly,
+                c10_body_generations_only_increase,
+                c11_unusable_stores_are_refused_unchanged,
+            ],
+            SeveralProcesses: [
+                c3_racing_opens_from_separate_processes_create_exactly_one,
+                c6_racing_finishers_in_separate_processes,
+                c6_racing_finishers_in_8_processes_over_many_handoffs,
+                first_opens_from_8_processes_migrate_once,
+            ],
+        );
+    };
+}
+
 /// A fresh store in a fresh temporary directory.
 pub(crate) async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

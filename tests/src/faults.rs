@@ -37,6 +37,21 @@ use crate::fixtures::{
 };
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! faults_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [faults];
+            AnyBackend: [
+                transient_a_write_whose_reply_was_lost_returns_its_committed_result,
+                transient_without_a_retry_window_a_lost_reply_is_unreachable,
+            ],
+        );
+    };
+}
+
 /// The kind of write whose reply [`LostReplies`] loses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {

@@ -25,6 +25,25 @@ use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! upgrade_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [upgrade];
+            AnyBackend: [
+                upgrades_a_store_of_release_1_keeping_every_record,
+                upgrades_a_store_of_release_2_keeping_every_record,
+                an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
+                an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
+                a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
+                a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
+            ],
+        );
+    };
+}
+
 /// A release whose stores `tests/fixtures` holds, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Release {
