@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::*;
 use crate::store::tests::Mocks;
 use crate::testing::{OpenRequest, T0};
-use crate::{ConflictKind, Store};
+use crate::{ConflictKind, Store, UnavailableKind};
 
 fn wave(n: u128) -> Wave {
     Wave::new(
