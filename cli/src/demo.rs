@@ -21,7 +21,7 @@ use lf_handoff_adapters::{StorageConfig, Store};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
-use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
+use crate::args::{ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 use crate::handoffs::claim_and_read;
@@ -163,9 +163,11 @@ impl Demo<'_> {
             &ProjectCreateArgs {
                 wave: wave.id().clone(),
                 name: "Demo project".to_string(),
-                provider: "codex".to_string(),
-                provider_session: Some("project-thread".to_string()),
-                generation: 1,
+                body: SessionBodyArgs {
+                    provider: "codex".to_string(),
+                    provider_session: Some("project-thread".to_string()),
+                    generation: 1,
+                },
             },
         )
         .await?;
@@ -184,9 +186,11 @@ impl Demo<'_> {
             &TaskCreateArgs {
                 project: project.id.clone(),
                 worktree: worktree.clone(),
-                provider: "codex".to_string(),
-                provider_session: Some("task-thread".to_string()),
-                generation: 1,
+                body: SessionBodyArgs {
+                    provider: "codex".to_string(),
+                    provider_session: Some("task-thread".to_string()),
+                    generation: 1,
+                },
                 identifier: Some("W2-175".to_string()),
                 title: Some("Log in to the provider".to_string()),
             },
