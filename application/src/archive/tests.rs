@@ -10,7 +10,7 @@ use lf_handoff_domain::wave::Wave;
 use uuid::Uuid;
 
 use super::*;
-use crate::store::tests::Mocks;
+use crate::local::tests::Mocks;
 use crate::testing::{OpenRequest, T0};
 use crate::{ConflictKind, Store, UnavailableKind};
 
