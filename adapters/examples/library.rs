@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use lf_handoff_adapters::domain::id::WaveId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
-    OpenInteractiveHandoff, StepKey,
+    OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
@@ -41,13 +41,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // It names the step it is at, so running the step again (a restarted or
     // replaced body) returns the same handoff instead of asking a person twice.
     let step = StepKey::parse("oauth-login@turn-17")?;
-    let (handoff, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
-        .await?;
+    let opening = request.with_options(OpenOptions::at_step(step));
+    let (handoff, created) = store.open_interactive_handoff(opening.clone()).await?;
     assert!(created);
-    let (again, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
-        .await?;
+    let (again, created) = store.open_interactive_handoff(opening.clone()).await?;
     assert!(!created && again.id == handoff.id);
 
     // A person attaches and hands the work back.
@@ -64,9 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     assert_eq!(done.status, InteractiveHandoffStatus::HandedBack);
     // Even finished, the step's handoff is the one a re-run gets back.
-    let (again, created) = store
-        .open_interactive_handoff_at_step(request, &step)
-        .await?;
+    let (again, created) = store.open_interactive_handoff(opening).await?;
     assert!(!created && again == done);
 
     // The next body generation claims the wake exactly once.

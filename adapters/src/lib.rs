@@ -26,10 +26,11 @@
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
-//! Every backend implements the same two ports ([`HandoffRepository`] and
-//! [`ParentRegistry`]) and export and import ([`Archive`], contract C17),
-//! and passes the same conformance suite (the `lf-handoff-conformance`
-//! crate).
+//! Every backend implements the same storage ports
+//! ([`ports::HandoffRepository`], [`ports::ParentRegistry`], the event log
+//! [`watch::EventLog`] and export and import [`archive::Archive`]), which
+//! [`open_ports`] returns as one [`StorePorts`], and passes the same
+//! conformance suite (the `lf-handoff-conformance` crate).
 //!
 //! ## Design decisions
 //!
@@ -51,42 +52,46 @@ mod sled;
 mod sql;
 mod sqlite;
 
-use std::sync::Arc;
-
-use lf_handoff_application::{Archive, EventLog, HandoffRepository, ParentRegistry};
-
-pub use config::{
-    parse_duration, SledConfig, SqliteConfig, StorageConfig, Synchronous, ACCEPTED_SCHEMES,
-    DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT,
+pub use config::text::parse_duration;
+pub use config::{StorageConfig, ACCEPTED_SCHEMES};
+pub use lf_handoff_application::{
+    archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery,
+    PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind,
+    UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
-pub use config::{
+pub use postgres::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
 };
-pub use lf_handoff_application::{
-    archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery, Store,
-    StoreError, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter, Watcher,
-    DEFAULT_RETRY_WINDOW,
-};
+pub use sled::SledConfig;
+pub use sqlite::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT};
+
+use std::sync::Arc;
 
 use crate::postgres::PostgresEngine;
 use crate::sled::SledStore;
-use crate::sql::{SqlEngine, SqlStore};
+use crate::sql::SqlStore;
 use crate::sqlite::SqliteEngine;
 
-/// The SQL backends' handoff columns and statements, for the benchmark's
-/// raw side, which issues the same statements directly. Not a stable API.
-#[doc(hidden)]
-pub mod sql_columns {
+/// The SQL the SQL backends issue, for programs that measure it raw (the
+/// benchmark's raw side sends the store's own statements straight to the
+/// engine, so "store against raw" compares like with like). Only with the
+/// `raw-sql` feature; not part of the stable API.
+#[cfg(feature = "raw-sql")]
+pub mod raw_sql {
+    pub use crate::postgres::dialect::{with_event, SWAP_HANDOFF_WITH_EVENT};
     pub use crate::sql::columns::{
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
     pub use crate::sql::events::event_values;
-    pub use crate::sql::statements::{
-        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
-        SWAP_HANDOFF_WITH_EVENT,
-    };
+    pub use crate::sql::statements::{EVENT_PARAMS, HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sqlite::dialect::INSERT_EVENT;
 }
+
+/// Test fixtures (an open-request builder, bodies, parents): see
+/// [`lf_handoff_application::testing`]. Only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub use lf_handoff_application::testing;
 
 /// Opens (creating when missing) the store `config` names.
 ///
@@ -98,80 +103,28 @@ pub mod sql_columns {
 /// configuration can never work (a SQLite path that is not UTF-8); nothing
 /// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
-    match config {
-        StorageConfig::Sqlite(sqlite) => Ok(sql_store("sqlite", SqliteEngine::open(sqlite).await?)),
-        StorageConfig::Postgres(postgres) => {
-            Ok(sql_store("postgres", PostgresEngine::open(postgres).await?))
-        }
-        StorageConfig::Sled(sled) => Ok(store_on("sled", SledStore::open(sled).await?)),
-    }
-}
-
-/// The storage ports of an opened store, for tests that wrap them (fault
-/// injection: `tests/src/faults.rs`) before building a [`Store`] on them.
-/// Not a stable API.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct StorePorts {
-    /// The backend's name, as [`Store::backend`] gives it.
-    pub backend: &'static str,
-    /// The handoff repository.
-    pub handoffs: Arc<dyn HandoffRepository>,
-    /// The parent registry.
-    pub parents: Arc<dyn ParentRegistry>,
+    Ok(Store::new(open_ports(config).await?))
 }
 
 /// Opens the store `config` names, as [`open_store`] does, and returns its
-/// ports instead of a [`Store`]. Not a stable API.
+/// ports instead of a [`Store`]: for a program that wraps a port (to count
+/// calls, inject faults or log) or replaces the clock before it builds the
+/// [`Store`] with [`Store::new`].
 ///
 /// # Errors
 /// As [`open_store`].
-#[doc(hidden)]
 pub async fn open_ports(config: &StorageConfig) -> StoreResult<StorePorts> {
-    fn ports<S: HandoffRepository + ParentRegistry>(
-        backend: &'static str,
-        storage: S,
-    ) -> StorePorts {
-        let storage = Arc::new(storage);
-        StorePorts {
-            backend,
-            handoffs: storage.clone(),
-            parents: storage,
-        }
-    }
-    match config {
-        StorageConfig::Sqlite(sqlite) => Ok(ports(
+    Ok(match config {
+        StorageConfig::Sqlite(sqlite) => StorePorts::of(
             "sqlite",
-            SqlStore::new(SqliteEngine::open(sqlite).await?),
-        )),
-        StorageConfig::Postgres(postgres) => Ok(ports(
+            Arc::new(SqlStore::new(SqliteEngine::open(sqlite).await?)),
+        ),
+        StorageConfig::Postgres(postgres) => StorePorts::of(
             "postgres",
-            SqlStore::new(PostgresEngine::open(postgres).await?),
-        )),
-        StorageConfig::Sled(sled) => Ok(ports("sled", SledStore::open(sled).await?)),
-    }
-}
-
-/// A `Store` over the shared SQL repository on `engine`.
-fn sql_store<E: SqlEngine>(backend: &'static str, engine: E) -> Store {
-    store_on(backend, SqlStore::new(engine))
-}
-
-/// A `Store` whose ports are all `storage`, with the system clock and ids.
-fn store_on<S: HandoffRepository + ParentRegistry + Archive + EventLog>(
-    backend: &'static str,
-    storage: S,
-) -> Store {
-    let storage = Arc::new(storage);
-    Store::new(
-        backend,
-        storage.clone(),
-        storage.clone(),
-        Arc::new(SystemClock),
-        Arc::new(UuidV7Ids),
-    )
-    .with_archive(storage.clone())
-    .with_event_log(storage)
+            Arc::new(SqlStore::new(PostgresEngine::open(postgres).await?)),
+        ),
+        StorageConfig::Sled(sled) => StorePorts::of("sled", Arc::new(SledStore::open(sled).await?)),
+    })
 }
 
 /// The README's examples, compiled and run as doctests.

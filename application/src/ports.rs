@@ -185,6 +185,16 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
+impl From<Option<&InteractiveHandoffParent>> for ListQuery {
+    /// Every handoff (`None`), or one parent's: the first version's list.
+    fn from(parent: Option<&InteractiveHandoffParent>) -> Self {
+        Self {
+            parent: parent.cloned(),
+            ..Self::default()
+        }
+    }
+}
+
 impl ListQuery {
     /// The statuses a listed handoff may have, in lifecycle order: `None`
     /// when any status passes, an empty list when none can (the active

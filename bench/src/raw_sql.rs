@@ -6,7 +6,7 @@
 //! same durability settings as the adapter: no pool, no checks, nothing
 //! but the statements, which makes it the hardest baseline. The columns,
 //! their encoding and the get and transition statements are the adapter's
-//! own (`lf_handoff_adapters::sql_columns`): a transition is the store's
+//! own (`lf_handoff_adapters::raw_sql`): a transition is the store's
 //! compare-and-swap of the whole row. Every write also appends its history
 //! event, as the store does (C15): on PostgreSQL in the same statement (a
 //! data-modifying CTE), on SQLite as a second statement of the write's
@@ -22,7 +22,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::ports::recorded_change;
-use lf_handoff_adapters::sql_columns::{
+use lf_handoff_adapters::raw_sql::{
     bind, column_list, event_values, with_event, HandoffRow, Param, COLUMN_COUNT, HANDOFF_BY_ID,
     INSERT_EVENT, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
 };

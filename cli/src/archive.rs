@@ -133,10 +133,7 @@ pub async fn export(ctx: &Context, target: ExportTarget) -> CliResult<()> {
     match target {
         ExportTarget::Stdout => {
             let out = BufWriter::new(io::stdout());
-            let summary = ctx
-                .store
-                .export_with_progress(out, drawn.progress("exporting"))
-                .await;
+            let summary = ctx.store.export(out, drawn.progress("exporting")).await;
             drawn.clear();
             let summary = summary.map_err(|e| ctx.fail(e))?;
             if ctx.json {
@@ -153,7 +150,7 @@ pub async fn export(ctx: &Context, target: ExportTarget) -> CliResult<()> {
         } => {
             let summary = ctx
                 .store
-                .export_with_progress(
+                .export(
                     BufWriter::new(temporary.as_file_mut()),
                     drawn.progress("exporting"),
                 )
@@ -202,14 +199,12 @@ pub async fn import(ctx: &Context, source: ImportSource) -> CliResult<()> {
     let (summary, from) = match source {
         ImportSource::Stdin => (
             ctx.store
-                .import_with_progress(BufReader::new(io::stdin()), progress)
+                .import(BufReader::new(io::stdin()), progress)
                 .await,
             "stdin".to_string(),
         ),
         ImportSource::File { file, path } => (
-            ctx.store
-                .import_with_progress(BufReader::new(file), progress)
-                .await,
+            ctx.store.import(BufReader::new(file), progress).await,
             path.display().to_string(),
         ),
     };

@@ -56,7 +56,7 @@ impl Context {
     pub async fn open(config: &StorageConfig, json: bool, actor: Option<Actor>) -> CliResult<Self> {
         let mut store = open_store(config).await.map_err(CliError::from)?;
         if let Some(actor) = actor {
-            store.set_actor(actor);
+            store = store.with_actor(actor);
         }
         Ok(Self {
             store,

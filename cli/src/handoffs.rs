@@ -17,7 +17,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
 };
-use lf_handoff_adapters::ListQuery;
+use lf_handoff_adapters::{ListQuery, PruneOptions, Store, StoreError, StoreResult};
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -131,7 +131,7 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     };
     let (handoff, created) = ctx
         .store
-        .open_interactive_handoff_with(request, &options)
+        .open_interactive_handoff(request.with_options(options.clone()))
         .await
         .map_err(|e| ctx.fail(e))?;
     let now = ctx.store.now();
@@ -214,7 +214,7 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
     };
     let handoffs = ctx
         .store
-        .query_interactive_handoffs(&query)
+        .list_interactive_handoffs(query.clone())
         .await
         .map_err(|e| ctx.fail(e))?;
     let rows: Vec<_> = handoffs.iter().map(|h| h.list_row(now)).collect();
@@ -282,7 +282,10 @@ pub async fn prune(ctx: &Context, args: PruneArgs) -> CliResult<()> {
     };
     let count = ctx
         .store
-        .prune(cutoff, args.dry_run)
+        .prune(PruneOptions {
+            dry_run: args.dry_run,
+            ..PruneOptions::finished_before(cutoff)
+        })
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
@@ -375,9 +378,7 @@ pub async fn claim_wake(
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> CliResult<()> {
-    let (claimed, handoff) = ctx
-        .store
-        .claim_interactive_handoff_wake_with_record(id, generation)
+    let (claimed, handoff) = claim_and_read(&ctx.store, id, generation)
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
@@ -388,6 +389,25 @@ pub async fn claim_wake(
         });
     }
     emit(&claim_message(claimed, generation, &handoff))
+}
+
+/// Claims the wake for `generation`, then reads the handoff as it is after
+/// the claim (to show who holds the wake).
+///
+/// # Errors
+/// As `Store::claim_interactive_handoff_wake`; `NotFound` when the handoff
+/// was pruned in between.
+pub async fn claim_and_read(
+    store: &Store,
+    id: &InteractiveHandoffId,
+    generation: u32,
+) -> StoreResult<(bool, InteractiveHandoff)> {
+    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
+    let handoff = store
+        .get_interactive_handoff(id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
+    Ok((claimed, handoff))
 }
 
 /// The human line of a claim.

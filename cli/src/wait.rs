@@ -156,11 +156,10 @@ async fn read_once(
         url: config.url(),
         json,
     };
-    let handoff = load(&ctx, id).await?;
-    let handoff = if handoff.is_due(ctx.store.now()) {
-        ctx.store.expire_if_due(id).await.map_err(|e| ctx.fail(e))?
-    } else {
-        handoff
+    // A wait that does not wait expires a due handoff (C14).
+    let handoff = match ctx.store.wait(id, Some(Duration::ZERO)).await {
+        Ok(Waited::Ended(handoff) | Waited::TimedOut(handoff)) => handoff,
+        Err(error) => return Err(ctx.fail(error)),
     };
     if handoff.is_active() {
         Ok(Read::Active(handoff))

@@ -17,6 +17,7 @@
 //! sled, which one process may open at a time, it opens the store only
 //! while it reads (as `wait` does), so other commands can run meanwhile.
 
+use lf_handoff_adapters::WatchFrom;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::Stdio;
@@ -50,8 +51,8 @@ enum Stop {
 pub async fn watch(ctx: &Context, args: &WatchArgs) -> CliResult<()> {
     let filter = filter(args);
     let opened = match args.from {
-        Some(from) => ctx.store.watch(from, filter).await,
-        None => ctx.store.watch_new(filter).await,
+        Some(from) => ctx.store.watch(WatchFrom::After(from), filter).await,
+        None => ctx.store.watch(WatchFrom::Now, filter).await,
     };
     let mut watcher = opened.map_err(|e| ctx.fail(e))?;
     let mut printed = 0_u64;
@@ -95,8 +96,8 @@ pub async fn watch_reopening(
         };
         if let Some(store) = store {
             let opened = match from {
-                Some(from) => store.watch(from, filter(args)).await,
-                None => store.watch_new(filter(args)).await,
+                Some(from) => store.watch(WatchFrom::After(from), filter(args)).await,
+                None => store.watch(WatchFrom::Now, filter(args)).await,
             };
             let mut watcher: Watcher = match opened {
                 Ok(watcher) => watcher,

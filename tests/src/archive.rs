@@ -10,6 +10,9 @@
 //! cross-backend round trips (all six ordered pairs) are
 //! `tests/tests/round_trip.rs`, over [`round_trip_between`].
 
+use crate::fixtures::stored_wave;
+use crate::fixtures::waited_now;
+use lf_handoff_adapters::WatchFrom;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io::Write as _;
@@ -37,6 +40,25 @@ use crate::hostile::{hostile_request, outcome_with, HOSTILE};
 use crate::upgrade::Release;
 use crate::worker::Worker;
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! archive_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [archive];
+            AnyBackend: [
+                c17_an_imported_store_reads_and_works_like_the_original,
+                c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged,
+                c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
+                c17_an_export_during_writes_is_one_consistent_snapshot,
+                c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
+                c17_an_import_of_far_positions_keeps_later_events_after_them,
+            ],
+        );
+    };
+}
 
 /// The step of the task's finished handoff in [`varied_registry`].
 pub const FINISHED_STEP: &str = "oauth-login@turn-17";
@@ -93,7 +115,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     // steps: the first finished, handed back and claimed, then taken over
     // by the task's next body, which opens the next step with a deadline.
     let wave = new_wave(store, dir).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     let mut on_project = wave_request(&wave, dir);
     on_project.parent = InteractiveHandoffParent::Project(project.id.clone());
@@ -101,11 +123,13 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     on_project.reason = "naïve café ✓ 日本語: approve the plan".into();
     let (planned, _) = store.open_interactive_handoff(on_project).await.unwrap();
     alice.attach_interactive_handoff(&planned.id).await.unwrap();
-    let (task, pr) = task(&project, &dir.join("worktree"));
+    let (task, pr) = fresh_task(&project, &dir.join("worktree"));
     store.create_task_session(&task, &pr).await.unwrap();
     let step = StepKey::parse(FINISHED_STEP).unwrap();
     let (login, _) = alice
-        .open_interactive_handoff_at_step(task_request(&task), &step)
+        .open_interactive_handoff(
+            task_request(&task).with_options(OpenOptions::at_step(step.clone())),
+        )
         .await
         .unwrap();
     alice.attach_interactive_handoff(&login.id).await.unwrap();
@@ -138,7 +162,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
         expires_at: Some(OffsetDateTime::now_utc() + Duration::hours(2)),
     };
     store
-        .open_interactive_handoff_with(next, &options)
+        .open_interactive_handoff(next.with_options(options.clone()))
         .await
         .unwrap();
 
@@ -168,7 +192,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     ] {
         let wave = new_wave(store, dir).await;
         let (handoff, _) = store
-            .open_interactive_handoff_with(wave_request(&wave, dir), &deadline(at))
+            .open_interactive_handoff(wave_request(&wave, dir).with_options(deadline(at)))
             .await
             .unwrap();
         opened.push(handoff);
@@ -188,7 +212,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
         tokio::time::sleep(left.unsigned_abs()).await;
     }
     for expiring in &opened[1..3] {
-        let expired = bob.expire_if_due(&expiring.id).await.unwrap();
+        let expired = waited_now(&bob, &expiring.id).await;
         assert_eq!(expired.outcome, Some(InteractiveHandoffOutcome::Expired));
     }
     assert!(store
@@ -206,7 +230,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
 /// The export of `store`.
 pub async fn export(store: &Store) -> Vec<u8> {
     let mut out = Vec::new();
-    let summary = store.export_to(&mut out).await.unwrap();
+    let summary = store.export(&mut out, None).await.unwrap();
     let lines = out.iter().filter(|&&b| b == b'\n').count() as u64;
     assert_eq!(
         lines,
@@ -348,7 +372,7 @@ async fn everything(
         histories.push(store.history(&handoff.id).await.unwrap());
     }
     let active = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             active_only: true,
             ..ListQuery::default()
         })
@@ -370,7 +394,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     let file = export(&source).await;
     assert_consistent(&file);
     let (_, target) = other(backend, &dir, "copy").await;
-    let summary = target.import_from(file.as_slice()).await.unwrap();
+    let summary = target.import(file.as_slice(), None).await.unwrap();
     assert_eq!(summary.parents, HOSTILE.len() as u64 + 3 + 1 + 4);
     assert_eq!(summary.task_prs, 1);
     assert_same_export(&export(&target).await, &file, "export, import, export");
@@ -423,7 +447,11 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     at_five.body_generation = 5;
     let step = StepKey::parse(FINISHED_STEP).unwrap();
     let (finished, created) = target
-        .open_interactive_handoff_at_step(at_five.clone(), &step)
+        .open_interactive_handoff(
+            at_five
+                .clone()
+                .with_options(OpenOptions::at_step(step.clone())),
+        )
         .await
         .unwrap();
     assert!(!created);
@@ -457,7 +485,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     }
     // A new handoff on an imported parent gets the next position.
     let wave = match &waiting.parent {
-        InteractiveHandoffParent::Wave(id) => target.get_wave(id).await.unwrap().unwrap(),
+        InteractiveHandoffParent::Wave(id) => stored_wave(&target, id).await.unwrap(),
         other => panic!("a wave handoff: {other}"),
     };
     let (reopened, created) = target
@@ -481,7 +509,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     );
     assert_ne!(ahead_file.as_bytes(), file.as_slice());
     let (_, ahead) = other(backend, &dir, "ahead").await;
-    ahead.import_from(ahead_file.as_bytes()).await.unwrap();
+    ahead.import(ahead_file.as_bytes(), None).await.unwrap();
     assert_same_export(
         &export(&ahead).await,
         ahead_file.as_bytes(),
@@ -506,13 +534,13 @@ pub async fn c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged(backen
     let dir = tempfile::tempdir().unwrap();
     let source = populated(backend, &dir).await;
     let file = export(&source).await;
-    assert_not_empty(source.import_from(file.as_slice()).await, "into itself");
+    assert_not_empty(source.import(file.as_slice(), None).await, "into itself");
     assert_same_export(&export(&source).await, &file, "the refused source");
 
     let (_, target) = other(backend, &dir, "busy").await;
     new_wave(&target, dir.path()).await;
     let before = export(&target).await;
-    assert_not_empty(target.import_from(file.as_slice()).await, "over a wave");
+    assert_not_empty(target.import(file.as_slice(), None).await, "over a wave");
     assert_same_export(&export(&target).await, &before, "the refused target");
 }
 
@@ -594,7 +622,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
     let (target_config, target) = other(backend, &dir, "target").await;
     let empty = export(&target).await;
     for (what, bytes, names) in cases {
-        match target.import_from(bytes.as_slice()).await {
+        match target.import(bytes.as_slice(), None).await {
             Err(StoreError::InvalidInput(message)) => {
                 if let Some(names) = names {
                     assert!(message.contains(&names), "{what}: {message}");
@@ -606,7 +634,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
         // It opens again (a sled store left marked would be refused).
         drop(open_store(&target_config).await.unwrap());
     }
-    target.import_from(file.as_slice()).await.unwrap();
+    target.import(file.as_slice(), None).await.unwrap();
     assert_same_export(&export(&target).await, &file, "the good file");
 }
 
@@ -670,7 +698,7 @@ pub async fn c17_an_export_during_writes_is_one_consistent_snapshot(backend: &dy
         "the writers went on between the exports"
     );
     let (_, copy) = other(backend, &dir, "copy").await;
-    copy.import_from(last.as_slice()).await.unwrap();
+    copy.import(last.as_slice(), None).await.unwrap();
     assert_same_export(&export(&copy).await, last, "a snapshot, imported");
 }
 
@@ -691,7 +719,7 @@ pub async fn c17_upgraded_stores_of_earlier_releases_export_and_import_whole(
         assert!(end["handoffs"].as_u64().unwrap() > 0, "{release}: {end}");
         assert_eq!(end["events"].as_u64(), Some(0), "{release}: no history yet");
         let (_, copy) = other(backend, &dir, &format!("copy{}", release.number())).await;
-        copy.import_from(file.as_slice()).await.unwrap();
+        copy.import(file.as_slice(), None).await.unwrap();
         assert_same_export(&export(&copy).await, &file, &format!("{release}"));
     }
 }
@@ -727,13 +755,13 @@ where
         let file = export(&store).await;
         assert_consistent(&file);
         let (_, there) = other(&*target, &dir, "target").await;
-        let summary: ArchiveSummary = there.import_from(file.as_slice()).await.unwrap();
+        let summary: ArchiveSummary = there.import(file.as_slice(), None).await.unwrap();
         assert!(summary.events > summary.handoffs, "{summary:?}");
         let what = format!("{} to {}", source.name(), target.name());
         let again = export(&there).await;
         assert_same_export(&again, &file, &what);
         let (_, back) = other(&*source, &dir, "back").await;
-        back.import_from(again.as_slice()).await.unwrap();
+        back.import(again.as_slice(), None).await.unwrap();
         assert_same_export(&export(&back).await, &file, &format!("{what} and back"));
         // The histories came across whole.
         let ids: BTreeSet<InteractiveHandoffId> = store
@@ -790,9 +818,12 @@ pub async fn c17_an_import_of_far_positions_keeps_later_events_after_them(backen
         })
         .collect();
     let (_, there) = other(backend, &dir, "far").await;
-    there.import_from(shifted.as_bytes()).await.unwrap();
+    there.import(shifted.as_bytes(), None).await.unwrap();
     let mut watcher = there
-        .watch(0, lf_handoff_adapters::WatchFilter::default())
+        .watch(
+            WatchFrom::After(0),
+            lf_handoff_adapters::WatchFilter::default(),
+        )
         .await
         .unwrap();
     let mut imported = Vec::new();

@@ -1,6 +1,7 @@
 //! One scenario (at least) per store clause C1-C11, each named after its
 //! clause and written once for every backend.
 
+use crate::fixtures::{stored_project, stored_task, stored_wave};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +20,47 @@ use tempfile::TempDir;
 use crate::fixtures::*;
 use crate::worker::{race, race_all, Worker};
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! contract_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [contract];
+            AnyBackend: [
+                c1_open_validates_its_request,
+                c2_open_validates_the_parent,
+                c2_c7_a_stale_generation_is_refused,
+                c3_open_is_idempotent_per_parent,
+                c3_racing_opens_for_one_parent_create_exactly_one,
+                c4_get_returns_none_for_an_unknown_id,
+                c4_list_orders_by_creation_and_filters_by_parent_and_activity,
+                c5_attach_is_recorded_once,
+                c5_attach_refuses_terminal_and_unknown_handoffs,
+                c6_finish_records_the_first_outcome,
+                c6_racing_finishers_on_2_handles,
+                c6_racing_finishers_on_8_handles,
+                c6_a_handle_never_decides_on_a_record_another_changed,
+                c7_claim_wake_rules,
+                c7_same_generation_claim_retry,
+                c7_racing_claims_have_one_winner,
+                c8_reopen_after_drop,
+                c8_kill_9_loses_nothing_acknowledged,
+                c9_replays_write_nothing,
+                c10_parents_persist_exactly,
+                c10_body_generations_only_increase,
+                c11_unusable_stores_are_refused_unchanged,
+            ],
+            SeveralProcesses: [
+                c3_racing_opens_from_separate_processes_create_exactly_one,
+                c6_racing_finishers_in_separate_processes,
+                c6_racing_finishers_in_8_processes_over_many_handoffs,
+                first_opens_from_8_processes_migrate_once,
+            ],
+        );
+    };
+}
 
 /// A fresh store in a fresh temporary directory.
 pub(crate) async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
@@ -173,9 +215,9 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
 
     // A terminal parent refuses handoffs.
     let wave = new_wave(&store, dir.path()).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
-    let (mut done, pr) = crate::fixtures::task(&project, dir.path());
+    let (mut done, pr) = crate::fixtures::fresh_task(&project, dir.path());
     done.status = TaskSessionStatus::Completed;
     store.create_task_session(&done, &pr).await.unwrap();
     assert_conflict(
@@ -372,7 +414,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     assert_eq!(mine[0].id, opened[4].id);
 
     let active = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: None,
             active_only: true,
             ..Default::default()
@@ -388,7 +430,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     assert_eq!(active_ids, expected);
     assert_eq!(active.len(), 4);
     assert!(store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: Some(parent),
             active_only: true,
             ..Default::default()
@@ -399,7 +441,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
     let live_parent = opened[0].parent.clone();
     assert_eq!(
         store
-            .query_interactive_handoffs(&ListQuery {
+            .list_interactive_handoffs(ListQuery {
                 parent: Some(live_parent),
                 active_only: true,
                 ..Default::default()
@@ -793,7 +835,7 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
         .await
         .unwrap();
     let before = store.list_interactive_handoffs(None).await.unwrap();
-    let parent_before = store.get_task_session(&task.id).await.unwrap();
+    let parent_before = stored_task(&store, &task.id).await;
     drop(store);
     let reopened = open_store(&backend.config(location(dir.path())))
         .await
@@ -809,10 +851,7 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
             .unwrap(),
         Some(attached)
     );
-    assert_eq!(
-        reopened.get_task_session(&task.id).await.unwrap(),
-        parent_before
-    );
+    assert_eq!(stored_task(&reopened, &task.id).await, parent_before);
 }
 
 /// C8: a process killed with SIGKILL at an arbitrary moment loses nothing it
@@ -847,7 +886,7 @@ pub async fn c8_kill_9_loses_nothing_acknowledged(backend: &dyn Backend) {
     for (id, steps) in &acknowledged {
         let last = steps.last().unwrap();
         if last.starts_with("wave ") {
-            let wave = store.get_wave(&WaveId::parse(id).unwrap()).await.unwrap();
+            let wave = stored_wave(&store, &WaveId::parse(id).unwrap()).await;
             assert!(wave.is_some(), "acknowledged wave {id} was lost");
             continue;
         }
@@ -1003,19 +1042,16 @@ pub async fn c9_replays_write_nothing(backend: &dyn Backend) {
 pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let wave = new_wave(&store, dir.path()).await;
-    assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
-    let project = project(wave.id());
+    assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     assert_eq!(
-        store.get_project_session(&project.id).await.unwrap(),
+        stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = crate::fixtures::task(&project, dir.path());
+    let (task, pr) = crate::fixtures::fresh_task(&project, dir.path());
     store.create_task_session(&task, &pr).await.unwrap();
-    assert_eq!(
-        store.get_task_session(&task.id).await.unwrap(),
-        Some(task.clone())
-    );
+    assert_eq!(stored_task(&store, &task.id).await, Some(task.clone()));
     assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr.clone()));
     assert_eq!(
         store
@@ -1039,18 +1075,18 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
         ConflictKind::AlreadyExists,
     );
 
-    let orphan = crate::fixtures::project(&WaveId::new());
+    let orphan = crate::fixtures::fresh_project(&WaveId::new());
     assert!(matches!(
         store.create_project_session(&orphan).await,
         Err(StoreError::NotFound(_))
     ));
-    let (other_task, mut other_pr) = crate::fixtures::task(&project, dir.path());
+    let (other_task, mut other_pr) = crate::fixtures::fresh_task(&project, dir.path());
     other_pr.task_session_id = task.id.clone();
     assert_invalid(
         store.create_task_session(&other_task, &other_pr).await,
         "PR of another task",
     );
-    assert_eq!(store.get_task_session(&other_task.id).await.unwrap(), None);
+    assert_eq!(stored_task(&store, &other_task.id).await, None);
 }
 
 /// C10: a new body generation is recorded; generations only increase, and
@@ -1061,7 +1097,7 @@ pub async fn c10_body_generations_only_increase(backend: &dyn Backend) {
     let parent = InteractiveHandoffParent::Task(task.id.clone());
     let recorded = store.record_body(&parent, body(5, None)).await.unwrap();
     assert_eq!(recorded.body_generation(), 5);
-    let stored = store.get_task_session(&task.id).await.unwrap().unwrap();
+    let stored = stored_task(&store, &task.id).await.unwrap();
     assert_eq!(Parent::Task(stored.clone()), recorded);
     assert_eq!(
         stored.latest_process.as_ref().map(|p| p.generation),
@@ -1090,10 +1126,7 @@ pub async fn c10_body_generations_only_increase(backend: &dyn Backend) {
         store.record_body(&ghost, body(1, None)).await,
         Err(StoreError::NotFound(_))
     ));
-    assert_eq!(
-        store.get_task_session(&task.id).await.unwrap(),
-        Some(stored)
-    );
+    assert_eq!(stored_task(&store, &task.id).await, Some(stored));
 }
 
 /// C11: corrupt, truncated, foreign, newer-schema, locked or unreachable

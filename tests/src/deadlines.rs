@@ -3,6 +3,7 @@
 //! comes first (a sweep, an attach, a finish, an extension), and racing
 //! writers never both extend and expire it.
 
+use crate::fixtures::waited_now;
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
 
@@ -20,6 +21,27 @@ use crate::fixtures::{location, new_wave, outcome, wave_request};
 use crate::worker::race_at;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! deadlines_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [deadlines];
+            AnyBackend: [
+                c14_a_handoff_expires_only_when_due,
+                c14_writes_on_a_due_handoff_expire_it,
+                c14_extend_moves_the_deadline,
+                c14_racing_sweepers_expire_each_handoff_once,
+                c14_expire_complete_and_extend_race_on_handles,
+            ],
+            SeveralProcesses: [
+                c14_expire_complete_and_extend_race_across_processes,
+            ],
+        );
+    };
+}
+
 /// A handoff on a new wave whose deadline is `after` from now.
 pub(crate) async fn open_due_in(
     store: &Store,
@@ -32,7 +54,7 @@ pub(crate) async fn open_due_in(
         expires_at: Some(OffsetDateTime::now_utc() + after),
     };
     let (opened, created) = store
-        .open_interactive_handoff_with(wave_request(&wave, dir.path()), &options)
+        .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(options.clone()))
         .await
         .unwrap();
     assert!(created);
@@ -113,7 +135,7 @@ pub async fn c14_a_handoff_expires_only_when_due(backend: &dyn Backend) {
     assert_eq!(&get(&store, &opened.id).await, expired);
     assert!(store.expire_due().await.unwrap().is_empty(), "expired once");
     assert_eq!(
-        store.expire_if_due(&opened.id).await.unwrap(),
+        waited_now(&store, &opened.id).await,
         *expired,
         "expiring again changes nothing"
     );
@@ -171,7 +193,7 @@ pub async fn c14_writes_on_a_due_handoff_expire_it(backend: &dyn Backend) {
         store.extend_interactive_handoff(&extended.id, later).await,
         "extend on a due handoff",
     );
-    let waited = store.expire_if_due(&waited.id).await.unwrap();
+    let waited = waited_now(&store, &waited.id).await;
     for id in [&attached.id, &finished.id, &extended.id, &waited.id] {
         let stored = get(&store, id).await;
         assert_eq!(stored.status, InteractiveHandoffStatus::Expired, "{id}");
@@ -222,13 +244,10 @@ pub async fn c14_extend_moves_the_deadline(backend: &dyn Backend) {
     let past = OffsetDateTime::now_utc() - Duration::seconds(1);
     assert_invalid(
         store
-            .open_interactive_handoff_with(
-                wave_request(&wave, dir.path()),
-                &OpenOptions {
-                    step: None,
-                    expires_at: Some(past),
-                },
-            )
+            .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(OpenOptions {
+                step: None,
+                expires_at: Some(past),
+            }))
             .await,
         "a deadline in the past",
     );

@@ -8,6 +8,7 @@
 //! `Unavailable` of kind `Unreachable`, as a server whose connection died
 //! at that moment would. The scenarios run on every backend.
 
+use crate::fixtures::{stored_project, stored_task, stored_wave};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -26,16 +27,30 @@ use lf_handoff_adapters::ports::{
     ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
 };
 use lf_handoff_adapters::{
-    open_ports, GenerateId as _, Store, StoreError, StoreResult, SystemClock, UnavailableKind,
-    UuidV7Ids,
+    open_ports, GenerateId as _, Store, StoreError, StorePorts, StoreResult, UnavailableKind,
 };
 use tempfile::TempDir;
 use time::OffsetDateTime;
 
 use crate::fixtures::{
-    body, location, new_wave, outcome, project, task, task_request, wave_request,
+    body, fresh_project, fresh_task, location, new_wave, outcome, task_request, wave_request,
 };
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! faults_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [faults];
+            AnyBackend: [
+                transient_a_write_whose_reply_was_lost_returns_its_committed_result,
+                transient_without_a_retry_window_a_lost_reply_is_unreachable,
+            ],
+        );
+    };
+}
 
 /// The kind of write whose reply [`LostReplies`] loses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,14 +232,15 @@ pub async fn store_losing_replies(backend: &dyn Backend) -> (TempDir, Store, Arc
     let ports = open_ports(&backend.config(location(dir.path())))
         .await
         .unwrap();
-    let faulty = Arc::new(LostReplies::new(ports.handoffs, ports.parents));
-    let store = Store::new(
-        ports.backend,
-        faulty.clone(),
-        faulty.clone(),
-        Arc::new(SystemClock),
-        Arc::new(UuidV7Ids),
-    );
+    let faulty = Arc::new(LostReplies::new(
+        ports.handoffs.clone(),
+        ports.parents.clone(),
+    ));
+    let store = Store::new(StorePorts {
+        handoffs: faulty.clone(),
+        parents: faulty.clone(),
+        ..ports
+    });
     (dir, store, faulty)
 }
 
@@ -269,8 +285,8 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
         store.create_wave(&wave).await.map(|()| wave)
     })
     .await;
-    assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
-    let project = project(wave.id());
+    assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
+    let project = fresh_project(wave.id());
     losing(
         &faulty,
         Fault::InsertParent,
@@ -278,20 +294,17 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     )
     .await;
     assert_eq!(
-        store.get_project_session(&project.id).await.unwrap(),
+        stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = task(&project, dir.path());
+    let (task, pr) = fresh_task(&project, dir.path());
     losing(
         &faulty,
         Fault::InsertParent,
         store.create_task_session(&task, &pr),
     )
     .await;
-    assert_eq!(
-        store.get_task_session(&task.id).await.unwrap(),
-        Some(task.clone())
-    );
+    assert_eq!(stored_task(&store, &task.id).await, Some(task.clone()));
     assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr));
 
     // A recorded body: the retry finds it current and returns the parent.
@@ -368,20 +381,20 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     assert_eq!(finished.outcome, Some(outcome(0)));
     assert_eq!(events(&store, &opened.id).await.len(), 4);
 
-    let (claimed, after_claim) = losing(
+    let claimed = losing(
         &faulty,
         Fault::Transition,
-        store.claim_interactive_handoff_wake_with_record(&opened.id, 5),
+        store.claim_interactive_handoff_wake(&opened.id, 5),
     )
     .await;
     assert!(
         claimed,
         "the generation whose claim committed holds the wake"
     );
-    assert_eq!(after_claim.wake_claimed_by_generation, Some(5));
+    let after_claim = store.get_interactive_handoff(&opened.id).await.unwrap();
     assert_eq!(
-        store.get_interactive_handoff(&opened.id).await.unwrap(),
-        Some(after_claim)
+        after_claim.and_then(|h| h.wake_claimed_by_generation),
+        Some(5)
     );
     assert_eq!(events(&store, &opened.id).await.len(), 5);
 
@@ -394,12 +407,14 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     let (at_step, created) = losing(
         &faulty,
         Fault::Insert,
-        store.open_interactive_handoff_with(task_request(&task), &options),
+        store.open_interactive_handoff(task_request(&task).with_options(options.clone())),
     )
     .await;
     assert!(created);
     let (again, created_again) = store
-        .open_interactive_handoff_at_step(task_request(&task), &step)
+        .open_interactive_handoff(
+            task_request(&task).with_options(OpenOptions::at_step(step.clone())),
+        )
         .await
         .unwrap();
     assert!(!created_again);

@@ -15,6 +15,7 @@
 //!   `-wal` and `-shm` files are mode 0600, a store directory (sled) 0700,
 //!   and a directory the store had to create is 0700.
 
+use crate::fixtures::{stored_task, stored_wave};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -33,6 +34,22 @@ use crate::fixtures::*;
 use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! hostile_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [hostile];
+            AnyBackend: [
+                hostile_strings_are_stored_exactly_or_refused,
+                c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
+                store_files_are_private_to_their_owner,
+            ],
+        );
+    };
+}
 
 /// Strings that naive storage mangles. None is blank or holds a NUL byte.
 pub const HOSTILE: &[&str] = &[
@@ -133,7 +150,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
     for text in HOSTILE {
         let wave = Wave::new(WaveId::new(), text.to_string(), text.to_string());
         store.create_wave(&wave).await.unwrap();
-        assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave.clone()));
+        assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
         waves.push(wave);
     }
 
@@ -278,14 +295,14 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
             .await,
         "NUL in a wave name",
     );
-    let project = project(target.id());
+    let project = fresh_project(target.id());
     store.create_project_session(&project).await.unwrap();
-    let (task, pr) = task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
+    let (task, pr) = fresh_task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
     assert_invalid(
         store.create_task_session(&task, &pr).await,
         "a non-UTF-8 worktree",
     );
-    assert_eq!(store.get_task_session(&task.id).await.unwrap(), None);
+    assert_eq!(stored_task(&store, &task.id).await, None);
     let mut after = store.list_interactive_handoffs(None).await.unwrap();
     assert_eq!(after.pop().map(|h| h.id), Some(open.id.clone()));
     assert_eq!(after, before, "a refused request changed the store");
@@ -301,10 +318,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         everything
     );
     for wave in &waves {
-        assert_eq!(
-            reopened.get_wave(wave.id()).await.unwrap(),
-            Some(wave.clone())
-        );
+        assert_eq!(stored_wave(&reopened, wave.id()).await, Some(wave.clone()));
     }
 }
 

@@ -4,6 +4,7 @@
 //! and that finished before the cutoff, with their history, in batches,
 //! also while claims, lists and other prunes race with it.
 
+use lf_handoff_adapters::PruneOptions;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -28,6 +29,27 @@ use crate::Backend;
 
 use InteractiveHandoffStatus::{Attached, Completed, Expired, Failed, HandedBack, Waiting};
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! prune_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [prune];
+            AnyBackend: [
+                c17_list_filters_alone_and_combined,
+                c17_paging_yields_each_handoff_once_in_order,
+                c17_prune_removes_only_claimed_finished_old_handoffs,
+                c17_prune_removes_batch_after_batch,
+                c17_prune_races_claims_and_lists_on_handles,
+            ],
+            SeveralProcesses: [
+                c17_prune_races_claims_across_processes,
+            ],
+        );
+    };
+}
+
 fn remote() -> WaveHome {
     WaveHome::parse("ssh://jill@build.example:2222").unwrap()
 }
@@ -51,7 +73,7 @@ async fn open_at(
     let mut request = wave_request(wave, dir.path());
     request.home = home;
     let (opened, created) = store
-        .open_interactive_handoff_with(request, options)
+        .open_interactive_handoff(request.with_options(options.clone()))
         .await
         .unwrap();
     assert!(created);
@@ -64,7 +86,7 @@ async fn get(store: &Store, id: &InteractiveHandoffId) -> Option<InteractiveHand
 
 async fn list(store: &Store, query: &ListQuery) -> Vec<InteractiveHandoffId> {
     store
-        .query_interactive_handoffs(query)
+        .list_interactive_handoffs(query.clone())
         .await
         .unwrap()
         .into_iter()
@@ -433,7 +455,7 @@ pub async fn c17_paging_yields_each_handoff_once_in_order(backend: &dyn Backend)
     for limit in [None, Some(0), Some(3)] {
         assert_not_found(
             store
-                .query_interactive_handoffs(&ListQuery {
+                .list_interactive_handoffs(ListQuery {
                     after: Some(GenerateId::new()),
                     limit,
                     ..ListQuery::default()
@@ -522,13 +544,25 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
     };
 
     // A dry run counts and removes nothing.
-    assert_eq!(store.prune(cutoff, true).await.unwrap(), expected);
+    assert_eq!(
+        store
+            .prune(PruneOptions::finished_before(cutoff).dry_run())
+            .await
+            .unwrap(),
+        expected
+    );
     assert_eq!(
         store.list_interactive_handoffs(None).await.unwrap().len(),
         5
     );
 
-    assert_eq!(store.prune(cutoff, false).await.unwrap(), expected);
+    assert_eq!(
+        store
+            .prune(PruneOptions::finished_before(cutoff))
+            .await
+            .unwrap(),
+        expected
+    );
     for id in [&claimed.id, &expiring.id] {
         assert_eq!(get(&store, id).await, None, "{id} was pruned");
         assert_not_found(store.history(id).await, "the history of a pruned handoff");
@@ -559,11 +593,17 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
     }
     // Nothing more to prune at that cutoff.
     assert_eq!(
-        store.prune(cutoff, true).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(cutoff).dry_run())
+            .await
+            .unwrap(),
         PruneCount::default()
     );
     assert_eq!(
-        store.prune(cutoff, false).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(cutoff))
+            .await
+            .unwrap(),
         PruneCount::default()
     );
 
@@ -571,7 +611,7 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
     let mut request = wave_request(&stepped, dir.path());
     request.home = local();
     let (again, created) = store
-        .open_interactive_handoff_at_step(request, &login)
+        .open_interactive_handoff(request.with_options(OpenOptions::at_step(login.clone())))
         .await
         .unwrap();
     assert!(created, "a pruned step is opened again");
@@ -585,7 +625,10 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
         .unwrap());
     let later = OffsetDateTime::now_utc() + Duration::hours(1);
     assert_eq!(
-        store.prune(later, false).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(later))
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: 2,
             events: 6,
@@ -618,16 +661,33 @@ pub async fn c17_prune_removes_batch_after_batch(backend: &dyn Backend) {
     let waiting = open_at(&store, &dir, &wave, local(), &OpenOptions::default()).await;
     tick().await;
     let cutoff = OffsetDateTime::now_utc();
-    assert_invalid(store.prune_in_batches(cutoff, 0).await, "a batch of 0");
+    assert_invalid(
+        store
+            .prune(PruneOptions {
+                batch: 0,
+                ..PruneOptions::finished_before(cutoff)
+            })
+            .await,
+        "a batch of 0",
+    );
     assert_eq!(
-        store.prune(cutoff, true).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(cutoff).dry_run())
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: 7,
             events: 21,
         }
     );
     assert_eq!(
-        store.prune_in_batches(cutoff, 2).await.unwrap(),
+        store
+            .prune(PruneOptions {
+                batch: 2,
+                ..PruneOptions::finished_before(cutoff)
+            })
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: 7,
             events: 21,
@@ -741,7 +801,9 @@ async fn assert_race_outcome(
     assert_eq!(pruned, gone, "the prunes count what went");
     // Without a race, every claimed handoff goes; the unclaimed ones stay.
     store
-        .prune(OffsetDateTime::now_utc() + Duration::hours(1), false)
+        .prune(PruneOptions::finished_before(
+            OffsetDateTime::now_utc() + Duration::hours(1),
+        ))
         .await
         .unwrap();
     let left: BTreeSet<_> = list(store, &ListQuery::default())
@@ -767,7 +829,13 @@ pub async fn c17_prune_races_claims_and_lists_on_handles(backend: &dyn Backend) 
             barrier.wait().await;
             // The claims start first, so the prunes meet them midway.
             tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-            handle.prune_in_batches(later, batch).await.unwrap()
+            handle
+                .prune(PruneOptions {
+                    batch,
+                    ..PruneOptions::finished_before(later)
+                })
+                .await
+                .unwrap()
         }));
     }
     // One claimer per group, so take-overs meet the first batches.
@@ -812,7 +880,7 @@ pub async fn c17_prune_races_claims_and_lists_on_handles(backend: &dyn Backend) 
                     },
                 ] {
                     let listed = handle
-                        .query_interactive_handoffs(&query)
+                        .list_interactive_handoffs(query.clone())
                         .await
                         .unwrap_or_else(|e| panic!("round {round}, {query:?}: {e}"));
                     let ids: BTreeSet<_> = listed.iter().map(|h| h.id.clone()).collect();

@@ -5,8 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
-use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
+use lf_handoff_adapters::domain::interactive_handoff::{
+    HandoffEventKind, InteractiveHandoffParent, StepKey,
+};
+use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoff, OpenOptions};
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ConflictKind, Store, StoreError};
 use tempfile::TempDir;
@@ -15,6 +17,28 @@ use crate::contract::{fresh, handles};
 use crate::fixtures::{body, location, new_wave, outcome, wave_request};
 use crate::worker::race;
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! steps_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [steps];
+            AnyBackend: [
+                c12_a_step_is_opened_once_for_ever,
+                c12_another_step_waits_for_the_active_handoff,
+                c12_racing_opens_of_one_step_create_one,
+                c13_a_replaced_body_resumes_from_the_finished_step,
+                c13_only_the_current_generation_takes_the_wake_over,
+                c13_racing_take_overs_have_one_winner,
+            ],
+            SeveralProcesses: [
+                c12_racing_opens_of_one_step_from_separate_processes_create_one,
+            ],
+        );
+    };
+}
 
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
@@ -71,13 +95,17 @@ pub async fn c12_a_step_is_opened_once_for_ever(backend: &dyn Backend) {
     let wave = new_wave(&store, dir.path()).await;
     let key = step("oauth-login@turn-17");
     let (first, created) = store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &key)
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     assert!(created);
     assert_eq!(first.step, Some(key.clone()));
     let (again, created) = store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &key)
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     assert!(!created);
@@ -87,22 +115,28 @@ pub async fn c12_a_step_is_opened_once_for_ever(backend: &dyn Backend) {
         .finish_interactive_handoff(&first.id, &outcome(1))
         .await
         .unwrap();
-    let claimed = store
-        .claim_interactive_handoff_wake_with_record(&first.id, 1)
+    assert!(store
+        .claim_interactive_handoff_wake(&first.id, 1)
         .await
+        .unwrap());
+    let claimed = store
+        .get_interactive_handoff(&first.id)
+        .await
+        .unwrap()
         .unwrap();
-    assert!(claimed.0);
     let (found, created) = store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &key)
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     assert!(!created, "a finished step is never opened again");
-    assert_eq!(found, claimed.1, "nothing was written");
+    assert_eq!(found, claimed, "nothing was written");
     assert!(done.terminal_at.is_some());
     assert_eq!(count(&store, &wave).await, 1);
     assert_eq!(
         store.get_interactive_handoff(&first.id).await.unwrap(),
-        Some(claimed.1)
+        Some(claimed)
     );
 }
 
@@ -113,11 +147,15 @@ pub async fn c12_another_step_waits_for_the_active_handoff(backend: &dyn Backend
     let (dir, store) = fresh(backend).await;
     let wave = new_wave(&store, dir.path()).await;
     let (a, _) = store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &step("a"))
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(step("a"))),
+        )
         .await
         .unwrap();
     match store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &step("b"))
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(step("b"))),
+        )
         .await
     {
         Err(StoreError::Conflict {
@@ -138,7 +176,9 @@ pub async fn c12_another_step_waits_for_the_active_handoff(backend: &dyn Backend
         .await
         .unwrap();
     let (b, created) = store
-        .open_interactive_handoff_at_step(wave_request(&wave, dir.path()), &step("b"))
+        .open_interactive_handoff(
+            wave_request(&wave, dir.path()).with_options(OpenOptions::at_step(step("b"))),
+        )
         .await
         .unwrap();
     assert!(created);
@@ -172,7 +212,11 @@ pub async fn c12_racing_opens_of_one_step_create_one(backend: &dyn Backend) {
                     let (handle, key) = (handle.clone(), key.clone());
                     let request = wave_request(&wave, dir.path());
                     tokio::spawn(async move {
-                        handle.open_interactive_handoff_at_step(request, &key).await
+                        handle
+                            .open_interactive_handoff(
+                                request.with_options(OpenOptions::at_step(key.clone())),
+                            )
+                            .await
                     })
                 })
                 .collect();
@@ -258,7 +302,11 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
     let mut request = wave_request(&wave, dir.path());
     request.body_generation = 5;
     let (opened, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &key)
+        .open_interactive_handoff(
+            request
+                .clone()
+                .with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     assert!(created);
@@ -283,17 +331,26 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
         .unwrap();
     request.body_generation = 6;
     let (found, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &key)
+        .open_interactive_handoff(
+            request
+                .clone()
+                .with_options(OpenOptions::at_step(key.clone())),
+        )
         .await
         .unwrap();
     assert!(!created, "generation 6 must not ask a person again");
     assert_eq!(found, before, "re-running the step writes nothing");
 
-    let (claimed, held) = store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 6)
+    let claimed = store
+        .claim_interactive_handoff_wake(&opened.id, 6)
         .await
         .unwrap();
     assert!(claimed, "the replacement takes the wake over");
+    let held = store
+        .get_interactive_handoff(&opened.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(held.wake_claimed_by_generation, Some(6));
     assert!(!store
         .claim_interactive_handoff_wake(&opened.id, 5)
@@ -306,7 +363,10 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
     assert_eq!(count(&store, &wave).await, 1);
     // A stale body still cannot reach the step.
     request.body_generation = 5;
-    match store.open_interactive_handoff_at_step(request, &key).await {
+    match store
+        .open_interactive_handoff(request.with_options(OpenOptions::at_step(key.clone())))
+        .await
+    {
         Err(StoreError::Conflict {
             kind: ConflictKind::StaleGeneration,
             ..
@@ -350,8 +410,8 @@ pub async fn c13_only_the_current_generation_takes_the_wake_over(backend: &dyn B
 /// C13: 8 handles race on a wake that generation 5 holds while the parent
 /// is at 6: four claim as 6 (the take-over), two retry as 5 (the old
 /// holder) and two claim as 7 (not recorded). Every claim by 6 wins, 7
-/// never does, a `true` for 5 comes with a record that 5 still holds, and
-/// 6 holds the wake at the end.
+/// never does, the wake was taken over exactly once, 6 holds it at the
+/// end, and 5 is told it holds it no more.
 pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let stores = handles(backend, &dir, 8).await;
@@ -364,25 +424,31 @@ pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
                 let (handle, id) = (handle.clone(), opened.id.clone());
                 let generation = [6, 5, 6, 7, 6, 5, 6, 7][n];
                 tokio::spawn(async move {
-                    let (claimed, record) = handle
-                        .claim_interactive_handoff_wake_with_record(&id, generation)
+                    let claimed = handle
+                        .claim_interactive_handoff_wake(&id, generation)
                         .await
                         .unwrap();
-                    (generation, claimed, record.wake_claimed_by_generation)
+                    (generation, claimed)
                 })
             })
             .collect();
         for task in tasks {
-            let (generation, claimed, holder) = task.await.unwrap();
+            let (generation, claimed) = task.await.unwrap();
             match generation {
-                6 => assert!(claimed && holder == Some(6), "6 takes the wake over"),
-                5 => assert!(
-                    !claimed || holder == Some(5),
-                    "5 is told it holds the wake only while it does ({holder:?})"
-                ),
+                6 => assert!(claimed, "6 takes the wake over"),
+                // Before the take-over commits, 5 still holds the wake.
+                5 => {}
                 _ => assert!(!claimed, "7 is not the parent's body"),
             }
         }
+        let take_overs: Vec<_> = store
+            .history(&opened.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|event| event.kind == HandoffEventKind::WakeTakenOver)
+            .collect();
+        assert_eq!(take_overs.len(), 1, "one take-over: {take_overs:?}");
         let stored = store
             .get_interactive_handoff(&opened.id)
             .await

@@ -4,6 +4,9 @@
 //! the `make.sh` there), finds every record exactly as the manifests beside
 //! it say, and then runs a full lifecycle on it.
 
+use crate::fixtures::OpenRequest;
+use crate::fixtures::{stored_project, stored_task, stored_wave};
+use lf_handoff_adapters::PruneOptions;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -12,8 +15,7 @@ use lf_handoff_adapters::domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
 };
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
-    OpenInteractiveHandoff, StepKey,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_adapters::ports::PruneCount;
 use lf_handoff_adapters::{open_store, ListQuery, Store};
@@ -22,6 +24,25 @@ use serde_json::Value;
 use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! upgrade_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [upgrade];
+            AnyBackend: [
+                upgrades_a_store_of_release_1_keeping_every_record,
+                upgrades_a_store_of_release_2_keeping_every_record,
+                an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
+                an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
+                a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
+                a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
+            ],
+        );
+    };
+}
 
 /// A release whose stores `tests/fixtures` holds, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -212,7 +233,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
                 ..ListQuery::default()
             },
         ] {
-            let listed = store.query_interactive_handoffs(&query).await.unwrap();
+            let listed = store
+                .list_interactive_handoffs(query.clone())
+                .await
+                .unwrap();
             let expected: Vec<_> = all.iter().filter(|h| query.matches(h)).cloned().collect();
             assert!(listed.contains(handoff), "{query:?}");
             assert_eq!(listed, expected, "{query:?}");
@@ -222,7 +246,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
     assert!(claimed > 0, "the fixture of {release} has a claimed wake");
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
-        store.prune(later, true).await.unwrap(),
+        store
+            .prune(PruneOptions::finished_before(later).dry_run())
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: claimed as u64,
             events: 0,
@@ -238,21 +265,11 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
             created
         };
         let stored = if id.starts_with("wv_") {
-            serde_json::to_value(store.get_wave(&WaveId::parse(id).unwrap()).await.unwrap())
+            serde_json::to_value(stored_wave(store, &WaveId::parse(id).unwrap()).await)
         } else if id.starts_with("ps_") {
-            serde_json::to_value(
-                store
-                    .get_project_session(&ProjectSessionId::parse(id).unwrap())
-                    .await
-                    .unwrap(),
-            )
+            serde_json::to_value(stored_project(store, &ProjectSessionId::parse(id).unwrap()).await)
         } else {
-            serde_json::to_value(
-                store
-                    .get_task_session(&TaskSessionId::parse(id).unwrap())
-                    .await
-                    .unwrap(),
-            )
+            serde_json::to_value(stored_task(store, &TaskSessionId::parse(id).unwrap()).await)
         }
         .unwrap();
         assert_eq!(&stored, expected, "parent {id}");
@@ -320,21 +337,11 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     for handoff in &handoffs {
         let Some(step) = &handoff.step else { continue };
         let parent = store.get_parent(&handoff.parent).await.unwrap().unwrap();
-        let request = OpenInteractiveHandoff {
-            parent: handoff.parent.clone(),
-            home: handoff.home.clone(),
-            cwd: handoff.cwd.clone(),
-            provider: handoff.provider.clone(),
-            provider_session_id: handoff.provider_session_id.clone(),
-            body_generation: parent.body_generation(),
-            reason: "the step again after the upgrade".into(),
-            environment: handoff.environment.clone(),
-            attach_argv: handoff.attach_argv.clone(),
-        };
-        let (found, created) = store
-            .open_interactive_handoff_at_step(request, step)
-            .await
-            .unwrap();
+        let request = OpenRequest::like(handoff)
+            .body_generation(parent.body_generation())
+            .reason("the step again after the upgrade")
+            .at_step(step.clone());
+        let (found, created) = store.open_interactive_handoff(request).await.unwrap();
         assert!(!created, "step {step} of {} was opened again", handoff.id);
         assert_eq!(&found, handoff, "step {step}");
         replayed += 1;
@@ -413,27 +420,17 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     // A new handoff at a step on the completed handoff's parent (its body
     // generation and provider are the parent's).
     let parent = store.get_parent(&completed.parent).await.unwrap().unwrap();
-    let request = OpenInteractiveHandoff {
-        parent: completed.parent.clone(),
-        home: completed.home.clone(),
-        cwd: completed.cwd.clone(),
-        provider: completed.provider.clone(),
-        provider_session_id: completed.provider_session_id.clone(),
-        body_generation: parent.body_generation(),
-        reason: "a second login after the upgrade".into(),
-        environment: completed.environment.clone(),
-        attach_argv: completed.attach_argv.clone(),
-    };
     let step = StepKey::parse("login@after-upgrade").unwrap();
+    let request = OpenRequest::like(completed)
+        .body_generation(parent.body_generation())
+        .reason("a second login after the upgrade")
+        .at_step(step.clone());
     let (opened, created) = store
-        .open_interactive_handoff_at_step(request.clone(), &step)
+        .open_interactive_handoff(request.clone())
         .await
         .unwrap();
     assert!(created);
-    let (again, created) = store
-        .open_interactive_handoff_at_step(request, &step)
-        .await
-        .unwrap();
+    let (again, created) = store.open_interactive_handoff(request).await.unwrap();
     assert!(!created);
     assert_eq!(again, opened);
 
@@ -458,7 +455,10 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     }
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
-        reopened.prune(later, false).await.unwrap(),
+        reopened
+            .prune(PruneOptions::finished_before(later))
+            .await
+            .unwrap(),
         PruneCount {
             handoffs: claimed.len() as u64,
             events,

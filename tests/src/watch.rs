@@ -4,6 +4,7 @@
 //! concurrent writers; a dropped connection is made again; a deleted store
 //! ends the watch with `Unavailable`; `wait` returns the terminal handoff.
 
+use lf_handoff_adapters::WatchFrom;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,6 +20,25 @@ use time::OffsetDateTime;
 use crate::contract::{fresh, handles};
 use crate::fixtures::{lifecycle, location, new_wave, open_on_new_wave, outcome, wave_request};
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! watch_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [watch];
+            AnyBackend: [
+                c16_watch_yields_the_history_then_each_new_event,
+                c16_a_filtered_watch_sees_only_its_parent,
+                c16_wait_returns_when_the_handoff_ends,
+                c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers,
+                c16_a_watch_rides_out_a_dropped_connection,
+                c16_a_deleted_store_ends_the_watch,
+            ],
+        );
+    };
+}
 
 /// Long enough for any wake on a loaded machine; a test that needs it
 /// has failed.
@@ -62,8 +82,14 @@ pub async fn c16_watch_yields_the_history_then_each_new_event(backend: &dyn Back
     let history = store.history(&first).await.unwrap();
     assert_eq!(history.len(), 4);
 
-    let mut watcher = store.watch(0, WatchFilter::default()).await.unwrap();
-    let mut new_only = store.watch_new(WatchFilter::default()).await.unwrap();
+    let mut watcher = store
+        .watch(WatchFrom::After(0), WatchFilter::default())
+        .await
+        .unwrap();
+    let mut new_only = store
+        .watch(WatchFrom::Now, WatchFilter::default())
+        .await
+        .unwrap();
     for expected in &history {
         assert_eq!(&next(&mut watcher, "the history").await, expected);
     }
@@ -97,7 +123,10 @@ pub async fn c16_watch_yields_the_history_then_each_new_event(backend: &dyn Back
     assert_quiet(&mut watcher, 300).await;
     // Resuming from a position yields what came after it, nothing else.
     let mut resumed = store
-        .watch(history[1].position, WatchFilter::default())
+        .watch(
+            WatchFrom::After(history[1].position),
+            WatchFilter::default(),
+        )
         .await
         .unwrap();
     let positions: Vec<u64> = [
@@ -126,7 +155,7 @@ pub async fn c16_a_filtered_watch_sees_only_its_parent(backend: &dyn Backend) {
     let parent = InteractiveHandoffParent::Wave(ours.id().clone());
     let mut watcher = store
         .watch(
-            0,
+            WatchFrom::After(0),
             WatchFilter {
                 parent: Some(parent.clone()),
                 ..WatchFilter::default()
@@ -159,7 +188,7 @@ pub async fn c16_a_filtered_watch_sees_only_its_parent(backend: &dyn Backend) {
     // By handoff.
     let mut one = store
         .watch(
-            0,
+            WatchFrom::After(0),
             WatchFilter {
                 handoff: Some(other.id.clone()),
                 ..WatchFilter::default()
@@ -220,13 +249,10 @@ pub async fn c16_wait_returns_when_the_handoff_ends(backend: &dyn Backend) {
     // A deadline passes while waiting: expired then.
     let wave = new_wave(&store, dir.path()).await;
     let (due_soon, _) = store
-        .open_interactive_handoff_with(
-            wave_request(&wave, dir.path()),
-            &OpenOptions {
-                step: None,
-                expires_at: Some(OffsetDateTime::now_utc() + Duration::from_millis(400)),
-            },
-        )
+        .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(OpenOptions {
+            step: None,
+            expires_at: Some(OffsetDateTime::now_utc() + Duration::from_millis(400)),
+        }))
         .await
         .unwrap();
     match store.wait(&due_soon.id, Some(PATIENCE)).await.unwrap() {
@@ -275,7 +301,10 @@ pub async fn c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers(backen
     let mut resumes = 0;
     let expected_total = WRITERS * LIFECYCLES * 4;
     while seen.len() < expected_total {
-        let mut watcher = store.watch(position, WatchFilter::default()).await.unwrap();
+        let mut watcher = store
+            .watch(WatchFrom::After(position), WatchFilter::default())
+            .await
+            .unwrap();
         // A few events, then the watch is dropped.
         for _ in 0..(3 + resumes % 5) {
             match tokio::time::timeout(PATIENCE, watcher.next()).await {
@@ -306,7 +335,10 @@ pub async fn c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers(backen
     assert_eq!(all.len(), expected_total);
     assert_eq!(seen, all, "the watch saw exactly the stored events");
     // Nothing more comes.
-    let mut watcher = store.watch(position, WatchFilter::default()).await.unwrap();
+    let mut watcher = store
+        .watch(WatchFrom::After(position), WatchFilter::default())
+        .await
+        .unwrap();
     assert_quiet(&mut watcher, 200).await;
 }
 
@@ -315,7 +347,10 @@ pub async fn c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers(backen
 /// catches up; backends without a connection to drop run the rest.
 pub async fn c16_a_watch_rides_out_a_dropped_connection(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
-    let mut watcher = store.watch_new(WatchFilter::default()).await.unwrap();
+    let mut watcher = store
+        .watch(WatchFrom::Now, WatchFilter::default())
+        .await
+        .unwrap();
     // Nothing to read yet: the watcher sleeps, so it listens.
     assert_quiet(&mut watcher, 100).await;
     let first = open_on_new_wave(&store, dir.path()).await;
@@ -353,7 +388,10 @@ pub async fn c16_a_watch_rides_out_a_dropped_connection(backend: &dyn Backend) {
 /// C16: a store deleted while watched ends the watch with `Unavailable`.
 pub async fn c16_a_deleted_store_ends_the_watch(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
-    let mut watcher = store.watch_new(WatchFilter::default()).await.unwrap();
+    let mut watcher = store
+        .watch(WatchFrom::Now, WatchFilter::default())
+        .await
+        .unwrap();
     let opened = open_on_new_wave(&store, dir.path()).await;
     assert_eq!(next(&mut watcher, "the open").await.handoff_id, opened.id);
     backend.delete_store(&location(dir.path())).await;
@@ -367,7 +405,10 @@ pub async fn c16_a_deleted_store_ends_the_watch(backend: &dyn Backend) {
     drop(watcher);
     drop(store);
     if let Ok(again) = open_store(&backend.config(location(dir.path()))).await {
-        let mut watcher = again.watch(0, WatchFilter::default()).await.unwrap();
+        let mut watcher = again
+            .watch(WatchFrom::After(0), WatchFilter::default())
+            .await
+            .unwrap();
         let seen: BTreeSet<u64> = watcher
             .next_within(Duration::from_millis(100))
             .await

@@ -5,6 +5,7 @@
 // helpers as in its tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_adapters::WatchFrom;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -208,7 +209,10 @@ async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
     let dir = tempfile::tempdir().unwrap();
     try_lifecycle(&store, dir.path(), 0).await.unwrap();
     let mut watcher = store
-        .watch(0, lf_handoff_adapters::WatchFilter::default())
+        .watch(
+            WatchFrom::After(0),
+            lf_handoff_adapters::WatchFilter::default(),
+        )
         .await
         .unwrap();
     for _ in 0..4 {
@@ -228,7 +232,10 @@ async fn a_watch_ends_with_unreachable_when_its_server_stays_down() {
     on_server(&server, OwnPostgres::start_again).await;
     try_lifecycle(&store, dir.path(), 1).await.unwrap();
     let mut resumed = store
-        .watch(position, lf_handoff_adapters::WatchFilter::default())
+        .watch(
+            WatchFrom::After(position),
+            lf_handoff_adapters::WatchFilter::default(),
+        )
         .await
         .unwrap();
     let next = tokio::time::timeout(Duration::from_secs(30), resumed.next())

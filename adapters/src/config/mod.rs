@@ -1,6 +1,9 @@
-//! Choosing a backend: [`StorageConfig`] and its URL form. The serde form
-//! is in `table`, the text pieces both forms read (escapes, durations) in
-//! `text`.
+//! Choosing a backend: [`StorageConfig`] and its URL form. Each backend's
+//! own settings and their options live in its folder (`sqlite/config.rs`,
+//! `postgres/config.rs`, `sled/config.rs`); this module dispatches on the
+//! URL's scheme. The serde form is in `table`; the text pieces every
+//! config reads (escapes, durations, paths, options) in `text`, which
+//! imports no backend.
 //!
 //! A store is named by a URL:
 //!
@@ -35,18 +38,15 @@
 mod table;
 pub(crate) mod text;
 
-use std::ffi::OsString;
 use std::fmt;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
-use std::time::Duration;
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::StoreResult;
 
-pub use crate::postgres::config::{
-    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
-};
-use text::{encode_path, percent_decode, split_query, TextError};
+use crate::postgres::PostgresConfig;
+use crate::sled::SledConfig;
+use crate::sqlite::SqliteConfig;
+use text::invalid;
 
 /// The URL schemes this build accepts, for error messages.
 pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://, postgres://, postgresql://";
@@ -63,80 +63,11 @@ pub enum StorageConfig {
     Sled(SledConfig),
 }
 
-/// Settings of the sled backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SledConfig {
-    /// The store directory; created (mode 0700) when missing.
-    pub path: PathBuf,
-}
-
-/// Settings of the SQLite backend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqliteConfig {
-    /// The database file; created (mode 0600) when missing.
-    pub path: PathBuf,
-    /// How hard each commit waits for the disk.
-    pub synchronous: Synchronous,
-    /// How long a writer waits for another process's write lock; at most
-    /// [`MAX_BUSY_TIMEOUT`] (a longer value is treated as that).
-    pub busy_timeout: Duration,
-    /// The most connections one store handle opens (0 is treated as 1).
-    pub max_connections: u32,
-}
-
-/// SQLite's `synchronous` setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    /// Every commit is on disk before it returns, even across power loss
-    /// (the default).
-    #[default]
-    Full,
-    /// Commits survive a process crash but the last few may be lost on power
-    /// loss. An explicit opt-in.
-    Normal,
-}
-
-impl Synchronous {
-    fn parse(text: &str) -> StoreResult<Self> {
-        match text.to_ascii_lowercase().as_str() {
-            "full" => Ok(Self::Full),
-            "normal" => Ok(Self::Normal),
-            _ => Err(invalid(format!(
-                "synchronous must be `full` or `normal`, got {text:?}"
-            ))),
-        }
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Full => "full",
-            Self::Normal => "normal",
-        }
-    }
-}
-
-/// The default time a SQLite writer waits for another process's lock.
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The longest busy timeout a store URL or config file may ask for. SQLite
-/// counts its busy timeout in milliseconds in a C `int`; a day is far
-/// inside that and far beyond any sensible wait.
-pub const MAX_BUSY_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
-
-/// The most connections a SQLite store handle opens when the URL says
-/// nothing.
-const DEFAULT_MAX_CONNECTIONS: u32 = 4;
-
 impl StorageConfig {
     /// An embedded SQLite store at `path` with the default settings:
     /// `synchronous=FULL`, a 30 s busy timeout, at most 4 connections.
     pub fn sqlite(path: impl Into<PathBuf>) -> Self {
-        Self::Sqlite(SqliteConfig {
-            path: path.into(),
-            synchronous: Synchronous::Full,
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        })
+        Self::Sqlite(SqliteConfig::new(path.into()))
     }
 
     /// A PostgreSQL store named by a `postgres://` (or `postgresql://`) URL,
@@ -169,23 +100,9 @@ impl StorageConfig {
             )));
         };
         match scheme {
-            "sqlite" => {
-                let (path, query) = split_query(rest);
-                let mut config = Self::sqlite(absolute_path(url, path)?);
-                for (key, value) in query_pairs(url, query)? {
-                    config.set(&key, &value)?;
-                }
-                Ok(config)
-            }
+            "sqlite" => SqliteConfig::from_url(url, rest).map(Self::Sqlite),
             "postgres" | "postgresql" => Self::postgres(url),
-            "sled" => {
-                let (path, query) = split_query(rest);
-                let mut config = Self::sled(decode_absolute(url, path, "sled:///abs/path/dir")?);
-                for (key, value) in query_pairs(url, query)? {
-                    config.set(&key, &value)?;
-                }
-                Ok(config)
-            }
+            "sled" => SledConfig::from_url(url, rest).map(Self::Sled),
             other => Err(invalid(format!(
                 "store URL scheme {other:?} is unknown; accepted schemes: {ACCEPTED_SCHEMES}"
             ))),
@@ -206,9 +123,7 @@ impl StorageConfig {
         match self {
             Self::Sqlite(sqlite) => sqlite.set(key, value),
             Self::Postgres(postgres) => postgres.set(key, value),
-            Self::Sled(_) => Err(invalid(format!(
-                "unknown sled store option {key:?}; sled stores take no options"
-            ))),
+            Self::Sled(sled) => sled.set(key, value),
         }
     }
 
@@ -217,33 +132,15 @@ impl StorageConfig {
     /// password here (a second process needs it); `Display` hides it.
     ///
     /// A SQLite setting outside what a URL accepts is written as the value
-    /// the store uses for it: a busy timeout beyond [`MAX_BUSY_TIMEOUT`] as
-    /// that, 0 connections as 1. The busy timeout is written in whole
-    /// milliseconds, SQLite's unit.
+    /// the store uses for it: a busy timeout beyond
+    /// [`MAX_BUSY_TIMEOUT`](crate::MAX_BUSY_TIMEOUT) as that, 0 connections
+    /// as 1. The busy timeout is written in whole milliseconds, SQLite's
+    /// unit.
     pub fn url(&self) -> String {
         match self {
             Self::Postgres(postgres) => postgres.url(),
-            Self::Sqlite(sqlite) => {
-                let mut url = format!("sqlite://{}", encode_path(&sqlite.path));
-                let mut options = Vec::new();
-                if sqlite.synchronous != Synchronous::Full {
-                    options.push(format!("synchronous={}", sqlite.synchronous.as_str()));
-                }
-                let busy_timeout = sqlite.busy_timeout.min(MAX_BUSY_TIMEOUT);
-                if busy_timeout != DEFAULT_BUSY_TIMEOUT {
-                    options.push(format!("busy_timeout={}ms", busy_timeout.as_millis()));
-                }
-                let max_connections = sqlite.max_connections.max(1);
-                if max_connections != DEFAULT_MAX_CONNECTIONS {
-                    options.push(format!("max_connections={max_connections}"));
-                }
-                if !options.is_empty() {
-                    url.push('?');
-                    url.push_str(&options.join("&"));
-                }
-                url
-            }
-            Self::Sled(sled) => format!("sled://{}", encode_path(&sled.path)),
+            Self::Sqlite(sqlite) => sqlite.url(),
+            Self::Sled(sled) => sled.url(),
         }
     }
 }
@@ -258,116 +155,20 @@ impl fmt::Display for StorageConfig {
     }
 }
 
-impl SqliteConfig {
-    fn set(&mut self, key: &str, value: &str) -> StoreResult<()> {
-        match key {
-            "synchronous" => self.synchronous = Synchronous::parse(value)?,
-            "busy_timeout" => {
-                let timeout = parse_duration(value)?;
-                if timeout > MAX_BUSY_TIMEOUT {
-                    return Err(invalid(format!(
-                        "busy_timeout {value:?} is too long: the most is 24h"
-                    )));
-                }
-                self.busy_timeout = timeout;
-            }
-            "max_connections" => {
-                self.max_connections = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|max| *max >= 1)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "max_connections must be a whole number of at least 1, got {value:?}"
-                        ))
-                    })?;
-            }
-            other => {
-                return Err(invalid(format!(
-                    "unknown sqlite store option {other:?}; accepted: synchronous, busy_timeout, \
-                     max_connections"
-                )))
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`. A bare
-/// number is seconds. The whole duration must fit in a `u64` count of
-/// milliseconds, so its canonical `<n>ms` form parses back to it.
-///
-/// # Errors
-/// `InvalidInput` naming the accepted forms.
-pub fn parse_duration(text: &str) -> StoreResult<Duration> {
-    text::parse_duration(text).map_err(|e| invalid(e.to_string()))
-}
-
-fn invalid(message: String) -> StoreError {
-    StoreError::InvalidInput(message)
-}
-
-/// Decodes one query key or value of the store URL `shown` (the URL as a
-/// message may show it, without its password).
-pub(crate) fn decode_option(shown: &str, raw: &str) -> StoreResult<String> {
-    text::percent_decode_utf8(raw).map_err(|e| match e {
-        TextError::NotUtf8 => invalid(format!("store URL {shown:?}: options must be UTF-8")),
-        other => invalid(format!("store URL {shown:?}: {other}")),
-    })
-}
-
-fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
-    let mut pairs = Vec::new();
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let Some((key, value)) = pair.split_once('=') else {
-            return Err(invalid(format!(
-                "store URL {url:?}: option {pair:?} must be key=value"
-            )));
-        };
-        let key = decode_option(url, key)?;
-        let value = decode_option(url, value)?;
-        if pairs.iter().any(|(seen, _)| seen == &key) {
-            return Err(invalid(format!(
-                "store URL {url:?}: option {key:?} is given twice"
-            )));
-        }
-        pairs.push((key, value));
-    }
-    Ok(pairs)
-}
-
-fn absolute_path(url: &str, encoded: &str) -> StoreResult<PathBuf> {
-    let path = decode_absolute(url, encoded, "sqlite:///abs/path/registry.db")?;
-    if path.as_os_str().as_bytes().ends_with(b"/") && path.as_os_str().len() > 1 {
-        return Err(invalid(format!(
-            "store URL {url:?} names a directory; name a file"
-        )));
-    }
-    Ok(path)
-}
-
-/// Decodes the path of a URL, which must be absolute and free of NUL bytes.
-fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
-    let bytes = percent_decode(encoded).map_err(|e| invalid(format!("store URL {url:?}: {e}")))?;
-    if bytes.contains(&0) {
-        return Err(invalid(format!(
-            "store URL {url:?}: the path holds a NUL byte"
-        )));
-    }
-    let path = PathBuf::from(OsString::from_vec(bytes));
-    if !path.is_absolute() {
-        return Err(invalid(format!(
-            "store URL {url:?} must name an absolute path, as in {example}"
-        )));
-    }
-    Ok(path)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    use std::time::Duration;
+
+    use lf_handoff_application::StoreError;
     use proptest::prelude::*;
 
     use super::*;
+    use crate::sqlite::{
+        Synchronous, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MAX_BUSY_TIMEOUT,
+    };
+    use text::parse_duration;
 
     #[test]
     fn sqlite_urls_parse_and_round_trip() {

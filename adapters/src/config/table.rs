@@ -64,7 +64,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::Synchronous;
+    use crate::sqlite::Synchronous;
 
     #[derive(Deserialize, Debug)]
     struct File {

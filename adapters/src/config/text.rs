@@ -1,13 +1,20 @@
-//! The text pieces of store URLs and config files: the query split,
-//! percent escapes and durations.
+//! The text pieces of store URLs and config files that every backend's
+//! config reads: the query split, percent escapes, durations, absolute
+//! paths and `key=value` options.
 //!
-//! These helpers know nothing of stores: each failure is a [`TextError`],
-//! which the caller turns into `StoreError::InvalidInput` with the URL or
-//! option it was reading.
+//! The low-level pieces know nothing of stores: each failure is a
+//! [`TextError`]. The pieces a backend's config calls ([`parse_duration`],
+//! [`decode_option`], [`query_pairs`], [`decode_absolute`]) turn it into
+//! `StoreError::InvalidInput` naming the URL or option they were reading.
+//! This module imports no backend, so the backends' configs can use it
+//! while `config` names their configs.
 
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use lf_handoff_application::{StoreError, StoreResult};
 
 /// Why a piece of text could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,7 +81,7 @@ pub(crate) fn encode_path(path: &Path) -> String {
 /// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`; a bare
 /// number is seconds. The whole duration must fit in a `u64` count of
 /// milliseconds, so its canonical `<n>ms` form parses back to it.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, TextError> {
+pub(crate) fn read_duration(text: &str) -> Result<Duration, TextError> {
     let malformed = || TextError::MalformedDuration(text.to_string());
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -121,22 +128,94 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, TextError> {
     Ok(total)
 }
 
+/// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`. A bare
+/// number is seconds. The whole duration must fit in a `u64` count of
+/// milliseconds, so its canonical `<n>ms` form parses back to it.
+///
+/// # Errors
+/// `InvalidInput` naming the accepted forms.
+pub fn parse_duration(text: &str) -> StoreResult<Duration> {
+    read_duration(text).map_err(|e| invalid(e.to_string()))
+}
+
+/// The option `name`'s `value`, a whole number of at least 1.
+pub(crate) fn at_least_one(name: &str, value: &str) -> StoreResult<u32> {
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| {
+            invalid(format!(
+                "{name} must be a whole number of at least 1, got {value:?}"
+            ))
+        })
+}
+
+/// The error of a store URL or option that can never work.
+pub(crate) fn invalid(message: String) -> StoreError {
+    StoreError::InvalidInput(message)
+}
+
+/// Decodes one query key or value of the store URL `shown` (the URL as a
+/// message may show it, without its password).
+pub(crate) fn decode_option(shown: &str, raw: &str) -> StoreResult<String> {
+    percent_decode_utf8(raw).map_err(|e| match e {
+        TextError::NotUtf8 => invalid(format!("store URL {shown:?}: options must be UTF-8")),
+        other => invalid(format!("store URL {shown:?}: {other}")),
+    })
+}
+
+/// The decoded `key=value` pairs of the query of `url`, each key once.
+pub(crate) fn query_pairs(url: &str, query: &str) -> StoreResult<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(invalid(format!(
+                "store URL {url:?}: option {pair:?} must be key=value"
+            )));
+        };
+        let key = decode_option(url, key)?;
+        let value = decode_option(url, value)?;
+        if pairs.iter().any(|(seen, _)| seen == &key) {
+            return Err(invalid(format!(
+                "store URL {url:?}: option {key:?} is given twice"
+            )));
+        }
+        pairs.push((key, value));
+    }
+    Ok(pairs)
+}
+
+/// Decodes the path of a URL, which must be absolute and free of NUL bytes.
+pub(crate) fn decode_absolute(url: &str, encoded: &str, example: &str) -> StoreResult<PathBuf> {
+    let bytes = percent_decode(encoded).map_err(|e| invalid(format!("store URL {url:?}: {e}")))?;
+    if bytes.contains(&0) {
+        return Err(invalid(format!(
+            "store URL {url:?}: the path holds a NUL byte"
+        )));
+    }
+    let path = PathBuf::from(OsString::from_vec(bytes));
+    if !path.is_absolute() {
+        return Err(invalid(format!(
+            "store URL {url:?} must name an absolute path, as in {example}"
+        )));
+    }
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
-    use std::ffi::OsString;
-    use std::os::unix::ffi::OsStringExt;
-
     use super::*;
 
     #[test]
     fn durations_parse_in_common_forms() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
-        assert_eq!(parse_duration(" 45s "), Ok(Duration::from_secs(45)));
+        assert_eq!(read_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(read_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(read_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(read_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(read_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(read_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(read_duration(" 45s "), Ok(Duration::from_secs(45)));
         for bad in [
             "",
             "s",
@@ -148,14 +227,14 @@ mod tests {
             "18446744073709552",
         ] {
             assert_eq!(
-                parse_duration(bad),
+                read_duration(bad),
                 Err(TextError::MalformedDuration(bad.to_string())),
                 "{bad:?}"
             );
         }
         // Whole, but longer than u64::MAX milliseconds.
         assert_eq!(
-            parse_duration(" 18446744073709552s"),
+            read_duration(" 18446744073709552s"),
             Err(TextError::DurationTooLong("18446744073709552s".to_string()))
         );
     }

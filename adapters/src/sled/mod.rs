@@ -232,6 +232,7 @@
 //! read. Keep backups of a sled store you care about, or use SQLite.
 
 mod archive;
+mod config;
 mod error;
 mod files;
 mod handle;
@@ -241,12 +242,13 @@ mod record;
 mod recovery;
 mod registry;
 mod repository;
+mod trees;
 
 use std::sync::Arc;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-use crate::config::SledConfig;
+pub use config::SledConfig;
 use handle::Shared;
 
 /// Both storage ports on one shared sled `Db`.
@@ -269,12 +271,15 @@ impl SledStore {
         let shared = blocking(move || {
             let shared = handle::open(&path)?;
             if shared
+                .trees
                 .counters
                 .contains_key(keys::IMPORTING)
                 .map_err(|e| shared.engine(e))?
             {
                 return Err(StoreError::damaged(format!(
-                    "an import into {} is running or did not finish (the process died, or                      emptying the store after a failed import failed), so the store may hold                      part of a registry; delete the directory and run the import again",
+                    "an import into {} is running or did not finish (the process died, or \
+                     emptying the store after a failed import failed), so the store may hold \
+                     part of a registry; delete the directory and run the import again",
                     shared.dir.display()
                 )));
             }
@@ -282,7 +287,7 @@ impl SledStore {
         })
         .await?;
         let feed = crate::changes::ChangeFeed::new(watch::Subscription::source(
-            shared.events.clone(),
+            shared.trees.events.clone(),
             shared.dir.clone(),
         ));
         Ok(Self { shared, feed })

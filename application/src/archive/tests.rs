@@ -2,24 +2,17 @@
 //! writes, what the reader accepts, and every refusal, named by line.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_domain::interactive_handoff::{
-    attach, open, Actor, HandoffChange, InteractiveHandoffParent, OpenInteractiveHandoff,
-};
+use lf_handoff_domain::interactive_handoff::{attach, open, Actor, HandoffChange};
 use lf_handoff_domain::wave::Wave;
-use lf_handoff_domain::wave_home::WaveHome;
-use time::macros::datetime;
-use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::*;
-use crate::ports::{MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry};
-use crate::{ConflictKind, Store};
-
-const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+use crate::local::tests::Mocks;
+use crate::testing::{OpenRequest, T0};
+use crate::{ConflictKind, Store, UnavailableKind};
 
 fn wave(n: u128) -> Wave {
     Wave::new(
@@ -33,17 +26,10 @@ fn wave(n: u128) -> Wave {
 /// order, with the last position given.
 fn registry() -> (Vec<ArchiveRecord>, u64) {
     let wave = wave(1);
-    let request = OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: PathBuf::from("/src/product"),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "line one\nline \"two\" 🦀".into(),
-        environment: BTreeMap::from([("K".to_string(), "v=1".to_string())]),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    };
+    let request = OpenRequest::on_wave(&wave)
+        .reason("line one\nline \"two\" 🦀")
+        .environment(BTreeMap::from([("K".to_string(), "v=1".to_string())]))
+        .build();
     let id = InteractiveHandoffId::from_uuid(Uuid::from_u128(2));
     let opened = open(&request, wave.id().clone(), id.clone(), T0).unwrap();
     let attached = attach(&opened, T0 + time::Duration::seconds(1))
@@ -274,7 +260,7 @@ fn records_out_of_order_alone_or_miscounted_are_refused() {
 
 /// An in-memory backend: what it holds, as records and a last position.
 #[derive(Debug, Default)]
-struct Memory {
+pub(crate) struct Memory {
     held: Mutex<Option<(Vec<ArchiveRecord>, u64)>>,
 }
 
@@ -305,14 +291,10 @@ impl Archive for Memory {
     }
 }
 
-fn store() -> Store {
-    Store::new(
-        "memory",
-        Arc::new(MockHandoffRepository::new()),
-        Arc::new(MockParentRegistry::new()),
-        Arc::new(MockClock::new()),
-        Arc::new(MockIdSource::new()),
-    )
+fn store(archive: Arc<Memory>) -> Store {
+    let mut mocks = Mocks::untouched();
+    mocks.archive = archive;
+    mocks.store()
 }
 
 #[tokio::test]
@@ -320,11 +302,11 @@ async fn the_store_exports_and_imports_through_its_archive() {
     let (records, last) = registry();
     let source = Arc::new(Memory::default());
     *source.held.lock().unwrap() = Some((records.clone(), last));
-    let exporting = store().with_archive(source);
+    let exporting = store(source);
     let mut out = Vec::new();
     let mut progress = Vec::new();
     let summary = exporting
-        .export_with_progress(
+        .export(
             &mut out,
             Some(Box::new(|s: &ArchiveSummary| progress.push(s.records()))),
         )
@@ -338,21 +320,12 @@ async fn the_store_exports_and_imports_through_its_archive() {
     );
 
     let target = Arc::new(Memory::default());
-    let importing = store().with_archive(target.clone());
+    let importing = store(target.clone());
     assert_eq!(
-        importing.import_from(out.as_slice()).await.unwrap(),
+        importing.import(out.as_slice(), None).await.unwrap(),
         summary
     );
     assert_eq!(*target.held.lock().unwrap(), Some((records, last)));
-    let again = importing.import_from(out.as_slice()).await.unwrap_err();
+    let again = importing.import(out.as_slice(), None).await.unwrap_err();
     assert_eq!(again.conflict_kind(), Some(ConflictKind::NotEmpty));
-}
-
-#[tokio::test]
-async fn a_store_without_an_archive_is_unavailable() {
-    let plain = store();
-    let export = plain.export_to(Vec::new()).await.unwrap_err();
-    assert_eq!(export.unavailable_kind(), Some(UnavailableKind::Other));
-    let import = plain.import_from(&b""[..]).await.unwrap_err();
-    assert_eq!(import.unavailable_kind(), Some(UnavailableKind::Other));
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::sql_columns::column_list;
+use lf_handoff_adapters::raw_sql::column_list;
 use lf_handoff_adapters::{open_store, PostgresConfig, StorageConfig};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions as _, Connection as _, Row as _};

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::sql_columns::column_list;
+use lf_handoff_adapters::raw_sql::column_list;
 use lf_handoff_adapters::{open_store, StorageConfig, Synchronous};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::ConnectOptions as _;

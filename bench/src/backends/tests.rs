@@ -7,6 +7,7 @@
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
 use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 use lf_handoff_adapters::ports::recorded_change;
+use lf_handoff_adapters::PruneOptions;
 use lf_handoff_adapters::{open_store, ListQuery};
 use time::OffsetDateTime;
 
@@ -50,7 +51,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     expected.reverse(); // Oldest first: handoff i is i seconds old.
     assert_eq!(listed, expected, "{}", backend.name());
     let active = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             parent: None,
             active_only: true,
             ..Default::default()
@@ -60,7 +61,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     assert_eq!(active.len() as u64, ACTIVE_PARENTS, "{}", backend.name());
     // Every list index of C17 holds the loaded handoffs.
     let waiting = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             statuses: vec![InteractiveHandoffStatus::Waiting],
             ..Default::default()
         })
@@ -74,7 +75,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     );
     let home = population.handoff(0).unwrap().home;
     let at_home = store
-        .query_interactive_handoffs(&ListQuery {
+        .list_interactive_handoffs(ListQuery {
             home: Some(home),
             limit: Some(25),
             ..Default::default()
@@ -87,7 +88,11 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
         .count() as u64;
     let later = OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
-        store.prune(later, true).await.unwrap().handoffs,
+        store
+            .prune(PruneOptions::finished_before(later).dry_run())
+            .await
+            .unwrap()
+            .handoffs,
         claimed,
         "{}",
         backend.name()
@@ -139,7 +144,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     }
     // The store carries on from the raw side's counters.
     let (opened, _) = store
-        .open_interactive_handoff(request(&waves[2]).unwrap())
+        .open_interactive_handoff(request(&waves[2]))
         .await
         .unwrap();
     let history = store.history(&opened.id).await.unwrap();

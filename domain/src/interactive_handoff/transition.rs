@@ -75,6 +75,48 @@ pub struct OpenOptions {
     pub expires_at: Option<OffsetDateTime>,
 }
 
+/// An open request with its options: what
+/// `Store::open_interactive_handoff` takes. A plain
+/// [`OpenInteractiveHandoff`] converts into one without options, so code
+/// written against the first version passes its request as it is;
+/// [`OpenInteractiveHandoff::with_options`] adds a step or a deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenHandoff {
+    /// The request, as the first version sent it.
+    pub request: OpenInteractiveHandoff,
+    /// The step and the deadline.
+    pub options: OpenOptions,
+}
+
+impl From<OpenInteractiveHandoff> for OpenHandoff {
+    fn from(request: OpenInteractiveHandoff) -> Self {
+        Self {
+            request,
+            options: OpenOptions::default(),
+        }
+    }
+}
+
+impl OpenInteractiveHandoff {
+    /// This request with `options` (a step, a deadline).
+    pub fn with_options(self, options: OpenOptions) -> OpenHandoff {
+        OpenHandoff {
+            request: self,
+            options,
+        }
+    }
+}
+
+impl OpenOptions {
+    /// Options naming the body's `step` (C12) and no deadline.
+    pub fn at_step(step: StepKey) -> Self {
+        Self {
+            step: Some(step),
+            expires_at: None,
+        }
+    }
+}
+
 /// Decides an open request without a step (contracts C1, C2 and C3, in that
 /// order): [`decide_open_at_step`] with no step.
 ///

@@ -7,6 +7,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ConflictKind, GenerateId, StoreError};
+use lf_handoff_conformance::fixtures;
 
 use super::{emit, Lane};
 use crate::requests::{open_request, random_outcome, text};
@@ -114,9 +115,7 @@ impl Lane {
         if current.status.is_terminal() && self.rng.chance(2, 3) {
             let generation = current.body_generation;
             self.begin("claim", &id)?;
-            let (claimed, record) = self
-                .store
-                .claim_interactive_handoff_wake_with_record(&id, generation)
+            let (claimed, record) = fixtures::claim_and_read(&self.store, &id, generation)
                 .await
                 .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
             if !claimed {
@@ -154,7 +153,7 @@ impl Lane {
             };
             match self
                 .store
-                .open_interactive_handoff_with(request.clone(), &options)
+                .open_interactive_handoff(request.clone().with_options(options.clone()))
                 .await
             {
                 Ok(opened) => break opened,

@@ -2,7 +2,7 @@
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
+    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions,
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::GenerateId;
@@ -32,7 +32,7 @@ impl Lane {
             self.begin("step-open", &reference)?;
             let (mut current, created) = self
                 .store
-                .open_interactive_handoff_at_step(request, &key)
+                .open_interactive_handoff(request.with_options(OpenOptions::at_step(key.clone())))
                 .await
                 .map_err(|e| format!("open {reference} at step {key} by {generation}: {e}"))?;
             let value = serde_json::json!({ "created": created, "step": key, "handoff": current });
@@ -57,9 +57,7 @@ impl Lane {
                 .wake_claimed_by_generation
                 .filter(|holder| *holder < generation);
             self.begin("wake", &id)?;
-            let (claimed, record) = self
-                .store
-                .claim_interactive_handoff_wake_with_record(&id, generation)
+            let (claimed, record) = fixtures::claim_and_read(&self.store, &id, generation)
                 .await
                 .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
             self.ack_wake(generation, claimed, &record)?;
@@ -72,9 +70,7 @@ impl Lane {
             if let Some(old) = replaced {
                 if self.rng.chance(1, 2) {
                     self.begin("wake", &id)?;
-                    let (old_claimed, record) = self
-                        .store
-                        .claim_interactive_handoff_wake_with_record(&id, old)
+                    let (old_claimed, record) = fixtures::claim_and_read(&self.store, &id, old)
                         .await
                         .map_err(|e| format!("retry the claim of {id} for {old}: {e}"))?;
                     self.ack_wake(old, old_claimed, &record)?;
@@ -188,9 +184,7 @@ impl Lane {
         generation: u32,
     ) -> Result<(), String> {
         self.begin("claim", id)?;
-        let (claimed, record) = self
-            .store
-            .claim_interactive_handoff_wake_with_record(id, generation)
+        let (claimed, record) = fixtures::claim_and_read(&self.store, id, generation)
             .await
             .map_err(|e| format!("claim {id} for {generation}: {e}"))?;
         if !claimed {

@@ -15,6 +15,8 @@
 //! of 2, or a handle and 8 worker processes), so the tests stay well inside
 //! the server's default `max_connections` of 100.
 
+use crate::fixtures::stored_wave;
+use lf_handoff_adapters::WatchFrom;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -441,7 +443,7 @@ pub mod scenarios {
             .await
             .unwrap();
         let mut watcher = store
-            .watch_new(lf_handoff_adapters::WatchFilter::default())
+            .watch(WatchFrom::Now, lf_handoff_adapters::WatchFilter::default())
             .await
             .unwrap();
         crate::watch::assert_quiet(&mut watcher, 100).await;
@@ -579,7 +581,7 @@ pub mod scenarios {
             "/src/tls".into(),
         );
         store.create_wave(&wave).await.unwrap();
-        assert_eq!(store.get_wave(wave.id()).await.unwrap(), Some(wave));
+        assert_eq!(stored_wave(&store, wave.id()).await, Some(wave));
         let encrypted = backend
             .texts(&format!(
                 "SELECT s.ssl::text FROM pg_catalog.pg_stat_ssl s \

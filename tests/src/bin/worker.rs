@@ -2,6 +2,9 @@
 //! OS process. See `lf_handoff_conformance::worker` for the protocol.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
+use lf_handoff_adapters::PruneOptions;
+use lf_handoff_conformance::fixtures::stored_wave;
 use std::io::BufRead;
 use std::path::PathBuf;
 
@@ -28,18 +31,19 @@ async fn run(args: Vec<String>) {
     match args[1].as_str() {
         // open WAVE CWD [STEP]: opens on the wave, at STEP when given.
         "open" | "open-step" => {
-            let wave = store
-                .get_wave(&WaveId::parse(&args[2]).unwrap())
+            let wave = stored_wave(&store, &WaveId::parse(&args[2]).unwrap())
                 .await
-                .unwrap()
                 .unwrap();
             let request = wave_request(&wave, &PathBuf::from(&args[3]));
             let step = args.get(4).map(|step| StepKey::parse(step).unwrap());
             wait_for_go();
-            let opened = match &step {
-                Some(step) => store.open_interactive_handoff_at_step(request, step).await,
-                None => store.open_interactive_handoff(request).await,
+            let options = OpenOptions {
+                step,
+                expires_at: None,
             };
+            let opened = store
+                .open_interactive_handoff(request.with_options(options))
+                .await;
             match opened {
                 Ok((handoff, true)) => println!("created {}", handoff.id),
                 Ok((handoff, false)) => println!("replayed {}", handoff.id),
@@ -112,7 +116,13 @@ async fn run(args: Vec<String>) {
             let batch: usize = args[3].parse().unwrap();
             let cutoff = lf_handoff_adapters::domain::timestamp::from_unix_micros(micros).unwrap();
             wait_for_go();
-            match store.prune_in_batches(cutoff, batch).await {
+            match store
+                .prune(PruneOptions {
+                    batch,
+                    ..PruneOptions::finished_before(cutoff)
+                })
+                .await
+            {
                 Ok(count) => println!("pruned {} {}", count.handoffs, count.events),
                 Err(e) => println!("error {e}"),
             }

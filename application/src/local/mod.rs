@@ -1,0 +1,397 @@
+//! The registry over a backend's storage ports: what a `Store` of a local
+//! backend runs on.
+//!
+//! Every write follows one loop: load the record with its version, ask the
+//! domain what the transition yields, and store a changed record with a
+//! compare-and-swap. A lost swap means another writer got there first; the
+//! loop reloads and asks the domain again, which resolves the race as a
+//! replay (same request) or a conflict (different request). A replay writes
+//! nothing (contract C9). For a handoff's transitions the repository runs
+//! one round of that loop in one call (`HandoffRepository::transition`),
+//! with the domain's decision passed in; the service retries lost rounds.
+//!
+//! Every public call runs in a `tracing` span at level INFO named after it,
+//! with the backend and the handoff or parent it concerns; a lost race is a
+//! DEBUG event inside it, and the call's end an INFO event with its
+//! duration (`duration_us`), also inside it.
+//!
+//! Every port call rides out a transient fault ([`crate::retry`]): one that
+//! finds the server unreachable is tried again, for at most the handle's
+//! retry window, an INFO event for each retry.
+//!
+//! The operations live in one file per group: [`parents`] (C10),
+//! [`handoffs`] (C1-C7, C9, C12-C15), [`upkeep`] (expiry sweeps, prune,
+//! export and import: C14, C17); watching and waiting (C16) in
+//! [`crate::watch`].
+
+mod handoffs;
+mod parents;
+mod upkeep;
+
+use std::fmt;
+use std::future::Future;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    OpenHandoff,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::{TaskPr, TaskSession};
+use lf_handoff_domain::wave::Wave;
+
+use time::OffsetDateTime;
+
+use crate::archive::{Archive, ArchiveSummary, Progress};
+use crate::error::{StoreError, StoreResult, UnavailableKind};
+use crate::ports::{
+    Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
+    TransitionOutcome,
+};
+use crate::registry::Registry;
+use crate::retry::{retry, DEFAULT_RETRY_WINDOW};
+use crate::system::{SystemClock, UuidV7Ids};
+use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
+
+pub use upkeep::{PruneOptions, PRUNE_BATCH};
+
+/// How many lost races in a row one call tolerates before giving up.
+///
+/// A handoff changes at most three times (attach, finish, claim), so a call
+/// that keeps losing means something other than this protocol is writing.
+pub const MAX_RACE_ATTEMPTS: usize = 32;
+
+/// Everything a [`Store`](crate::Store) is built from: a backend's storage ports, the
+/// clock and the id source. Every part is required, so a store can do
+/// everything its type promises.
+///
+/// An adapter builds this with [`StorePorts::of`]; a test may replace a
+/// part (a mock, a port wrapped to inject faults, a fixed clock) before
+/// building the store with [`Store::new`](crate::Store::new).
+#[derive(Clone, Debug)]
+pub struct StorePorts {
+    /// The storage engine's name in diagnostics (`sqlite`, `sled`,
+    /// `postgres`, ...).
+    pub backend: &'static str,
+    /// Handoffs and their history (C1-C9, C12-C15, C17's prune).
+    pub handoffs: Arc<dyn HandoffRepository>,
+    /// Parents and task PRs (C10).
+    pub parents: Arc<dyn ParentRegistry>,
+    /// The event log that watchers and waiters read (C16).
+    pub events: Arc<dyn EventLog>,
+    /// Export and import (C17).
+    pub archive: Arc<dyn Archive>,
+    /// The time source.
+    pub clock: Arc<dyn Clock>,
+    /// The handoff id source.
+    pub ids: Arc<dyn IdSource>,
+}
+
+impl StorePorts {
+    /// The ports of `storage`, a backend that implements every storage
+    /// port, with the system clock and UUID v7 ids.
+    pub fn of<S>(backend: &'static str, storage: Arc<S>) -> Self
+    where
+        S: HandoffRepository + ParentRegistry + EventLog + Archive,
+    {
+        Self {
+            backend,
+            handoffs: storage.clone(),
+            parents: storage.clone(),
+            events: storage.clone(),
+            archive: storage,
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(UuidV7Ids),
+        }
+    }
+}
+
+/// The registry over storage ports: the [`Registry`](crate::Registry) a
+/// [`Store`](crate::Store) of a local backend runs on. Every operation
+/// loads, asks the domain and stores with a compare-and-swap (see the
+/// module's docs).
+#[derive(Clone)]
+pub(crate) struct Local {
+    handoffs: Arc<dyn HandoffRepository>,
+    parents: Arc<dyn ParentRegistry>,
+    pub(crate) events: Arc<dyn EventLog>,
+    archive: Arc<dyn Archive>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdSource>,
+    backend: &'static str,
+    actor: Actor,
+    retry_window: Duration,
+}
+
+impl fmt::Debug for Local {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Local")
+            .field("backend", &self.backend)
+            .field("actor", &self.actor)
+            .field("retry_window", &self.retry_window)
+            .field("handoffs", &self.handoffs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Local {
+    /// Builds the registry from its ports, naming this process as the actor
+    /// and retrying for [`DEFAULT_RETRY_WINDOW`](crate::DEFAULT_RETRY_WINDOW).
+    pub fn new(ports: StorePorts) -> Self {
+        Self {
+            handoffs: ports.handoffs,
+            parents: ports.parents,
+            events: ports.events,
+            archive: ports.archive,
+            clock: ports.clock,
+            ids: ports.ids,
+            backend: ports.backend,
+            actor: crate::system::this_process_actor(),
+            retry_window: DEFAULT_RETRY_WINDOW,
+        }
+    }
+
+    /// Runs one port call, again while it finds the server unreachable and
+    /// the retry window lasts ([`crate::retry`]). Every port call but
+    /// `open`'s insert (which decides again instead) goes through it.
+    async fn retry<T, Fut>(&self, what: &str, call: impl FnMut() -> Fut) -> StoreResult<T>
+    where
+        Fut: Future<Output = StoreResult<T>>,
+    {
+        retry(self.retry_window, what, call).await
+    }
+
+    /// The load / decide / compare-and-swap loop shared by every transition
+    /// on an existing handoff: one round per repository call, retried while
+    /// another writer wins the compare-and-swap.
+    async fn apply(
+        &self,
+        id: &InteractiveHandoffId,
+        decide: Decision,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        for _ in 0..MAX_RACE_ATTEMPTS {
+            match self
+                .retry("changing the handoff", || {
+                    self.handoffs.transition(id, decide.clone(), &self.actor)
+                })
+                .await?
+            {
+                None => return Err(StoreError::NotFound(format!("handoff {id} does not exist"))),
+                Some(TransitionOutcome::Applied { handoff, answer }) => {
+                    return Ok((*handoff, answer?))
+                }
+                Some(TransitionOutcome::Lost) => lost_a_race("the handoff"),
+            }
+        }
+        Err(lost_too_often(id))
+    }
+}
+
+#[async_trait]
+impl Registry for Local {
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            actor,
+            ..self.clone()
+        })
+    }
+
+    fn retry_window(&self) -> Duration {
+        self.retry_window
+    }
+
+    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            retry_window: window,
+            ..self.clone()
+        })
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+
+    async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+        Local::create_wave(self, wave).await
+    }
+
+    async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+        Local::create_project_session(self, project).await
+    }
+
+    async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+        Local::create_task_session(self, task, pr).await
+    }
+
+    async fn get_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Parent>> {
+        Local::get_parent(self, reference).await
+    }
+
+    async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        Local::get_task_pr(self, id).await
+    }
+
+    async fn record_body(
+        &self,
+        reference: &InteractiveHandoffParent,
+        process: ChildProcessGeneration,
+    ) -> StoreResult<Parent> {
+        Local::record_body(self, reference, process).await
+    }
+
+    async fn open_interactive_handoff(
+        &self,
+        opening: OpenHandoff,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        Local::open_interactive_handoff(self, opening).await
+    }
+
+    async fn get_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<InteractiveHandoff>> {
+        Local::get_interactive_handoff(self, id).await
+    }
+
+    async fn list_interactive_handoffs(
+        &self,
+        query: ListQuery,
+    ) -> StoreResult<Vec<InteractiveHandoff>> {
+        Local::list_interactive_handoffs(self, query).await
+    }
+
+    async fn attach_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::attach_interactive_handoff(self, id).await
+    }
+
+    async fn finish_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        outcome: &InteractiveHandoffOutcome,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::finish_interactive_handoff(self, id, outcome).await
+    }
+
+    async fn extend_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        until: OffsetDateTime,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::extend_interactive_handoff(self, id, until).await
+    }
+
+    async fn claim_interactive_handoff_wake(
+        &self,
+        id: &InteractiveHandoffId,
+        generation: u32,
+    ) -> StoreResult<bool> {
+        Local::claim_interactive_handoff_wake(self, id, generation).await
+    }
+
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        Local::history(self, id).await
+    }
+
+    async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
+        Local::watch(self, from, filter).await
+    }
+
+    async fn wait(
+        &self,
+        id: &InteractiveHandoffId,
+        timeout: Option<Duration>,
+    ) -> StoreResult<Waited> {
+        Local::wait(self, id, timeout).await
+    }
+
+    async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
+        Local::expire_due(self).await
+    }
+
+    async fn prune(&self, options: PruneOptions) -> StoreResult<PruneCount> {
+        Local::prune(self, options).await
+    }
+
+    async fn export(
+        &self,
+        out: &mut (dyn Write + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        Local::export(self, out, progress).await
+    }
+
+    async fn import(
+        &self,
+        input: &mut (dyn BufRead + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        Local::import(self, input, progress).await
+    }
+}
+
+/// Logs, when a call ends (and only then), how long it took, inside the
+/// call's span. A span's own close event cannot say it: the engine may hold
+/// the span a little longer (sqlx's SQLite worker keeps it with each
+/// statement it runs), so the close can come late, or never before the
+/// process exits.
+struct CallTimer(std::time::Instant);
+
+impl CallTimer {
+    fn start() -> Self {
+        Self(std::time::Instant::now())
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        let micros = u64::try_from(self.0.elapsed().as_micros()).unwrap_or(u64::MAX);
+        tracing::info!(
+            duration_us = micros,
+            "done in {:.3} ms",
+            micros as f64 / 1000.0
+        );
+    }
+}
+
+/// Notes a lost compare-and-swap race (another writer changed `what`
+/// first) before the loop decides again on the new record.
+fn lost_a_race(what: &str) {
+    tracing::debug!("another writer changed {what} first; deciding again on what it stored");
+}
+
+fn not_found(reference: &InteractiveHandoffParent) -> StoreError {
+    StoreError::NotFound(format!("parent {reference} does not exist"))
+}
+
+fn lost_too_often(what: &dyn fmt::Display) -> StoreError {
+    StoreError::unavailable(
+        UnavailableKind::Contended,
+        format!(
+            "gave up on {what} after losing {MAX_RACE_ATTEMPTS} compare-and-swap races in a row; \
+         something outside lf-handoff may be writing to the store"
+        ),
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
