@@ -962,7 +962,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
 /// handle dropped: sled closes a `Db` on its own threads and holds the
 /// file lock a moment longer, so the open is tried again for up to two
 /// seconds (as `handle::open` does).
-fn open_raw_after_drop(path: &Path) -> ::sled::Db {
+pub(super) fn open_raw_after_drop(path: &Path) -> ::sled::Db {
     let started = std::time::Instant::now();
     loop {
         match ::sled::Config::new().path(path).open() {
