@@ -47,6 +47,7 @@
 
 mod changes;
 mod config;
+mod file_events;
 mod postgres;
 mod sled;
 mod sql;

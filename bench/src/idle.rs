@@ -13,9 +13,10 @@
 //!
 //! - this process's CPU time (user + system, `/proc/self/stat`) and read
 //!   system calls (`syscr`, `/proc/self/io`) per second: what the
-//!   waiters cost the machine that waits (on SQLite, mainly the
-//!   `PRAGMA data_version` poll every 10 ms of each handle with a
-//!   waiter);
+//!   waiters cost the machine that waits (on SQLite, before issue 20,
+//!   mainly the `PRAGMA data_version` poll every 10 ms of each handle with
+//!   a waiter; now a look at the store's files once a second, the reads
+//!   waiting for a file notification);
 //! - on PostgreSQL, the server's scans of the store's tables
 //!   (`pg_stat_user_tables`, sequential + index scans of every table of
 //!   the store's schema) and the database's committed transactions

@@ -28,6 +28,12 @@ pub const WAKE_GOAL_SQLITE_MS: f64 = 50.0;
 pub const WAKE_GOAL_POSTGRES_MS: f64 = 20.0;
 /// The concurrency goal on PostgreSQL: store/raw throughput at 16 callers.
 pub const CALLERS_GOAL: f64 = 0.9;
+/// The concurrency goal on SQLite, one writer at a time: the store's
+/// throughput at 16 callers at least this share of one caller's.
+pub const SQLITE_CALLERS_GOAL: f64 = 0.5;
+/// The idle goal on SQLite: 100 idle waiters on 100 handles cost this
+/// process at most this much CPU, ms per second.
+pub const SQLITE_IDLE_GOAL_MS: f64 = 10.0;
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -246,9 +252,37 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         }
     }
     if let Some(callers) = &backend.callers {
-        let at_16 = callers.rows.iter().find(|row| row.callers == 16);
-        if let Some(row) = at_16.filter(|_| backend.name == "postgres") {
+        let at = |n: usize| callers.rows.iter().find(|row| row.callers == n);
+        if let Some(row) = at(16).filter(|_| backend.name == "postgres") {
             goals.at_least("16 callers store/raw".into(), row.ratio, CALLERS_GOAL);
+        }
+        let sqlite = backend.name == "sqlite";
+        if let (true, Some(one), Some(sixteen)) = (sqlite, at(1), at(16)) {
+            goals.at_least(
+                "16 callers / 1 caller, store".into(),
+                ratio(sixteen.store_per_sec, one.store_per_sec),
+                SQLITE_CALLERS_GOAL,
+            );
+            // Ahead of the raw side, which has SQLite's own busy handler.
+            goals.at_least("16 callers store/raw".into(), sixteen.ratio, 1.0);
+        }
+    }
+    if let Some(idle) = backend.idle.as_ref().filter(|_| backend.name == "sqlite") {
+        // The setting with every waiter on a handle of its own.
+        let spread = idle
+            .rows
+            .iter()
+            .filter(|row| row.waiters > 0)
+            .max_by_key(|row| row.handles);
+        if let Some(row) = spread {
+            goals.at_most(
+                format!(
+                    "CPU ms/s, {} waiters on {} handles",
+                    row.waiters, row.handles
+                ),
+                row.cpu_ms_per_sec,
+                SQLITE_IDLE_GOAL_MS,
+            );
         }
     }
     if let Some(ColdStart::Measured {

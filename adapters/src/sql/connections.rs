@@ -25,6 +25,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sqlx::{ConnectOptions as _, Connection};
+
+use crate::sql::engine::BoxFuture;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// At most `max` connections made from `options`.
@@ -34,7 +36,13 @@ pub(crate) struct Connections<C: Connection> {
     slots: Semaphore,
     acquire_timeout: Duration,
     check_idle_after: Option<Duration>,
+    setup: Option<Setup<C>>,
 }
+
+/// What is done to every new connection before it is first lent (SQLite
+/// installs its busy handler on it).
+pub(crate) type Setup<C> =
+    Box<dyn for<'c> Fn(&'c mut C) -> BoxFuture<'c, Result<(), sqlx::Error>> + Send + Sync>;
 
 struct Idle<C> {
     conn: C,
@@ -65,7 +73,14 @@ impl<C: Connection> Connections<C> {
             slots: Semaphore::new(usize::try_from(max.max(1)).unwrap_or(1)),
             acquire_timeout,
             check_idle_after,
+            setup: None,
         }
+    }
+
+    /// The same, with `setup` run on every connection it makes.
+    pub(crate) fn with_setup(mut self, setup: Setup<C>) -> Self {
+        self.setup = Some(setup);
+        self
     }
 
     /// What new connections are made from.
@@ -125,7 +140,11 @@ impl<C: Connection> Connections<C> {
             }
             // The server closed it while it was idle: drop it, try the next.
         }
-        Ok(lease(self.options.connect().await?))
+        let mut conn = self.options.connect().await?;
+        if let Some(setup) = &self.setup {
+            setup(&mut conn).await?;
+        }
+        Ok(lease(conn))
     }
 }
 

@@ -28,7 +28,7 @@ use std::sync::LazyLock;
 use super::error::is_unique_index_violation;
 use super::watch::DataVersion;
 use super::SqliteFile;
-use crate::changes::ChangeSource;
+use crate::changes::{ChangeSource, FILE_CHECK};
 use crate::sql::archive::ArchiveDialect;
 use crate::sql::columns::ID_COLUMN;
 use crate::sql::engine::{Driver as _, Param, Statement};
@@ -116,6 +116,7 @@ impl Dialect for SqliteFile {
         Arc::new(DataVersion {
             path: self.path.clone(),
             options: options.clone(),
+            look_every: FILE_CHECK,
         })
     }
 

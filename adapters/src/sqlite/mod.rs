@@ -8,7 +8,9 @@
 //! - **Concurrency:** every write is a single autocommit statement, or a
 //!   batch opened with `BEGIN IMMEDIATE`, so a writer takes the write lock
 //!   before it reads and can never deadlock into `SQLITE_BUSY`; it waits up
-//!   to the busy timeout for another process's lock.
+//!   to the busy timeout for another process's lock, retrying after short,
+//!   jittered sleeps (`busy.rs`, the workspace's one module of `unsafe`
+//!   code: sqlx has no call for a busy handler).
 //! - **Files:** the database is created with mode 0600 (and a missing
 //!   directory with 0700); SQLite gives its `-wal` and `-shm` files the same
 //!   mode. The path must be UTF-8 (the driver passes SQLite UTF-8 names);
@@ -27,15 +29,19 @@
 //!   skips the read-only probe only for a store at the latest version with
 //!   no WAL frames; an older one is probed and then migrated.
 //!
-//! Files: `config.rs` (the settings and their URL form), `dialect.rs`
+//! Files: `busy.rs` (the busy handler), `config.rs` (the settings and
+//! their URL form), `dialect.rs`
 //! (what the shared SQL repository asks of SQLite), `file.rs` (the file
 //! before SQLite opens it), `error.rs` (every SQLite error, mapped once),
 //! `watch.rs` (the change signal); this file opens and migrates.
 
+mod busy;
 mod config;
 pub(crate) mod dialect;
 mod error;
 mod file;
+#[cfg(test)]
+mod tests;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -112,11 +118,11 @@ impl SqliteEngine {
         } else if state == FileState::Current {
             true
         } else {
-            let mut probe = SqliteConnectOptions::new()
+            let probe_options = SqliteConnectOptions::new()
                 .filename(&path)
                 .read_only(true)
-                .busy_timeout(busy_timeout)
-                .connect()
+                .busy_timeout(busy_timeout);
+            let mut probe = connect(&probe_options, busy_timeout)
                 .await
                 .map_err(|e| open_error(&path, e))?;
             let version = schema_version(&path, &mut probe).await;
@@ -134,13 +140,18 @@ impl SqliteEngine {
             .foreign_keys(true);
         // The first connection is opened now, so a file SQLite cannot use
         // is reported by open_store.
-        let first = options.connect().await.map_err(|e| open_error(&path, e))?;
+        let first = connect(&options, busy_timeout)
+            .await
+            .map_err(|e| open_error(&path, e))?;
         let pool = Connections::new(
             options,
             config.max_connections,
             busy_timeout + Duration::from_secs(5),
             None,
-        );
+        )
+        .with_setup(Box::new(move |conn| {
+            Box::pin(busy::install(conn, busy_timeout))
+        }));
         pool.give(first);
         let engine = Engine::new(pool, SqliteFile { path, busy_timeout });
         if !current {
@@ -210,6 +221,17 @@ impl SqliteEngine {
         tx.commit().await.map_err(|e| file.unavailable(e))?;
         Ok(())
     }
+}
+
+/// A new connection made from `options`, with the busy handler of
+/// [`busy`] waiting up to `busy_timeout` for another connection's lock.
+async fn connect(
+    options: &SqliteConnectOptions,
+    busy_timeout: Duration,
+) -> Result<sqlx::SqliteConnection, sqlx::Error> {
+    let mut conn = options.connect().await?;
+    busy::install(&mut conn, busy_timeout).await?;
+    Ok(conn)
 }
 
 /// Reads the schema version, refusing a store this build must not touch.

@@ -1,99 +1,283 @@
 //! SQLite's change signal (C16): [`DataVersion`].
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use lf_handoff_application::UnavailableKind;
-use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK};
+use crate::changes::{ChangeSource, FileIdentity, Notifier};
+use crate::file_events::FileWatch;
 
-/// How often a watched SQLite store's `PRAGMA data_version` is read.
+/// How often `PRAGMA data_version` is read when the kernel gives no file
+/// notifications for the store (not Linux, or past the inotify limits).
 pub(crate) const DATA_VERSION_POLL: Duration = Duration::from_millis(10);
 
+/// How long after a file notification `PRAGMA data_version` is first
+/// read: the commit that wrote the file becomes visible once its sync is
+/// done, a fraction of a millisecond later on most disks.
+const SETTLE: Duration = Duration::from_millis(1);
+
+/// The shortest time between two reads of `PRAGMA data_version` after
+/// notifications, doubling while the store stays quiet, so a store
+/// written without pause costs a watcher no more reads than the old
+/// 10 ms poll.
+const CHASE_GAP: Duration = Duration::from_millis(10);
+
+/// How long after the last notification the reads go on, for a commit
+/// whose sync took longer than the reads before.
+pub(super) const CHASE_FOR: Duration = Duration::from_secs(2);
+
 /// SQLite's change signal (C16): `PRAGMA data_version` on a connection of
-/// its own, read every [`DATA_VERSION_POLL`] while anyone watches. The
-/// value changes when another connection, of this process or another,
-/// commits to the file; reading it costs a check of the WAL index in
-/// shared memory, not a read of the database. The file's identity is
-/// checked every [`FILE_CHECK`]: a store deleted or replaced while
-/// watched ends its watchers with `Unavailable` (`io`).
+/// its own, read when the kernel says the store's files changed.
+///
+/// The value changes when another connection, of this process or
+/// another, commits to the file; reading it costs a check of the WAL index
+/// in shared memory, not a read of the database. Every commit writes the
+/// store's `-wal` file (or, in another journal mode, the database file),
+/// and a checkpoint writes the database file and may truncate the `-wal`
+/// file; a [`FileWatch`] on both wakes this source, which then reads the
+/// value [`SETTLE`] later and again at growing gaps from [`CHASE_GAP`],
+/// until [`CHASE_FOR`] after the last notification: the notification
+/// comes as the commit's frames are written, before its sync ends and it
+/// becomes visible. The connection is made at the first notification, so
+/// a store nobody writes costs its watchers no connection and no reads.
+///
+/// Every [`FILE_CHECK`](crate::changes::FILE_CHECK) the files are looked
+/// at: a store deleted or replaced while watched ends its watchers with
+/// `Unavailable` (`io`), and a change of either file's size or
+/// modification time that no notification announced is taken as one. The readers' own re-read
+/// (`SAFETY_RECHECK` of the application, 5 s) bounds what a change both
+/// missed can cost. Without file notifications (not Linux, or past the
+/// kernel's inotify limits) the value is read every [`DATA_VERSION_POLL`].
 #[derive(Debug)]
 pub(super) struct DataVersion {
     pub path: PathBuf,
     pub options: SqliteConnectOptions,
+    /// How often the files are looked at:
+    /// [`FILE_CHECK`](crate::changes::FILE_CHECK), but in tests.
+    pub look_every: Duration,
+}
+
+/// When to read `PRAGMA data_version` next.
+#[derive(Debug)]
+struct Schedule {
+    /// The next read, if one is due.
+    next: Option<Instant>,
+    /// The last read.
+    last: Option<Instant>,
+    /// After notifications: until when reads go on, and the next gap.
+    chase: Option<(Instant, Duration)>,
+    /// While no connection can be made: the pause before the next try.
+    retry: Duration,
+}
+
+impl Schedule {
+    /// A read at once when the files are not watched; none until a
+    /// notification when they are.
+    fn new(now: Instant, watched: bool) -> Self {
+        Self {
+            next: (!watched).then_some(now),
+            last: None,
+            chase: None,
+            retry: DATA_VERSION_POLL,
+        }
+    }
+
+    /// The files changed at `now`.
+    fn notified(&mut self, now: Instant) {
+        self.chase = Some((now + CHASE_FOR, CHASE_GAP));
+        let soonest = self
+            .last
+            .map_or(now + SETTLE, |last| (now + SETTLE).max(last + CHASE_GAP));
+        self.next = Some(self.next.map_or(soonest, |next| next.min(soonest)));
+    }
+
+    /// The value was read at `now`: on a working connection or not
+    /// (`connected`), with file notifications arriving or not (`watched`).
+    fn read(&mut self, now: Instant, connected: bool, watched: bool) {
+        self.last = Some(now);
+        if !connected {
+            self.retry = (self.retry * 2).min(Duration::from_secs(1));
+            self.next = Some(now + self.retry);
+            return;
+        }
+        self.retry = DATA_VERSION_POLL;
+        self.next = match self.chase {
+            _ if !watched => Some(now + DATA_VERSION_POLL),
+            Some((until, gap)) if now < until => {
+                self.chase = Some((until, gap * 2));
+                Some(now + gap)
+            }
+            _ => {
+                self.chase = None;
+                None
+            }
+        };
+    }
+}
+
+/// What the periodic look at the store's files saw: the database file's
+/// identity, and the size and modification time of it and its `-wal`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Look {
+    identity: Option<FileIdentity>,
+    stamps: [Option<(u64, Option<SystemTime>)>; 2],
+}
+
+impl Look {
+    fn of(path: &Path, wal: &Path) -> Self {
+        let stamp = |path: &Path| {
+            std::fs::metadata(path)
+                .ok()
+                .map(|meta| (meta.len(), meta.modified().ok()))
+        };
+        Self {
+            identity: FileIdentity::of(path),
+            stamps: [stamp(path), stamp(wal)],
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl ChangeSource for DataVersion {
     async fn run(&self, out: &Arc<Notifier>) {
-        let identity = FileIdentity::of(&self.path);
         let gone = || {
             format!(
                 "{} was deleted or replaced while it was watched",
                 self.path.display()
             )
         };
-        if identity.is_none() {
+        // SQLite names the `-wal` file after the real path.
+        let real = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        let wal = wal_path(&real);
+        let files = watch_files(&real);
+        let mut looked = Look::of(&self.path, &wal);
+        if looked.identity.is_none() {
             return out.fail(UnavailableKind::Io, gone());
         }
         let mut conn = None;
         let mut seen: Option<i64> = None;
         let mut checked = Instant::now();
-        let mut pause = DATA_VERSION_POLL;
+        let mut schedule = Schedule::new(checked, files.is_some());
+        if files.is_some() {
+            // A commit made before the watch began sent no notification:
+            // the readers read once more now.
+            out.bump();
+        }
         while out.wanted() {
-            if conn.is_none() {
-                // A connection that cannot be made now (too many open
-                // files, say) is tried again; the readers find out what
-                // is wrong meanwhile.
-                match self.options.connect().await {
-                    Ok(made) => conn = Some(made),
-                    Err(_) => out.bump(),
-                }
+            let now = Instant::now();
+            let watched = files.as_ref().is_some_and(FileWatch::alive);
+            if schedule.next.is_some_and(|next| now >= next) {
+                let connected = self.read(&mut conn, &mut seen, out).await;
+                schedule.read(now, connected, watched);
             }
-            if let Some(made) = conn.as_mut() {
-                match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
-                    .fetch_one(made)
-                    .await
-                {
-                    Ok(version) => {
-                        // The first reading is the baseline; a commit
-                        // between a subscription and it is covered by one
-                        // wake then.
-                        if seen != Some(version) {
-                            out.bump();
-                        }
-                        seen = Some(version);
-                        pause = DATA_VERSION_POLL;
-                    }
-                    Err(_) => {
-                        // Busy for a moment, or the connection broke: wake
-                        // the readers once, and try a new connection after
-                        // a longer pause.
-                        out.bump();
-                        conn = None;
-                        seen = None;
-                    }
-                }
-            }
-            if conn.is_none() {
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            if checked.elapsed() >= FILE_CHECK {
-                checked = Instant::now();
-                if FileIdentity::of(&self.path) != identity {
+            if now.duration_since(checked) >= self.look_every {
+                checked = now;
+                let look = Look::of(&self.path, &wal);
+                if look.identity != looked.identity {
                     if let Some(made) = conn.take() {
                         let _ = made.close().await;
                     }
                     return out.fail(UnavailableKind::Io, gone());
                 }
+                if look != looked {
+                    schedule.notified(now);
+                }
+                looked = look;
             }
-            tokio::time::sleep(pause).await;
+            if !watched && schedule.next.is_none() {
+                // The watch ended: poll from now on.
+                schedule.next = Some(now);
+            }
+            let wake = schedule.next.map_or(checked + self.look_every, |next| {
+                next.min(checked + self.look_every)
+            });
+            let notified = async {
+                match files.as_ref().filter(|files| files.alive()) {
+                    Some(files) => files.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = notified => schedule.notified(Instant::now()),
+                () = tokio::time::sleep_until(wake.into()) => {}
+            }
         }
         if let Some(made) = conn.take() {
             let _ = made.close().await;
         }
     }
+}
+
+impl DataVersion {
+    /// Reads `PRAGMA data_version` on `conn` (connecting first when it is
+    /// `None`), waking the readers when it differs from `seen` (always on
+    /// a new connection's first read); false when no connection could be
+    /// made or the read failed.
+    async fn read(
+        &self,
+        conn: &mut Option<SqliteConnection>,
+        seen: &mut Option<i64>,
+        out: &Notifier,
+    ) -> bool {
+        if conn.is_none() {
+            // A connection that cannot be made now (too many open files,
+            // say) is tried again; the readers find out what is wrong
+            // meanwhile.
+            match self.options.connect().await {
+                Ok(made) => *conn = Some(made),
+                Err(_) => {
+                    out.bump();
+                    return false;
+                }
+            }
+        }
+        let Some(made) = conn.as_mut() else {
+            return false;
+        };
+        match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+            .fetch_one(made)
+            .await
+        {
+            Ok(version) => {
+                // The first reading is the baseline; a commit between a
+                // subscription (or a notification) and it is covered by
+                // one wake then.
+                if *seen != Some(version) {
+                    out.bump();
+                }
+                *seen = Some(version);
+                true
+            }
+            Err(_) => {
+                // Busy for a moment, or the connection broke: wake the
+                // readers once, and try a new connection after a pause.
+                out.bump();
+                *conn = None;
+                *seen = None;
+                false
+            }
+        }
+    }
+}
+
+/// The `-wal` file beside the store's file.
+fn wal_path(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_os_string();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+/// A watch on the store's file `real` (its path after symbolic links are
+/// followed) and its `-wal` file; `None` when there is no such watch.
+pub(super) fn watch_files(real: &Path) -> Option<FileWatch> {
+    let dir = real.parent()?;
+    let name = real.file_name()?.to_os_string();
+    let mut wal = name.clone();
+    wal.push("-wal");
+    FileWatch::new(dir, &[name, wal] as &[OsString])
 }

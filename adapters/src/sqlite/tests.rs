@@ -1,0 +1,208 @@
+//! Tests of SQLite's own mechanisms: the busy handler (`busy.rs`) and the
+//! change signal's file notifications (`watch.rs`).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lf_handoff_application::{GenerateId as _, Store, StoreError, UnavailableKind};
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::wave::Wave;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions as _, Connection as _};
+
+use super::watch::{watch_files, DataVersion, CHASE_FOR};
+use crate::changes::ChangeFeed;
+use crate::{open_store, StorageConfig};
+
+/// A store at `path` whose writers wait at most `busy_timeout`.
+async fn store_at(path: &Path, busy_timeout: &str) -> Store {
+    let url = format!("sqlite://{}?busy_timeout={busy_timeout}", path.display());
+    open_store(&StorageConfig::from_url(&url).unwrap())
+        .await
+        .unwrap()
+}
+
+fn wave(dir: &Path) -> Wave {
+    Wave::new(WaveId::new(), "w".into(), dir.display().to_string())
+}
+
+/// A plain connection to `path` holding its write lock.
+async fn hold_write_lock(path: &Path) -> SqliteConnection {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_kept_from_the_lock_past_the_busy_timeout_fails_as_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = store_at(&path, "300ms").await;
+    store.create_wave(&wave(dir.path())).await.unwrap();
+
+    let mut holder = hold_write_lock(&path).await;
+    let started = Instant::now();
+    let refused = store.create_wave(&wave(dir.path())).await;
+    let waited = started.elapsed();
+    match refused {
+        Err(StoreError::Unavailable {
+            kind: UnavailableKind::Locked,
+            message,
+            ..
+        }) => assert!(message.contains("300 ms"), "{message}"),
+        other => panic!("expected Unavailable (locked), got {other:?}"),
+    }
+    // It gave up at the busy timeout, not before.
+    assert!(
+        waited >= Duration::from_millis(300),
+        "gave up after {waited:?}"
+    );
+
+    // Nothing was written, and the store writes again once the lock is free.
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    holder.close().await.unwrap();
+    store.create_wave(&wave(dir.path())).await.unwrap();
+    assert_eq!(waves(&path).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_writer_kept_waiting_gets_the_lock_once_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = store_at(&path, "30s").await;
+    store.create_wave(&wave(dir.path())).await.unwrap();
+
+    let mut holder = hold_write_lock(&path).await;
+    let writer = {
+        let (store, wave) = (store.clone(), wave(dir.path()));
+        tokio::spawn(async move { store.create_wave(&wave).await })
+    };
+    // The writer waits (and keeps trying) while the lock is held.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished());
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    writer.await.unwrap().unwrap();
+    holder.close().await.unwrap();
+    assert_eq!(waves(&path).await, 2);
+}
+
+/// How many waves (parents) the store at `path` holds.
+async fn waves(path: &Path) -> i64 {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    let n = sqlx::query_scalar("SELECT count(*) FROM parents")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    n
+}
+
+/// Set in the child process of
+/// [`a_commit_of_another_process_wakes_a_watch_through_the_file_notification`]:
+/// the store the child writes to.
+const CHILD_WRITES_TO: &str = "LF_HANDOFF_TEST_CHILD_WRITES_TO";
+
+/// Runs this test binary again as a child process that opens the store at
+/// `path` and writes one wave to it.
+fn write_from_another_process(path: &Path, test: &str) {
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD_WRITES_TO, path)
+        .output()
+        .unwrap();
+    assert!(
+        child.status.success(),
+        "the writing child failed ({}): {}{}",
+        child.status,
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_of_another_process_wakes_a_watch_through_the_file_notification() {
+    let this_test = format!(
+        "{}::a_commit_of_another_process_wakes_a_watch_through_the_file_notification",
+        module_path!().split_once("::").map_or("", |(_, path)| path)
+    );
+    if let Some(path) = std::env::var_os(CHILD_WRITES_TO) {
+        // The child: one write, through a store handle of its own.
+        let path = Path::new(&path);
+        let store = open_store(&StorageConfig::sqlite(path.to_path_buf()))
+            .await
+            .unwrap();
+        store
+            .create_wave(&wave(path.parent().unwrap()))
+            .await
+            .unwrap();
+        return;
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = store_at(&path, "30s").await;
+    store.create_wave(&wave(dir.path())).await.unwrap();
+    assert!(
+        watch_files(&std::fs::canonicalize(&path).unwrap()).is_some(),
+        "this machine gives no file notifications (inotify) for {}",
+        path.display()
+    );
+    // The change signal alone (without the readers' own re-read every few
+    // seconds), its files looked at once an hour: only a notification can
+    // wake it within the test.
+    let feed = ChangeFeed::new(Arc::new(DataVersion {
+        path: path.clone(),
+        options: SqliteConnectOptions::new().filename(&path),
+        look_every: Duration::from_secs(3600),
+    }));
+    let mut changes = feed.subscribe();
+    // The first reading is the baseline, and wakes once.
+    assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
+
+    write_from_another_process(&path, &this_test);
+    assert!(
+        changes.changed(Duration::from_secs(60)).await.unwrap(),
+        "another process's commit did not wake the watch"
+    );
+
+    // A checkpoint that truncates the WAL, then a commit once the reads
+    // that follow a notification have stopped: the commit writes the WAL
+    // from its start, and that wakes the watch too.
+    let mut conn = SqliteConnectOptions::new()
+        .filename(&path)
+        .connect()
+        .await
+        .unwrap();
+    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(busy, 0, "the checkpoint could not run");
+    let wal = dir.path().join("store.db-wal");
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    tokio::time::sleep(CHASE_FOR + Duration::from_millis(500)).await;
+    // A checkpoint changes no data, but SQLite may count the WAL's restart
+    // as a change of `data_version`: take that wake, if any, now.
+    changes.changed(Duration::ZERO).await.unwrap();
+
+    write_from_another_process(&path, &this_test);
+    assert!(
+        changes.changed(Duration::from_secs(60)).await.unwrap(),
+        "a commit after a truncating checkpoint did not wake the watch"
+    );
+    drop(store);
+}
