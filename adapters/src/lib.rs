@@ -54,9 +54,9 @@ mod sqlite;
 pub use config::text::parse_duration;
 pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use lf_handoff_application::{
-    archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery,
-    PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind,
-    UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    archive, domain, ports, retries_total, watch, ArchiveSummary, ConflictKind, GenerateId,
+    ListQuery, PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock,
+    UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,

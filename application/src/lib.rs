@@ -46,7 +46,7 @@ pub use ports::{
     ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
     TransitionOutcome, Versioned,
 };
-pub use retry::DEFAULT_RETRY_WINDOW;
+pub use retry::{retries_total, DEFAULT_RETRY_WINDOW};
 pub use store::{PruneOptions, Store, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 pub use watch::{

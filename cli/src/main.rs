@@ -41,7 +41,9 @@ mod handoffs;
 mod logging;
 mod output;
 mod parents;
+mod serve;
 mod store_select;
+mod token;
 mod wait;
 mod watch;
 
@@ -105,6 +107,9 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
+    if let Command::Token(command) = cli.command {
+        return token::run(command, cli.json).map(|()| None);
+    }
     if let Command::Demo = cli.command {
         return demo::demo(cli.store.as_deref(), cli.json, actor)
             .await
@@ -115,6 +120,9 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
+    if let Command::Serve(args) = cli.command {
+        return serve::serve(config, args).await.map(|()| None);
+    }
     // Files are checked before the store is opened.
     let export_target = match &cli.command {
         Command::Export { output, force } => {
@@ -215,6 +223,8 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
         Command::Watch(args) => watch::watch(&ctx, &args).await?,
         Command::Demo
+        | Command::Serve(_)
+        | Command::Token(_)
         | Command::Completions { .. }
         | Command::Export { .. }
         | Command::Import { .. } => {}
