@@ -251,7 +251,12 @@ impl Route {
         if matches!(self.access, Access::Scopes(scopes) if scopes.len() < Scope::ALL.len()) {
             statuses.push(403);
         }
-        if has_id || self.query.iter().any(|param| param.name == "after") {
+        // An id in the path, a page start, or a parent the body names.
+        let names_parent = matches!(
+            self.id,
+            RouteId::CreateProject | RouteId::CreateTask | RouteId::Open
+        );
+        if has_id || names_parent || self.query.iter().any(|param| param.name == "after") {
             statuses.push(404);
         }
         if self.conflicts {

@@ -23,6 +23,11 @@ use serde_json::Value;
 /// or out of range, a field missing, or a field `T` does not know (named
 /// by its path, such as `pr.labels`).
 pub fn from_slice<T: DeserializeOwned + Serialize>(body: &[u8]) -> StoreResult<T> {
+    if let Err(error) = std::str::from_utf8(body) {
+        return Err(StoreError::InvalidInput(format!(
+            "the request body is not valid UTF-8: {error}"
+        )));
+    }
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         StoreError::InvalidInput(format!("the request body is not valid JSON: {error}"))
     })?;

@@ -18,7 +18,7 @@
 
 use std::convert::Infallible;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -155,7 +155,7 @@ type Chunk = Result<Bytes, StoreError>;
 /// channel; it blocks while the channel is full (it runs on a blocking
 /// thread) and fails once the client is gone.
 struct ChannelWriter {
-    sender: mpsc::Sender<Chunk>,
+    sender: std_mpsc::SyncSender<Chunk>,
     buffer: Vec<u8>,
 }
 
@@ -166,7 +166,7 @@ impl ChannelWriter {
         }
         let chunk = Bytes::from(std::mem::take(&mut self.buffer));
         self.sender
-            .blocking_send(Ok(chunk))
+            .send(Ok(chunk))
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
     }
 }
@@ -187,8 +187,10 @@ impl Write for ChannelWriter {
 
 /// Runs `work` with the store on a blocking thread (where a blocking
 /// channel may wait), driving its futures with the runtime's handle. A
-/// current-thread runtime cannot drive them from another thread, so there
-/// it runs in place.
+/// current-thread runtime cannot drive them from another thread, so it
+/// refuses. Inside `work`, the runtime counts as entered: it talks to the
+/// async side through std channels, bridged by [`forward`] and
+/// [`backward`].
 async fn on_blocking_thread<T: Send + 'static>(
     work: impl FnOnce(&Handle) -> T + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -204,12 +206,38 @@ async fn on_blocking_thread<T: Send + 'static>(
         .map_err(|_| ApiError::plain(Category::Internal, "the export or import thread failed"))
 }
 
+/// Passes what arrives on a std channel on to a tokio channel, on a
+/// blocking thread of its own, until either side is gone.
+fn forward<T: Send + 'static>(from: std_mpsc::Receiver<T>, to: mpsc::Sender<T>) {
+    tokio::task::spawn_blocking(move || {
+        for item in from {
+            if to.blocking_send(item).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Passes what arrives on a tokio channel on to a std channel, on a
+/// blocking thread of its own, until either side is gone.
+fn backward<T: Send + 'static>(mut from: mpsc::Receiver<T>, to: std_mpsc::SyncSender<T>) {
+    tokio::task::spawn_blocking(move || {
+        while let Some(item) = from.blocking_recv() {
+            if to.send(item).is_err() {
+                return;
+            }
+        }
+    });
+}
+
 /// `GET /v1/export`: the registry as versioned JSON lines, streamed. A
 /// failure before the first line is an error answer; one after it cuts
 /// the body short (no end line, which an import refuses).
 pub async fn export(State(state): State<AppState>) -> Answer {
     let store: Store = state.store().clone();
-    let (sender, mut receiver) = mpsc::channel::<Chunk>(CHANNEL);
+    let (sender, bridge) = std_mpsc::sync_channel::<Chunk>(CHANNEL);
+    let (forwarded, mut receiver) = mpsc::channel::<Chunk>(CHANNEL);
+    forward(bridge, forwarded);
     let failures = sender.clone();
     let running = on_blocking_thread(move |handle| {
         let mut writer = ChannelWriter {
@@ -228,7 +256,7 @@ pub async fn export(State(state): State<AppState>) -> Answer {
             });
         if let Err(error) = result {
             tracing::warn!("an export failed: {error}");
-            let _ = failures.blocking_send(Err(error));
+            let _ = failures.send(Err(error));
         }
     });
     tokio::spawn(running);
@@ -263,7 +291,7 @@ enum Fed {
 /// A `Read` over the body's chunks, received from a bounded channel (it
 /// runs on a blocking thread).
 struct ChannelReader {
-    receiver: mpsc::Receiver<Result<Bytes, Fed>>,
+    receiver: std_mpsc::Receiver<Result<Bytes, Fed>>,
     current: Bytes,
     failed: Arc<Mutex<Option<Fed>>>,
 }
@@ -271,10 +299,10 @@ struct ChannelReader {
 impl Read for ChannelReader {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.current.is_empty() {
-            match self.receiver.blocking_recv() {
-                None => return Ok(0),
-                Some(Ok(bytes)) => self.current = bytes,
-                Some(Err(why)) => {
+            match self.receiver.recv() {
+                Err(_) => return Ok(0),
+                Ok(Ok(bytes)) => self.current = bytes,
+                Ok(Err(why)) => {
                     *self.failed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
                     return Err(io::Error::other("the request body stopped"));
                 }
@@ -308,7 +336,9 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
     }
     let limits = *state.limits();
     check_length(&parts.headers, limits.max_import_body)?;
-    let (sender, receiver) = mpsc::channel::<Result<Bytes, Fed>>(CHANNEL);
+    let (sender, fed) = mpsc::channel::<Result<Bytes, Fed>>(CHANNEL);
+    let (bridge, receiver) = std_mpsc::sync_channel::<Result<Bytes, Fed>>(CHANNEL);
+    backward(fed, bridge);
     tokio::spawn(async move {
         let mut received = 0_u64;
         loop {
