@@ -22,6 +22,7 @@ pub mod outage;
 pub mod schema;
 
 /// A served store and the tokens to call it with.
+#[derive(Debug)]
 pub struct Served {
     pub url: String,
     pub dir: TempDir,
