@@ -9,21 +9,21 @@ mod support;
 use std::time::Duration;
 
 use lf_handoff_adapters::UnavailableKind;
+use lf_handoff_conformance::backends::sqlite;
+use lf_handoff_conformance::faults::{store_losing_replies, LostReplies};
 use lf_handoff_server::Limits;
 use serde_json::json;
-use support::outage::store_with_outage;
 use support::Served;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unavailable_store_is_503_and_the_service_serves_again_when_it_is_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, outage) = store_with_outage(dir.path()).await;
+    let (dir, store, outage) = store_losing_replies(&*sqlite().await.unwrap()).await;
     // A short retry window, so an unreachable store is reported soon.
     let store = store.with_retry_window(Duration::from_millis(200));
     let served = Served::serve(dir, store, Limits::default()).await;
     let id = served.open_id().await;
 
-    outage.set(Some(UnavailableKind::Unreachable));
+    outage.take_down(Some(UnavailableKind::Unreachable));
     for (method, path) in [
         ("GET", format!("/v1/handoffs/{id}")),
         ("GET", "/v1/handoffs".to_string()),
@@ -49,7 +49,7 @@ async fn an_unavailable_store_is_503_and_the_service_serves_again_when_it_is_bac
     assert_eq!(health.status, 200, "the process still answers");
 
     // A store that is damaged is not transient: no Retry-After.
-    outage.set(Some(UnavailableKind::Damaged));
+    outage.take_down(Some(UnavailableKind::Damaged));
     let reply = served
         .get(&format!("/v1/handoffs/{id}"), &served.person)
         .await;
@@ -57,7 +57,7 @@ async fn an_unavailable_store_is_503_and_the_service_serves_again_when_it_is_bac
     assert_eq!(reply.header("retry-after"), None);
 
     // Back: served again, and the refused finish did not happen.
-    outage.set(None);
+    outage.take_down(None);
     let ready = served.send("GET", "/readyz", None, None, Vec::new()).await;
     assert_eq!(ready.status, 200, "{}", ready.text);
     let reply = served
@@ -78,8 +78,7 @@ async fn an_unavailable_store_is_503_and_the_service_serves_again_when_it_is_bac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_back_within_the_retry_window_is_ridden_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, outage) = store_with_outage(dir.path()).await;
+    let (dir, store, outage) = store_losing_replies(&*sqlite().await.unwrap()).await;
     let served = Served::serve(
         dir,
         store.with_retry_window(Duration::from_secs(10)),
@@ -87,12 +86,12 @@ async fn a_store_back_within_the_retry_window_is_ridden_out() {
     )
     .await;
     let id = served.open_id().await;
-    outage.set(Some(UnavailableKind::Unreachable));
+    outage.take_down(Some(UnavailableKind::Unreachable));
     let back = {
-        let outage = outage.clone();
+        let outage: std::sync::Arc<LostReplies> = outage.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            outage.set(None);
+            outage.take_down(None);
         })
     };
     let reply = served

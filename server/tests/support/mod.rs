@@ -18,7 +18,6 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub mod outage;
 pub mod schema;
 
 /// A served store and the tokens to call it with.
