@@ -119,11 +119,11 @@ pub struct WaitJson {
     pub handoff: HandoffJson,
 }
 
-/// The answer of `/healthz` and `/readyz`.
+/// The answer of `/healthz` (the process answers) and `/readyz` (the store
+/// answers; when it does not, `/readyz` is a 503 with the error object).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Health {
-    /// `ok` (the process answers; the store answers), or `unavailable`
-    /// (`/readyz` only: the store does not answer; the status is 503).
+    /// `ok`.
     pub status: String,
     /// The store's backend (`sqlite`, `sled`, `postgres`).
     pub backend: String,

@@ -141,3 +141,28 @@ pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
          carried out",
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_is_a_500_with_the_error_object() {
+        for payload in [
+            Box::new("boom") as Box<dyn std::any::Any + Send>,
+            Box::new(String::from("boom")),
+            Box::new(7_u8),
+        ] {
+            let response = panicked(payload);
+            assert_eq!(response.status().as_u16(), 500);
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            let object: ErrorResponse = serde_json::from_slice(&body).unwrap();
+            assert_eq!(object.error.category, Category::Internal);
+            assert_eq!(object.error.kind, "internal");
+        }
+    }
+}

@@ -213,3 +213,40 @@ async fn a_stalled_body_is_refused_and_holds_nothing() {
     assert_eq!(served.snapshot().await, before);
     served.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_gives_its_stream_place_back() {
+    let served = Served::start_with(Limits {
+        max_streams: 1,
+        ..Limits::default()
+    })
+    .await;
+    let stream = served
+        .client
+        .get(format!("{}/v1/events", served.url))
+        .bearer_auth(&served.person)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    assert_eq!(served.state.metrics().gauge_value(Gauge::EventStreams), 1);
+    drop(stream);
+    let started = Instant::now();
+    while served.state.metrics().gauge_value(Gauge::EventStreams) > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the place of a stream whose client went away was not given back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("given back after {:?}", started.elapsed());
+    let again = served
+        .client
+        .get(format!("{}/v1/events", served.url))
+        .bearer_auth(&served.person)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 200);
+    served.stop().await;
+}
