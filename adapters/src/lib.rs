@@ -26,10 +26,11 @@
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
 //!
-//! Every backend implements the same two ports ([`HandoffRepository`] and
-//! [`ParentRegistry`]) and export and import ([`Archive`], contract C17),
-//! and passes the same conformance suite (the `lf-handoff-conformance`
-//! crate).
+//! Every backend implements the same storage ports
+//! ([`ports::HandoffRepository`], [`ports::ParentRegistry`], the event log
+//! [`watch::EventLog`] and export and import [`archive::Archive`]), which
+//! [`open_ports`] returns as one [`StorePorts`], and passes the same
+//! conformance suite (the `lf-handoff-conformance` crate).
 //!
 //! ## Design decisions
 //!
@@ -77,16 +78,20 @@ use crate::sqlite::SqliteEngine;
 /// `raw-sql` feature; not part of the stable API.
 #[cfg(feature = "raw-sql")]
 pub mod raw_sql {
+    pub use crate::postgres::dialect::{with_event, SWAP_HANDOFF_WITH_EVENT};
     pub use crate::sql::columns::{
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
     pub use crate::sql::engine::{bind, Driver, Param};
     pub use crate::sql::events::event_values;
-    pub use crate::sql::statements::{
-        with_event, EVENT_PARAMS, HANDOFF_BY_ID, INSERT_EVENT, SWAP_HANDOFF,
-        SWAP_HANDOFF_WITH_EVENT,
-    };
+    pub use crate::sql::statements::{EVENT_PARAMS, HANDOFF_BY_ID, SWAP_HANDOFF};
+    pub use crate::sqlite::dialect::INSERT_EVENT;
 }
+
+/// Test fixtures (an open-request builder, bodies, parents): see
+/// [`lf_handoff_application::testing`]. Only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub use lf_handoff_application::testing;
 
 /// Opens (creating when missing) the store `config` names.
 ///

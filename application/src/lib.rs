@@ -29,10 +29,14 @@
 
 pub mod archive;
 mod error;
+mod local;
 pub mod ports;
+mod registry;
 pub mod retry;
 mod store;
 mod system;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod watch;
 
 pub use archive::{
@@ -41,16 +45,19 @@ pub use archive::{
 };
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
+pub use local::{PruneOptions, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use ports::{
     recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
     ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
     TransitionOutcome, Versioned,
 };
+pub use registry::Registry;
 pub use retry::{retries_total, DEFAULT_RETRY_WINDOW};
-pub use store::{PruneOptions, Store, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
+pub use store::Store;
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 pub use watch::{
-    Changes, EventBatch, EventLog, Waited, WatchFilter, WatchFrom, Watcher, SAFETY_RECHECK,
+    Changes, EventBatch, EventLog, EventStream, Waited, WatchFilter, WatchFrom, Watcher,
+    SAFETY_RECHECK,
 };
 
 /// The domain crate, re-exported so callers need one dependency.

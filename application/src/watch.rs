@@ -2,7 +2,7 @@
 //!
 //! This module owns the [`EventLog`] port (what a backend offers to read
 //! its history in position order and to signal that it may have grown),
-//! the [`Watcher`] that [`Store::watch`] returns, and [`Store::wait`].
+//! the [`Watcher`] that [`Store::watch`](crate::Store::watch) returns, and [`Store::wait`](crate::Store::wait).
 //!
 //! A watcher keeps a position: the last event it has passed on (or skipped
 //! because the filter left it out). It reads the events after it in
@@ -32,7 +32,8 @@ use lf_handoff_domain::interactive_handoff::{
 };
 
 use crate::error::{StoreError, StoreResult, UnavailableKind};
-use crate::store::Store;
+use crate::local::Local;
+use crate::registry::Registry;
 
 /// How long a watcher or a waiter sleeps at most without a change signal
 /// before it reads again: the bound on what a lost signal can cost.
@@ -41,10 +42,10 @@ pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
 /// How long a wait pauses between reads while its server is unreachable.
 const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
 
-/// How soon a watcher reads again when events may be held back behind a
-/// running writer; the pause doubles up to [`HELD_BACK_LONGEST`].
-const HELD_BACK_FIRST: Duration = Duration::from_millis(10);
-const HELD_BACK_LONGEST: Duration = Duration::from_millis(200);
+/// How soon a watcher reads again when events are pending
+/// ([`EventBatch::pending`]); the pause doubles up to [`PENDING_LONGEST`].
+const PENDING_FIRST: Duration = Duration::from_millis(10);
+const PENDING_LONGEST: Duration = Duration::from_millis(200);
 
 /// How many events one read of a watcher takes at most.
 const WATCH_BATCH: usize = 256;
@@ -86,11 +87,12 @@ pub trait EventLog: Debug + Send + Sync + 'static {
 pub struct EventBatch {
     /// The final events, in position order.
     pub events: Vec<HandoffEvent>,
-    /// Whether committed events may be held back behind a writer still
-    /// running (PostgreSQL): that writer may end without a change signal
-    /// (it failed, or it only removed events), so a watcher reads again
-    /// soon rather than sleeping on the signal.
-    pub held_back: bool,
+    /// Whether more events may become readable soon without a change
+    /// signal: events are stored after the batch that are not final yet,
+    /// because a write still in progress may commit an event before them
+    /// (or end without signalling). A watcher that read none reads again
+    /// shortly rather than sleeping on the signal.
+    pub pending: bool,
 }
 
 /// One subscription to a backend's change signal.
@@ -126,7 +128,7 @@ pub enum WatchFrom {
     Now,
 }
 
-/// How [`Store::wait`] ended.
+/// How [`Store::wait`](crate::Store::wait) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waited {
     /// The handoff is terminal (finished, or expired by this wait or
@@ -137,35 +139,39 @@ pub enum Waited {
 }
 
 /// A stream of history events in position order, then live (C16), from
-/// [`Store::watch`]. Call [`next`](Self::next) for each event.
+/// [`Store::watch`](crate::Store::watch). Call [`next`](Self::next) for
+/// each event.
+#[derive(Debug)]
 pub struct Watcher {
-    store: Store,
-    log: Arc<dyn EventLog>,
-    /// Subscribed the first time the watcher has to sleep (then it reads
-    /// once more before it sleeps), so a watcher that only catches up
-    /// never holds the backend's signal.
-    changes: Option<Box<dyn Changes>>,
-    filter: WatchFilter,
-    position: u64,
-    ready: VecDeque<HandoffEvent>,
-    parents: HashMap<InteractiveHandoffId, bool>,
+    stream: Box<dyn EventStream>,
 }
 
-impl Debug for Watcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watcher")
-            .field("position", &self.position)
-            .field("filter", &self.filter)
-            .field("log", &self.log)
-            .finish_non_exhaustive()
-    }
+/// What a [`Watcher`] reads from: a registry's events in position order,
+/// then live. A registry implements it for [`Registry::watch`].
+#[async_trait]
+pub trait EventStream: Debug + Send {
+    /// The position to resume from: the last event passed on or left out.
+    fn position(&self) -> u64;
+
+    /// The next event that passes the stream's filter, or `None` when
+    /// `within` passes first.
+    ///
+    /// # Errors
+    /// `Unavailable` when the registry fails or goes away; a new stream
+    /// can start from [`position`](Self::position).
+    async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>>;
 }
 
 impl Watcher {
+    /// A watcher reading `stream`.
+    pub fn new(stream: Box<dyn EventStream>) -> Self {
+        Self { stream }
+    }
+
     /// The position to resume from: the last event this watcher passed on
     /// or left out.
     pub fn position(&self) -> u64 {
-        self.position
+        self.stream.position()
     }
 
     /// The next event that passes the filter, waiting as long as it takes.
@@ -175,7 +181,7 @@ impl Watcher {
     /// started again from [`position`](Self::position).
     pub async fn next(&mut self) -> StoreResult<HandoffEvent> {
         loop {
-            if let Some(event) = self.next_within(SAFETY_RECHECK).await? {
+            if let Some(event) = self.stream.next_within(SAFETY_RECHECK).await? {
                 return Ok(event);
             }
         }
@@ -187,8 +193,44 @@ impl Watcher {
     /// # Errors
     /// As [`next`](Self::next).
     pub async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
+        self.stream.next_within(within).await
+    }
+}
+
+/// The watcher of a local registry: it reads its backend's [`EventLog`]
+/// and sleeps on the backend's change signal.
+struct LogWatcher {
+    store: Local,
+    log: Arc<dyn EventLog>,
+    /// Subscribed the first time the watcher has to sleep (then it reads
+    /// once more before it sleeps), so a watcher that only catches up
+    /// never holds the backend's signal.
+    changes: Option<Box<dyn Changes>>,
+    filter: WatchFilter,
+    position: u64,
+    ready: VecDeque<HandoffEvent>,
+    parents: HashMap<InteractiveHandoffId, bool>,
+}
+
+impl Debug for LogWatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogWatcher")
+            .field("position", &self.position)
+            .field("filter", &self.filter)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl EventStream for LogWatcher {
+    fn position(&self) -> u64 {
+        self.position
+    }
+
+    async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
         let until = Instant::now() + within;
-        let mut held_pause = HELD_BACK_FIRST;
+        let mut pending_pause = PENDING_FIRST;
         loop {
             // Looked at before it is taken: a failed filter lookup leaves
             // the event (and the position) for the next call.
@@ -227,9 +269,9 @@ impl Watcher {
                 return Ok(None);
             }
             let mut nap = left.min(SAFETY_RECHECK);
-            if batch.held_back {
-                nap = nap.min(held_pause);
-                held_pause = (held_pause * 2).min(HELD_BACK_LONGEST);
+            if batch.pending {
+                nap = nap.min(pending_pause);
+                pending_pause = (pending_pause * 2).min(PENDING_LONGEST);
             }
             match &mut self.changes {
                 Some(changes) => {
@@ -241,7 +283,9 @@ impl Watcher {
             }
         }
     }
+}
 
+impl LogWatcher {
     async fn passes(&mut self, event: &HandoffEvent) -> StoreResult<bool> {
         if self
             .filter
@@ -270,7 +314,7 @@ impl Watcher {
     }
 }
 
-impl Store {
+impl Local {
     /// Every event that passes `filter` from `from` on, in position order,
     /// then each new one as it commits (C16).
     ///
@@ -289,7 +333,7 @@ impl Store {
                 .await?
             }
         };
-        Ok(Watcher {
+        Ok(Watcher::new(Box::new(LogWatcher {
             store: self.clone(),
             log,
             changes: None,
@@ -297,7 +341,7 @@ impl Store {
             position,
             ready: VecDeque::new(),
             parents: HashMap::new(),
-        })
+        })))
     }
 
     /// Waits until handoff `id` is terminal, at most `timeout` when given,

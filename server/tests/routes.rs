@@ -106,7 +106,7 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
         wave
     );
 
-    let project = fixtures::project(wave.id());
+    let project = fixtures::fresh_project(wave.id());
     let reply = served
         .post(
             "/v1/projects",
@@ -122,7 +122,7 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
         serde_json::from_value(documented(RouteId::GetProject, &reply)).unwrap();
     assert_eq!(stored.id, project.id);
 
-    let (task, pr) = fixtures::task(&project, served.dir.path());
+    let (task, pr) = fixtures::fresh_task(&project, served.dir.path());
     let reply = served
         .post("/v1/tasks", agent, &json!({"task": task, "pr": pr}))
         .await;

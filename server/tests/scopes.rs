@@ -48,10 +48,10 @@ fn request(served: &Served, route: &Route, ids: &Ids) -> (String, Option<(&'stat
             serde_json::to_value(Wave::new(WaveId::new(), "w".into(), "/r".into())).unwrap(),
         ),
         RouteId::CreateProject => {
-            json_body(serde_json::to_value(fixtures::project(ids.wave.id())).unwrap())
+            json_body(serde_json::to_value(fixtures::fresh_project(ids.wave.id())).unwrap())
         }
         RouteId::CreateTask => {
-            let (task, pr) = fixtures::task(&ids.project_session, served.dir.path());
+            let (task, pr) = fixtures::fresh_task(&ids.project_session, served.dir.path());
             json_body(json!({"task": task, "pr": pr}))
         }
         RouteId::RecordWaveBody | RouteId::RecordProjectBody | RouteId::RecordTaskBody => {
@@ -105,7 +105,7 @@ async fn call(served: &Served, route: &Route, ids: &Ids, token: Option<&str>) ->
 async fn setup(served: &Served) -> Ids {
     let opened = served.open(json!({})).await;
     let wave = served.wave().await;
-    let project = fixtures::project(wave.id());
+    let project = fixtures::fresh_project(wave.id());
     let reply = served
         .post(
             "/v1/projects",
@@ -114,7 +114,7 @@ async fn setup(served: &Served) -> Ids {
         )
         .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
-    let (task, pr) = fixtures::task(&project, served.dir.path());
+    let (task, pr) = fixtures::fresh_task(&project, served.dir.path());
     let reply = served
         .post("/v1/tasks", &served.agent, &json!({"task": task, "pr": pr}))
         .await;

@@ -138,6 +138,19 @@ pub fn parse_duration(text: &str) -> StoreResult<Duration> {
     read_duration(text).map_err(|e| invalid(e.to_string()))
 }
 
+/// The option `name`'s `value`, a whole number of at least 1.
+pub(crate) fn at_least_one(name: &str, value: &str) -> StoreResult<u32> {
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| {
+            invalid(format!(
+                "{name} must be a whole number of at least 1, got {value:?}"
+            ))
+        })
+}
+
 /// The error of a store URL or option that can never work.
 pub(crate) fn invalid(message: String) -> StoreError {
     StoreError::InvalidInput(message)

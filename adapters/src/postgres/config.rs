@@ -18,7 +18,7 @@ use std::time::Duration;
 use lf_handoff_application::StoreResult;
 use sqlx::postgres::PgConnectOptions;
 
-use crate::config::text::{decode_option, invalid, parse_duration, split_query};
+use crate::config::text::{at_least_one, decode_option, invalid, parse_duration, split_query};
 
 /// The schema that holds the tables when the URL names none.
 pub const DEFAULT_POSTGRES_SCHEMA: &str = "lf_handoff";
@@ -150,17 +150,7 @@ impl PostgresConfig {
                 check_schema(value)?;
                 self.schema = value.to_string();
             }
-            "pool_size" => {
-                self.pool_size = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|size| *size >= 1)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "pool_size must be a whole number of at least 1, got {value:?}"
-                        ))
-                    })?;
-            }
+            "pool_size" => self.pool_size = at_least_one(key, value)?,
             "acquire_timeout" => {
                 let timeout = parse_duration(value)?;
                 if timeout.is_zero() {
@@ -401,7 +391,7 @@ mod tests {
 
     #[test]
     fn tls_failures_are_told_apart_by_what_a_person_can_do() {
-        use super::super::{tls_failure, TlsFailure};
+        use crate::postgres::error::{tls_failure, TlsFailure};
         assert_eq!(
             tls_failure(
                 "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; \

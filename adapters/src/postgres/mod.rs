@@ -1,9 +1,12 @@
 //! The PostgreSQL backend: one registry on a server that several machines
 //! share.
 //!
-//! It reuses the shared SQL repository ([`crate::sql`]) unchanged: this
-//! module only connects, migrates and maps errors. Every port method is the
-//! same statement as on SQLite.
+//! It reuses the shared SQL repository ([`crate::sql`]) and gives it its
+//! [`Dialect`](crate::sql::Dialect) (`dialect.rs`: a write and its event in
+//! one statement, a prune batch in one, the events a watcher may read);
+//! this file connects and migrates. `config.rs` holds the settings and
+//! their URL form, `error.rs` the mapping of every error, `watch.rs` the
+//! change signal.
 //!
 //! - **Concurrency:** every write is one autocommit statement (or, for a
 //!   task and its first PR, one transaction). A transition is `UPDATE ...
@@ -48,25 +51,26 @@
 //!   except that `verify-ca` checks the host name too (a limit of sqlx
 //!   0.8.6, see docs/POSTGRES.md). Certificate files are checked when the
 //!   URL is read; a failed handshake's message says which remedy applies.
-//! - **Errors:** every sqlx error is mapped in one place (`map_error`)
-//!   into an `Unavailable` whose message names the server (host and port,
+//! - **Errors:** every sqlx error is mapped in one place (`error.rs`: a
+//!   table of SQLSTATEs, then the driver's own errors) into an
+//!   `Unavailable` whose message names the server (host and port,
 //!   database, schema) and says what to do. No message holds the password.
 
 mod config;
+pub(crate) mod dialect;
+mod error;
+mod watch;
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::changes::{ChangeSource, Notifier};
-use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
-use crate::sql::schema::{postgres_statements_after, UniqueIndex, LATEST_VERSION};
-use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
+use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::{Engine, RowsAffected};
 
 pub use config::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
@@ -80,6 +84,45 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
 /// How long a migration's DDL waits for a table another session holds.
 const DDL_LOCK_TIMEOUT: &str = "5s";
+
+/// The type of an event's position in PostgreSQL's DDL: the writing
+/// transaction's id times 2^20 (C16).
+/// Concurrent writers commit in any order, but a transaction that has
+/// ended can add no event, so a watcher reads only below the oldest
+/// transaction still writing (`dialect::EVENT_HORIZON`) and never misses
+/// one. A write appends one event per transaction; an import, which
+/// appends many, gives each its position explicitly (below its own).
+const POSITION: &str = "BIGINT PRIMARY KEY DEFAULT (pg_current_xact_id()::text::bigint * 1048576)";
+
+/// PostgreSQL's own statements of migration 3, after the shared ones:
+/// the sessions that watch (C16), so a write notifies only while someone
+/// listens (a notification makes concurrent commits take turns); the
+/// trigger that sends it, in the writing transaction; and the last
+/// position an import was given, which the store's export gives again.
+const MIGRATION_3: &[&str] = &[
+    "CREATE TABLE handoff_watchers (pid INTEGER PRIMARY KEY)",
+    "CREATE TABLE handoff_position_floor (floor BIGINT NOT NULL)",
+    "CREATE FUNCTION handoff_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+     BEGIN
+         IF EXISTS (SELECT 1 FROM handoff_watchers) THEN
+             PERFORM pg_notify('lf_handoff_events', '');
+         END IF;
+         RETURN NULL;
+     END
+     $$",
+    // The function finds `handoff_watchers` in the store's schema
+    // whatever the writing session's search path (the migration runs with
+    // it set to the store's schema).
+    "ALTER FUNCTION handoff_events_notify() SET search_path FROM CURRENT",
+    "CREATE TRIGGER handoff_events_notify AFTER INSERT ON handoff_events
+        FOR EACH STATEMENT EXECUTE FUNCTION handoff_events_notify()",
+];
+
+/// The statements that bring a store at `version` to the latest schema:
+/// the shared migrations, with PostgreSQL's own after migration 3's.
+pub(crate) fn migrations_after(version: i64) -> impl Iterator<Item = String> {
+    statements_after(version, POSITION, &[&[], &[], MIGRATION_3])
+}
 
 /// The PostgreSQL engine: a few connections to one schema of one database.
 pub(crate) type PostgresEngine = Engine<Server>;
@@ -163,15 +206,16 @@ impl Server {
             return Ok(());
         }
         let mut tx = conn.begin().await.map_err(|e| self.unavailable(e))?;
-        for statement in [
-            format!("SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'"),
-            format!("SET LOCAL search_path TO \"{}\"", self.schema),
-        ] {
-            sqlx::query(&statement)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| self.unavailable(e))?;
-        }
+        self.run(
+            &mut tx,
+            &format!("SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT}'"),
+        )
+        .await?;
+        self.run(
+            &mut tx,
+            &format!("SET LOCAL search_path TO \"{}\"", self.schema),
+        )
+        .await?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
             .bind(migration_lock_key(&self.schema))
             .execute(&mut *tx)
@@ -186,32 +230,35 @@ impl Server {
             } => return tx.commit().await.map_err(|e| self.unavailable(e)),
             SchemaState::Store { version } => version,
             SchemaState::Fresh { schema_exists } => {
-                let mut statements = Vec::new();
                 if !schema_exists {
-                    statements.push(format!("CREATE SCHEMA \"{}\"", self.schema));
+                    self.run(&mut tx, &format!("CREATE SCHEMA \"{}\"", self.schema))
+                        .await?;
                 }
-                statements.push(format!(
+                let meta = format!(
                     "CREATE TABLE \"{}\".lf_handoff_meta (name TEXT PRIMARY KEY, value BIGINT \
                      NOT NULL)",
                     self.schema
-                ));
-                for statement in statements {
-                    sqlx::query(&statement)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| self.unavailable(e))?;
-                }
+                );
+                self.run(&mut tx, &meta).await?;
                 0
             }
         };
-        // The migration's DDL waits for its tables' locks, and while it
-        // waits every read and write of the store queues behind it: wait
-        // briefly, and say who to look for when another session holds them.
-        sqlx::query(&format!("SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
-        for statement in postgres_statements_after(version) {
+        self.upgrade(&mut tx, version).await?;
+        tx.commit().await.map_err(|e| self.unavailable(e))
+    }
+
+    /// Runs the migrations after `version` in `tx` and records the latest
+    /// version. The migration's DDL waits for its tables' locks, and while
+    /// it waits every read and write of the store queues behind it: it
+    /// waits briefly, and says who to look for when another session holds
+    /// them.
+    async fn upgrade(&self, tx: &mut PgConnection, version: i64) -> StoreResult<()> {
+        self.run(
+            tx,
+            &format!("SET LOCAL lock_timeout = '{DDL_LOCK_TIMEOUT}'"),
+        )
+        .await?;
+        for statement in migrations_after(version) {
             sqlx::query(&statement)
                 .execute(&mut *tx)
                 .await
@@ -239,7 +286,16 @@ impl Server {
         .execute(&mut *tx)
         .await
         .map_err(|e| self.unavailable(e))?;
-        tx.commit().await.map_err(|e| self.unavailable(e))
+        Ok(())
+    }
+
+    /// Executes `sql` (no parameters) on `conn`.
+    async fn run(&self, conn: &mut PgConnection, sql: &str) -> StoreResult<()> {
+        sqlx::query(sql)
+            .execute(&mut *conn)
+            .await
+            .map(drop)
+            .map_err(|e| self.unavailable(e))
     }
 
     /// Reads what the schema holds, without writing anything.
@@ -296,418 +352,12 @@ impl Server {
             ))),
         }
     }
-
-    fn no_answer(&self) -> StoreError {
-        StoreError::unavailable(
-            UnavailableKind::Unreachable,
-            format!(
-                "cannot reach PostgreSQL at {}: no answer within {:?}; check that the server is \
-                 running and that this machine can reach that host and port (acquire_timeout in \
-                 the store URL sets how long to wait)",
-                self.address, self.acquire_timeout
-            ),
-        )
-    }
-
-    fn unavailable(&self, error: sqlx::Error) -> StoreError {
-        match self.map_error(error) {
-            EngineError::Failed(error) => error,
-            EngineError::Unique { detail, .. } => StoreError::damaged(format!(
-                "{self}: unexpected unique constraint violation: {detail}"
-            )),
-        }
-    }
-}
-
-/// The first event position that may not be final (C16): the oldest
-/// transaction still running that holds a lock on `handoff_events` (every
-/// writer of an event locks the table before it is given its transaction
-/// id, and an import locks it first of all), or, when none does, the next
-/// transaction id, times 2^20. An event's
-/// position is its writer's transaction id times that, plus its number in
-/// the transaction (`schema::POSTGRES_POSITION`), so every event below
-/// the horizon was written by a transaction that has ended: a later
-/// statement sees all of them that committed, and no other can come. The
-/// lock table names a transaction by its 32-bit id; it is matched to the
-/// 64-bit one of the snapshot's running transactions (the statement's
-/// snapshot, taken before the lock table is read; the lock table is read
-/// once). A transaction that takes its id before it touches
-/// `handoff_events` (none of lf-handoff's writes does; a person's `BEGIN`
-/// in psql might) is not seen as a writer until it does.
-const EVENT_HORIZON: &str = "WITH locks AS MATERIALIZED (\
-      SELECT locktype, database, relation, transactionid, mode, granted, pid FROM pg_locks), \
-    snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s) \
-    SELECT COALESCE(\
-      (SELECT MIN(x::text::bigint) FROM snap, pg_snapshot_xip(snap.s) AS x \
-       WHERE x::text::bigint % 4294967296 IN (\
-         SELECT t.transactionid::text::bigint FROM locks r JOIN locks t ON t.pid = r.pid \
-         WHERE r.locktype = 'relation' AND r.relation = to_regclass('handoff_events') \
-           AND r.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-           AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted)), \
-      (SELECT pg_snapshot_xmax(s)::text::bigint FROM snap)) * 1048576 AS n";
-
-/// The channel a write's notification goes to (C16).
-pub(crate) const CHANNEL: &str = "lf_handoff_events";
-
-/// Makes this session a watcher, so writes notify (the trigger of
-/// `handoff_events` sends a notification only while someone watches),
-/// and forgets the watchers whose sessions ended.
-const REGISTER: [&str; 2] = [
-    "DELETE FROM handoff_watchers w \
-     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid)",
-    "INSERT INTO handoff_watchers (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING",
-];
-
-/// Ends the watch of session `$1`.
-const UNREGISTER: &str = "DELETE FROM handoff_watchers WHERE pid = $1";
-
-/// PostgreSQL's change signal (C16): `LISTEN` on a connection of its own,
-/// registered in `handoff_watchers` so writes send their notification (in
-/// the writing transaction, by a trigger). A write whose statement began
-/// before the registration committed does not notify; it ends within
-/// moments, so the feed wakes its watchers again [`LATE_WAKES`] after
-/// each registration. A lost connection is made again, with a wake, so
-/// the watchers catch up; while the server is unreachable the feed keeps
-/// trying, and the watchers' own reads report it.
-#[derive(Debug)]
-struct Notifications {
-    options: PgConnectOptions,
-    server: String,
-}
-
-/// When, after a registration, the feed wakes its watchers again.
-const LATE_WAKES: [Duration; 2] = [Duration::from_millis(100), Duration::from_secs(1)];
-
-impl Notifications {
-    /// One session: listens and registers, then passes notifications on
-    /// until nobody watches (`Ok`) or the connection fails (`Err`). The
-    /// listener runs on a task of its own, never interrupted while it
-    /// reads (a read cut short would leave the connection mid-message);
-    /// it is stopped, and its session unregistered, when nobody watches.
-    async fn session(&self, out: &Arc<Notifier>) -> Result<(), sqlx::Error> {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect_lazy_with(self.options.clone());
-        let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-        listener.listen(CHANNEL).await?;
-        for statement in REGISTER {
-            sqlx::query(statement).execute(&mut listener).await?;
-        }
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut listener)
-            .await?;
-        out.bump();
-        let server = self.server.clone();
-        let forward = out.clone();
-        let mut listening = tokio::spawn(async move {
-            loop {
-                match listener.try_recv().await {
-                    Ok(Some(_)) => forward.bump(),
-                    Ok(None) => {
-                        return Err(sqlx::Error::Protocol(format!(
-                            "the watch connection to {server} was lost"
-                        )))
-                    }
-                    Err(error) => return Err(error),
-                }
-            }
-        });
-        let started = tokio::time::Instant::now();
-        let mut late: Vec<tokio::time::Instant> = LATE_WAKES
-            .iter()
-            .rev()
-            .map(|after| started + *after)
-            .collect();
-        loop {
-            let tick = late
-                .last()
-                .copied()
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
-            tokio::select! {
-                ended = &mut listening => {
-                    return match ended {
-                        Ok(result) => result,
-                        Err(join) => Err(sqlx::Error::Protocol(format!("the watch task failed: {join}"))),
-                    };
-                }
-                () = tokio::time::sleep_until(tick) => {
-                    if late.last().is_some_and(|at| *at <= tokio::time::Instant::now()) {
-                        late.pop();
-                        out.bump();
-                    }
-                    if !out.wanted() {
-                        listening.abort();
-                        sqlx::query(UNREGISTER).bind(pid).execute(&pool).await?;
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ChangeSource for Notifications {
-    async fn run(&self, out: &Arc<Notifier>) {
-        let mut pause = Duration::from_millis(50);
-        while out.wanted() {
-            match self.session(out).await {
-                Ok(()) => return,
-                Err(error) => {
-                    tracing::debug!("watching {}: {error}; connecting again", self.server);
-                    // Whatever came meanwhile is read after the pause.
-                    tokio::time::sleep(pause).await;
-                    out.bump();
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-            }
-        }
-    }
-}
-
-/// PostgreSQL's dialect: the server, which every message names.
-impl Dialect for Server {
-    type Db = sqlx::Postgres;
-
-    /// READ COMMITTED: a writer that finds a row another transaction
-    /// changed waits for it, then re-checks its condition on the new row.
-    const BEGIN_WRITE: &'static str = "BEGIN";
-    const DATA_MODIFYING_CTE: bool = true;
-    const ARCHIVE: ArchiveDialect = archive::POSTGRES;
-
-    fn store_name(&self) -> String {
-        self.to_string()
-    }
-
-    const PINS_INDEXES: bool = false;
-
-    const EVENT_HORIZON: Option<&'static str> = Some(EVENT_HORIZON);
-
-    fn change_source(&self, options: &PgConnectOptions) -> Arc<dyn ChangeSource> {
-        Arc::new(Notifications {
-            options: options.clone(),
-            server: self.to_string(),
-        })
-    }
-
-    /// Maps one sqlx error to what the shared repository understands: a
-    /// unique violation, or an actionable `Unavailable`.
-    fn map_error(&self, error: sqlx::Error) -> EngineError {
-        let address = &self.address;
-        if let sqlx::Error::Database(db) = &error {
-            if db.is_unique_violation() {
-                // PostgreSQL names the violated index as the constraint.
-                return EngineError::Unique {
-                    index: db.constraint().and_then(UniqueIndex::named),
-                    detail: db.message().to_string(),
-                };
-            }
-            let code = db.code().map(|code| code.into_owned()).unwrap_or_default();
-            let detail = db.message();
-            let (kind, message) = match code.as_str() {
-                "28P01" | "28000" => (
-                    UnavailableKind::Refused,
-                    format!(
-                        "PostgreSQL at {address} refused user {} ({detail}); check the user and \
-                     password in the store URL and the server's pg_hba.conf",
-                        self.user
-                    ),
-                ),
-                "3D000" => (
-                    UnavailableKind::Refused,
-                    format!(
-                        "database {} does not exist on PostgreSQL at {address}; create it \
-                     (createdb {}) or name another database in the store URL",
-                        self.database, self.database
-                    ),
-                ),
-                "53300" => (
-                    UnavailableKind::Unreachable,
-                    format!(
-                        "PostgreSQL at {address} has no free connections ({detail}); lower \
-                     pool_size in the store URL or raise the server's max_connections"
-                    ),
-                ),
-                // Terminated by an administrator (57P01), a crash of
-                // another session (57P02), starting up or shutting down
-                // (57P03), an idle session closed by the server (57P05):
-                // a later attempt on a new connection may pass.
-                "57P01" | "57P02" | "57P03" | "57P05" => (
-                    UnavailableKind::Unreachable,
-                    format!(
-                        "PostgreSQL at {address} ended the session or is restarting ({detail}); \
-                     retry once it is up"
-                    ),
-                ),
-                "42501" => (
-                    UnavailableKind::PermissionDenied,
-                    format!(
-                        "{self}: permission denied ({detail}); grant user {} CREATE on the \
-                     database (or have an administrator create schema {} for it) and USAGE on \
-                     the schema",
-                        self.user, self.schema
-                    ),
-                ),
-                "42P01" | "3F000" => (
-                    UnavailableKind::Damaged,
-                    format!(
-                    "{self}: the store's tables are missing ({detail}); the schema was dropped \
-                     while in use. Open the store again to recreate it"
-                ),
-                ),
-                "55P03" => (
-                    UnavailableKind::Locked,
-                    format!(
-                        "{self}: another process held the store's migration lock for over \
-                     {MIGRATION_LOCK_TIMEOUT} ({detail}); retry, and check for a stuck process"
-                    ),
-                ),
-                "25006" => (
-                    UnavailableKind::PermissionDenied,
-                    format!(
-                        "{self} is read-only ({detail}); point the store URL at the primary server"
-                    ),
-                ),
-                "53100" => (
-                    UnavailableKind::DiskFull,
-                    format!("{self}: the server's disk is full ({detail})"),
-                ),
-                code if code.starts_with("08") => (
-                    UnavailableKind::Unreachable,
-                    format!("lost the connection to PostgreSQL at {address}: {detail}"),
-                ),
-                code => (
-                    UnavailableKind::Other,
-                    format!("{self}: PostgreSQL error {code}: {detail}"),
-                ),
-            };
-            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
-        }
-        let (kind, message) = match &error {
-            sqlx::Error::PoolTimedOut => (
-                UnavailableKind::Unreachable,
-                format!(
-                    "no connection to PostgreSQL at {address} within {:?}: the server is down, \
-                 unreachable or out of connections (max_connections), or all {} pooled \
-                 connections stayed busy; check the server, or raise acquire_timeout or \
-                 pool_size in the store URL",
-                    self.acquire_timeout, self.pool_size
-                ),
-            ),
-            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => (
-                UnavailableKind::Unreachable,
-                format!(
-                "cannot connect to PostgreSQL at {address}: connection refused; check that the \
-                 server is running and listening on that host and port"
-            ),
-            ),
-            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => (
-                UnavailableKind::Unreachable,
-                format!(
-                "{address} closed the connection unexpectedly ({io}); check that the store URL's \
-                 host and port name a PostgreSQL server and that it is up"
-            ),
-            ),
-            sqlx::Error::Io(io) => match tls_failure(&io.to_string()) {
-                Some(TlsFailure::HostName) => (
-                    UnavailableKind::Refused,
-                    format!(
-                        "PostgreSQL at {address} presented a TLS certificate that does not name \
-                     that host ({io}); connect by a name the certificate lists, or use \
-                     sslmode=require (encrypted, the certificate not checked). With this build \
-                     sslmode=verify-ca checks the name too, as verify-full does"
-                    ),
-                ),
-                Some(TlsFailure::UnknownIssuer) => (
-                    UnavailableKind::Refused,
-                    format!(
-                        "PostgreSQL at {address} presented a TLS certificate that no trusted \
-                     authority signed ({io}); name the certificate of the authority that \
-                     signed it with sslrootcert=/path/to/ca.pem in the store URL, or install \
-                     it in the system's certificate store"
-                    ),
-                ),
-                Some(TlsFailure::Other) => (
-                    UnavailableKind::Refused,
-                    format!(
-                        "TLS with PostgreSQL at {address} failed ({io}); check sslmode and the \
-                     certificate options in the store URL"
-                    ),
-                ),
-                None => (
-                    UnavailableKind::Unreachable,
-                    format!("cannot talk to PostgreSQL at {address}: {io}"),
-                ),
-            },
-            sqlx::Error::Tls(tls) if tls.to_string().contains("does not support TLS") => (
-                UnavailableKind::Refused,
-                format!(
-                    "PostgreSQL at {address} does not offer TLS, but the store URL asks for it \
-                 (sslmode=require, verify-ca or verify-full); turn ssl on in the server's \
-                 postgresql.conf, or use sslmode=prefer or disable"
-                ),
-            ),
-            sqlx::Error::Tls(tls) => (
-                UnavailableKind::Refused,
-                format!(
-                    "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
-                 certificate options (sslrootcert, sslcert, sslkey) in the store URL"
-                ),
-            ),
-            sqlx::Error::Protocol(detail) => (
-                UnavailableKind::Refused,
-                format!(
-                "{address} does not answer like a PostgreSQL server ({detail}); check the host \
-                 and port in the store URL"
-            ),
-            ),
-            sqlx::Error::ColumnDecode { .. }
-            | sqlx::Error::ColumnNotFound(_)
-            | sqlx::Error::ColumnIndexOutOfBounds { .. }
-            | sqlx::Error::Decode(_) => (
-                UnavailableKind::Damaged,
-                format!(
-                    "{self}: a stored value is unreadable ({error}); the store may be damaged or \
-                 changed by another program"
-                ),
-            ),
-            other => (UnavailableKind::Other, format!("{self}: {other}")),
-        };
-        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
-    }
 }
 
 impl RowsAffected for PgQueryResult {
     fn rows_affected(&self) -> u64 {
         PgQueryResult::rows_affected(self)
     }
-}
-
-/// Why a TLS handshake failed, as far as a person can act on it.
-#[derive(Debug, PartialEq, Eq)]
-enum TlsFailure {
-    /// The certificate is valid but names another host.
-    HostName,
-    /// No trusted authority signed the certificate.
-    UnknownIssuer,
-    /// Anything else the TLS library refused.
-    Other,
-}
-
-/// Reads a TLS failure out of an I/O error's text (the driver wraps the TLS
-/// library's error in an I/O error, so its type is not reachable here);
-/// `None` for an I/O error that is not about TLS.
-fn tls_failure(io_error: &str) -> Option<TlsFailure> {
-    if !io_error.contains("peer certificate") && !io_error.contains("TLS") {
-        return None;
-    }
-    Some(if io_error.contains("not valid for name") {
-        TlsFailure::HostName
-    } else if io_error.contains("UnknownIssuer") {
-        TlsFailure::UnknownIssuer
-    } else {
-        TlsFailure::Other
-    })
 }
 
 impl fmt::Display for Server {

@@ -135,7 +135,7 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
     // Parent keys are references (`project:ps_...`, `task:ts_...`,
     // `wave:wv_...`): the kinds sort as their id prefixes do, so this is
     // the order by id.
-    for entry in shared.parents.iter() {
+    for entry in shared.trees.parents.iter() {
         let (key, bytes) = entry.map_err(engine)?;
         let reference = std::str::from_utf8(&key)
             .ok()
@@ -145,7 +145,7 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
             &reference, &bytes,
         )?)))?;
     }
-    for entry in shared.task_prs.iter() {
+    for entry in shared.trees.task_prs.iter() {
         let (key, bytes) = entry.map_err(engine)?;
         let id = std::str::from_utf8(&key).map_err(|_| malformed(keys::TASK_PRS, &key))?;
         send(Exported::Record(ArchiveRecord::TaskPr(record::task_pr(
@@ -153,10 +153,11 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
         )?)))?;
     }
     let mut handoffs = 0usize;
-    for entry in shared.by_created.iter() {
+    for entry in shared.trees.by_created.iter() {
         let (key, _) = entry.map_err(engine)?;
         let id = keys::id_in_index(keys::BY_CREATED, &key, 0)?;
         let bytes = shared
+            .trees
             .handoffs
             .get(keys::handoff(&id))
             .map_err(engine)?
@@ -172,7 +173,7 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
         handoffs += 1;
     }
     // Nothing left out: every stored handoff was listed.
-    let stored = shared.handoffs.len();
+    let stored = shared.trees.handoffs.len();
     if stored != handoffs {
         return Err(StoreError::damaged(format!(
             "{} stores {stored} handoffs, but its index {} lists {handoffs}; the store may be \
@@ -181,7 +182,7 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
             String::from_utf8_lossy(keys::BY_CREATED)
         )));
     }
-    for entry in shared.events.iter() {
+    for entry in shared.trees.events.iter() {
         let (key, bytes) = entry.map_err(engine)?;
         let position = <[u8; 8]>::try_from(key.as_ref())
             .map(u64::from_be_bytes)
@@ -196,7 +197,12 @@ fn read_all(shared: &Shared, out: &mpsc::Sender<Exported>) -> StoreResult<()> {
 
 /// The counter at `key` of `handoff_counters`; 0 when absent.
 fn counter(shared: &Shared, key: &[u8], what: &dyn std::fmt::Display) -> StoreResult<u64> {
-    match shared.counters.get(key).map_err(|e| shared.engine(e))? {
+    match shared
+        .trees
+        .counters
+        .get(key)
+        .map_err(|e| shared.engine(e))?
+    {
         Some(bytes) => record::counter(what, &bytes),
         None => Ok(0),
     }
@@ -210,28 +216,6 @@ fn malformed(tree: &[u8], key: &[u8]) -> StoreError {
     ))
 }
 
-/// Every tree of the store.
-fn trees(shared: &Shared) -> [&::sled::Tree; 15] {
-    [
-        &shared.handoffs,
-        &shared.by_created,
-        &shared.by_parent,
-        &shared.active,
-        &shared.slots,
-        &shared.steps,
-        &shared.parents,
-        &shared.task_prs,
-        &shared.due,
-        &shared.by_status,
-        &shared.by_home,
-        &shared.prunable,
-        &shared.events,
-        &shared.history,
-        // Last: it holds the import's marker.
-        &shared.counters,
-    ]
-}
-
 /// Loads the records `items` brings into the empty store, with no other
 /// write running; see the module doc.
 fn load_all(
@@ -239,17 +223,22 @@ fn load_all(
     mut items: mpsc::Receiver<ArchiveItem>,
 ) -> StoreResult<ArchiveSummary> {
     shared.exclusive(|| {
-        if !trees(shared).iter().all(|tree| tree.is_empty()) {
+        if !shared.trees.all().iter().all(|tree| tree.is_empty()) {
             return Ok(Err(not_empty(&shared.dir.display())));
         }
         let engine = |e| shared.engine(e);
         shared
+            .trees
             .counters
             .insert(keys::IMPORTING, &b"in progress"[..])
             .map_err(engine)?;
         shared.make_durable()?;
         let loaded = load(shared, &mut items).and_then(|summary| {
-            shared.counters.remove(keys::IMPORTING).map_err(engine)?;
+            shared
+                .trees
+                .counters
+                .remove(keys::IMPORTING)
+                .map_err(engine)?;
             shared.make_durable()?;
             Ok(summary)
         });
@@ -275,7 +264,8 @@ fn load_all(
 
 /// Empties every tree, the marker last, and syncs.
 fn empty_again(shared: &Shared) -> StoreResult<()> {
-    for tree in trees(shared) {
+    // The counters last: they hold the import's marker.
+    for tree in shared.trees.all() {
         tree.clear().map_err(|e| shared.engine(e))?;
     }
     shared.make_durable()
@@ -283,104 +273,79 @@ fn empty_again(shared: &Shared) -> StoreResult<()> {
 
 /// Writes each record `items` brings; at the end, the position counter.
 fn load(shared: &Shared, items: &mut mpsc::Receiver<ArchiveItem>) -> StoreResult<ArchiveSummary> {
-    let engine = |e| shared.engine(e);
     loop {
-        let Some(item) = items.blocking_recv() else {
-            return Err(StoreError::unavailable(
-                UnavailableKind::Other,
-                "the import stopped before the end of its file; the store was emptied again",
-            ));
-        };
-        let record = match item {
-            ArchiveItem::Record(record) => record,
-            ArchiveItem::End(summary) => {
+        match items.blocking_recv() {
+            Some(ArchiveItem::Record(record)) => load_record(shared, record)?,
+            Some(ArchiveItem::End(summary)) => {
                 if summary.last_position > 0 {
                     shared
+                        .trees
                         .counters
                         .insert(keys::POSITION, &keys::event(summary.last_position)[..])
-                        .map_err(engine)?;
+                        .map_err(|e| shared.engine(e))?;
                 }
                 return Ok(summary);
             }
-        };
-        match record {
-            ArchiveRecord::Parent(Versioned { value, version }) => {
-                shared
-                    .parents
-                    .insert(
-                        keys::parent(&value.reference()),
-                        record::encode(version, &value)?,
-                    )
-                    .map_err(engine)?;
-            }
-            ArchiveRecord::TaskPr(pr) => {
-                // A PR never changes: it stays at version 1.
-                shared
-                    .task_prs
-                    .insert(keys::task_pr(pr.id.as_str()), record::encode(1, &pr)?)
-                    .map_err(engine)?;
-            }
-            ArchiveRecord::Handoff { handoff, events } => {
-                let Versioned { value, version } = handoff;
-                let id_key = keys::handoff(&value.id);
-                let index = IndexKeys::of(&value);
-                shared
-                    .handoffs
-                    .insert(id_key.as_slice(), record::encode(version, &value)?)
-                    .map_err(engine)?;
-                shared
-                    .by_created
-                    .insert(index.created.as_slice(), &[][..])
-                    .map_err(engine)?;
-                shared
-                    .by_parent
-                    .insert(index.by_parent, &[][..])
-                    .map_err(engine)?;
-                if let Some(slot) = index.slot {
-                    shared
-                        .active
-                        .insert(index.created, &[][..])
-                        .map_err(engine)?;
-                    shared
-                        .slots
-                        .insert(slot, id_key.as_slice())
-                        .map_err(engine)?;
-                }
-                if let Some(due) = index.due {
-                    shared.due.insert(due, &[][..]).map_err(engine)?;
-                }
-                shared
-                    .by_status
-                    .insert(index.status, &[][..])
-                    .map_err(engine)?;
-                shared.by_home.insert(index.home, &[][..]).map_err(engine)?;
-                if let Some(prunable) = index.prunable {
-                    shared.prunable.insert(prunable, &[][..]).map_err(engine)?;
-                }
-                if let Some(step) = index.step {
-                    shared
-                        .steps
-                        .insert(step, id_key.as_slice())
-                        .map_err(engine)?;
-                }
-                if events > 0 {
-                    shared
-                        .counters
-                        .insert(keys::seq_counter(&value.id), &events.to_be_bytes()[..])
-                        .map_err(engine)?;
-                }
-            }
-            ArchiveRecord::Event(event) => {
-                let position = keys::event(event.position);
-                shared
-                    .history
-                    .insert(keys::history(&event.handoff_id, event.seq), &position[..])
-                    .map_err(engine)?;
-                shared
-                    .events
-                    .insert(&position[..], record::encode_event(&event)?)
-                    .map_err(engine)?;
+            None => {
+                return Err(StoreError::unavailable(
+                    UnavailableKind::Other,
+                    "the import stopped before the end of its file; the store was emptied again",
+                ))
             }
         }
     }
+}
+
+/// Writes one record, with what the store's own writes keep beside it: a
+/// handoff's index entries, step and seq counter; an event's history
+/// entry.
+fn load_record(shared: &Shared, record: ArchiveRecord) -> StoreResult<()> {
+    let trees = &shared.trees;
+    let engine = |e| shared.engine(e);
+    match record {
+        ArchiveRecord::Parent(Versioned { value, version }) => {
+            let key = keys::parent(&value.reference());
+            let stored = record::encode(version, &value)?;
+            trees.parents.insert(key, stored).map_err(engine)?;
+        }
+        ArchiveRecord::TaskPr(pr) => {
+            // A PR never changes: it stays at version 1.
+            let key = keys::task_pr(pr.id.as_str());
+            let stored = record::encode(1, &pr)?;
+            trees.task_prs.insert(key, stored).map_err(engine)?;
+        }
+        ArchiveRecord::Handoff { handoff, events } => {
+            let Versioned { value, version } = handoff;
+            let id_key = keys::handoff(&value.id);
+            let stored = record::encode(version, &value)?;
+            trees
+                .handoffs
+                .insert(id_key.as_slice(), stored)
+                .map_err(engine)?;
+            let index = IndexKeys::of(&value);
+            for (tree, key, entry) in index.entries_in(trees, &id_key) {
+                tree.insert(key, entry).map_err(engine)?;
+            }
+            if let Some(step) = &index.step {
+                let holder = id_key.as_slice();
+                trees
+                    .steps
+                    .insert(step.as_slice(), holder)
+                    .map_err(engine)?;
+            }
+            if events > 0 {
+                let counter = &events.to_be_bytes()[..];
+                let key = keys::seq_counter(&value.id);
+                trees.counters.insert(key, counter).map_err(engine)?;
+            }
+        }
+        ArchiveRecord::Event(event) => {
+            let position = keys::event(event.position);
+            let key = keys::history(&event.handoff_id, event.seq);
+            trees.history.insert(key, &position[..]).map_err(engine)?;
+            let stored = record::encode_event(&event)?;
+            trees.events.insert(&position[..], stored).map_err(engine)?;
+        }
+    }
+    Ok(())
 }

@@ -27,14 +27,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
-use ::sled::transaction::{ConflictableTransactionResult, Transactional};
+use ::sled::transaction::ConflictableTransactionResult;
 use ::sled::{Db, IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
 use super::error::{engine, io, is_locked, locked, settle, Abort};
 use super::files::{self, LOG};
-use super::keys;
 use super::repository::fill_list_indexes;
+use super::trees::{Trees, TxTrees};
 
 /// How long an open waits for sled's file lock before reporting that
 /// another process holds it.
@@ -51,21 +51,8 @@ pub(super) struct Shared {
     /// The canonical store directory, for messages.
     pub dir: PathBuf,
     pub db: Db,
-    pub handoffs: Tree,
-    pub by_created: Tree,
-    pub by_parent: Tree,
-    pub active: Tree,
-    pub slots: Tree,
-    pub steps: Tree,
-    pub parents: Tree,
-    pub task_prs: Tree,
-    pub due: Tree,
-    pub by_status: Tree,
-    pub by_home: Tree,
-    pub prunable: Tree,
-    pub events: Tree,
-    pub history: Tree,
-    pub counters: Tree,
+    /// Every tree, opened once.
+    pub trees: Trees,
     /// sled's log, opened a second time (without a lock) only to sync it.
     log: File,
     /// Writes begun and not yet durable (see [`Shared::write`]); a write
@@ -98,20 +85,16 @@ impl Shared {
             .map_err(|e| io(&self.dir, "cannot sync the sled log", e))
     }
 
-    /// Runs `body` as one write transaction over `trees` (counted as a
+    /// Runs `body` as one write transaction over the trees (counted as a
     /// write, see [`Shared::write`]) and settles it: when it committed,
     /// makes it durable before returning `Ok(Ok(value))`; an expected abort
     /// is `Ok(Err(_))`, anything else an error.
-    pub(super) fn commit<Trees, T>(
+    pub(super) fn commit<T>(
         &self,
-        trees: &Trees,
-        body: impl Fn(&Trees::View) -> ConflictableTransactionResult<T, Abort>,
-    ) -> StoreResult<Result<T, Abort>>
-    where
-        Trees: Transactional<Abort>,
-    {
+        body: impl Fn(&TxTrees<'_>) -> ConflictableTransactionResult<T, Abort>,
+    ) -> StoreResult<Result<T, Abort>> {
         self.write(|| {
-            let outcome = settle(&self.dir, trees.transaction(body))?;
+            let outcome = settle(&self.dir, self.trees.transaction(body))?;
             if outcome.is_ok() {
                 self.make_durable()?;
             }
@@ -234,28 +217,13 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
     // holds data here belongs to an existing store.
     let sync = sync_at_open(&dir);
     let db = lock_and_open(&dir)?;
-    let tree = |name: &[u8]| db.open_tree(name).map_err(|e| engine(&dir, e));
     let log = OpenOptions::new()
         .read(true)
         .write(true)
         .open(dir.join(LOG))
         .map_err(|e| io(&dir, "cannot open the sled log", e))?;
     let shared = Shared {
-        handoffs: tree(keys::HANDOFFS)?,
-        by_created: tree(keys::BY_CREATED)?,
-        by_parent: tree(keys::BY_PARENT)?,
-        active: tree(keys::ACTIVE)?,
-        slots: tree(keys::ACTIVE_SLOTS)?,
-        steps: tree(keys::STEPS)?,
-        parents: tree(keys::PARENTS)?,
-        task_prs: tree(keys::TASK_PRS)?,
-        due: tree(keys::DUE)?,
-        by_status: tree(keys::BY_STATUS)?,
-        by_home: tree(keys::BY_HOME)?,
-        prunable: tree(keys::PRUNABLE)?,
-        events: tree(keys::EVENTS)?,
-        history: tree(keys::HISTORY)?,
-        counters: tree(keys::COUNTERS)?,
+        trees: Trees::open(&db, &dir)?,
         log,
         writes: AtomicUsize::new(0),
         gate: RwLock::new(()),

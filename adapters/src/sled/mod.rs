@@ -229,6 +229,7 @@ mod keys;
 mod record;
 mod registry;
 mod repository;
+mod trees;
 
 use std::sync::Arc;
 
@@ -257,12 +258,15 @@ impl SledStore {
         let shared = blocking(move || {
             let shared = handle::open(&path)?;
             if shared
+                .trees
                 .counters
                 .contains_key(keys::IMPORTING)
                 .map_err(|e| shared.engine(e))?
             {
                 return Err(StoreError::damaged(format!(
-                    "an import into {} is running or did not finish (the process died, or                      emptying the store after a failed import failed), so the store may hold                      part of a registry; delete the directory and run the import again",
+                    "an import into {} is running or did not finish (the process died, or \
+                     emptying the store after a failed import failed), so the store may hold \
+                     part of a registry; delete the directory and run the import again",
                     shared.dir.display()
                 )));
             }
@@ -270,7 +274,7 @@ impl SledStore {
         })
         .await?;
         let feed = crate::changes::ChangeFeed::new(watch::Subscription::source(
-            shared.events.clone(),
+            shared.trees.events.clone(),
             shared.dir.clone(),
         ));
         Ok(Self { shared, feed })

@@ -33,19 +33,20 @@ impl ParentRegistry for SledStore {
             })
             .transpose()?;
         self.run(move |shared| {
-            let trees = (&shared.parents, &shared.task_prs);
-            let outcome = shared.commit(&trees, |(parents, task_prs)| {
-                if parents.get(&parent_key)?.is_some() {
+            let outcome = shared.commit(|tx| {
+                if tx.parents.get(&parent_key)?.is_some() {
                     return abort(Abort::Exists);
                 }
                 if let Some((_, pr_key, _)) = &pr {
-                    if task_prs.get(pr_key)?.is_some() {
+                    if tx.task_prs.get(pr_key)?.is_some() {
                         return abort(Abort::PrTaken);
                     }
                 }
-                parents.insert(parent_key.as_slice(), parent_record.as_slice())?;
+                tx.parents
+                    .insert(parent_key.as_slice(), parent_record.as_slice())?;
                 if let Some((_, pr_key, pr_record)) = &pr {
-                    task_prs.insert(pr_key.as_slice(), pr_record.as_slice())?;
+                    tx.task_prs
+                        .insert(pr_key.as_slice(), pr_record.as_slice())?;
                 }
                 Ok(())
             })?;
@@ -72,7 +73,7 @@ impl ParentRegistry for SledStore {
     ) -> StoreResult<Option<Versioned<Parent>>> {
         let reference = reference.clone();
         self.run(move |shared| {
-            shared.get(&shared.parents, &keys::parent(&reference), |bytes| {
+            shared.get(&shared.trees.parents, &keys::parent(&reference), |bytes| {
                 record::parent(&reference, &bytes)
             })
         })
@@ -87,7 +88,7 @@ impl ParentRegistry for SledStore {
         let reference = reference.clone();
         let step = step.cloned();
         self.run(move |shared| {
-            let stored = shared.parents.get(keys::parent(&reference));
+            let stored = shared.trees.parents.get(keys::parent(&reference));
             let Some(bytes) = stored.map_err(|e| shared.engine(e))? else {
                 shared.settle_reads()?;
                 return Ok(None);
@@ -114,15 +115,15 @@ impl ParentRegistry for SledStore {
         let stored = record::encode(next, parent)?;
         self.run(move |shared| {
             let key = keys::parent(&reference);
-            let outcome = shared.commit(&shared.parents, |parents| {
-                let Some(current) = parents.get(&key)? else {
+            let outcome = shared.commit(|tx| {
+                let Some(current) = tx.parents.get(&key)? else {
                     return abort(Abort::Lost);
                 };
                 let version = record::version(&reference, &current).map_err(failed)?;
                 if version != expected {
                     return abort(Abort::Lost);
                 }
-                parents.insert(key.as_slice(), stored.as_slice())?;
+                tx.parents.insert(key.as_slice(), stored.as_slice())?;
                 Ok(())
             })?;
             match outcome {
@@ -136,9 +137,11 @@ impl ParentRegistry for SledStore {
     async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
         let id = id.clone();
         self.run(move |shared| {
-            shared.get(&shared.task_prs, &keys::task_pr(id.as_str()), |bytes| {
-                record::task_pr(id.as_str(), &bytes)
-            })
+            shared.get(
+                &shared.trees.task_prs,
+                &keys::task_pr(id.as_str()),
+                |bytes| record::task_pr(id.as_str(), &bytes),
+            )
         })
         .await
     }

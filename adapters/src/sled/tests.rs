@@ -8,14 +8,14 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
+use lf_handoff_application::testing::OpenRequest;
 use lf_handoff_application::{
     Clock, GenerateId, ListQuery, Store, StoreError, StorePorts, UnavailableKind,
 };
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
-    StepKey, Transition,
+    InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions, StepKey, Transition,
 };
 use lf_handoff_domain::timestamp::truncate_to_micros;
 use lf_handoff_domain::wave::Wave;
@@ -46,24 +46,10 @@ async fn new_wave(store: &Store, dir: &Path) -> InteractiveHandoffParent {
     InteractiveHandoffParent::Wave(wave.id().clone())
 }
 
-fn request(parent: &InteractiveHandoffParent, dir: &Path) -> OpenInteractiveHandoff {
-    OpenInteractiveHandoff {
-        parent: parent.clone(),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: PathBuf::from(dir),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "login".into(),
-        environment: BTreeMap::new(),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    }
-}
-
 async fn open_on_new_wave(store: &Store, dir: &Path) -> InteractiveHandoff {
     let parent = new_wave(store, dir).await;
     store
-        .open_interactive_handoff(request(&parent, dir))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir))
         .await
         .unwrap()
         .0
@@ -90,10 +76,10 @@ fn racing(raw: &SledStore, next: fn(&InteractiveHandoff) -> InteractiveHandoff) 
     let shared = raw.shared.clone();
     Arc::new(move |current| {
         let key = keys::handoff(&current.id);
-        let stored = shared.handoffs.get(&key).unwrap().unwrap();
+        let stored = shared.trees.handoffs.get(&key).unwrap().unwrap();
         let version = record::handoff(&current.id, &stored).unwrap().version;
         let again = record::encode(version + 1, current).unwrap();
-        shared.handoffs.insert(key, again).unwrap();
+        shared.trees.handoffs.insert(key, again).unwrap();
         Ok(Transition::Changed(next(current)).into())
     })
 }
@@ -199,7 +185,14 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     let key = keys::handoff(&opened.id);
-    let stored = raw.shared.handoffs.get(&key).unwrap().unwrap().to_vec();
+    let stored = raw
+        .shared
+        .trees
+        .handoffs
+        .get(&key)
+        .unwrap()
+        .unwrap()
+        .to_vec();
     assert_eq!(stored[0], record::FORMAT);
     assert_eq!(record::FORMAT, 3);
     assert_eq!(stored[1..9], 1u64.to_be_bytes());
@@ -211,7 +204,11 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     ] {
         let mut changed = stored.clone();
         changed[0] = format;
-        raw.shared.handoffs.insert(&key, changed.clone()).unwrap();
+        raw.shared
+            .trees
+            .handoffs
+            .insert(&key, changed.clone())
+            .unwrap();
         assert_unavailable(
             store.get_interactive_handoff(&opened.id).await,
             kind,
@@ -223,7 +220,10 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
             kind,
             needle,
         );
-        assert_eq!(raw.shared.handoffs.get(&key).unwrap().unwrap(), changed);
+        assert_eq!(
+            raw.shared.trees.handoffs.get(&key).unwrap().unwrap(),
+            changed
+        );
     }
 }
 
@@ -237,6 +237,7 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
     broken.status = InteractiveHandoffStatus::Completed; // no outcome: breaks I1
     let key = keys::handoff(&first.id);
     raw.shared
+        .trees
         .handoffs
         .insert(&key, record::encode(1, &broken).unwrap())
         .unwrap();
@@ -247,6 +248,7 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
     );
 
     raw.shared
+        .trees
         .handoffs
         .insert(&key, record::encode(1, &second).unwrap())
         .unwrap();
@@ -256,7 +258,11 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
         &format!("the record holds handoff {}", second.id),
     );
 
-    raw.shared.handoffs.insert(&key, &b"\x01\x00"[..]).unwrap();
+    raw.shared
+        .trees
+        .handoffs
+        .insert(&key, &b"\x01\x00"[..])
+        .unwrap();
     assert_unavailable(
         store.get_interactive_handoff(&first.id).await,
         UnavailableKind::Damaged,
@@ -275,6 +281,7 @@ async fn lists_read_only_the_records_their_index_names() {
         .unwrap();
     // Damage the finished record: only lists that must read it may fail.
     raw.shared
+        .trees
         .handoffs
         .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
         .unwrap();
@@ -318,6 +325,7 @@ async fn an_index_entry_without_its_record_is_refused() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     raw.shared
+        .trees
         .handoffs
         .remove(keys::handoff(&opened.id))
         .unwrap();
@@ -394,6 +402,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert!(active(&raw, &opened.parent).await.unwrap().is_none());
     assert!(raw
         .shared
+        .trees
         .slots
         .get(keys::parent(&opened.parent))
         .unwrap()
@@ -451,9 +460,9 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
         active(&raw, &opened.parent).await.unwrap().unwrap().value,
         second
     );
-    assert_eq!(raw.shared.active.len(), 1);
-    assert_eq!(raw.shared.by_created.len(), 2);
-    assert_eq!(raw.shared.by_parent.len(), 2);
+    assert_eq!(raw.shared.trees.active.len(), 1);
+    assert_eq!(raw.shared.trees.by_created.len(), 2);
+    assert_eq!(raw.shared.trees.by_parent.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -542,12 +551,16 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
     tokio::task::spawn_blocking(move || {
         let key = keys::handoff(&opened.id);
         let read = || {
-            let found = shared.get(&shared.handoffs, &key, |bytes| Ok(bytes.len()));
+            let found = shared.get(&shared.trees.handoffs, &key, |bytes| Ok(bytes.len()));
             assert!(found.unwrap().is_some());
         };
         // A change no write of the store made (as sled's own node splits
         // are) stays in sled's buffer: a read does not write it out.
-        shared.by_created.insert(b"~scratch", &[][..]).unwrap();
+        shared
+            .trees
+            .by_created
+            .insert(b"~scratch", &[][..])
+            .unwrap();
         read();
         assert!(
             shared.db.flush().unwrap() > 0,
@@ -556,7 +569,7 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
         // While a write is in flight, a read writes out what it may have seen.
         shared
             .write(|| {
-                shared.by_created.remove(b"~scratch").unwrap();
+                shared.trees.by_created.remove(b"~scratch").unwrap();
                 read();
                 assert_eq!(
                     shared.db.flush().unwrap(),
@@ -575,7 +588,11 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
             ))
         });
         assert!(failed.is_err());
-        shared.by_created.insert(b"~scratch", &[][..]).unwrap();
+        shared
+            .trees
+            .by_created
+            .insert(b"~scratch", &[][..])
+            .unwrap();
         read();
         assert_eq!(shared.db.flush().unwrap(), 0);
     })
@@ -644,7 +661,12 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         };
         assert_eq!(outcomes, InsertOutcome::StepTaken, "round {round}");
         assert_eq!(
-            first.shared.steps.get(keys::step(&parent, &login)).unwrap(),
+            first
+                .shared
+                .trees
+                .steps
+                .get(keys::step(&parent, &login))
+                .unwrap(),
             Some(winner.id.as_str().as_bytes().into())
         );
 
@@ -699,7 +721,7 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         );
     }
     // A handoff without a step has no entry.
-    assert_eq!(first.shared.steps.len(), 20);
+    assert_eq!(first.shared.trees.steps.len(), 20);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -707,9 +729,7 @@ async fn a_transition_keeps_the_step() {
     let (dir, store, raw) = stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("a"))),
-        )
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("a")))
         .await
         .unwrap();
     let moved = raw
@@ -725,7 +745,7 @@ async fn a_transition_keeps_the_step() {
         .await;
     assert_unavailable(moved, UnavailableKind::Other, "keeps its step");
     assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().value, opened);
-    assert_eq!(raw.shared.steps.len(), 1);
+    assert_eq!(raw.shared.trees.steps.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -735,7 +755,9 @@ async fn a_damaged_step_index_is_refused() {
     let key = step("a");
     let (opened, _) = store
         .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(key.clone()),
         )
         .await
         .unwrap();
@@ -744,9 +766,7 @@ async fn a_damaged_step_index_is_refused() {
         .await
         .unwrap();
     let (other_step, _) = store
-        .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("b"))),
-        )
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("b")))
         .await
         .unwrap();
     let elsewhere = open_on_new_wave(&store, dir.path()).await;
@@ -767,7 +787,7 @@ async fn a_damaged_step_index_is_refused() {
             format!("for step \"a\" of {parent}, but it belongs to {parent} at step \"b\""),
         ),
     ] {
-        raw.shared.steps.insert(&entry, holder).unwrap();
+        raw.shared.trees.steps.insert(&entry, holder).unwrap();
         assert_unavailable(
             at_step(&raw, &parent, &key).await,
             UnavailableKind::Damaged,
@@ -776,7 +796,9 @@ async fn a_damaged_step_index_is_refused() {
         assert_unavailable(
             store
                 .open_interactive_handoff(
-                    request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+                    OpenRequest::new(&parent)
+                        .cwd(dir.path())
+                        .at_step(key.clone()),
                 )
                 .await,
             UnavailableKind::Damaged,
@@ -796,14 +818,16 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     let parent_key = keys::parent(&opened.parent);
     let parent = raw.load_parent(&opened.parent).await.unwrap().unwrap();
     raw.shared
+        .trees
         .handoffs
         .insert(&id_key, format_1(1, &opened))
         .unwrap();
     raw.shared
+        .trees
         .parents
         .insert(&parent_key, format_1(1, &parent.value))
         .unwrap();
-    let (format, _, json) = stored_parts(&raw.shared.handoffs, &id_key);
+    let (format, _, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
     assert_eq!(format, 1);
     assert!(json.get("step").is_none());
 
@@ -820,11 +844,11 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         active(&raw, &opened.parent).await.unwrap().unwrap().version,
         1
     );
-    assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 1);
+    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 1);
 
     // The next write of each stores format 3, at the next version.
     let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
-    let (format, version, json) = stored_parts(&raw.shared.handoffs, &id_key);
+    let (format, version, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(json["step"], serde_json::Value::Null);
     assert_eq!(
@@ -838,17 +862,19 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     // Opening on the format-1 parent checks its version as written.
     let (second, created) = store
         .open_interactive_handoff(
-            request(&opened.parent, dir.path()).with_options(OpenOptions::at_step(step("s"))),
+            OpenRequest::new(&opened.parent)
+                .cwd(dir.path())
+                .at_step(step("s")),
         )
         .await
         .unwrap();
     assert!(created);
-    assert_eq!(stored_parts(&raw.shared.parents, &parent_key).0, 1);
+    assert_eq!(stored_parts(&raw.shared.trees.parents, &parent_key).0, 1);
     assert_eq!(
         raw.swap_parent(1, &parent.value).await.unwrap(),
         lf_handoff_application::ports::SwapOutcome::Swapped
     );
-    let (format, version, _) = stored_parts(&raw.shared.parents, &parent_key);
+    let (format, version, _) = stored_parts(&raw.shared.trees.parents, &parent_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(
         at_step(&raw, &opened.parent, &step("s"))
@@ -893,9 +919,10 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     // No record was rewritten: every one is still format 1.
     let formats: Vec<u8> = raw
         .shared
+        .trees
         .handoffs
         .iter()
-        .chain(raw.shared.parents.iter())
+        .chain(raw.shared.trees.parents.iter())
         .map(|entry| entry.unwrap().1[0])
         .collect();
     assert_eq!(formats.len(), 5 + 5);
@@ -912,7 +939,8 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
         .find(|handoff| handoff.status == InteractiveHandoffStatus::Waiting)
         .unwrap();
     store.attach_interactive_handoff(&waiting.id).await.unwrap();
-    let (format, version, _) = stored_parts(&raw.shared.handoffs, &keys::handoff(&waiting.id));
+    let (format, version, _) =
+        stored_parts(&raw.shared.trees.handoffs, &keys::handoff(&waiting.id));
     assert_eq!((format, version), (3, 2));
     drop((store, raw));
 
@@ -1059,7 +1087,12 @@ async fn open_expiring(
         expires_at: Some(clock.now() + expires_in),
     };
     let (opened, created) = store
-        .open_interactive_handoff(request(&parent, dir).with_options(options.clone()))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir)
+                .build()
+                .with_options(options.clone()),
+        )
         .await
         .unwrap();
     assert!(created);
@@ -1069,6 +1102,7 @@ async fn open_expiring(
 /// Every stored event, in position order, checked against its key.
 fn all_events(raw: &SledStore) -> Vec<HandoffEvent> {
     raw.shared
+        .trees
         .events
         .iter()
         .map(|entry| {
@@ -1082,6 +1116,7 @@ fn all_events(raw: &SledStore) -> Vec<HandoffEvent> {
 /// The store's last position, as its counter holds it.
 fn last_position(raw: &SledStore) -> Option<u64> {
     raw.shared
+        .trees
         .counters
         .get(keys::POSITION)
         .unwrap()
@@ -1091,6 +1126,7 @@ fn last_position(raw: &SledStore) -> Option<u64> {
 /// The ids `handoffs_due` holds, in key order.
 fn due_entries(raw: &SledStore) -> Vec<lf_handoff_domain::id::InteractiveHandoffId> {
     raw.shared
+        .trees
         .due
         .iter()
         .map(|entry| keys::id_in_index(keys::DUE, &entry.unwrap().0, 0).unwrap())
@@ -1110,11 +1146,11 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     let (dir, store, raw, clock) = timed_stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
         .await
         .unwrap();
     let (_, created) = store
-        .open_interactive_handoff(request(&parent, dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
         .await
         .unwrap();
     assert!(!created, "a replayed open");
@@ -1189,7 +1225,7 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     assert_eq!(kinds(&other_history), [K::Opened]);
     assert_eq!((other_history[0].seq, other_history[0].position), (1, 3));
     assert_eq!(all_events(&raw).len(), 5);
-    assert_eq!(raw.shared.history.len(), 5);
+    assert_eq!(raw.shared.trees.history.len(), 5);
     assert_eq!(last_position(&raw), Some(5));
 
     // The event names the actor the caller passed.
@@ -1355,13 +1391,14 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
     );
     assert_eq!(
         raw.shared
+            .trees
             .due
             .get(keys::due(start + minutes(10), &a.id))
             .unwrap(),
         Some(::sled::IVec::default())
     );
     // The deadline is stored in the record.
-    let (_, _, json) = stored_parts(&raw.shared.handoffs, &keys::handoff(&a.id));
+    let (_, _, json) = stored_parts(&raw.shared.trees.handoffs, &keys::handoff(&a.id));
     assert_eq!(
         serde_json::from_value::<InteractiveHandoff>(json)
             .unwrap()
@@ -1403,6 +1440,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
     );
     assert!(raw
         .shared
+        .trees
         .due
         .get(keys::due(start + minutes(10), &a.id))
         .unwrap()
@@ -1478,6 +1516,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
     // record finishes or moves its deadline meanwhile: one whose record is
     // not due is skipped, and a handoff is named once.
     raw.shared
+        .trees
         .due
         .insert(
             keys::due(start + Duration::minutes(2), &finished.id),
@@ -1485,6 +1524,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
         )
         .unwrap();
     raw.shared
+        .trees
         .due
         .insert(keys::due(start, &kept.id), &[][..])
         .unwrap();
@@ -1499,6 +1539,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
     // An entry naming no record is damage.
     let unknown: lf_handoff_domain::id::InteractiveHandoffId = GenerateId::new();
     raw.shared
+        .trees
         .due
         .insert(keys::due(start, &unknown), &[][..])
         .unwrap();
@@ -1507,7 +1548,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
         UnavailableKind::Damaged,
         &format!("index handoffs_due names handoff {unknown}, which is not stored"),
     );
-    raw.shared.due.insert(&b"short"[..], &[][..]).unwrap();
+    raw.shared.trees.due.insert(&b"short"[..], &[][..]).unwrap();
     assert_unavailable(
         raw.due(start + Duration::minutes(5), 10).await,
         UnavailableKind::Damaged,
@@ -1522,12 +1563,14 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     let id_key = keys::handoff(&opened.id);
     // As a build without history stored it: format 2, no events.
     raw.shared
+        .trees
         .handoffs
         .insert(&id_key, format_2(1, &opened))
         .unwrap();
-    raw.shared.events.clear().unwrap();
-    raw.shared.history.clear().unwrap();
+    raw.shared.trees.events.clear().unwrap();
+    raw.shared.trees.history.clear().unwrap();
     raw.shared
+        .trees
         .counters
         .remove(keys::seq_counter(&opened.id))
         .unwrap();
@@ -1547,7 +1590,7 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     assert_eq!(kinds(&history), [HandoffEventKind::Attached]);
     // Its first event; the position counter went on from where it was.
     assert_eq!((history[0].seq, history[0].position), (1, 2));
-    assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 3);
+    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 3);
 
     // A record of format 1 or 2 that names a deadline was not written by
     // the build it claims.
@@ -1556,7 +1599,7 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     for format in [1u8, 2] {
         let mut bytes = record::encode(1, &with_deadline).unwrap();
         bytes[0] = format;
-        raw.shared.handoffs.insert(&id_key, bytes).unwrap();
+        raw.shared.trees.handoffs.insert(&id_key, bytes).unwrap();
         assert_unavailable(
             store.get_interactive_handoff(&opened.id).await,
             UnavailableKind::Damaged,
@@ -1572,8 +1615,14 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
     store.attach_interactive_handoff(&opened.id).await.unwrap();
     let other = open_on_new_wave(&store, dir.path()).await;
     let event_key = keys::event(2);
-    let good = raw.shared.events.get(event_key).unwrap().unwrap();
-    let other_event = raw.shared.events.get(keys::event(3)).unwrap().unwrap();
+    let good = raw.shared.trees.events.get(event_key).unwrap().unwrap();
+    let other_event = raw
+        .shared
+        .trees
+        .events
+        .get(keys::event(3))
+        .unwrap()
+        .unwrap();
     let mut newer = good.to_vec();
     newer[0] = 4;
     let mut older = good.to_vec();
@@ -1597,11 +1646,15 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
             "the event holds position 3",
         ),
     ] {
-        raw.shared.events.insert(event_key, bytes).unwrap();
+        raw.shared.trees.events.insert(event_key, bytes).unwrap();
         assert_unavailable(raw.history(&opened.id).await, kind, needle);
         assert_unavailable(store.history(&opened.id).await, kind, needle);
     }
-    raw.shared.events.insert(event_key, good.clone()).unwrap();
+    raw.shared
+        .trees
+        .events
+        .insert(event_key, good.clone())
+        .unwrap();
     assert_eq!(raw.history(&opened.id).await.unwrap().len(), 2);
 
     // History entries that name another handoff's event, a missing event,
@@ -1629,16 +1682,16 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
             "it holds event 4 where event 3 belongs".to_string(),
         ),
     ] {
-        let saved = raw.shared.history.get(&key).unwrap();
-        raw.shared.history.insert(&key, value).unwrap();
+        let saved = raw.shared.trees.history.get(&key).unwrap();
+        raw.shared.trees.history.insert(&key, value).unwrap();
         assert_unavailable(
             raw.history(&opened.id).await,
             UnavailableKind::Damaged,
             &needle,
         );
         match saved {
-            Some(saved) => raw.shared.history.insert(&key, saved).unwrap(),
-            None => raw.shared.history.remove(&key).unwrap(),
+            Some(saved) => raw.shared.trees.history.insert(&key, saved).unwrap(),
+            None => raw.shared.trees.history.remove(&key).unwrap(),
         };
     }
     assert_eq!(raw.history(&opened.id).await.unwrap().len(), 2);
@@ -1655,6 +1708,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
 
     // Position 2 is taken: it is never given again.
     raw.shared
+        .trees
         .counters
         .insert(keys::POSITION, &1u64.to_be_bytes()[..])
         .unwrap();
@@ -1664,11 +1718,13 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         "position 2 is taken",
     );
     raw.shared
+        .trees
         .counters
         .insert(keys::POSITION, &2u64.to_be_bytes()[..])
         .unwrap();
     // So is the handoff's seq 2.
     raw.shared
+        .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &1u64.to_be_bytes()[..])
         .unwrap();
@@ -1679,6 +1735,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     );
     // A counter that is not eight bytes.
     raw.shared
+        .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &b"two"[..])
         .unwrap();
@@ -1695,6 +1752,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     let version = raw.load_parent(&parent).await.unwrap().unwrap().version;
     let fresh = at(&opened, &parent, None);
     raw.shared
+        .trees
         .counters
         .insert(keys::seq_counter(&fresh.id), &3u64.to_be_bytes()[..])
         .unwrap();
@@ -1707,6 +1765,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     assert_eq!(all_events(&raw), events);
 
     raw.shared
+        .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &2u64.to_be_bytes()[..])
         .unwrap();
@@ -1765,13 +1824,13 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
         .await
         .unwrap();
     let id_key = keys::handoff(&opened.id);
-    assert_eq!(stored_parts(&raw.shared.handoffs, &id_key).0, 2);
+    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 2);
 
     let finished = store
         .finish_interactive_handoff(&opened.id, &done())
         .await
         .unwrap();
-    let (format, version, json) = stored_parts(&raw.shared.handoffs, &id_key);
+    let (format, version, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(json["expires_at"], serde_json::Value::Null);
     let history = store.history(&opened.id).await.unwrap();
@@ -1821,7 +1880,9 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     let parent = new_wave(&store, dir.path()).await;
     let (stepped, _) = store
         .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -1834,10 +1895,15 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .await
         .unwrap();
     let (active, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()).with_options(OpenOptions {
-            step: Some(step("deploy@2")),
-            expires_at: Some(clock.now() + Duration::hours(1)),
-        }))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .build()
+                .with_options(OpenOptions {
+                    step: Some(step("deploy@2")),
+                    expires_at: Some(clock.now() + Duration::hours(1)),
+                }),
+        )
         .await
         .unwrap();
     store.attach_interactive_handoff(&active.id).await.unwrap();
@@ -1880,6 +1946,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     assert_eq!(every_tree(&raw_copy), trees);
     assert!(raw_copy
         .shared
+        .trees
         .counters
         .get(keys::IMPORTING)
         .unwrap()
@@ -1895,6 +1962,7 @@ async fn a_store_an_import_left_marked_is_refused_when_opened() {
             .await
             .unwrap();
         raw.shared
+            .trees
             .counters
             .insert(keys::IMPORTING, &b"in progress"[..])
             .unwrap();
@@ -1926,18 +1994,18 @@ fn entries_naming(
     let contains = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
     let mut found = Vec::new();
     for tree in [
-        &shared.handoffs,
-        &shared.by_created,
-        &shared.by_parent,
-        &shared.active,
-        &shared.slots,
-        &shared.steps,
-        &shared.due,
-        &shared.by_status,
-        &shared.by_home,
-        &shared.prunable,
-        &shared.history,
-        &shared.counters,
+        &shared.trees.handoffs,
+        &shared.trees.by_created,
+        &shared.trees.by_parent,
+        &shared.trees.active,
+        &shared.trees.slots,
+        &shared.trees.steps,
+        &shared.trees.due,
+        &shared.trees.by_status,
+        &shared.trees.by_home,
+        &shared.trees.prunable,
+        &shared.trees.history,
+        &shared.trees.counters,
     ] {
         for entry in tree.iter() {
             let (key, value) = entry.unwrap();
@@ -1950,7 +2018,7 @@ fn entries_naming(
             }
         }
     }
-    for entry in shared.events.iter() {
+    for entry in shared.trees.events.iter() {
         let (key, value) = entry.unwrap();
         if contains(&value) {
             found.push(format!("handoff_events: {key:?}"));
@@ -1968,9 +2036,14 @@ fn filed_statuses(
         .into_iter()
         .filter(|status| {
             let prefix = keys::by_status_prefix(*status);
-            raw.shared.by_status.scan_prefix(&prefix).any(|entry| {
-                keys::id_in_index(keys::BY_STATUS, &entry.unwrap().0, prefix.len()).unwrap() == *id
-            })
+            raw.shared
+                .trees
+                .by_status
+                .scan_prefix(&prefix)
+                .any(|entry| {
+                    keys::id_in_index(keys::BY_STATUS, &entry.unwrap().0, prefix.len()).unwrap()
+                        == *id
+                })
         })
         .collect()
 }
@@ -1984,16 +2057,21 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
         expires_at: Some(clock.now() + Duration::hours(1)),
     };
     let (opened, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()).with_options(options.clone()))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .build()
+                .with_options(options.clone()),
+        )
         .await
         .unwrap();
     let id = opened.id.clone();
-    let prunable = |raw: &SledStore| raw.shared.prunable.iter().count();
+    let prunable = |raw: &SledStore| raw.shared.trees.prunable.iter().count();
     assert_eq!(
         filed_statuses(&raw, &id),
         [InteractiveHandoffStatus::Waiting]
     );
-    assert_eq!(raw.shared.by_home.iter().count(), 1);
+    assert_eq!(raw.shared.trees.by_home.iter().count(), 1);
     assert_eq!(prunable(&raw), 0);
 
     clock.advance(Duration::seconds(1));
@@ -2024,14 +2102,15 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
     let finished_at = finished.terminal_at.unwrap();
     assert_eq!(
         raw.shared
+            .trees
             .prunable
             .iter()
             .map(|entry| entry.unwrap().0.to_vec())
             .collect::<Vec<_>>(),
         vec![keys::prunable(finished_at, &id)]
     );
-    assert_eq!(raw.shared.by_home.iter().count(), 1);
-    assert_eq!(raw.shared.by_status.iter().count(), 1);
+    assert_eq!(raw.shared.trees.by_home.iter().count(), 1);
+    assert_eq!(raw.shared.trees.by_status.iter().count(), 1);
 
     // The cutoff is exclusive: finished at the cutoff is not before it.
     let none = lf_handoff_application::ports::PruneCount::default();
@@ -2061,7 +2140,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     let (dir, store, raw) = stores().await;
     let kept = open_on_new_wave(&store, dir.path()).await;
     let parent = new_wave(&store, dir.path()).await;
-    let mut elsewhere = request(&parent, dir.path());
+    let mut elsewhere = OpenRequest::new(&parent).cwd(dir.path()).build();
     elsewhere.home = WaveHome::parse("ssh://jill@build.example").unwrap();
     let (finished, _) = store.open_interactive_handoff(elsewhere).await.unwrap();
     store
@@ -2069,6 +2148,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         .await
         .unwrap();
     raw.shared
+        .trees
         .handoffs
         .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
         .unwrap();
@@ -2117,6 +2197,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     // An entry left without its record is damage; one that went with its
     // record (a prune while the list read) is skipped.
     raw.shared
+        .trees
         .handoffs
         .remove(keys::handoff(&finished.id))
         .unwrap();
@@ -2132,14 +2213,24 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     );
     let entry = keys::by_home(&finished.home, finished.created_at, &finished.id);
     assert_unavailable(
-        super::repository::named_record(&raw.shared, &raw.shared.by_home, &entry, &finished.id),
+        super::repository::named_record(
+            &raw.shared,
+            &raw.shared.trees.by_home,
+            &entry,
+            &finished.id,
+        ),
         UnavailableKind::Damaged,
         "not stored",
     );
-    raw.shared.by_home.remove(&entry).unwrap();
+    raw.shared.trees.by_home.remove(&entry).unwrap();
     assert_eq!(
-        super::repository::named_record(&raw.shared, &raw.shared.by_home, &entry, &finished.id)
-            .unwrap(),
+        super::repository::named_record(
+            &raw.shared,
+            &raw.shared.trees.by_home,
+            &entry,
+            &finished.id
+        )
+        .unwrap(),
         None
     );
     assert!(store
@@ -2223,10 +2314,11 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
         filed_statuses(&raw, &claimed.id),
         [InteractiveHandoffStatus::Completed]
     );
-    assert_eq!(raw.shared.by_status.iter().count(), 2);
-    assert_eq!(raw.shared.by_home.iter().count(), 2);
+    assert_eq!(raw.shared.trees.by_status.iter().count(), 2);
+    assert_eq!(raw.shared.trees.by_home.iter().count(), 2);
     assert_eq!(
         raw.shared
+            .trees
             .prunable
             .iter()
             .map(|entry| entry.unwrap().0.to_vec())
@@ -2245,7 +2337,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     // Reopening finds the store upgraded: the trees are not filled again.
     let store = open_store(&config).await.unwrap();
     let raw = SledStore::open(&SledConfig { path }).await.unwrap();
-    raw.shared.by_home.clear().unwrap();
+    raw.shared.trees.by_home.clear().unwrap();
     drop((store, raw));
     let store = open_store(&config).await.unwrap();
     assert!(store

@@ -22,6 +22,7 @@ impl EventLog for SledStore {
     async fn last_position(&self) -> StoreResult<u64> {
         self.run(|shared| {
             let last = match shared
+                .trees
                 .counters
                 .get(keys::POSITION)
                 .map_err(|e| shared.engine(e))?
@@ -41,7 +42,7 @@ impl EventLog for SledStore {
         };
         self.run(move |shared| {
             let mut events = Vec::new();
-            for entry in shared.events.range(keys::event(first)..) {
+            for entry in shared.trees.events.range(keys::event(first)..) {
                 if events.len() >= limit {
                     break;
                 }
@@ -60,7 +61,7 @@ impl EventLog for SledStore {
             shared.settle_reads()?;
             Ok(EventBatch {
                 events,
-                held_back: false,
+                pending: false,
             })
         })
         .await

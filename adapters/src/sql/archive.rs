@@ -24,7 +24,7 @@
 //! [`BATCH_ROWS`] rows as they are read, with their versions, event
 //! counters and explicit positions, and at the end sets the engine's
 //! position counter to the file's last position (SQLite
-//! `sqlite_sequence`; PostgreSQL records it, see [`POSTGRES`]), so every
+//! `sqlite_sequence`; PostgreSQL records it, see `postgres/dialect.rs`), so every
 //! later event comes after it. A bad line, or any failure, rolls it all back. The indexes are the
 //! engine's own, so they are exactly those of the store's own writes.
 
@@ -42,27 +42,25 @@ use lf_handoff_domain::task::TaskPr;
 use lf_handoff_domain::timestamp::to_unix_micros;
 
 use crate::sql::columns::{column_list, HandoffRow, COLUMN_COUNT};
-use crate::sql::engine::{Param, SqlEngine};
+use crate::sql::engine::Param;
 use crate::sql::events::EventRow;
 use crate::sql::row::to_json;
 use crate::sql::statements::EVENT_ROW;
-use crate::sql::{failed, to_version, versioned_handoff, SqlStore};
+use crate::sql::{failed, to_version, versioned_handoff, Dialect, SqlStore};
 
 /// The most rows one `INSERT` of an import carries. A handoff row binds
 /// [`COLUMN_COUNT`] values, so a batch stays well inside SQLite's 32,766
 /// and PostgreSQL's 65,535 parameters.
 pub(crate) const BATCH_ROWS: usize = 256;
 
-/// What export and import need of a SQL backend.
+/// What export and import need of a SQL backend: each backend's
+/// [`Dialect::ARCHIVE`] (in `sqlite/dialect.rs` and `postgres/dialect.rs`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ArchiveDialect {
     /// Opens the export's read-only transaction, which sees one snapshot.
     pub begin_snapshot: &'static str,
     /// Appended to a text column in `ORDER BY` so it orders byte by byte.
     pub text_order: &'static str,
-    /// Between an event `INSERT`'s column list and its `VALUES`, so the
-    /// engine takes the explicit positions.
-    pub explicit_position: &'static str,
     /// A query of one row whose column `n` is the last position given (0
     /// when none was).
     pub last_position: &'static str,
@@ -73,56 +71,6 @@ pub(crate) struct ArchiveDialect {
     /// session writes until it ends.
     pub import_lock: &'static [&'static str],
 }
-
-/// SQLite: `BEGIN` defers the snapshot to the first read, which WAL mode
-/// keeps for the transaction; `AUTOINCREMENT` keeps its counter in
-/// `sqlite_sequence` (the row exists once an event was inserted, with the
-/// largest position; a file whose newest events were removed sets it
-/// higher).
-pub(crate) const SQLITE: ArchiveDialect = ArchiveDialect {
-    begin_snapshot: "BEGIN",
-    text_order: "",
-    explicit_position: "",
-    last_position: "SELECT COALESCE((SELECT seq FROM sqlite_sequence \
-                    WHERE name = 'handoff_events'), 0) AS n",
-    set_last_position: &[
-        "UPDATE sqlite_sequence SET seq = $1 WHERE name = 'handoff_events'",
-        "INSERT INTO sqlite_sequence (name, seq) SELECT 'handoff_events', $1 \
-         WHERE $1 > 0 AND NOT EXISTS \
-         (SELECT 1 FROM sqlite_sequence WHERE name = 'handoff_events')",
-    ],
-    import_lock: &[],
-};
-
-/// PostgreSQL: a `REPEATABLE READ` snapshot. Positions come from
-/// transaction ids (C16, `schema::POSTGRES_POSITION`), so there is no
-/// counter to set: the last position given is the largest event position
-/// or the one an import recorded (`handoff_position_floor`), whichever is
-/// larger. An import keeps the file's positions when they are all below
-/// its own transaction's (as they are when the file comes from SQLite,
-/// sled, or this server), so every later event comes after them; when
-/// they are not (a file from a busier server) it numbers the events 1, 2,
-/// 3, ... in their order instead, and records that count.
-pub(crate) const POSTGRES: ArchiveDialect = ArchiveDialect {
-    begin_snapshot: "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
-    text_order: " COLLATE \"C\"",
-    explicit_position: "",
-    last_position: "SELECT GREATEST(\
-                    COALESCE((SELECT MAX(position) FROM handoff_events), 0), \
-                    COALESCE((SELECT MAX(floor) FROM handoff_position_floor), 0)) AS n",
-    set_last_position: &[
-        "UPDATE handoff_events SET position = -position \
-         WHERE CAST($1 AS BIGINT) >= pg_current_xact_id()::text::bigint * 1048576",
-        "UPDATE handoff_events e SET position = r.n \
-         FROM (SELECT position AS p, row_number() OVER (ORDER BY position DESC) AS n \
-               FROM handoff_events WHERE position < 0) r \
-         WHERE e.position = r.p AND CAST($1 AS BIGINT) IS NOT NULL",
-        "INSERT INTO handoff_position_floor (floor) \
-         SELECT CASE WHEN CAST($1 AS BIGINT) < pg_current_xact_id()::text::bigint * 1048576 \
-                THEN CAST($1 AS BIGINT) ELSE (SELECT COUNT(*) FROM handoff_events) END",
-    ],
-    import_lock: &["LOCK TABLE parents, task_prs, handoffs, handoff_events IN EXCLUSIVE MODE"],
-};
 
 /// What the rows of a snapshot query are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +85,7 @@ pub(crate) enum Shape {
     Int,
 }
 
-/// One query of [`SqlEngine::read_snapshot`].
+/// One query of [`Engine::read_snapshot`](crate::sql::Engine::read_snapshot).
 #[derive(Debug, Clone)]
 pub(crate) struct SnapshotQuery {
     pub sql: String,
@@ -310,9 +258,9 @@ fn exported(index: usize, row: SnapshotRow) -> StoreResult<Exported> {
 }
 
 #[async_trait]
-impl<E: SqlEngine> Archive for SqlStore<E> {
+impl<D: Dialect> Archive for SqlStore<D> {
     async fn export(&self, sink: &mut dyn ArchiveSink) -> StoreResult<ArchiveSummary> {
-        let queries = export_queries(self.engine.archive_dialect());
+        let queries = export_queries(D::ARCHIVE);
         let mut last_position = None;
         self.engine
             .read_snapshot(&queries, &mut |index, row| match exported(index, row)? {
@@ -334,14 +282,14 @@ impl<E: SqlEngine> Archive for SqlStore<E> {
     }
 
     async fn import(&self, source: &mut dyn ArchiveSource) -> StoreResult<ArchiveSummary> {
-        let mut batches = Batches::new(source, self.engine.archive_dialect());
+        let mut batches = Batches::new(source, D::ARCHIVE);
         let imported = self
             .engine
             .import(PROBE, &mut || batches.next_statement())
             .await
             .map_err(failed)?;
         if !imported {
-            return Err(not_empty(&self.engine.store_name()));
+            return Err(not_empty(&self.engine.dialect.store_name()));
         }
         batches.summary.ok_or_else(|| {
             StoreError::unavailable(
@@ -385,7 +333,7 @@ impl Table {
     }
 
     /// The `INSERT ... VALUES` before the rows, and the values per row.
-    fn insert(self, dialect: ArchiveDialect) -> (String, usize) {
+    fn insert(self) -> (String, usize) {
         match self {
             Self::Parents => (
                 "INSERT INTO parents (id, kind, wave_id, version, record) VALUES ".into(),
@@ -400,10 +348,7 @@ impl Table {
                 COLUMN_COUNT,
             ),
             Self::Events => (
-                format!(
-                    "INSERT INTO handoff_events ({EVENT_ROW}){} VALUES ",
-                    dialect.explicit_position
-                ),
+                format!("INSERT INTO handoff_events ({EVENT_ROW}) VALUES "),
                 9,
             ),
         }
@@ -442,7 +387,7 @@ impl<'s> Batches<'s> {
             ArchiveItem::End(summary) => return self.end(summary),
         };
         let table = Table::of(&first);
-        let (mut sql, width) = table.insert(self.dialect);
+        let (mut sql, width) = table.insert();
         let mut values = Vec::with_capacity(width * BATCH_ROWS);
         row_values(&first, &mut values)?;
         let mut rows = 1;

@@ -448,15 +448,13 @@ mod tests {
         assert_eq!(set.matches('$').count() + 2, SWAP_PARAMS);
     }
 
-    use crate::sql::schema::SQLITE_POSITION;
-
     #[tokio::test]
     async fn the_table_is_the_migrated_schema() {
         use sqlx::Connection as _;
         let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
             .await
             .unwrap();
-        for statement in crate::sql::schema::statements_after(0, SQLITE_POSITION) {
+        for statement in crate::sqlite::migrations_after(0) {
             sqlx::query(&statement).execute(&mut conn).await.unwrap();
         }
         let schema: Vec<String> =

@@ -1,31 +1,29 @@
-//! The SQL engine: what the shared repository asks of a database, and the
-//! one generic implementation of it over sqlx.
+//! The SQL engine: the one generic runner of the shared repository's
+//! statements, over sqlx.
 //!
-//! [`SqlEngine`] is the repository's view: run a query and decode rows,
-//! execute a statement, execute a batch in one transaction, each with
-//! errors already mapped ([`EngineError`]); nothing about sqlx crosses it.
-//! [`Engine`] implements it once for every backend. What differs between
-//! SQLite and PostgreSQL is a [`Dialect`]: the sqlx database, the statement
-//! that opens a write transaction, and how an error reads. What sqlx offers
-//! alike for both databases (binding a [`Param`], decoding a column) is
-//! [`Driver`], implemented for every sqlx database that can.
+//! [`Engine`] runs a query and decodes its rows, executes a statement, a
+//! batch in one transaction, an export's snapshot or an import, each with
+//! errors already mapped ([`EngineError`]); nothing about sqlx crosses its
+//! methods. What differs between SQLite and PostgreSQL is its
+//! [`Dialect`]. What sqlx offers alike for both databases (binding a
+//! [`Param`], decoding a column) is [`Driver`], implemented for every sqlx
+//! database that can.
 
 use std::fmt::{self, Debug};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
 use futures_core::stream::BoxStream;
-use lf_handoff_application::{Changes, StoreError, StoreResult};
+use lf_handoff_application::ports::PruneCount;
+use lf_handoff_application::{Changes, StoreError, StoreResult, UnavailableKind};
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
-use crate::changes::{ChangeFeed, ChangeSource};
-use crate::sql::archive::{ArchiveDialect, OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
+use crate::changes::ChangeFeed;
+use crate::sql::archive::{OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
+use crate::sql::dialect::Dialect;
 use crate::sql::events::EventRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
@@ -75,6 +73,19 @@ pub(crate) enum EngineError {
     Failed(StoreError),
 }
 
+/// One row of a backend's table of engine errors (`sqlite/error.rs`,
+/// `postgres/error.rs`): the codes it covers, the kind a program branches
+/// on, and the message it gives, from the backend and the engine's own
+/// message.
+pub(crate) struct ErrorRow<Codes: 'static, Backend> {
+    /// The engine's codes this row covers.
+    pub codes: Codes,
+    /// What a program branches on.
+    pub kind: UnavailableKind,
+    /// The message a person reads.
+    pub says: fn(&Backend, &str) -> String,
+}
+
 impl From<StoreError> for EngineError {
     fn from(error: StoreError) -> Self {
         Self::Failed(error)
@@ -87,116 +98,6 @@ pub(crate) struct Statement<'a> {
     pub params: Vec<Param<'a>>,
 }
 
-/// What a SQL backend provides to the shared repository.
-#[async_trait]
-pub(crate) trait SqlEngine: Debug + Send + Sync + 'static {
-    /// Runs a query returning handoff rows (the columns of
-    /// [`HANDOFF_COLUMNS`](crate::sql::columns::HANDOFF_COLUMNS), found by
-    /// name).
-    async fn fetch_handoffs(
-        &self,
-        sql: &str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<HandoffRow<'static>>, EngineError>;
-
-    /// Runs a query returning one row of two BIGINT columns, `handoffs`
-    /// and `events`: what a prune counts (C17).
-    async fn fetch_counts(
-        &self,
-        sql: &'static str,
-        params: &[Param<'_>],
-    ) -> Result<Counts, EngineError>;
-
-    /// Runs a query returning the columns `parent_version` and
-    /// `parent_record`, the handoff columns of a handoff (or as many
-    /// NULLs), and those of another handoff (or NULLs) under the names
-    /// prefixed with [`AT_STEP`]; `None` for no row. More than one row is
-    /// `Unavailable`.
-    async fn fetch_parent_snapshot(
-        &self,
-        sql: &'static str,
-        params: &[Param<'_>],
-    ) -> Result<Option<ParentSnapshot>, EngineError>;
-
-    /// Runs a query returning the columns of
-    /// [`EVENT_ROW`](crate::sql::statements::EVENT_ROW).
-    async fn fetch_events(
-        &self,
-        sql: &'static str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<EventRow>, EngineError>;
-
-    /// Runs a query returning one row with one BIGINT column `n`.
-    async fn fetch_int(&self, sql: &'static str, params: &[Param<'_>]) -> Result<i64, EngineError>;
-
-    /// The query of [`Dialect::EVENT_HORIZON`].
-    fn event_horizon(&self) -> Option<&'static str>;
-
-    /// A subscription to this store's change signal (C16).
-    fn subscribe(&self) -> Box<dyn Changes>;
-
-    /// Whether one statement can change a handoff and append its event (a
-    /// data-modifying CTE); otherwise a write is a two-statement batch.
-    fn writes_events_in_one_statement(&self) -> bool;
-
-    /// Whether the statements that filter by status name the index that
-    /// serves them (`INDEXED BY`, SQLite: its planner has no statistics to
-    /// choose by, and would take `handoffs_by_status` and a sort).
-    fn pins_indexes(&self) -> bool;
-
-    /// Runs a query returning `version` and `record` columns.
-    async fn fetch_records(
-        &self,
-        sql: &'static str,
-        params: &[Param<'_>],
-    ) -> Result<Vec<RecordRow>, EngineError>;
-
-    /// Executes one statement, returning the rows it affected.
-    async fn execute(&self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, EngineError>;
-
-    /// Executes `statements` in one write transaction. Each must affect
-    /// exactly one row; if one does not, the transaction is rolled back and
-    /// its index is returned.
-    async fn execute_batch(
-        &self,
-        statements: &[Statement<'_>],
-    ) -> Result<Option<usize>, EngineError>;
-
-    /// What export and import need of this backend's SQL.
-    fn archive_dialect(&self) -> ArchiveDialect;
-
-    /// The store, as messages name it (a file, a server and schema).
-    fn store_name(&self) -> String;
-
-    /// Runs `queries` in order in one read-only transaction that sees one
-    /// snapshot of the store ([`ArchiveDialect::begin_snapshot`]), handing
-    /// each row to `each` with the index of its query as it is read: rows
-    /// are streamed, never gathered. `each`'s error stops the read and is
-    /// returned as `Failed`.
-    async fn read_snapshot(
-        &self,
-        queries: &[SnapshotQuery],
-        each: &mut (dyn FnMut(usize, SnapshotRow) -> StoreResult<()> + Send),
-    ) -> Result<(), EngineError>;
-
-    /// In one write transaction: takes [`ArchiveDialect::import_lock`],
-    /// runs `probe` (a query of one row whose column `n` counts what the
-    /// store holds) and, when it is 0, executes every statement `next`
-    /// gives until it gives `None`, then commits: `Ok(true)`. `Ok(false)`
-    /// when the store is not empty (nothing written). An error of `next` or
-    /// of a statement rolls everything back; `next`'s is returned as
-    /// `Failed`.
-    async fn import(
-        &self,
-        probe: &str,
-        next: &mut (dyn FnMut() -> StoreResult<Option<OwnedStatement>> + Send),
-    ) -> Result<bool, EngineError>;
-
-    /// Executes `statements` in one write transaction and returns the rows
-    /// each affected, whatever their number.
-    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError>;
-}
-
 /// Two counts a prune reads or reports (C17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -206,46 +107,20 @@ pub(crate) struct Counts {
     pub events: i64,
 }
 
-/// What differs between the SQL backends.
-pub(crate) trait Dialect: Debug + Send + Sync + 'static {
-    /// The sqlx database.
-    type Db: Driver;
-
-    /// The statement that opens a write transaction.
-    const BEGIN_WRITE: &'static str;
-
-    /// Whether the engine runs data-modifying statements in a `WITH`
-    /// clause, so a change and its event are one statement.
-    const DATA_MODIFYING_CTE: bool;
-
-    /// What export and import (C17) need of this backend's SQL.
-    const ARCHIVE: ArchiveDialect;
-
-    /// The store, as messages name it.
-    fn store_name(&self) -> String;
-
-    /// Whether the statements that filter by status name their index
-    /// (`INDEXED BY`; see [`SqlEngine::pins_indexes`]).
-    const PINS_INDEXES: bool;
-
-    /// A query of one row whose BIGINT column `n` is the first event
-    /// position that may not be final yet: every event below it has
-    /// committed or never will (C16). `None` when events commit in
-    /// position order (one writer at a time), so every committed event is
-    /// final.
-    const EVENT_HORIZON: Option<&'static str>;
-
-    /// This backend's way of noticing changes, on connections of its own
-    /// made with `options` (C16).
-    fn change_source(
-        &self,
-        options: &<<Self::Db as Database>::Connection as sqlx::Connection>::Options,
-    ) -> Arc<dyn ChangeSource>;
-
-    /// Maps every sqlx error of this backend, in one place: a unique
-    /// violation (naming which of the schema's unique indexes refused the
-    /// row), or an actionable `Unavailable` naming the store.
-    fn map_error(&self, error: sqlx::Error) -> EngineError;
+impl Counts {
+    /// The counts as a prune reports them.
+    ///
+    /// # Errors
+    /// `Unavailable` (damaged) for a negative count.
+    pub(crate) fn prune_count(self) -> StoreResult<PruneCount> {
+        let count = |n: i64| {
+            u64::try_from(n).map_err(|_| StoreError::damaged(format!("a prune counted {n} rows")))
+        };
+        Ok(PruneCount {
+            handoffs: count(self.handoffs)?,
+            events: count(self.events)?,
+        })
+    }
 }
 
 /// The rows a statement affected: sqlx's results count them, but not
@@ -255,8 +130,8 @@ pub trait RowsAffected {
     fn rows_affected(&self) -> u64;
 }
 
-/// Why a transaction of [`SqlEngine::read_snapshot`] or
-/// [`SqlEngine::import`] stopped: the engine, or the caller's own error.
+/// Why a transaction of [`Engine::read_snapshot`] or
+/// [`Engine::import`] stopped: the engine, or the caller's own error.
 enum Stop {
     Sql(sqlx::Error),
     Caller(StoreError),
@@ -409,8 +284,11 @@ type Conn<D> = <<D as Dialect>::Db as Database>::Connection;
 /// A result row of dialect `D`'s database.
 type Row<D> = <<D as Dialect>::Db as Database>::Row;
 
-/// The [`SqlEngine`] of every SQL backend: statements on a few pooled
-/// connections ([`Connections`]), errors mapped by the dialect.
+/// What the shared repository runs its statements on, for every SQL
+/// backend: statements on a few pooled connections ([`Connections`]),
+/// errors mapped by the [`Dialect`]. Its methods take [`Param`]s and
+/// return decoded rows, each error already mapped ([`EngineError`]):
+/// nothing about sqlx crosses them.
 pub(crate) struct Engine<D: Dialect> {
     /// The connections every statement runs on.
     pub pool: Connections<Conn<D>>,
@@ -441,7 +319,7 @@ impl<D: Dialect> Engine<D> {
     }
 
     /// Lends a connection from the pool.
-    async fn lend(&self) -> Result<Lease<'_, Conn<D>>, EngineError> {
+    pub(crate) async fn lend(&self) -> Result<Lease<'_, Conn<D>>, EngineError> {
         self.pool
             .acquire()
             .await
@@ -519,15 +397,21 @@ impl<D: Dialect> Engine<D> {
     }
 
     /// Maps a statement's error, telling the connection's pool.
-    fn statement_failed(&self, conn: &mut Lease<'_, Conn<D>>, error: sqlx::Error) -> EngineError {
+    pub(crate) fn statement_failed(
+        &self,
+        conn: &mut Lease<'_, Conn<D>>,
+        error: sqlx::Error,
+    ) -> EngineError {
         conn.failed(&error);
         self.dialect.map_error(error)
     }
 }
 
-#[async_trait]
-impl<D: Dialect> SqlEngine for Engine<D> {
-    async fn fetch_handoffs(
+impl<D: Dialect> Engine<D> {
+    /// Runs a query returning handoff rows (the columns of
+    /// [`HANDOFF_COLUMNS`](crate::sql::columns::HANDOFF_COLUMNS), found by
+    /// name).
+    pub(crate) async fn fetch_handoffs(
         &self,
         sql: &str,
         params: &[Param<'_>],
@@ -545,7 +429,9 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         decode().map_err(|e| self.dialect.map_error(e))
     }
 
-    async fn fetch_counts(
+    /// Runs a query returning one row of two BIGINT columns, `handoffs`
+    /// and `events`: what a prune counts (C17).
+    pub(crate) async fn fetch_counts(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
@@ -567,7 +453,12 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         decode().map_err(|e| self.dialect.map_error(e))
     }
 
-    async fn fetch_parent_snapshot(
+    /// Runs a query returning the columns `parent_version` and
+    /// `parent_record`, the handoff columns of a handoff (or as many
+    /// NULLs), and those of another handoff (or NULLs) under the names
+    /// prefixed with [`AT_STEP`]; `None` for no row. More than one row is
+    /// `Unavailable`.
+    pub(crate) async fn fetch_parent_snapshot(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
@@ -602,7 +493,9 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         decode().map_err(|e| self.dialect.map_error(e))
     }
 
-    async fn fetch_events(
+    /// Runs a query returning the columns of
+    /// [`EVENT_ROW`](crate::sql::statements::EVENT_ROW).
+    pub(crate) async fn fetch_events(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
@@ -613,7 +506,12 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             .collect()
     }
 
-    async fn fetch_int(&self, sql: &'static str, params: &[Param<'_>]) -> Result<i64, EngineError> {
+    /// Runs a query returning one row with one BIGINT column `n`.
+    pub(crate) async fn fetch_int(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<i64, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;
         let [row] = rows.as_slice() else {
             return Err(EngineError::Failed(StoreError::damaged(format!(
@@ -626,23 +524,13 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             .map_err(|e| self.dialect.map_error(e))
     }
 
-    fn event_horizon(&self) -> Option<&'static str> {
-        D::EVENT_HORIZON
-    }
-
-    fn subscribe(&self) -> Box<dyn Changes> {
+    /// A subscription to this store's change signal (C16).
+    pub(crate) fn subscribe(&self) -> Box<dyn Changes> {
         self.feed.subscribe()
     }
 
-    fn writes_events_in_one_statement(&self) -> bool {
-        D::DATA_MODIFYING_CTE
-    }
-
-    fn pins_indexes(&self) -> bool {
-        D::PINS_INDEXES
-    }
-
-    async fn fetch_records(
+    /// Runs a query returning `version` and `record` columns.
+    pub(crate) async fn fetch_records(
         &self,
         sql: &'static str,
         params: &[Param<'_>],
@@ -655,7 +543,12 @@ impl<D: Dialect> SqlEngine for Engine<D> {
             .collect()
     }
 
-    async fn execute(&self, sql: &'static str, params: &[Param<'_>]) -> Result<u64, EngineError> {
+    /// Executes one statement, returning the rows it affected.
+    pub(crate) async fn execute(
+        &self,
+        sql: &'static str,
+        params: &[Param<'_>],
+    ) -> Result<u64, EngineError> {
         let mut conn = self.lend().await?;
         match D::Db::execute(&mut conn, sql, params).await {
             Ok(done) => Ok(done.rows_affected()),
@@ -663,7 +556,10 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         }
     }
 
-    async fn execute_batch(
+    /// Executes `statements` in one write transaction. Each must affect
+    /// exactly one row; if one does not, the transaction is rolled back and
+    /// its index is returned.
+    pub(crate) async fn execute_batch(
         &self,
         statements: &[Statement<'_>],
     ) -> Result<Option<usize>, EngineError> {
@@ -686,15 +582,12 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         result.map_err(|e| self.statement_failed(&mut conn, e))
     }
 
-    fn archive_dialect(&self) -> ArchiveDialect {
-        D::ARCHIVE
-    }
-
-    fn store_name(&self) -> String {
-        self.dialect.store_name()
-    }
-
-    async fn read_snapshot(
+    /// Runs `queries` in order in one read-only transaction that sees one
+    /// snapshot of the store ([`ArchiveDialect::begin_snapshot`](crate::sql::archive::ArchiveDialect::begin_snapshot)), handing
+    /// each row to `each` with the index of its query as it is read: rows
+    /// are streamed, never gathered. `each`'s error stops the read and is
+    /// returned as `Failed`.
+    pub(crate) async fn read_snapshot(
         &self,
         queries: &[SnapshotQuery],
         each: &mut (dyn FnMut(usize, SnapshotRow) -> StoreResult<()> + Send),
@@ -722,7 +615,14 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         }
     }
 
-    async fn import(
+    /// In one write transaction: takes [`ArchiveDialect::import_lock`](crate::sql::archive::ArchiveDialect::import_lock),
+    /// runs `probe` (a query of one row whose column `n` counts what the
+    /// store holds) and, when it is 0, executes every statement `next`
+    /// gives until it gives `None`, then commits: `Ok(true)`. `Ok(false)`
+    /// when the store is not empty (nothing written). An error of `next` or
+    /// of a statement rolls everything back; `next`'s is returned as
+    /// `Failed`.
+    pub(crate) async fn import(
         &self,
         probe: &str,
         next: &mut (dyn FnMut() -> StoreResult<Option<OwnedStatement>> + Send),
@@ -769,7 +669,12 @@ impl<D: Dialect> SqlEngine for Engine<D> {
         }
     }
 
-    async fn execute_all(&self, statements: &[Statement<'_>]) -> Result<Vec<u64>, EngineError> {
+    /// Executes `statements` in one write transaction and returns the rows
+    /// each affected, whatever their number.
+    pub(crate) async fn execute_all(
+        &self,
+        statements: &[Statement<'_>],
+    ) -> Result<Vec<u64>, EngineError> {
         let mut conn = self.lend().await?;
         let result = async {
             let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;

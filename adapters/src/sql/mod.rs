@@ -1,21 +1,21 @@
-//! The repository shared by the SQL backends (SQLite and PostgreSQL).
+//! The repository shared by the SQL backends (SQLite and PostgreSQL): what
+//! both run alike. What differs is each backend's [`Dialect`], in its own
+//! folder; the code here asks it and never asks which backend it is.
 //!
-//! [`SqlStore`] implements both storage ports once, over the small
-//! [`SqlEngine`] trait: run a query and decode rows, execute a statement,
-//! execute a batch in one transaction. [`engine::Engine`] implements it
-//! for every backend, which adds only a [`Dialect`] (its sqlx database,
-//! how it opens a write transaction, how its errors read); nothing about
-//! sqlx leaks past this module.
+//! [`SqlStore`] implements the storage ports once, over the [`Engine`] of
+//! a dialect: run a query and decode rows, execute a statement or a batch
+//! in one transaction, each error already mapped; nothing about sqlx leaks
+//! past it.
 //!
-//! - `engine.rs`: [`SqlEngine`], its parameters and errors, and the generic
-//!   engine.
+//! - `dialect.rs`: the [`Dialect`] trait.
+//! - `engine.rs`: the generic [`Engine`], its parameters and errors.
 //! - `columns.rs`: the table of the handoff's columns, from which every
 //!   column list, bind list and row decoding derive.
 //! - `row.rs`: a handoff's conversion to and from its column form;
 //!   `events.rs`: a history event's.
-//! - `statements.rs`: the SQL text.
+//! - `statements.rs`: the SQL text both backends run.
 //! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
-//!   import (C17), the third.
+//!   import (C17), the third; `watch.rs`: the event log (C16).
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
 //!   migrations.
 //!
@@ -29,25 +29,22 @@
 //! is no read-then-write gap to lose.
 //!
 //! **History rides with the change (C15).** Every write that changes a
-//! handoff also appends its event: on PostgreSQL in the same statement (a
-//! data-modifying CTE feeds the event's INSERT from the handoff's
-//! `RETURNING`, so no extra round trip); on SQLite, which has no such
-//! CTE, as a second statement of the same transaction. The event's `seq`
-//! is the handoff's `events` counter, which the same write increments, so
-//! a handoff's events are numbered 1, 2, 3, ... without gaps.
+//! handoff also appends its event in the same atomic write
+//! ([`Dialect::write_with_event`]). The event's `seq` is the handoff's
+//! `events` counter, which the same write increments, so a handoff's
+//! events are numbered 1, 2, 3, ... without gaps.
 //!
 //! **Lists and prunes read what they return (C17).** A list is one
 //! statement built from its filters (`statements::list_statement`), served
-//! by one index (SQLite's statements name it); a prune batch removes at
-//! most N handoffs finished before the cutoff with their wake claimed,
-//! found through the partial index `handoffs_prunable`, with their events
-//! in the same atomic write: two `DELETE`s of one SQLite transaction, or
-//! one PostgreSQL statement that locks only handoffs unchanged since its
-//! snapshot (`statements::PRUNE_BATCH`).
+//! by one index (named where the dialect's planner needs it); a prune
+//! batch removes at most N handoffs finished before the cutoff with their
+//! wake claimed, found through the partial index `handoffs_prunable`, with
+//! their events in the same atomic write ([`Dialect::prune_batch`]).
 
 pub(crate) mod archive;
 pub(crate) mod columns;
 pub(crate) mod connections;
+pub(crate) mod dialect;
 pub(crate) mod engine;
 pub(crate) mod events;
 mod handoffs;
@@ -63,20 +60,21 @@ use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
 
-pub(crate) use engine::{Dialect, Engine, EngineError, RowsAffected, SqlEngine};
+pub(crate) use dialect::{Dialect, HandoffWrite, WriteKind};
+pub(crate) use engine::{Engine, EngineError, RowsAffected};
 
 use columns::HandoffRow;
 
-/// Both storage ports over any [`SqlEngine`].
+/// The storage ports over the [`Engine`] of any [`Dialect`].
 #[derive(Debug)]
-pub(crate) struct SqlStore<E> {
-    engine: E,
+pub(crate) struct SqlStore<D: Dialect> {
+    engine: Engine<D>,
     /// The handoffs this handle wrote last, with the versions it wrote.
     written: Written,
 }
 
-impl<E: SqlEngine> SqlStore<E> {
-    pub(crate) fn new(engine: E) -> Self {
+impl<D: Dialect> SqlStore<D> {
+    pub(crate) fn new(engine: Engine<D>) -> Self {
         Self {
             engine,
             written: Written::default(),

@@ -12,12 +12,12 @@ use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
-use crate::sql::engine::{Param, RecordRow, SqlEngine, Statement};
+use crate::sql::engine::{Param, RecordRow, Statement};
 use crate::sql::row::to_json;
 use crate::sql::statements::{
     INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
 };
-use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, SqlStore};
+use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, Dialect, SqlStore};
 
 /// The parent a `(version, record)` row of `parents` holds, which must be
 /// `reference`'s.
@@ -43,7 +43,7 @@ fn parent_from_row(
 }
 
 #[async_trait]
-impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
+impl<D: Dialect> ParentRegistry for SqlStore<D> {
     async fn insert_parent<'a>(
         &self,
         parent: &Parent,
@@ -95,13 +95,8 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Versioned<Parent>>> {
-        let rows = self
-            .engine
-            .fetch_records(PARENT_BY_ID, &[Param::Text(reference.id_str())])
-            .await
-            .map_err(failed)?;
-        rows.into_iter()
-            .next()
+        self.record_by_id(PARENT_BY_ID, reference.id_str())
+            .await?
             .map(|row| parent_from_row(reference, row))
             .transpose()
     }
@@ -150,13 +145,8 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
     }
 
     async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
-        let rows = self
-            .engine
-            .fetch_records(TASK_PR_BY_ID, &[Param::Text(id.as_str())])
-            .await
-            .map_err(failed)?;
-        rows.into_iter()
-            .next()
+        self.record_by_id(TASK_PR_BY_ID, id.as_str())
+            .await?
             .map(|row| {
                 serde_json::from_str(&row.record).map_err(|e| {
                     StoreError::damaged(format!(
@@ -165,5 +155,18 @@ impl<E: SqlEngine> ParentRegistry for SqlStore<E> {
                 })
             })
             .transpose()
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// The `(version, record)` row `sql` reads for the id `id` (its `$1`),
+    /// if any.
+    async fn record_by_id(&self, sql: &'static str, id: &str) -> StoreResult<Option<RecordRow>> {
+        let rows = self
+            .engine
+            .fetch_records(sql, &[Param::Text(id)])
+            .await
+            .map_err(failed)?;
+        Ok(rows.into_iter().next())
     }
 }

@@ -21,30 +21,27 @@
 //!
 //! The DDL is the same on both engines but for one column: an event's
 //! store-wide position is assigned by the engine, which each names its own
-//! way ([`POSITION`] in a statement stands for [`SQLITE_POSITION`] or
-//! [`POSTGRES_POSITION`]).
+//! way ([`POSITION`] in a statement stands for the type each backend's
+//! migrations give it); PostgreSQL adds a few statements of its own to
+//! migration 3 (`postgres/mod.rs`).
 
-/// A unique index a write can violate, as each engine names it when it
-/// refuses a row: PostgreSQL by the index's name, SQLite by its columns
-/// (`UNIQUE constraint failed: <columns>`).
+/// A unique index a write can violate: invariant I6's or C12's. PostgreSQL
+/// names it as the violated constraint; SQLite's result code does not say
+/// which, so its dialect asks the table (see `sqlite/dialect.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct UniqueIndex {
     /// The index's name in the schema.
     pub name: &'static str,
-    /// Its columns as SQLite lists them in the error message.
-    pub columns: &'static str,
 }
 
 /// Invariant I6: one non-terminal handoff per parent (migration 1).
 pub(crate) const ONE_ACTIVE_PER_PARENT: UniqueIndex = UniqueIndex {
     name: "handoffs_one_active_per_parent",
-    columns: "handoffs.parent_id",
 };
 
 /// C12: one handoff per parent and step, ever (migration 2).
 pub(crate) const ONE_PER_PARENT_STEP: UniqueIndex = UniqueIndex {
     name: "handoffs_one_per_parent_step",
-    columns: "handoffs.parent_id, handoffs.step",
 };
 
 /// The unique indexes of `handoffs` besides its primary key.
@@ -58,16 +55,6 @@ impl UniqueIndex {
             .iter()
             .copied()
             .find(|index| index.name == name)
-    }
-
-    /// The schema's unique index a SQLite message names by its columns
-    /// (`UNIQUE constraint failed: handoffs.parent_id, handoffs.step`).
-    pub(crate) fn in_sqlite_message(message: &str) -> Option<Self> {
-        let columns = message.strip_prefix("UNIQUE constraint failed: ")?;
-        UNIQUE_INDEXES
-            .iter()
-            .copied()
-            .find(|index| index.columns == columns)
     }
 }
 
@@ -131,44 +118,6 @@ const MIGRATION_2: &[&str] = &[
 /// In a migration's statement, the type of an event's position column.
 pub(crate) const POSITION: &str = "{position}";
 
-/// SQLite's position: the rowid, never reused (AUTOINCREMENT), so a
-/// position stays unique even after the newest events are pruned. Writers
-/// are serialised, so positions also commit in order.
-pub(crate) const SQLITE_POSITION: &str = "INTEGER PRIMARY KEY AUTOINCREMENT";
-
-/// PostgreSQL's position: the writing transaction's id times 2^20 (C16).
-/// Concurrent writers commit in any order, but a transaction that has
-/// ended can add no event, so a watcher reads only below the oldest
-/// transaction still writing (`postgres::EVENT_HORIZON`) and never misses
-/// one. A write appends one event per transaction; an import, which
-/// appends many, gives each its position explicitly (below its own).
-pub(crate) const POSTGRES_POSITION: &str =
-    "BIGINT PRIMARY KEY DEFAULT (pg_current_xact_id()::text::bigint * 1048576)";
-
-/// PostgreSQL's own statements of migration 3, after the shared ones:
-/// the sessions that watch (C16), so a write notifies only while someone
-/// listens (a notification makes concurrent commits take turns); the
-/// trigger that sends it, in the writing transaction; and the last
-/// position an import was given, which the store's export gives again.
-const POSTGRES_MIGRATION_3: &[&str] = &[
-    "CREATE TABLE handoff_watchers (pid INTEGER PRIMARY KEY)",
-    "CREATE TABLE handoff_position_floor (floor BIGINT NOT NULL)",
-    "CREATE FUNCTION handoff_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN
-         IF EXISTS (SELECT 1 FROM handoff_watchers) THEN
-             PERFORM pg_notify('lf_handoff_events', '');
-         END IF;
-         RETURN NULL;
-     END
-     $$",
-    // The function finds `handoff_watchers` in the store's schema
-    // whatever the writing session's search path (the migration runs with
-    // it set to the store's schema).
-    "ALTER FUNCTION handoff_events_notify() SET search_path FROM CURRENT",
-    "CREATE TRIGGER handoff_events_notify AFTER INSERT ON handoff_events
-        FOR EACH STATEMENT EXECUTE FUNCTION handoff_events_notify()",
-];
-
 /// Migration 3: deadlines (C14), history (C15), and the indexes of the
 /// list filters and of prune (C17). Existing handoffs get no deadline and
 /// no events (`events` 0: their first change after the upgrade is their
@@ -206,28 +155,23 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// [`statements_after`] for PostgreSQL: with its own statements after
-/// each migration's shared ones.
-pub(crate) fn postgres_statements_after(version: i64) -> impl Iterator<Item = String> {
-    let own: [&[&str]; 3] = [&[], &[], POSTGRES_MIGRATION_3];
-    MIGRATIONS
-        .iter()
-        .zip(own)
-        .skip(usize::try_from(version).unwrap_or(0))
-        .flat_map(|(migration, own)| migration.iter().chain(own.iter()))
-        .map(|statement| statement.replace(POSITION, POSTGRES_POSITION))
-}
-
 /// The statements that bring a store at `version` to [`LATEST_VERSION`], in
-/// order, with [`POSITION`] replaced by the engine's `position` type. Each
+/// order, with [`POSITION`] replaced by the engine's `position` type and,
+/// after each migration's shared statements, the backend's `own` ones for
+/// it (`own[n - 1]` for migration `n`; none when `own` is shorter). Each
 /// backend runs them in one transaction.
 pub(crate) fn statements_after(
     version: i64,
     position: &'static str,
+    own: &'static [&'static [&'static str]],
 ) -> impl Iterator<Item = String> {
     MIGRATIONS
         .iter()
+        .enumerate()
         .skip(usize::try_from(version).unwrap_or(0))
-        .flat_map(|migration| migration.iter())
+        .flat_map(move |(at, migration)| {
+            let own: &[&str] = own.get(at).copied().unwrap_or(&[]);
+            migration.iter().chain(own.iter())
+        })
         .map(move |statement| statement.replace(POSITION, position))
 }

@@ -1,5 +1,6 @@
-//! The SQL statements of the shared repository, in `$n` placeholder form,
-//! which both SQLite and PostgreSQL accept.
+//! The SQL statements both SQL backends run, in `$n` placeholder form,
+//! which both SQLite and PostgreSQL accept. What one backend runs alone is
+//! in its folder (`sqlite/dialect.rs`, `postgres/dialect.rs`).
 //!
 //! The handoff statements list the columns of
 //! [`HANDOFF_COLUMNS`](crate::sql::columns::HANDOFF_COLUMNS); each is built
@@ -27,13 +28,14 @@ use lf_handoff_domain::timestamp::micros_before;
 
 use crate::sql::columns::{
     column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, EVENTS_COLUMN,
-    ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN,
+    ID_COLUMN, VERSION_COLUMN,
 };
+use crate::sql::dialect::Dialect;
 use crate::sql::engine::Param;
 
 /// The condition of an active (non-terminal) handoff; the partial indexes'
 /// condition in `schema.rs`.
-const ACTIVE: &str = "status IN ('waiting', 'attached')";
+pub(crate) const ACTIVE: &str = "status IN ('waiting', 'attached')";
 
 /// The column of a `(version, record)` row that holds the version.
 pub(crate) const VERSION: &str = "version";
@@ -137,16 +139,15 @@ pub(crate) struct ListStatement<'a> {
 /// The text depends on which filters are given, never on their values
 /// (statuses excepted: they are the domain's fixed names, written into the
 /// text so that the partial indexes, whose conditions name them, can
-/// serve), so each shape is prepared once per connection. With
-/// `pin_index` (SQLite, whose planner has no statistics and may prefer
-/// another index that needs a sort) the statement names its index
-/// (`INDEXED BY`); PostgreSQL's planner chooses by its statistics. Each
-/// shape of the first version (all, a parent, active, a parent's active)
-/// keeps its text and its plan, but for the SQLite pin.
-pub(crate) fn list_statement<'a>(
+/// serve), so each shape is prepared once per connection. The dialect's
+/// [`index_hint`](Dialect::index_hint) names the index where its planner
+/// needs it (SQLite, whose planner has no statistics and may prefer
+/// another index that needs a sort); PostgreSQL's planner chooses by its
+/// statistics. Each shape of the first version (all, a parent, active, a
+/// parent's active) keeps its text and its plan, but for the hint.
+pub(crate) fn list_statement<'a, D: Dialect>(
     query: &'a ListQuery,
     home: Option<&'a str>,
-    pin_index: bool,
 ) -> Option<ListStatement<'a>> {
     if query.limit == Some(0) {
         return None;
@@ -205,10 +206,7 @@ pub(crate) fn list_statement<'a>(
              ((SELECT created_at FROM handoffs WHERE {ID_COLUMN} = ${n}), ${n})"
         ));
     }
-    let mut rest = String::new();
-    if pin_index {
-        rest.push_str(&format!("INDEXED BY {} ", index.name()));
-    }
+    let mut rest = D::index_hint(index.name());
     if !conditions.is_empty() {
         rest.push_str(&format!("WHERE {} ", conditions.join(" AND ")));
     }
@@ -274,44 +272,20 @@ const EVENT_COLUMNS: &str = "handoff_id, seq, at, kind, status_before, status_af
 /// `status_before`, `status_after`, `actor`, `detail`.
 pub const EVENT_PARAMS: usize = 6;
 
-/// `$from, ..., $(from + EVENT_PARAMS - 1)`: an event's own values.
-fn event_placeholders(from: usize) -> String {
-    let placeholders: Vec<String> = (from..from + EVENT_PARAMS)
+/// The insert of the event of the handoff row `source` yields: its id and
+/// event count (just written) as `handoff_id` and `seq`, then the event's
+/// own values from `$from` on. Each backend's write of a handoff with its
+/// event ends with it.
+pub(crate) fn insert_event_from(source: &str, from: usize) -> String {
+    let values: Vec<String> = (from..from + EVENT_PARAMS)
         .map(|n| format!("${n}"))
         .collect();
-    placeholders.join(", ")
-}
-
-/// The event row of handoff `$1` as it now stands: its id and event count
-/// (just written) as `handoff_id` and `seq`, then the event's own values
-/// (`$2` ...). The second statement of a write on SQLite, in the same
-/// transaction as the handoff's row.
-pub static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM handoffs WHERE {ID_COLUMN} = $1",
-        event_placeholders(2)
-    )
-});
-
-/// `statement` (an INSERT or UPDATE of one handoff whose own parameters
-/// are `$1 ... $own`) with its event, in one statement: a data-modifying
-/// CTE whose row feeds the event's INSERT, so the event costs no round
-/// trip and no transaction of its own (PostgreSQL). It affects one row if
-/// and only if `statement` did.
-pub fn with_event(statement: &str, own: usize) -> String {
-    format!(
-        "WITH h AS ({statement} RETURNING {ID_COLUMN}, {EVENTS_COLUMN})          INSERT INTO handoff_events ({EVENT_COLUMNS})          SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} FROM h",
-        event_placeholders(own + 1)
+        "INSERT INTO handoff_events ({EVENT_COLUMNS}) SELECT {ID_COLUMN}, {EVENTS_COLUMN}, {} \
+         FROM {source}",
+        values.join(", ")
     )
 }
-
-/// [`INSERT_HANDOFF`] and its `opened` event in one statement.
-pub(crate) static INSERT_HANDOFF_WITH_EVENT: LazyLock<String> =
-    LazyLock::new(|| with_event(&INSERT_HANDOFF, COLUMN_COUNT + 2));
-
-/// [`SWAP_HANDOFF`] and its event in one statement.
-pub static SWAP_HANDOFF_WITH_EVENT: LazyLock<String> =
-    LazyLock::new(|| with_event(&SWAP_HANDOFF, SWAP_PARAMS));
 
 /// The condition of a due handoff at `$1`: the due index's condition
 /// (`schema.rs`) and the deadline passed.
@@ -319,29 +293,20 @@ const DUE: &str =
     "status IN ('waiting', 'attached') AND expires_at IS NOT NULL      AND expires_at <= $1";
 
 /// At most `$2` handoffs due at `$1`, earliest deadline first: a range of
-/// the partial index `handoffs_due`.
-pub(crate) static DUE_HANDOFFS: LazyLock<String> =
-    LazyLock::new(|| select_handoffs(&format!("WHERE {DUE} ORDER BY expires_at, id LIMIT $2")));
-
-/// [`DUE_HANDOFFS`] naming its index, as SQLite runs it: without
-/// statistics its planner would otherwise take `handoffs_by_status` (whose
-/// first column the condition's `status IN` matches) and sort.
-pub(crate) static DUE_HANDOFFS_PINNED: LazyLock<String> = LazyLock::new(|| {
+/// the partial index `handoffs_due` (which SQLite's planner, without
+/// statistics, would pass over for `handoffs_by_status`, whose first
+/// column the condition's `status IN` matches, and a sort).
+pub(crate) fn due_handoffs<D: Dialect>() -> String {
     select_handoffs(&format!(
-        "INDEXED BY handoffs_due WHERE {DUE} ORDER BY expires_at, id LIMIT $2"
+        "{}WHERE {DUE} ORDER BY expires_at, id LIMIT $2",
+        D::index_hint("handoffs_due")
     ))
-});
+}
 
 /// The condition of a handoff a prune at cutoff `$1` may remove (C17): its
 /// wake is claimed, so it is terminal (I3), and it finished before `$1`.
 /// The partial index `handoffs_prunable`'s condition and a range of it.
-const PRUNABLE: &str = "wake_claimed_at IS NOT NULL AND terminal_at < $1";
-
-/// The ids of at most `$2` handoffs a prune at `$1` may remove, earliest
-/// finish first: a range of `handoffs_prunable`.
-static PRUNABLE_IDS: LazyLock<String> = LazyLock::new(|| {
-    format!("SELECT {ID_COLUMN} FROM handoffs WHERE {PRUNABLE} ORDER BY terminal_at, id LIMIT $2")
-});
+pub(crate) const PRUNABLE: &str = "wake_claimed_at IS NOT NULL AND terminal_at < $1";
 
 /// How many handoffs a prune at `$1` may remove (`handoffs`) and how many
 /// events they hold (`events`).
@@ -350,51 +315,6 @@ pub(crate) static COUNT_PRUNABLE: LazyLock<String> = LazyLock::new(|| {
         "SELECT COUNT(*) AS handoffs, (SELECT COUNT(*) FROM handoff_events WHERE handoff_id IN \
          (SELECT {ID_COLUMN} FROM handoffs WHERE {PRUNABLE})) AS events \
          FROM handoffs WHERE {PRUNABLE}"
-    )
-});
-
-/// The first statement of a prune batch on SQLite: the events of the
-/// handoffs [`PRUNE_HANDOFFS`] removes next in the same transaction (the
-/// events first: they refer to their handoff). SQLite runs one writer at a
-/// time, so both statements see the same handoffs.
-pub(crate) static PRUNE_EVENTS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "DELETE FROM handoff_events WHERE handoff_id IN ({})",
-        *PRUNABLE_IDS
-    )
-});
-
-/// The second statement of a prune batch on SQLite: at most `$2` handoffs
-/// prunable at `$1`.
-pub(crate) static PRUNE_HANDOFFS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "DELETE FROM handoffs WHERE {ID_COLUMN} IN ({})",
-        *PRUNABLE_IDS
-    )
-});
-
-/// A prune batch on PostgreSQL, in one statement: at most `$2` handoffs
-/// prunable at `$1` (`seen`, the statement's snapshot), locked in the
-/// order of their finish (so racing prunes never deadlock) if and only if
-/// no write changed them since that snapshot (the lock re-checks the
-/// version on the newest row, so a handoff whose wake another generation
-/// took over meanwhile is left for the next batch: its newest event is not
-/// in the snapshot); removed, their condition checked again; then exactly
-/// their events. The foreign key from the events is checked at the end of
-/// the statement, when both are gone. Returns the counts as
-/// [`COUNT_PRUNABLE`] does.
-pub(crate) static PRUNE_BATCH: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH seen AS (SELECT {ID_COLUMN}, {VERSION_COLUMN} FROM handoffs WHERE {PRUNABLE} \
-         ORDER BY terminal_at, id LIMIT $2), \
-         locked AS MATERIALIZED (SELECT h.{ID_COLUMN} FROM handoffs h JOIN seen s \
-         ON h.{ID_COLUMN} = s.{ID_COLUMN} AND h.{VERSION_COLUMN} = s.{VERSION_COLUMN} \
-         ORDER BY h.terminal_at, h.{ID_COLUMN} FOR UPDATE OF h), \
-         gone AS (DELETE FROM handoffs WHERE {ID_COLUMN} IN (SELECT {ID_COLUMN} FROM locked) \
-         AND {PRUNABLE} RETURNING {ID_COLUMN}), \
-         events AS (DELETE FROM handoff_events WHERE handoff_id IN \
-         (SELECT {ID_COLUMN} FROM gone) RETURNING 1) \
-         SELECT (SELECT COUNT(*) FROM gone) AS handoffs, (SELECT COUNT(*) FROM events) AS events"
     )
 });
 
@@ -420,10 +340,6 @@ pub(crate) static EVENTS_AFTER: LazyLock<String> = LazyLock::new(|| {
 /// event's (C16).
 pub(crate) const LAST_POSITION_BELOW: &str =
     "SELECT COALESCE(MAX(position), 0) AS n FROM handoff_events WHERE position < $1";
-
-/// 1 when an event is held at or above position `$1`, else 0 (C16).
-pub(crate) const EVENTS_FROM: &str =
-    "SELECT COUNT(*) AS n FROM (SELECT 1 FROM handoff_events WHERE position >= $1 LIMIT 1) AS held";
 
 pub(crate) const INSERT_PARENT: &str = "INSERT INTO parents (id, kind, wave_id, version, record) \
      VALUES ($1, $2, $3, 1, $4) ON CONFLICT (id) DO NOTHING";

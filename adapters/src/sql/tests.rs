@@ -17,12 +17,12 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome,
 };
+use lf_handoff_application::testing::OpenRequest;
 use lf_handoff_application::{GenerateId, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_domain::interactive_handoff::OpenOptions;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
+    InteractiveHandoffStatus, StepKey, Transition,
 };
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
@@ -32,8 +32,8 @@ use super::columns::HANDOFF_COLUMNS;
 use super::schema::{LATEST_VERSION, ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP, UNIQUE_INDEXES};
 use super::statements::PARENT_WITH_ACTIVE;
 use super::SqlStore;
-use crate::postgres::PostgresEngine;
-use crate::sqlite::SqliteEngine;
+use crate::postgres::{PostgresEngine, Server};
+use crate::sqlite::{SqliteEngine, SqliteFile};
 use crate::{open_store, StorageConfig};
 
 #[tokio::test(flavor = "multi_thread")]
@@ -45,7 +45,9 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     store.create_wave(&wave).await.unwrap();
     let (opened, _) = store
         .open_interactive_handoff(
-            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -94,20 +96,6 @@ async fn a_transition_stores_every_field_the_domain_returned() {
 
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
-}
-
-fn request(wave: &Wave, dir: &Path) -> OpenInteractiveHandoff {
-    OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: dir.to_path_buf(),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "login".into(),
-        environment: BTreeMap::new(),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    }
 }
 
 /// Both ports of one store handle, whatever its engine.
@@ -185,7 +173,7 @@ async fn wave_with_handoffs(
     let wave = Wave::new(WaveId::new(), "w".into(), dir.display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
-        .open_interactive_handoff(request(&wave, dir))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir))
         .await
         .unwrap();
     let done = InteractiveHandoffOutcome::Completed {
@@ -197,7 +185,9 @@ async fn wave_with_handoffs(
         .unwrap();
     let (waiting, _) = store
         .open_interactive_handoff(
-            request(&wave, dir).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir)
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -409,7 +399,7 @@ async fn the_snapshot_is_three_index_probes_on_sqlite() {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
-    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+    for statement in crate::sqlite::migrations_after(0) {
         sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {}", *PARENT_WITH_ACTIVE))
@@ -441,7 +431,7 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
             let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
                 .await
                 .unwrap();
-            for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+            for statement in crate::sqlite::migrations_after(0) {
                 sqlx::query(&statement).execute(&mut conn).await.unwrap();
             }
             let rows = sqlx::query(&sql)
@@ -456,7 +446,7 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
                 .join("\n")
         }
     };
-    let due = plan(super::statements::DUE_HANDOFFS_PINNED.clone()).await;
+    let due = plan(super::statements::due_handoffs::<SqliteFile>()).await;
     assert!(
         due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at>? AND expires_at<?)"),
         "{due}"
@@ -479,7 +469,7 @@ async fn sqlite_plan(sql: &str, params: &[super::engine::Param<'_>]) -> String {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
-    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+    for statement in crate::sqlite::migrations_after(0) {
         sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let explain = format!("EXPLAIN QUERY PLAN {sql}");
@@ -617,7 +607,7 @@ async fn every_list_filter_is_served_by_its_index_on_sqlite() {
     ];
     for (query, index, sorts) in shapes {
         let home = query.home.as_ref().map(ToString::to_string);
-        let statement = list_statement(&query, home.as_deref(), true).unwrap();
+        let statement = list_statement::<SqliteFile>(&query, home.as_deref()).unwrap();
         assert_eq!(statement.index, index, "{query:?}");
         let plan = sqlite_plan(&statement.sql, &statement.params).await;
         let first = plan.lines().next().unwrap();
@@ -647,7 +637,11 @@ async fn every_list_filter_is_served_by_its_index_on_sqlite() {
         }),
         with(&|q| q.limit = Some(0)),
     ] {
-        assert_eq!(list_statement(&query, None, true), None, "{query:?}");
+        assert_eq!(
+            list_statement::<SqliteFile>(&query, None),
+            None,
+            "{query:?}"
+        );
     }
 }
 
@@ -690,13 +684,13 @@ async fn the_lists_of_the_first_version_keep_their_text_and_plans() {
             ..ListQuery::default()
         };
         // PostgreSQL runs the first version's text as it was.
-        let statement = list_statement(&query, None, false).unwrap();
+        let statement = list_statement::<Server>(&query, None).unwrap();
         assert_eq!(
             statement.sql,
             format!("SELECT {columns} FROM handoffs {rest}")
         );
         // SQLite names the index its planner chose before the new ones.
-        let pinned = list_statement(&query, None, true).unwrap();
+        let pinned = list_statement::<SqliteFile>(&query, None).unwrap();
         let plan = sqlite_plan(&pinned.sql, &pinned.params).await;
         assert!(plan.starts_with(index), "{plan}");
     }
@@ -705,7 +699,8 @@ async fn the_lists_of_the_first_version_keep_their_text_and_plans() {
 #[tokio::test]
 async fn a_prune_reads_only_what_it_removes_on_sqlite() {
     use super::engine::Param;
-    use super::statements::{COUNT_PRUNABLE, PRUNE_EVENTS, PRUNE_HANDOFFS};
+    use super::statements::COUNT_PRUNABLE;
+    use crate::sqlite::dialect::{PRUNE_EVENTS, PRUNE_HANDOFFS};
     let params = [Param::Int(1_000), Param::Int(256)];
     for (sql, expected) in [
         (
@@ -746,7 +741,7 @@ async fn the_unique_indexes_are_the_schemas() {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
-    for statement in super::schema::statements_after(0, super::schema::SQLITE_POSITION) {
+    for statement in crate::sqlite::migrations_after(0) {
         sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let mut unique: Vec<String> = sqlx::query_scalar(
@@ -759,17 +754,28 @@ async fn the_unique_indexes_are_the_schemas() {
     let mut known: Vec<&str> = UNIQUE_INDEXES.iter().map(|index| index.name).collect();
     known.sort_unstable();
     assert_eq!(unique, known);
-    for index in UNIQUE_INDEXES {
-        let columns: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT 'handoffs.' || name FROM pragma_index_info('{}') ORDER BY seqno",
-            index.name
-        ))
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-        assert_eq!(columns.join(", "), index.columns, "{}", index.name);
-    }
     assert_ne!(ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP);
+}
+
+/// SQLite's result code does not say which unique index refused a row, so
+/// its dialect asks the table, the step's index first, as SQLite itself
+/// checks them: a second active handoff at a step the parent has is a
+/// taken step.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_both_indexes_refuse_is_a_taken_step_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StorageConfig::sqlite(dir.path().join("store.db"));
+    let (_store, wave, _finished, waiting) = wave_with_handoffs(&config, dir.path()).await;
+    let sql = ports(&config).await;
+    let parent = InteractiveHandoffParent::Wave(wave.id().clone());
+    let version = sql.load_parent(&parent).await.unwrap().unwrap().version;
+    let actor = lf_handoff_application::this_process_actor();
+    assert_eq!(
+        sql.insert(&copy_at(&waiting, Some("login@1")), version, &actor)
+            .await
+            .unwrap(),
+        InsertOutcome::StepTaken
+    );
 }
 
 // ----- upgrades (SQLite; the conformance suite upgrades every backend) -----
@@ -1062,7 +1068,9 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
         .open_interactive_handoff(
-            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -1081,7 +1089,7 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .await
         .unwrap();
     store
-        .open_interactive_handoff(request(&wave, dir.path()))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir.path()))
         .await
         .unwrap();
     let mut file = Vec::new();
@@ -1118,4 +1126,45 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .unwrap();
     let history = imported.history(&second.id).await.unwrap();
     assert_eq!(history.last().unwrap().position, 41);
+}
+
+/// The shared SQL code names no backend (docs/ARCHITECTURE.md): what
+/// differs is a `Dialect` method in the backend's own folder.
+#[test]
+fn the_shared_sql_code_names_no_backend() {
+    let files = [
+        ("archive.rs", include_str!("archive.rs")),
+        ("columns.rs", include_str!("columns.rs")),
+        ("connections.rs", include_str!("connections.rs")),
+        ("dialect.rs", include_str!("dialect.rs")),
+        ("engine.rs", include_str!("engine.rs")),
+        ("events.rs", include_str!("events.rs")),
+        ("handoffs.rs", include_str!("handoffs.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("parents.rs", include_str!("parents.rs")),
+        ("row.rs", include_str!("row.rs")),
+        ("schema.rs", include_str!("schema.rs")),
+        ("statements.rs", include_str!("statements.rs")),
+        ("watch.rs", include_str!("watch.rs")),
+    ];
+    let listed = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sql"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name != "tests.rs")
+        .count();
+    assert_eq!(listed, files.len(), "a file of sql/ is not checked");
+    for (name, text) in files {
+        // Tests may open a backend; the product code above them may not.
+        let product = text.split("#[cfg(test)]\nmod tests {").next().unwrap();
+        for backend in [
+            "crate::sqlite",
+            "crate::postgres",
+            "sqlx::Sqlite",
+            "sqlx::Postgres",
+            "SqliteConnection",
+            "PgConnection",
+        ] {
+            assert!(!product.contains(backend), "sql/{name} names {backend}");
+        }
+    }
 }

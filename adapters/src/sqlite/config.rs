@@ -8,7 +8,7 @@ use std::time::Duration;
 use lf_handoff_application::StoreResult;
 
 use crate::config::text::{
-    decode_absolute, encode_path, invalid, parse_duration, query_pairs, split_query,
+    at_least_one, decode_absolute, encode_path, invalid, parse_duration, query_pairs, split_query,
 };
 
 /// Settings of the SQLite backend.
@@ -110,17 +110,7 @@ impl SqliteConfig {
                 }
                 self.busy_timeout = timeout;
             }
-            "max_connections" => {
-                self.max_connections = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|max| *max >= 1)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "max_connections must be a whole number of at least 1, got {value:?}"
-                        ))
-                    })?;
-            }
+            "max_connections" => self.max_connections = at_least_one(key, value)?,
             other => {
                 return Err(invalid(format!(
                     "unknown sqlite store option {other:?}; accepted: synchronous, busy_timeout, \

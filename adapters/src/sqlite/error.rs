@@ -1,48 +1,114 @@
-//! Every SQLite error of this backend is mapped here, in one place.
+//! Every SQLite error of this backend is mapped here, in one place: the
+//! primary result codes this backend tells apart are the rows of
+//! [`RESULT_CODES`], each with the kind a program branches on and what
+//! the message says.
 
 use std::path::Path;
 
 use lf_handoff_application::{StoreError, UnavailableKind};
 
 use super::SqliteFile;
-use crate::sql::schema::UniqueIndex;
+use crate::sql::engine::ErrorRow;
 use crate::sql::{Dialect as _, EngineError};
 
+/// The result codes this backend tells apart, by primary result code (the
+/// low byte of SQLite's extended code); any other is
+/// `UnavailableKind::Other`.
+const RESULT_CODES: &[ErrorRow<&[i32], SqliteFile>] = &[
+    // SQLITE_BUSY, SQLITE_LOCKED.
+    ErrorRow {
+        codes: &[5, 6],
+        kind: UnavailableKind::Locked,
+        says: |file, _| {
+            format!(
+                "{} is busy: another process held its write lock longer than the busy \
+                 timeout ({} ms)",
+                file.path.display(),
+                file.busy_timeout.as_millis()
+            )
+        },
+    },
+    // SQLITE_READONLY.
+    ErrorRow {
+        codes: &[8],
+        kind: UnavailableKind::PermissionDenied,
+        says: |file, message| format!("{} is read-only: {message}", file.path.display()),
+    },
+    // SQLITE_IOERR.
+    ErrorRow {
+        codes: &[10],
+        kind: UnavailableKind::Io,
+        says: |file, message| format!("{}: {message}", file.path.display()),
+    },
+    // SQLITE_CORRUPT, SQLITE_NOTADB.
+    ErrorRow {
+        codes: &[11, 26],
+        kind: UnavailableKind::Damaged,
+        says: |file, message| {
+            format!(
+                "{} is damaged or not an lf-handoff store ({message}); it was left unchanged",
+                file.path.display()
+            )
+        },
+    },
+    // SQLITE_FULL.
+    ErrorRow {
+        codes: &[13],
+        kind: UnavailableKind::DiskFull,
+        says: |file, _| format!("{}: the disk is full", file.path.display()),
+    },
+    // SQLITE_CANTOPEN.
+    ErrorRow {
+        codes: &[14],
+        kind: UnavailableKind::Io,
+        says: |file, message| format!("cannot open {}: {message}", file.path.display()),
+    },
+    // SQLITE_AUTH.
+    ErrorRow {
+        codes: &[23],
+        kind: UnavailableKind::PermissionDenied,
+        says: sqlite_error,
+    },
+];
+
+/// `SQLITE_CONSTRAINT_UNIQUE`: a unique index (not the primary key,
+/// `SQLITE_CONSTRAINT_PRIMARYKEY`) refused a row.
+const CONSTRAINT_UNIQUE: &str = "2067";
+
+/// The message of a code the table gives no words of its own.
+fn sqlite_error(file: &SqliteFile, message: &str) -> String {
+    format!("{}: SQLite error: {message}", file.path.display())
+}
+
+/// The row of [`RESULT_CODES`] of a database error; `None` for another
+/// error or a code not in the table.
+fn result_code(error: &sqlx::Error) -> Option<&'static ErrorRow<&'static [i32], SqliteFile>> {
+    let sqlx::Error::Database(db) = error else {
+        return None;
+    };
+    let code = db.code()?.parse::<i32>().ok()? & 0xff;
+    RESULT_CODES.iter().find(|row| row.codes.contains(&code))
+}
+
 impl SqliteFile {
-    /// Maps one sqlx error: a unique violation, or an actionable
+    /// Maps one sqlx error: a unique violation (which index, SQLite's
+    /// code does not say; see `dialect.rs`), or an actionable
     /// `Unavailable` naming the file.
     pub(super) fn engine_error(&self, error: sqlx::Error) -> EngineError {
         let path = self.path.display();
-        if let sqlx::Error::Database(db) = &error {
-            if db.is_unique_violation() {
-                // SQLite names the index's columns, not the index.
+        let kind = error_kind(&error);
+        let message = match &error {
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
                 return EngineError::Unique {
-                    index: UniqueIndex::in_sqlite_message(db.message()),
+                    index: None,
                     detail: db.message().to_string(),
                 };
             }
-            let kind = error_kind(&error);
-            let code = db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0);
-            let message = match code & 0xff {
-                5 | 6 => format!(
-                    "{path} is busy: another process held its write lock longer than the busy \
-                     timeout ({} ms)",
-                    self.busy_timeout.as_millis()
-                ),
-                11 | 26 => format!(
-                    "{path} is damaged or not an lf-handoff store ({}); it was left unchanged",
-                    db.message()
-                ),
-                8 => format!("{path} is read-only: {}", db.message()),
-                13 => format!("{path}: the disk is full"),
-                14 => format!("cannot open {path}: {}", db.message()),
-                10 => format!("{path}: {}", db.message()),
-                _ => format!("{path}: SQLite error: {}", db.message()),
-            };
-            return EngineError::Failed(StoreError::unavailable_because(kind, message, error));
-        }
-        let kind = error_kind(&error);
-        let message = match &error {
+            sqlx::Error::Database(db) => {
+                let says =
+                    result_code(&error).map_or(sqlite_error as fn(&_, &_) -> _, |row| row.says);
+                says(self, db.message())
+            }
             sqlx::Error::PoolTimedOut => {
                 format!("{path}: timed out waiting for a database connection")
             }
@@ -63,19 +129,12 @@ impl SqliteFile {
     }
 }
 
-/// The kind of every SQLite error, in one place: busy or locked, damaged
-/// or not a database, read-only, full, I/O.
+/// The kind of every SQLite error: a database error's from
+/// [`RESULT_CODES`]; waiting too long for a connection is `Locked`.
 pub(super) fn error_kind(error: &sqlx::Error) -> UnavailableKind {
     match error {
-        sqlx::Error::Database(db) => {
-            match db.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0) & 0xff {
-                5 | 6 => UnavailableKind::Locked,
-                11 | 26 => UnavailableKind::Damaged,
-                8 | 23 => UnavailableKind::PermissionDenied,
-                13 => UnavailableKind::DiskFull,
-                10 | 14 => UnavailableKind::Io,
-                _ => UnavailableKind::Other,
-            }
+        sqlx::Error::Database(_) => {
+            result_code(error).map_or(UnavailableKind::Other, |row| row.kind)
         }
         sqlx::Error::PoolTimedOut => UnavailableKind::Locked,
         sqlx::Error::Io(io) => UnavailableKind::of_io_error(io),
@@ -83,9 +142,15 @@ pub(super) fn error_kind(error: &sqlx::Error) -> UnavailableKind {
     }
 }
 
+/// Whether another connection held the lock `error` waited for.
 pub(super) fn is_busy(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db)
-        if matches!(db.code().and_then(|c| c.parse::<i32>().ok()).map(|c| c & 0xff), Some(5 | 6)))
+    result_code(error).is_some_and(|row| row.kind == UnavailableKind::Locked)
+}
+
+/// Whether one of the schema's unique indexes refused a row (which one,
+/// the code does not say).
+pub(super) fn is_unique_index_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some(CONSTRAINT_UNIQUE))
 }
 
 pub(super) fn open_error(path: &Path, error: sqlx::Error) -> StoreError {

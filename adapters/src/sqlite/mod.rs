@@ -27,31 +27,29 @@
 //!   skips the read-only probe only for a store at the latest version with
 //!   no WAL frames; an older one is probed and then migrated.
 //!
-//! Files: `config.rs` (the settings and their URL form), `file.rs` (the
-//! file before SQLite opens it), `error.rs` (every SQLite error, mapped
-//! once), `watch.rs` (the change signal); this file opens and migrates.
+//! Files: `config.rs` (the settings and their URL form), `dialect.rs`
+//! (what the shared SQL repository asks of SQLite), `file.rs` (the file
+//! before SQLite opens it), `error.rs` (every SQLite error, mapped once),
+//! `watch.rs` (the change signal); this file opens and migrates.
 
 mod config;
+pub(crate) mod dialect;
 mod error;
 mod file;
 mod watch;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteQueryResult, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::changes::ChangeSource;
-use crate::sql::archive::{self, ArchiveDialect};
 use crate::sql::connections::Connections;
-use crate::sql::schema::{statements_after, LATEST_VERSION, SQLITE_POSITION};
-use crate::sql::{Dialect, Engine, EngineError, RowsAffected};
+use crate::sql::schema::{statements_after, LATEST_VERSION};
+use crate::sql::{Dialect, Engine, RowsAffected};
 use error::{is_busy, open_error};
 use file::{prepare_file, FileState};
-use watch::DataVersion;
 
 #[cfg(test)]
 pub(crate) use config::DEFAULT_MAX_CONNECTIONS;
@@ -59,6 +57,17 @@ pub use config::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEO
 
 /// `PRAGMA application_id` of an lf-handoff store: "LFH1".
 pub(crate) const APPLICATION_ID: i64 = 0x4C46_4831;
+
+/// The type of an event's position in SQLite's DDL: the rowid, never
+/// reused (AUTOINCREMENT), so a position stays unique even after the
+/// newest events are pruned. Writers are serialised, so positions also
+/// commit in order.
+const POSITION: &str = "INTEGER PRIMARY KEY AUTOINCREMENT";
+
+/// The statements that bring a store at `version` to the latest schema.
+pub(crate) fn migrations_after(version: i64) -> impl Iterator<Item = String> {
+    statements_after(version, POSITION, &[])
+}
 
 /// The SQLite engine: a few connections to one file.
 pub(crate) type SqliteEngine = Engine<SqliteFile>;
@@ -69,36 +78,6 @@ pub(crate) type SqliteEngine = Engine<SqliteFile>;
 pub(crate) struct SqliteFile {
     path: PathBuf,
     busy_timeout: Duration,
-}
-
-impl Dialect for SqliteFile {
-    type Db = sqlx::Sqlite;
-
-    /// Takes the write lock before the first read, so a writer never
-    /// deadlocks into `SQLITE_BUSY`.
-    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
-    const DATA_MODIFYING_CTE: bool = false;
-    const ARCHIVE: ArchiveDialect = archive::SQLITE;
-
-    fn store_name(&self) -> String {
-        self.path.display().to_string()
-    }
-
-    const PINS_INDEXES: bool = true;
-
-    /// Writers take turns, so positions commit in order.
-    const EVENT_HORIZON: Option<&'static str> = None;
-
-    fn change_source(&self, options: &SqliteConnectOptions) -> Arc<dyn ChangeSource> {
-        Arc::new(DataVersion {
-            path: self.path.clone(),
-            options: options.clone(),
-        })
-    }
-
-    fn map_error(&self, error: sqlx::Error) -> EngineError {
-        self.engine_error(error)
-    }
 }
 
 impl RowsAffected for SqliteQueryResult {
@@ -213,7 +192,7 @@ impl SqliteEngine {
         if version == LATEST_VERSION {
             return tx.commit().await.map_err(|e| file.unavailable(e));
         }
-        for statement in statements_after(version, SQLITE_POSITION) {
+        for statement in migrations_after(version) {
             sqlx::query(&statement)
                 .execute(&mut *tx)
                 .await

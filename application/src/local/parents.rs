@@ -10,11 +10,11 @@ use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::ConflictKind;
 
-use super::{lost_a_race, lost_too_often, not_found, CallTimer, Store, MAX_RACE_ATTEMPTS};
+use super::{lost_a_race, lost_too_often, not_found, CallTimer, Local, MAX_RACE_ATTEMPTS};
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{ParentInsert, SwapOutcome, Versioned};
 
-impl Store {
+impl Local {
     /// Stores a new wave. Creating an equal wave again is a no-op.
     ///
     /// # Errors

@@ -12,12 +12,12 @@ use lf_handoff_domain::interactive_handoff::{
 };
 use time::OffsetDateTime;
 
-use super::{lost_a_race, lost_too_often, not_found, CallTimer, Store, MAX_RACE_ATTEMPTS};
+use super::{lost_a_race, lost_too_often, not_found, CallTimer, Local, MAX_RACE_ATTEMPTS};
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{Decided, Decision, InsertOutcome, ListQuery, ParentWithActive};
 use crate::retry::Retries;
 
-impl Store {
+impl Local {
     /// Opens a handoff for the request's parent, or returns the one the
     /// request is answered by, writing nothing (a replay). The flag is
     /// `true` if and only if a handoff was created.

@@ -6,7 +6,7 @@ use std::io::{BufRead, Write};
 use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
 use time::OffsetDateTime;
 
-use super::{CallTimer, Store};
+use super::{CallTimer, Local};
 use crate::archive::{ArchiveReader, ArchiveSummary, ArchiveWriter, Progress};
 use crate::error::{StoreError, StoreResult};
 use crate::ports::PruneCount;
@@ -14,13 +14,13 @@ use crate::ports::PruneCount;
 /// How many due handoffs one round of [`Store::expire_due`] reads.
 const EXPIRE_BATCH: usize = 256;
 
-/// How many handoffs one atomic write of [`Store::prune`] removes at most,
+/// How many handoffs one atomic write of [`Store::prune`](crate::Store::prune) removes at most,
 /// unless its [`PruneOptions`] say otherwise: enough that a large prune
 /// takes few writes, few enough that one write holds a transaction (and on
 /// SQLite, the store's one writer) briefly.
 pub const PRUNE_BATCH: usize = 256;
 
-/// What [`Store::prune`] removes, and how.
+/// What [`Store::prune`](crate::Store::prune) removes, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PruneOptions {
     /// Only handoffs that finished (`terminal_at`) strictly before this
@@ -54,7 +54,7 @@ impl PruneOptions {
     }
 }
 
-impl Store {
+impl Local {
     /// Expires every handoff that is due (C14), each with its own
     /// compare-and-swap, and returns those this call expired: a handoff a
     /// concurrent sweeper expired, or that was finished in time, is not in

@@ -1,4 +1,5 @@
-//! The `Store`: the use cases an orchestrator and the command line call.
+//! The registry over a backend's storage ports: what a `Store` of a local
+//! backend runs on.
 //!
 //! Every write follows one loop: load the record with its version, ask the
 //! domain what the transition yields, and store a changed record with a
@@ -29,22 +30,34 @@ mod upkeep;
 
 use std::fmt;
 use std::future::Future;
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::{Actor, InteractiveHandoff, InteractiveHandoffParent};
+use async_trait::async_trait;
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    OpenHandoff,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::{TaskPr, TaskSession};
+use lf_handoff_domain::wave::Wave;
 
 use time::OffsetDateTime;
 
-use crate::archive::Archive;
+use crate::archive::{Archive, ArchiveSummary, Progress};
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
-    Clock, Decision, HandoffRepository, IdSource, ParentRegistry, TransitionOutcome,
+    Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
+    TransitionOutcome,
 };
+use crate::registry::Registry;
 use crate::retry::{retry, DEFAULT_RETRY_WINDOW};
 use crate::system::{SystemClock, UuidV7Ids};
-use crate::watch::EventLog;
+use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
 
 pub use upkeep::{PruneOptions, PRUNE_BATCH};
 
@@ -54,13 +67,13 @@ pub use upkeep::{PruneOptions, PRUNE_BATCH};
 /// that keeps losing means something other than this protocol is writing.
 pub const MAX_RACE_ATTEMPTS: usize = 32;
 
-/// Everything a [`Store`] is built from: a backend's storage ports, the
+/// Everything a [`Store`](crate::Store) is built from: a backend's storage ports, the
 /// clock and the id source. Every part is required, so a store can do
 /// everything its type promises.
 ///
 /// An adapter builds this with [`StorePorts::of`]; a test may replace a
 /// part (a mock, a port wrapped to inject faults, a fixed clock) before
-/// building the store with [`Store::new`].
+/// building the store with [`Store::new`](crate::Store::new).
 #[derive(Clone, Debug)]
 pub struct StorePorts {
     /// The storage engine's name in diagnostics (`sqlite`, `sled`,
@@ -99,26 +112,12 @@ impl StorePorts {
     }
 }
 
-/// The handoff registry: the public API an orchestrator links against.
-///
-/// Each operation has one method:
-///
-/// | what | method | contract |
-/// | --- | --- | --- |
-/// | parents | [`create_wave`](Self::create_wave), [`create_project_session`](Self::create_project_session), [`create_task_session`](Self::create_task_session), [`record_body`](Self::record_body), [`get_parent`](Self::get_parent), [`get_task_pr`](Self::get_task_pr) | C10 |
-/// | open | [`open_interactive_handoff`](Self::open_interactive_handoff) (a request, or a request [`with_options`](lf_handoff_domain::interactive_handoff::OpenInteractiveHandoff::with_options): step, deadline) | C1-C3, C12, C14 |
-/// | read | [`get_interactive_handoff`](Self::get_interactive_handoff), [`list_interactive_handoffs`](Self::list_interactive_handoffs) (a parent, or a [`ListQuery`](crate::ListQuery)), [`history`](Self::history) | C4, C15, C17 |
-/// | act | [`attach_interactive_handoff`](Self::attach_interactive_handoff), [`finish_interactive_handoff`](Self::finish_interactive_handoff), [`extend_interactive_handoff`](Self::extend_interactive_handoff), [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake) | C5-C7, C13, C14 |
-/// | wait | [`watch`](Self::watch), [`wait`](Self::wait) | C16 |
-/// | upkeep | [`expire_due`](Self::expire_due), [`prune`](Self::prune), [`export`](Self::export), [`import`](Self::import) | C14, C17 |
-///
-/// A handle names an actor in the history of each change it makes
-/// ([`with_actor`](Self::with_actor)) and rides out an unreachable server
-/// for a retry window ([`with_retry_window`](Self::with_retry_window)).
-///
-/// Cheap to clone; clones share the same storage.
+/// The registry over storage ports: the [`Registry`](crate::Registry) a
+/// [`Store`](crate::Store) of a local backend runs on. Every operation
+/// loads, asks the domain and stores with a compare-and-swap (see the
+/// module's docs).
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Local {
     handoffs: Arc<dyn HandoffRepository>,
     parents: Arc<dyn ParentRegistry>,
     pub(crate) events: Arc<dyn EventLog>,
@@ -130,9 +129,9 @@ pub struct Store {
     retry_window: Duration,
 }
 
-impl fmt::Debug for Store {
+impl fmt::Debug for Local {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("Local")
             .field("backend", &self.backend)
             .field("actor", &self.actor)
             .field("retry_window", &self.retry_window)
@@ -141,12 +140,9 @@ impl fmt::Debug for Store {
     }
 }
 
-impl Store {
-    /// Builds a store from its ports. Its history names this process as
-    /// the actor ([`this_process_actor`](crate::this_process_actor)) until
-    /// [`with_actor`](Self::with_actor) says otherwise, and it retries a
-    /// call that finds the server unreachable for
-    /// [`DEFAULT_RETRY_WINDOW`](crate::DEFAULT_RETRY_WINDOW).
+impl Local {
+    /// Builds the registry from its ports, naming this process as the actor
+    /// and retrying for [`DEFAULT_RETRY_WINDOW`](crate::DEFAULT_RETRY_WINDOW).
     pub fn new(ports: StorePorts) -> Self {
         Self {
             handoffs: ports.handoffs,
@@ -159,44 +155,6 @@ impl Store {
             actor: crate::system::this_process_actor(),
             retry_window: DEFAULT_RETRY_WINDOW,
         }
-    }
-
-    /// This handle, naming `actor` in the history of every change it makes
-    /// (C15). Other clones keep their own actor.
-    #[must_use]
-    pub fn with_actor(mut self, actor: Actor) -> Self {
-        self.actor = actor;
-        self
-    }
-
-    /// This handle, retrying a call that finds the server unreachable for
-    /// at most `window` after the first failure (C18, transient faults).
-    /// `Duration::ZERO` fails at once. Other clones keep their own window.
-    #[must_use]
-    pub fn with_retry_window(mut self, window: Duration) -> Self {
-        self.retry_window = window;
-        self
-    }
-
-    /// The actor this handle names in the history.
-    pub fn actor(&self) -> &Actor {
-        &self.actor
-    }
-
-    /// How long this handle retries a call that finds the server
-    /// unreachable.
-    pub fn retry_window(&self) -> Duration {
-        self.retry_window
-    }
-
-    /// The storage engine's name.
-    pub fn backend(&self) -> &'static str {
-        self.backend
-    }
-
-    /// The store's clock reading, as used for `list_row(now)`.
-    pub fn now(&self) -> OffsetDateTime {
-        self.clock.now()
     }
 
     /// Runs one port call, again while it finds the server unreachable and
@@ -232,6 +190,162 @@ impl Store {
             }
         }
         Err(lost_too_often(id))
+    }
+}
+
+#[async_trait]
+impl Registry for Local {
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            actor,
+            ..self.clone()
+        })
+    }
+
+    fn retry_window(&self) -> Duration {
+        self.retry_window
+    }
+
+    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            retry_window: window,
+            ..self.clone()
+        })
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.clock.now()
+    }
+
+    async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+        Local::create_wave(self, wave).await
+    }
+
+    async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+        Local::create_project_session(self, project).await
+    }
+
+    async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+        Local::create_task_session(self, task, pr).await
+    }
+
+    async fn get_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Parent>> {
+        Local::get_parent(self, reference).await
+    }
+
+    async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        Local::get_task_pr(self, id).await
+    }
+
+    async fn record_body(
+        &self,
+        reference: &InteractiveHandoffParent,
+        process: ChildProcessGeneration,
+    ) -> StoreResult<Parent> {
+        Local::record_body(self, reference, process).await
+    }
+
+    async fn open_interactive_handoff(
+        &self,
+        opening: OpenHandoff,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        Local::open_interactive_handoff(self, opening).await
+    }
+
+    async fn get_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<InteractiveHandoff>> {
+        Local::get_interactive_handoff(self, id).await
+    }
+
+    async fn list_interactive_handoffs(
+        &self,
+        query: ListQuery,
+    ) -> StoreResult<Vec<InteractiveHandoff>> {
+        Local::list_interactive_handoffs(self, query).await
+    }
+
+    async fn attach_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::attach_interactive_handoff(self, id).await
+    }
+
+    async fn finish_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        outcome: &InteractiveHandoffOutcome,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::finish_interactive_handoff(self, id, outcome).await
+    }
+
+    async fn extend_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        until: OffsetDateTime,
+    ) -> StoreResult<InteractiveHandoff> {
+        Local::extend_interactive_handoff(self, id, until).await
+    }
+
+    async fn claim_interactive_handoff_wake(
+        &self,
+        id: &InteractiveHandoffId,
+        generation: u32,
+    ) -> StoreResult<bool> {
+        Local::claim_interactive_handoff_wake(self, id, generation).await
+    }
+
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        Local::history(self, id).await
+    }
+
+    async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
+        Local::watch(self, from, filter).await
+    }
+
+    async fn wait(
+        &self,
+        id: &InteractiveHandoffId,
+        timeout: Option<Duration>,
+    ) -> StoreResult<Waited> {
+        Local::wait(self, id, timeout).await
+    }
+
+    async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
+        Local::expire_due(self).await
+    }
+
+    async fn prune(&self, options: PruneOptions) -> StoreResult<PruneCount> {
+        Local::prune(self, options).await
+    }
+
+    async fn export(
+        &self,
+        out: &mut (dyn Write + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        Local::export(self, out, progress).await
+    }
+
+    async fn import(
+        &self,
+        input: &mut (dyn BufRead + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        Local::import(self, input, progress).await
     }
 }
 
@@ -280,4 +394,4 @@ fn lost_too_often(what: &dyn fmt::Display) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,313 @@
+//! Every PostgreSQL error of this backend is mapped here, in one place: a
+//! server's error by its SQLSTATE, one row of [`SQLSTATES`] each, and the
+//! driver's own errors (no connection, refused, TLS, not a PostgreSQL
+//! server) by their type. Each gives the kind a program branches on and a
+//! message that names the server and says what to do; none holds the
+//! password.
+
+use lf_handoff_application::{StoreError, UnavailableKind};
+
+use super::{Server, MIGRATION_LOCK_TIMEOUT};
+use crate::sql::engine::ErrorRow;
+use crate::sql::schema::UniqueIndex;
+use crate::sql::{Dialect as _, EngineError};
+
+/// The SQLSTATEs a row of [`SQLSTATES`] covers.
+enum Codes {
+    /// These codes.
+    Exactly(&'static [&'static str]),
+    /// Every code of this class (the first two characters).
+    Class(&'static str),
+}
+
+/// The server's errors this backend tells apart; any other is
+/// `UnavailableKind::Other`.
+const SQLSTATES: &[ErrorRow<Codes, Server>] = &[
+    // A password or `pg_hba.conf` refused the user.
+    ErrorRow {
+        codes: Codes::Exactly(&["28P01", "28000"]),
+        kind: UnavailableKind::Refused,
+        says: |server, detail| {
+            format!(
+                "PostgreSQL at {} refused user {} ({detail}); check the user and password in \
+                 the store URL and the server's pg_hba.conf",
+                server.address, server.user
+            )
+        },
+    },
+    ErrorRow {
+        codes: Codes::Exactly(&["3D000"]),
+        kind: UnavailableKind::Refused,
+        says: |server, _| {
+            format!(
+                "database {} does not exist on PostgreSQL at {}; create it (createdb {}) or name \
+                 another database in the store URL",
+                server.database, server.address, server.database
+            )
+        },
+    },
+    ErrorRow {
+        codes: Codes::Exactly(&["53300"]),
+        kind: UnavailableKind::Unreachable,
+        says: |server, detail| {
+            format!(
+                "PostgreSQL at {} has no free connections ({detail}); lower pool_size in the \
+                 store URL or raise the server's max_connections",
+                server.address
+            )
+        },
+    },
+    // Terminated by an administrator (57P01), a crash of another session
+    // (57P02), starting up or shutting down (57P03), an idle session closed
+    // by the server (57P05): a later attempt on a new connection may pass.
+    ErrorRow {
+        codes: Codes::Exactly(&["57P01", "57P02", "57P03", "57P05"]),
+        kind: UnavailableKind::Unreachable,
+        says: |server, detail| {
+            format!(
+                "PostgreSQL at {} ended the session or is restarting ({detail}); retry once it \
+                 is up",
+                server.address
+            )
+        },
+    },
+    ErrorRow {
+        codes: Codes::Exactly(&["42501"]),
+        kind: UnavailableKind::PermissionDenied,
+        says: |server, detail| {
+            format!(
+                "{server}: permission denied ({detail}); grant user {} CREATE on the database \
+                 (or have an administrator create schema {} for it) and USAGE on the schema",
+                server.user, server.schema
+            )
+        },
+    },
+    // A table, or the whole schema, dropped while the store was in use.
+    ErrorRow {
+        codes: Codes::Exactly(&["42P01", "3F000"]),
+        kind: UnavailableKind::Damaged,
+        says: |server, detail| {
+            format!(
+                "{server}: the store's tables are missing ({detail}); the schema was dropped \
+                 while in use. Open the store again to recreate it"
+            )
+        },
+    },
+    ErrorRow {
+        codes: Codes::Exactly(&["55P03"]),
+        kind: UnavailableKind::Locked,
+        says: |server, detail| {
+            format!(
+                "{server}: another process held the store's migration lock for over \
+                 {MIGRATION_LOCK_TIMEOUT} ({detail}); retry, and check for a stuck process"
+            )
+        },
+    },
+    // A read-only transaction: a standby.
+    ErrorRow {
+        codes: Codes::Exactly(&["25006"]),
+        kind: UnavailableKind::PermissionDenied,
+        says: |server, detail| {
+            format!("{server} is read-only ({detail}); point the store URL at the primary server")
+        },
+    },
+    ErrorRow {
+        codes: Codes::Exactly(&["53100"]),
+        kind: UnavailableKind::DiskFull,
+        says: |server, detail| format!("{server}: the server's disk is full ({detail})"),
+    },
+    // Connection exceptions.
+    ErrorRow {
+        codes: Codes::Class("08"),
+        kind: UnavailableKind::Unreachable,
+        says: |server, detail| {
+            format!(
+                "lost the connection to PostgreSQL at {}: {detail}",
+                server.address
+            )
+        },
+    },
+];
+
+impl Codes {
+    fn cover(&self, code: &str) -> bool {
+        match self {
+            Self::Exactly(codes) => codes.contains(&code),
+            Self::Class(class) => code.starts_with(class),
+        }
+    }
+}
+
+/// Why a TLS handshake failed, as far as a person can act on it.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum TlsFailure {
+    /// The certificate is valid but names another host.
+    HostName,
+    /// No trusted authority signed the certificate.
+    UnknownIssuer,
+    /// Anything else the TLS library refused.
+    Other,
+}
+
+impl Server {
+    /// Maps one sqlx error to what the shared repository understands: a
+    /// unique violation, or an actionable `Unavailable`.
+    pub(super) fn engine_error(&self, error: sqlx::Error) -> EngineError {
+        let (kind, message) = match &error {
+            sqlx::Error::Database(db) if db.is_unique_violation() => {
+                // PostgreSQL names the violated index as the constraint.
+                return EngineError::Unique {
+                    index: db.constraint().and_then(UniqueIndex::named),
+                    detail: db.message().to_string(),
+                };
+            }
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                match SQLSTATES.iter().find(|row| row.codes.cover(&code)) {
+                    Some(row) => (row.kind, (row.says)(self, db.message())),
+                    None => (
+                        UnavailableKind::Other,
+                        format!("{self}: PostgreSQL error {code}: {}", db.message()),
+                    ),
+                }
+            }
+            other => self.driver_error(other),
+        };
+        EngineError::Failed(StoreError::unavailable_because(kind, message, error))
+    }
+
+    /// The kind and message of an error of the driver (no answer from a
+    /// server).
+    fn driver_error(&self, error: &sqlx::Error) -> (UnavailableKind, String) {
+        let address = &self.address;
+        match error {
+            sqlx::Error::PoolTimedOut => (
+                UnavailableKind::Unreachable,
+                format!(
+                    "no connection to PostgreSQL at {address} within {:?}: the server is down, \
+                     unreachable or out of connections (max_connections), or all {} pooled \
+                     connections stayed busy; check the server, or raise acquire_timeout or \
+                     pool_size in the store URL",
+                    self.acquire_timeout, self.pool_size
+                ),
+            ),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => (
+                UnavailableKind::Unreachable,
+                format!(
+                    "cannot connect to PostgreSQL at {address}: connection refused; check that \
+                     the server is running and listening on that host and port"
+                ),
+            ),
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => (
+                UnavailableKind::Unreachable,
+                format!(
+                    "{address} closed the connection unexpectedly ({io}); check that the store \
+                     URL's host and port name a PostgreSQL server and that it is up"
+                ),
+            ),
+            sqlx::Error::Io(io) => match tls_failure(&io.to_string()) {
+                Some(failure) => (UnavailableKind::Refused, self.tls_message(&failure, io)),
+                None => (
+                    UnavailableKind::Unreachable,
+                    format!("cannot talk to PostgreSQL at {address}: {io}"),
+                ),
+            },
+            sqlx::Error::Tls(tls) if tls.to_string().contains("does not support TLS") => (
+                UnavailableKind::Refused,
+                format!(
+                    "PostgreSQL at {address} does not offer TLS, but the store URL asks for it \
+                     (sslmode=require, verify-ca or verify-full); turn ssl on in the server's \
+                     postgresql.conf, or use sslmode=prefer or disable"
+                ),
+            ),
+            sqlx::Error::Tls(tls) => (
+                UnavailableKind::Refused,
+                format!(
+                    "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
+                     certificate options (sslrootcert, sslcert, sslkey) in the store URL"
+                ),
+            ),
+            sqlx::Error::Protocol(detail) => (
+                UnavailableKind::Refused,
+                format!(
+                    "{address} does not answer like a PostgreSQL server ({detail}); check the \
+                     host and port in the store URL"
+                ),
+            ),
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::Decode(_) => (
+                UnavailableKind::Damaged,
+                format!(
+                    "{self}: a stored value is unreadable ({error}); the store may be damaged or \
+                     changed by another program"
+                ),
+            ),
+            other => (UnavailableKind::Other, format!("{self}: {other}")),
+        }
+    }
+
+    /// What a person can do about a failed TLS handshake.
+    fn tls_message(&self, failure: &TlsFailure, io: &std::io::Error) -> String {
+        let address = &self.address;
+        match failure {
+            TlsFailure::HostName => format!(
+                "PostgreSQL at {address} presented a TLS certificate that does not name that \
+                 host ({io}); connect by a name the certificate lists, or use sslmode=require \
+                 (encrypted, the certificate not checked). With this build sslmode=verify-ca \
+                 checks the name too, as verify-full does"
+            ),
+            TlsFailure::UnknownIssuer => format!(
+                "PostgreSQL at {address} presented a TLS certificate that no trusted authority \
+                 signed ({io}); name the certificate of the authority that signed it with \
+                 sslrootcert=/path/to/ca.pem in the store URL, or install it in the system's \
+                 certificate store"
+            ),
+            TlsFailure::Other => format!(
+                "TLS with PostgreSQL at {address} failed ({io}); check sslmode and the \
+                 certificate options in the store URL"
+            ),
+        }
+    }
+
+    /// The error of a server that did not answer within the acquire
+    /// timeout.
+    pub(super) fn no_answer(&self) -> StoreError {
+        StoreError::unavailable(
+            UnavailableKind::Unreachable,
+            format!(
+                "cannot reach PostgreSQL at {}: no answer within {:?}; check that the server is \
+                 running and that this machine can reach that host and port (acquire_timeout in \
+                 the store URL sets how long to wait)",
+                self.address, self.acquire_timeout
+            ),
+        )
+    }
+
+    /// The `StoreError` of an error where no unique violation is expected.
+    pub(super) fn unavailable(&self, error: sqlx::Error) -> StoreError {
+        match self.map_error(error) {
+            EngineError::Failed(error) => error,
+            EngineError::Unique { detail, .. } => StoreError::damaged(format!(
+                "{self}: unexpected unique constraint violation: {detail}"
+            )),
+        }
+    }
+}
+
+/// Reads a TLS failure out of an I/O error's text (the driver wraps the TLS
+/// library's error in an I/O error, so its type is not reachable here);
+/// `None` for an I/O error that is not about TLS.
+pub(super) fn tls_failure(io_error: &str) -> Option<TlsFailure> {
+    if !io_error.contains("peer certificate") && !io_error.contains("TLS") {
+        return None;
+    }
+    Some(if io_error.contains("not valid for name") {
+        TlsFailure::HostName
+    } else if io_error.contains("UnknownIssuer") {
+        TlsFailure::UnknownIssuer
+    } else {
+        TlsFailure::Other
+    })
+}

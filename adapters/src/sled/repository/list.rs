@@ -1,0 +1,239 @@
+//! [`HandoffRepository::list`](lf_handoff_application::ports::HandoffRepository::list)
+//! on sled: one index walk (several, merged, for several statuses) between
+//! the bounds of the page's start and `created_before`, reading the record
+//! each entry names (see the module doc of `sled`).
+
+use std::ops::Bound;
+
+use ::sled::{IVec, Tree};
+use lf_handoff_application::{ListQuery, StoreError, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
+};
+
+use super::reads::{active_of, named_record};
+use crate::sled::handle::Shared;
+use crate::sled::{keys, record};
+
+/// Walks the index that serves `query`, from just after `query.after`,
+/// and reads the record each entry names, keeping those that pass every
+/// filter, up to `query.limit`.
+pub(super) fn list(shared: &Shared, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
+    let wanted = query.wanted_statuses();
+    if query.limit == Some(0) || wanted.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
+    // Where the page starts: just after `after`'s place in list order.
+    let start = match &query.after {
+        None => None,
+        Some(after) => match page_start(shared, after)? {
+            Some(start) => Some(start),
+            None => return Ok(Vec::new()),
+        },
+    };
+    match source(shared, query, wanted.as_deref()) {
+        Source::Slot(parent) => {
+            let active = active_of(shared, parent)?.map(|active| active.value);
+            Ok(active
+                .filter(|handoff| {
+                    query.matches(handoff)
+                        && start.as_ref().is_none_or(|start| {
+                            keys::created(handoff.created_at, &handoff.id) > *start
+                        })
+                })
+                .into_iter()
+                .collect())
+        }
+        Source::Index { tree, prefixes } => {
+            let end = query.created_before.map(keys::before);
+            let walks = prefixes
+                .into_iter()
+                .map(|prefix| Walk::new(tree, prefix, start.as_deref(), end.as_ref()))
+                .collect();
+            merge(shared, tree, walks, query, wanted.is_none())
+        }
+    }
+}
+
+/// Where a list reads.
+enum Source<'s> {
+    /// The parent's active slot: at most one handoff.
+    Slot(&'s InteractiveHandoffParent),
+    /// An index tree, under each of the prefixes (several: merged).
+    Index {
+        tree: &'s Tree,
+        prefixes: Vec<Vec<u8>>,
+    },
+}
+
+/// The one source that serves `query`, whose statuses are `wanted`: the
+/// parent, then the active filter, then statuses, then the home, then
+/// creation; the other filters are checked on the records it names.
+fn source<'s>(
+    shared: &'s Shared,
+    query: &'s ListQuery,
+    wanted: Option<&[InteractiveHandoffStatus]>,
+) -> Source<'s> {
+    let trees = &shared.trees;
+    let only_active =
+        wanted.is_some_and(|wanted| wanted.iter().all(|status| !status.is_terminal()));
+    let (tree, prefixes) = match (&query.parent, wanted) {
+        (Some(parent), _) if only_active => return Source::Slot(parent),
+        (Some(parent), _) => (&trees.by_parent, vec![keys::by_parent_prefix(parent)]),
+        (None, Some(wanted)) if wanted.len() == 2 && only_active => (&trees.active, vec![vec![]]),
+        (None, Some(wanted)) => (
+            &trees.by_status,
+            wanted
+                .iter()
+                .map(|status| keys::by_status_prefix(*status))
+                .collect(),
+        ),
+        (None, None) => match &query.home {
+            Some(home) => (&trees.by_home, vec![keys::by_home_prefix(home)]),
+            None => (&trees.by_created, vec![vec![]]),
+        },
+    };
+    Source::Index { tree, prefixes }
+}
+
+/// The `created_at ++ id` of handoff `after`, which a page starts just
+/// after; `None` when it is not stored (the page is empty).
+fn page_start(shared: &Shared, after: &InteractiveHandoffId) -> StoreResult<Option<Vec<u8>>> {
+    let found = shared
+        .trees
+        .handoffs
+        .get(keys::handoff(after))
+        .map_err(|e| shared.engine(e))?;
+    let Some(bytes) = found else {
+        return Ok(None);
+    };
+    let after = record::handoff(after, &bytes)?.value;
+    Ok(Some(keys::created(after.created_at, &after.id)))
+}
+
+/// Reads the records `walks` of `tree` name, least key first (each walk
+/// is in list order; several, one per status, are merged), keeping those
+/// that pass `query`, up to its limit. `any_status`: the query has no
+/// status filter (so a home filter was served by the home's index).
+fn merge(
+    shared: &Shared,
+    tree: &Tree,
+    mut walks: Vec<Walk>,
+    query: &ListQuery,
+    any_status: bool,
+) -> StoreResult<Vec<InteractiveHandoff>> {
+    let name = tree.name();
+    let limit = query.limit.unwrap_or(usize::MAX);
+    let mut handoffs: Vec<InteractiveHandoff> = Vec::new();
+    let mut heads = walks
+        .iter_mut()
+        .map(|walk| walk.next(shared))
+        .collect::<StoreResult<Vec<_>>>()?;
+    while handoffs.len() < limit {
+        let next = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(at, head)| head.as_ref().map(|key| (at, &key[walks[at].skip..])))
+            .min_by(|a, b| a.1.cmp(b.1))
+            .map(|(at, _)| at);
+        let Some(at) = next else {
+            break;
+        };
+        let (Some(key), Some(walk)) = (heads[at].take(), walks.get_mut(at)) else {
+            break;
+        };
+        heads[at] = walk.next(shared)?;
+        let id = keys::id_in_index(&name, &key, walk.skip)?;
+        // A handoff met again in another status's walk (it changed status
+        // while the list read) is listed once.
+        if handoffs.last().is_some_and(|last| last.id == id) {
+            continue;
+        }
+        let Some(bytes) = named_record(shared, tree, &key, &id)? else {
+            continue;
+        };
+        let handoff = record::handoff(&id, &bytes)?.value;
+        check_filed(&name, query, any_status, &id, &handoff)?;
+        if query.matches(&handoff) {
+            handoffs.push(handoff);
+        }
+    }
+    Ok(handoffs)
+}
+
+/// Refuses, as damage, a record the index `name` files under another
+/// parent or home: those never change. A status or the activity may have
+/// changed since the entry was read; such a record is skipped by the
+/// filters instead.
+fn check_filed(
+    name: &[u8],
+    query: &ListQuery,
+    any_status: bool,
+    id: &InteractiveHandoffId,
+    handoff: &InteractiveHandoff,
+) -> StoreResult<()> {
+    let stray = match (&query.parent, &query.home) {
+        (Some(parent), _) if handoff.parent != *parent => Some(parent.to_string()),
+        (None, Some(home)) if any_status && handoff.home != *home => Some(home.to_string()),
+        _ => None,
+    };
+    match stray {
+        Some(filed_under) => Err(StoreError::damaged(format!(
+            "index {} lists handoff {id} under {filed_under}, but it belongs to {} at {}; the \
+             store may be damaged",
+            String::from_utf8_lossy(name),
+            handoff.parent,
+            handoff.home
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// One index walk of a list: the entries under `prefix`, after `start` and
+/// before `end` (the parts of a key after its prefix), in key order.
+struct Walk {
+    entries: ::sled::Iter,
+    /// The prefix's length: where an entry's `created_at ++ id` begins.
+    skip: usize,
+}
+
+impl Walk {
+    fn new(tree: &Tree, prefix: Vec<u8>, start: Option<&[u8]>, end: Option<&[u8; 8]>) -> Self {
+        let under = |suffix: &[u8]| [prefix.as_slice(), suffix].concat();
+        let lower = match start {
+            Some(start) => Bound::Excluded(under(start)),
+            None => Bound::Included(prefix.clone()),
+        };
+        let upper = match end {
+            Some(end) => Bound::Excluded(under(end)),
+            None => prefix_end(&prefix),
+        };
+        Self {
+            entries: tree.range::<Vec<u8>, _>((lower, upper)),
+            skip: prefix.len(),
+        }
+    }
+
+    /// The next entry's key.
+    fn next(&mut self, shared: &Shared) -> StoreResult<Option<IVec>> {
+        self.entries
+            .next()
+            .transpose()
+            .map(|entry| entry.map(|(key, _)| key))
+            .map_err(|e| shared.engine(e))
+    }
+}
+
+/// The first key after every key that starts with `prefix` (none for the
+/// empty prefix).
+fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Bound::Excluded(end);
+        }
+    }
+    Bound::Unbounded
+}
