@@ -213,12 +213,7 @@ impl ListParams {
                 once(&mut seen, &key)?;
             }
             match key.as_str() {
-                "parent" => {
-                    params.parent = Some(
-                        InteractiveHandoffParent::parse(&value)
-                            .map_err(|e| invalid(format!("parent: {e}")))?,
-                    )
-                }
+                "parent" => params.parent = Some(parent(&value)?),
                 "active" => params.active = boolean("active", &value)?,
                 "status" => {
                     params
@@ -338,12 +333,7 @@ impl EventParams {
             once(&mut seen, &key)?;
             match key.as_str() {
                 "from" => params.from = Some(position("from", &value)?),
-                "parent" => {
-                    params.parent = Some(
-                        InteractiveHandoffParent::parse(&value)
-                            .map_err(|e| invalid(format!("parent: {e}")))?,
-                    )
-                }
+                "parent" => params.parent = Some(parent(&value)?),
                 other => return Err(unknown_parameter(other, "from, parent")),
             }
         }
@@ -477,6 +467,10 @@ fn limit(text: &str) -> StoreResult<usize> {
             "limit {text:?} is not a number of handoffs"
         ))),
     }
+}
+
+fn parent(text: &str) -> StoreResult<InteractiveHandoffParent> {
+    InteractiveHandoffParent::parse(text).map_err(|e| invalid(format!("parent: {e}")))
 }
 
 fn position(name: &str, text: &str) -> StoreResult<u64> {

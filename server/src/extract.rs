@@ -63,16 +63,8 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = request.into_parts();
-        require_json(&parts.headers)?;
-        let limits = state.limits();
-        let bytes = read_body(
-            &parts.headers,
-            body,
-            limits.max_body,
-            limits.body_read_timeout,
-        )
-        .await?;
+        require_json(request.headers())?;
+        let bytes = whole_body(request, state).await?;
         strict::from_slice(&bytes).map(Self).map_err(ApiError::from)
     }
 }
@@ -91,19 +83,12 @@ impl FromRequest<AppState> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let (parts, body) = request.into_parts();
-        let limits = state.limits();
-        let bytes = read_body(
-            &parts.headers,
-            body,
-            limits.max_body,
-            limits.body_read_timeout,
-        )
-        .await?;
+        let declared_json = require_json(request.headers());
+        let bytes = whole_body(request, state).await?;
         if bytes.is_empty() {
             return Ok(Self);
         }
-        require_json(&parts.headers)?;
+        declared_json?;
         strict::from_slice::<Empty>(&bytes)
             .map(|_| Self)
             .map_err(|_| {
@@ -168,6 +153,19 @@ pub fn stalled(timeout: Duration) -> ApiError {
         "the request body stopped arriving for {} s; send it whole",
         timeout.as_secs()
     ))
+}
+
+/// The whole body of `request`, within the JSON body limits of `state`.
+async fn whole_body(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
+    let (parts, body) = request.into_parts();
+    let limits = state.limits();
+    read_body(
+        &parts.headers,
+        body,
+        limits.max_body,
+        limits.body_read_timeout,
+    )
+    .await
 }
 
 /// Reads the whole body, at most `limit` bytes (413 beyond), each piece
