@@ -14,6 +14,7 @@ use lf_handoff_domain::interactive_handoff::{
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave_home::WaveHome;
 use serde::{Deserialize, Serialize};
+use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 use utoipa::ToSchema;
 
@@ -193,6 +194,10 @@ pub struct ListParams {
     pub home: Option<WaveHome>,
     /// `older_than=2h`: only handoffs created more than this long ago.
     pub older_than: Option<Duration>,
+    /// Only handoffs created before this time (`created_before`, RFC 3339):
+    /// what a client whose clock is not the service's sends instead of
+    /// `older_than`. Not both.
+    pub created_before: Option<OffsetDateTime>,
     /// `after=ih_...`: the page after this handoff.
     pub after: Option<InteractiveHandoffId>,
     /// `limit=N`: at most this many, at most [`MAX_PAGE`] (the default).
@@ -238,6 +243,12 @@ impl ListParams {
                         duration::parse(&value).map_err(|e| invalid(format!("older_than: {e}")))?,
                     )
                 }
+                "created_before" => {
+                    params.created_before = Some(
+                        OffsetDateTime::parse(&value, &Rfc3339)
+                            .map_err(|e| invalid(format!("created_before: {e}")))?,
+                    )
+                }
                 "after" => {
                     params.after = Some(
                         InteractiveHandoffId::parse(&value)
@@ -270,6 +281,13 @@ impl ListParams {
         if let Some(span) = self.older_than {
             out.append_pair("older_than", &duration::format(span));
         }
+        if let Some(before) = self.created_before {
+            // Formatting a valid time as RFC 3339 fails only for a year
+            // beyond 9999, which no store holds.
+            if let Ok(text) = before.format(&Rfc3339) {
+                out.append_pair("created_before", &text);
+            }
+        }
         if let Some(after) = &self.after {
             out.append_pair("after", after.as_str());
         }
@@ -286,14 +304,17 @@ impl ListParams {
     /// `InvalidInput` for an `older_than` that reaches before the first
     /// time a timestamp holds.
     pub fn into_query(self, now: OffsetDateTime) -> StoreResult<ListQuery> {
-        let created_before = match self.older_than {
-            Some(span) => Some(duration::before(now, span).ok_or_else(|| {
+        let created_before = match (self.older_than, self.created_before) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("give older_than or created_before, not both"))
+            }
+            (Some(span), None) => Some(duration::before(now, span).ok_or_else(|| {
                 invalid(format!(
                     "older_than {} reaches before the first time a timestamp can hold",
                     duration::format(span)
                 ))
             })?),
-            None => None,
+            (None, before) => before,
         };
         Ok(ListQuery {
             parent: self.parent,
@@ -307,7 +328,8 @@ impl ListParams {
     }
 }
 
-const LIST_PARAMETERS: &str = "parent, active, status, home, older_than, after, limit";
+const LIST_PARAMETERS: &str =
+    "parent, active, status, home, older_than, created_before, after, limit";
 
 /// The query of `GET /v1/events`: where the stream starts, and which
 /// events it carries.
@@ -529,12 +551,25 @@ mod tests {
             ],
             home: Some(WaveHome::parse("ssh://jo@host:2222").unwrap()),
             older_than: Some(Duration::from_secs(5400)),
+            created_before: None,
             after: Some(
                 InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap(),
             ),
             limit: Some(25),
         };
         assert_eq!(ListParams::parse(&params.to_query()).unwrap(), params);
+        let before = ListParams {
+            older_than: None,
+            created_before: Some(time::macros::datetime!(2026-12-03 18:00:00.123456 UTC)),
+            ..params.clone()
+        };
+        assert_eq!(ListParams::parse(&before.to_query()).unwrap(), before);
+        let both = format!("{}&older_than=1h", before.to_query());
+        let error = ListParams::parse(&both)
+            .unwrap()
+            .into_query(OffsetDateTime::now_utc())
+            .unwrap_err();
+        assert!(error.to_string().contains("not both"), "{error}");
         assert_eq!(ListParams::parse("").unwrap(), ListParams::default());
     }
 
@@ -550,6 +585,7 @@ mod tests {
             ("parent=ship:1", "parent"),
             ("after=ih_nope", "after"),
             ("older_than=5", "older_than"),
+            ("created_before=yesterday", "created_before"),
             ("limit=1&limit=2", "limit"),
             ("home=%FF", "home"),
         ] {

@@ -184,6 +184,7 @@ pub enum RouteId {
     RecordTaskBody,
     Open,
     List,
+    ListRecords,
     Get,
     Attach,
     Complete,
@@ -371,6 +372,12 @@ const LIST_QUERY: &[Param] = &[
         repeated: false,
     },
     Param {
+        name: "created_before",
+        description: "only handoffs created before this time (RFC 3339); not with older_than",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
         name: "after",
         description: "the page after this handoff id (the last id of the previous page)",
         kind: "string",
@@ -511,6 +518,12 @@ pub const ROUTES: &[Route] = &[
             "`list --json`: the census rows, oldest first, filtered (and-ed) and paged.",
             &[ok(Body::JsonList("InteractiveHandoffListRow"))]),
         LIST_QUERY),
+    with_query(
+        plain(R::ListRecords, Get, "/v1/handoff-records", Access::Scopes(CENSUS), "List handoffs as whole records",
+            "The handoffs `GET /v1/handoffs` lists, with the same filters and pages, each as the whole record \
+             `status --json` prints: what the library's client reads.",
+            &[ok(Body::JsonList("HandoffJson"))]),
+        LIST_QUERY),
     plain(R::Get, Get, "/v1/handoffs/{id}", Access::Scopes(ANY_READ), "Read a handoff",
         "`status --json`.", OK_HANDOFF),
     conflicting(plain(R::Attach, Post, "/v1/handoffs/{id}/attach", Access::Scopes(PERSON), "Record that a person attached",
@@ -602,7 +615,7 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 30);
+        assert_eq!(ids.len(), 31);
     }
 
     #[test]

@@ -28,6 +28,7 @@ use lf_handoff_api::requests::{
 };
 use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
 use lf_handoff_api::{openapi, Category, Claimed, HandoffJson, Health, Opened, Pruned};
+use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::error::ApiError;
@@ -74,6 +75,7 @@ fn handler(id: RouteId) -> MethodRouter<AppState> {
         RouteId::RecordTaskBody => post(record_task_body),
         RouteId::Open => post(open),
         RouteId::List => get(list),
+        RouteId::ListRecords => get(list_records),
         RouteId::Get => get(get_handoff),
         RouteId::Attach => post(attach),
         RouteId::Complete => post(complete),
@@ -303,14 +305,31 @@ async fn open(
 }
 
 async fn list(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let (handoffs, now) = listed(&state, query.as_deref()).await?;
+    let rows: Vec<_> = handoffs.iter().map(|h| h.list_row(now)).collect();
+    ok(&rows)
+}
+
+async fn list_records(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let (handoffs, now) = listed(&state, query.as_deref()).await?;
+    let records: Vec<_> = handoffs
+        .into_iter()
+        .map(|handoff| HandoffJson::new(handoff, now))
+        .collect();
+    ok(&records)
+}
+
+/// The handoffs a list query selects, and the time they were read.
+async fn listed(
+    state: &AppState,
+    query: Option<&str>,
+) -> Result<(Vec<InteractiveHandoff>, OffsetDateTime), ApiError> {
     let store = state.store();
-    let params = ListParams::parse(query.as_deref().unwrap_or_default())?;
+    let params = ListParams::parse(query.unwrap_or_default())?;
     let handoffs = store
         .list_interactive_handoffs(params.into_query(store.now())?)
         .await?;
-    let now = store.now();
-    let rows: Vec<_> = handoffs.iter().map(|h| h.list_row(now)).collect();
-    ok(&rows)
+    Ok((handoffs, store.now()))
 }
 
 fn handoff_json(store: &Store, handoff: InteractiveHandoff) -> Answer {

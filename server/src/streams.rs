@@ -114,6 +114,11 @@ pub async fn events(
         .watch(from.map_or(WatchFrom::Now, WatchFrom::After), filter)
         .await?;
     let shutdown = state.shutdown_signal();
+    // First, an event with only an id: where the stream starts. It
+    // dispatches nothing (it has no data), but a client (and a browser's
+    // EventSource) that reconnects with it as `Last-Event-ID` misses
+    // nothing even when no event came before the connection broke.
+    let start = Event::default().id(watcher.position().to_string());
     let events = stream::unfold(Some((watcher, shutdown, slot)), |running| async move {
         let (mut watcher, mut shutdown, slot) = running?;
         let next = tokio::select! {
@@ -142,6 +147,7 @@ pub async fn events(
             }
         }
     });
+    let events = stream::once(async move { Ok::<_, Infallible>(start) }).chain(events);
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())

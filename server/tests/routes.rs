@@ -193,6 +193,25 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
     let reply = served.get(&format!("/v1/handoffs/{id}"), agent).await;
     let read: HandoffJson = serde_json::from_value(documented(RouteId::Get, &reply)).unwrap();
     assert_eq!(read.handoff, opened.handoff.handoff);
+    // The same list as whole records, filtered by a creation time.
+    let reply = served
+        .get(
+            "/v1/handoff-records?active=true&limit=10&created_before=2999-01-01T00:00:00Z",
+            person,
+        )
+        .await;
+    let records: Vec<HandoffJson> =
+        serde_json::from_value(documented(RouteId::ListRecords, &reply)).unwrap();
+    assert_eq!(records, vec![read.clone()]);
+    let reply = served
+        .get(
+            "/v1/handoff-records?created_before=2000-01-01T00:00:00Z",
+            person,
+        )
+        .await;
+    let records: Vec<HandoffJson> =
+        serde_json::from_value(documented(RouteId::ListRecords, &reply)).unwrap();
+    assert!(records.is_empty());
 
     // Act: the actor of each change is the token's name.
     let reply = served
