@@ -47,6 +47,10 @@ pub struct Cli {
     /// $LF_HANDOFF_ACTOR, else user@host (pid N).
     #[arg(long, global = true, value_name = "NAME", value_parser = parse_actor)]
     pub actor: Option<Actor>,
+    /// For a store served by `lf-handoff serve` (an http:// or https://
+    /// URL): the file holding the token; default: $LF_HANDOFF_TOKEN.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Log what the store does on stderr: -v each store call with its
     /// duration, -vv also the engine's statements and every lost race.
     /// RUST_LOG, when set, says what to log instead.

@@ -108,6 +108,7 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 /// Chooses the store and opens it (the demo opens its own), checks the
 /// files `export` and `import` name first, and runs the command.
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    let actor_flag = cli.actor.is_some();
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
     if let Command::Token(command) = cli.command {
         return token::run(command, cli.json).map(|()| None);
@@ -117,10 +118,16 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
             .await
             .map(|()| None);
     }
-    let config = store_select::select(
+    let mut config = store_select::select(
         cli.store.as_deref(),
         cli.config.as_deref(),
         &Environment::from_process(),
+    )?;
+    let actor = store_select::through_service(
+        &mut config,
+        cli.token_file,
+        (actor, actor_flag),
+        &cli.command,
     )?;
     if let Command::Serve(args) = cli.command {
         return serve::serve(config, args).await.map(|()| None);
