@@ -51,18 +51,27 @@ pub struct Claimed {
     /// The generation that holds the wake after the claim: the given one,
     /// another one, or (never after a claim that returned) none.
     pub holder: Option<u32>,
-    /// The handoff after the claim.
-    pub handoff: HandoffJson,
+    /// The handoff after the claim; `null` only when a prune removed it
+    /// between the claim and the read after it (the claim stands).
+    pub handoff: Option<HandoffJson>,
 }
 
 impl Claimed {
-    /// The reply of a claim by a generation, `claimed` or not, with the
-    /// handoff as read after it, at `now`.
-    pub fn new(claimed: bool, handoff: InteractiveHandoff, now: OffsetDateTime) -> Self {
+    /// The reply of a claim by `generation`, `claimed` or not, with the
+    /// handoff as read after it (`None`: pruned meanwhile), at `now`.
+    pub fn new(
+        claimed: bool,
+        generation: u32,
+        handoff: Option<InteractiveHandoff>,
+        now: OffsetDateTime,
+    ) -> Self {
         Self {
             claimed,
-            holder: handoff.wake_claimed_by_generation,
-            handoff: HandoffJson::new(handoff, now),
+            holder: match &handoff {
+                Some(handoff) => handoff.wake_claimed_by_generation,
+                None => claimed.then_some(generation),
+            },
+            handoff: handoff.map(|handoff| HandoffJson::new(handoff, now)),
         }
     }
 }

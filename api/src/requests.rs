@@ -172,12 +172,18 @@ pub struct ClaimWake {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Prune {
-    /// The cutoff (RFC 3339), not in the future.
+    /// The cutoff (RFC 3339): handoffs finished strictly before it. A
+    /// cutoff in the future prunes every finished handoff whose wake was
+    /// claimed, as the library's `prune` does.
     #[serde(with = "time::serde::rfc3339")]
     pub finished_before: OffsetDateTime,
     /// Count what would be removed, and remove nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// At most this many handoffs per atomic write (at least 1; default
+    /// the store's, 500).
+    #[serde(default)]
+    pub batch: Option<usize>,
 }
 
 /// The query of `GET /v1/handoffs`: the filters of `list` (and-ed) and

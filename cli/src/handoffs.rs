@@ -326,7 +326,12 @@ pub async fn claim_wake(
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&Claimed::new(claimed, handoff, ctx.store.now()));
+        return emit_json(&Claimed::new(
+            claimed,
+            generation,
+            Some(handoff),
+            ctx.store.now(),
+        ));
     }
     emit(&claim_message(claimed, generation, &handoff))
 }

@@ -414,12 +414,16 @@ async fn claim_wake(
     let claimed = store
         .claim_interactive_handoff_wake(&handoff_id, body.generation)
         .await?;
-    // Read after the claim, to say who holds the wake.
-    let handoff = store
-        .get_interactive_handoff(&handoff_id)
-        .await?
-        .ok_or_else(|| missing("handoff", &id.0))?;
-    ok(&Claimed::new(claimed, handoff, store.now()))
+    // Read after the claim, to say who holds the wake. A prune may have
+    // removed the handoff in between: the claim stands all the same, so
+    // the answer says so (without the record) rather than 404.
+    let handoff = store.get_interactive_handoff(&handoff_id).await?;
+    ok(&Claimed::new(
+        claimed,
+        body.generation,
+        handoff,
+        store.now(),
+    ))
 }
 
 async fn history(State(state): State<AppState>, id: IdParam) -> Answer {
@@ -442,16 +446,12 @@ async fn prune(
 ) -> Answer {
     let store = state.store_as(&caller.name);
     let cutoff = body.finished_before;
-    if cutoff > store.now() {
-        return Err(ApiError::invalid(format!(
-            "finished_before {cutoff} is in the future; to prune every handoff whose wake is \
-             claimed, give the time now"
-        )));
-    }
+    let defaults = PruneOptions::finished_before(cutoff);
     let count = store
         .prune(PruneOptions {
             dry_run: body.dry_run,
-            ..PruneOptions::finished_before(cutoff)
+            batch: body.batch.unwrap_or(defaults.batch),
+            ..defaults
         })
         .await?;
     ok(&Pruned {
