@@ -277,6 +277,16 @@ impl Registry for ServiceRegistry {
             limit: None,
         };
         let mut handoffs = Vec::new();
+        if query.limit == Some(0) {
+            // No page to read, but an unknown start is still `NotFound`,
+            // as on a local store: ask for one row and keep none.
+            if params.after.is_some() {
+                params.limit = Some(1);
+                let call = Call::get("/v1/handoff-records").query(params.to_query());
+                self.json::<Vec<HandoffJson>>(&call).await?;
+            }
+            return Ok(handoffs);
+        }
         loop {
             let page = query
                 .limit
@@ -430,6 +440,7 @@ impl Registry for ServiceRegistry {
         let body = Prune {
             finished_before: options.finished_before,
             dry_run: options.dry_run,
+            batch: Some(options.batch),
         };
         let pruned: Pruned = self.json(&Call::post_json("/v1/prune", &body)?).await?;
         Ok(PruneCount {
