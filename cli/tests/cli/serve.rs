@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::Sandbox;
+use crate::support::{Run, Sandbox};
 
 /// A running `lf-handoff serve`.
 struct Serving {
@@ -509,4 +509,190 @@ fn a_non_loopback_address_needs_tokens_and_tls_or_a_proxy() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// `args` run through the service at `serving` with `token`.
+fn through(sandbox: &Sandbox, serving: &Serving, token: &str, args: &[&str]) -> Run {
+    let url = format!("http://{}", serving.address);
+    let mut command = sandbox.command(&[&["--store", url.as_str()], args].concat());
+    command.env("LF_HANDOFF_TOKEN", token);
+    Run::from_output(command.output().unwrap())
+}
+
+/// C24: the command line over the service prints what it prints on the
+/// store itself, and exits with the same codes.
+#[test]
+fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &[]);
+    let (agent, person) = (serving.token("agent"), serving.token("person"));
+    let cwd = sandbox.mkdir("work");
+    let request = wave_and_request(&serving, &agent, cwd.to_str().unwrap());
+    let (status, body) = serving.request("POST", "/v1/handoffs", Some(&agent), Some(&request));
+    assert_eq!(status, 201, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["handoff"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The same JSON as on the store (the census ages are whole seconds,
+    // so both are read within one).
+    for args in [
+        vec!["list", "--json"],
+        vec!["status", id.as_str(), "--json"],
+        vec!["history", id.as_str(), "--json"],
+    ] {
+        let remote = through(&sandbox, &serving, &person, &args);
+        let local = sandbox.run(&args);
+        assert_eq!((remote.code, local.code), (0, 0), "{args:?}: {remote:?}");
+        assert_eq!(remote.stdout, local.stdout, "{args:?}");
+    }
+
+    // A person finishes it; the agent's long poll and claim see it.
+    let done = through(
+        &sandbox,
+        &serving,
+        &person,
+        &["complete", &id, "--summary", "done"],
+    );
+    assert_eq!(done.code, 0, "{done:?}");
+    let waited = through(
+        &sandbox,
+        &serving,
+        &agent,
+        &["wait", &id, "--timeout", "5s"],
+    );
+    assert_eq!(waited.code, 0, "{waited:?}");
+    let claimed = through(
+        &sandbox,
+        &serving,
+        &agent,
+        &["claim-wake", &id, "--generation", "2", "--json"],
+    );
+    assert_eq!(claimed.code, 0, "{claimed:?}");
+    let claimed: Value = serde_json::from_str(&claimed.stdout).unwrap();
+    assert_eq!(
+        (claimed["claimed"].as_bool(), claimed["holder"].as_u64()),
+        (Some(true), Some(2))
+    );
+
+    // The exit codes of not found, conflict, a wrong scope, no token, a
+    // malformed token, and a service that is not there.
+    let unknown = "ih_01a23770-d145-7233-b23a-4c031002983d";
+    let cases: [(&str, Vec<&str>, i32, &str); 4] = [
+        (person.as_str(), vec!["status", unknown], 3, "not_found"),
+        (
+            person.as_str(),
+            vec!["fail", &id, "--reason", "late"],
+            4,
+            "other_outcome",
+        ),
+        (
+            agent.as_str(),
+            vec!["complete", &id, "--summary", "x"],
+            5,
+            "permission_denied",
+        ),
+        (
+            "lfh_not-a-token-of-this-service",
+            vec!["list"],
+            5,
+            "refused",
+        ),
+    ];
+    for (token, args, code, kind) in cases {
+        let args: Vec<&str> = [&["--json"][..], &args].concat();
+        let run = through(&sandbox, &serving, token, &args);
+        assert_eq!(run.code, code, "{args:?}: {run:?}");
+        let error: Value = serde_json::from_str(run.stderr.trim()).unwrap();
+        assert_eq!(error["error"]["kind"], kind, "{args:?}: {run:?}");
+    }
+    let mut command = sandbox.command(&["--store", &format!("http://{}", serving.address), "list"]);
+    command.env_remove("LF_HANDOFF_TOKEN");
+    let run = Run::from_output(command.output().unwrap());
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("LF_HANDOFF_TOKEN"), "{run:?}");
+    let run = through(&sandbox, &serving, &person, &["--actor", "someone", "list"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    drop(serving);
+    let gone = Serving::start(&sandbox, &[]);
+    let address = gone.address.clone();
+    drop(gone);
+    let mut command = sandbox.command(&["--store", &format!("http://{address}"), "status", &id]);
+    command.env("LF_HANDOFF_TOKEN", &person);
+    let run = Run::from_output(command.output().unwrap());
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("could not connect"), "{run:?}");
+}
+
+/// C24: the Python example (standard library only) opens a handoff,
+/// waits for it and claims its wake through a live server, while a person
+/// completes it with the command line.
+#[test]
+fn the_python_example_opens_waits_and_claims_through_the_service() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped the Python example: python3 is not installed"
+        );
+        assert!(std::env::var_os("CI").is_none(), "CI must have python3");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &[]);
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/handoff.py");
+    let mut agent = std::process::Command::new("python3")
+        .arg(&example)
+        .args(["--reason", "log in to the registry"])
+        .env("LF_HANDOFF_URL", format!("http://{}", serving.address))
+        .env("LF_HANDOFF_TOKEN", serving.token("agent"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(agent.stdout.take().unwrap()).lines();
+    let id = lines.next().unwrap().unwrap();
+    assert!(id.starts_with("ih_"), "{id}");
+    let person = serving.token("person");
+    let done = through(
+        &sandbox,
+        &serving,
+        &person,
+        &["complete", &id, "--summary", "logged in"],
+    );
+    assert_eq!(done.code, 0, "{done:?}");
+    let result = lines.next().unwrap().unwrap();
+    let status = agent.wait().unwrap();
+    let mut errors = String::new();
+    agent
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    assert!(status.success(), "{status:?}: {errors}");
+    let result: Value = serde_json::from_str(&result).unwrap();
+    assert_eq!(
+        result["outcome"],
+        json!({"kind": "completed", "summary": "logged in"})
+    );
+    assert_eq!(result["claimed"], true);
+    // The history names the example's token as the actor of the claim.
+    let history = sandbox.json(&["history", &id]);
+    let actors: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["actor"].as_str().unwrap())
+        .collect();
+    assert_eq!(actors.len(), 3, "{history}");
+    assert_ne!(
+        actors[0], actors[1],
+        "the agent opened, the person finished"
+    );
 }
