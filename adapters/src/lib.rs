@@ -25,8 +25,14 @@
 //! - **PostgreSQL** (`postgres://user@host:port/db`): one server that
 //!   processes on several machines share. See
 //!   [`postgres`](crate::StorageConfig::postgres).
+//! - **A served registry** (`http://host:port`, `https://...`): the
+//!   registry `lf-handoff serve` serves, for a program without access to
+//!   its storage; the token comes from `LF_HANDOFF_TOKEN` or a token
+//!   file. Its client ([`http`]) implements the same
+//!   [`Registry`](lf_handoff_application::Registry) as a local store, so
+//!   [`open_store`] gives the same [`Store`] with the same error kinds.
 //!
-//! Every backend implements the same storage ports
+//! Every storage backend implements the same storage ports
 //! ([`ports::HandoffRepository`], [`ports::ParentRegistry`], the event log
 //! [`watch::EventLog`] and export and import [`archive::Archive`]), which
 //! [`open_ports`] returns as one [`StorePorts`], and passes the same
@@ -48,6 +54,7 @@
 mod changes;
 mod config;
 mod file_events;
+pub mod http;
 mod postgres;
 mod sled;
 mod sql;
@@ -55,10 +62,11 @@ mod sqlite;
 
 pub use config::text::parse_duration;
 pub use config::{StorageConfig, ACCEPTED_SCHEMES};
+pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
-    archive, domain, ports, watch, ArchiveSummary, ConflictKind, GenerateId, ListQuery,
-    PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind,
-    UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    archive, domain, ports, retries_total, watch, ArchiveSummary, ConflictKind, GenerateId,
+    ListQuery, PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock,
+    UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
@@ -104,7 +112,10 @@ pub use lf_handoff_application::testing;
 /// configuration can never work (a SQLite path that is not UTF-8); nothing
 /// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
-    Ok(Store::new(open_ports(config).await?))
+    match config {
+        StorageConfig::Http(http) => http::ServiceRegistry::open(http).map(Store::from),
+        _ => Ok(Store::new(open_ports(config).await?)),
+    }
 }
 
 /// Opens the store `config` names, as [`open_store`] does, and returns its
@@ -113,7 +124,8 @@ pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
 /// [`Store`] with [`Store::new`].
 ///
 /// # Errors
-/// As [`open_store`].
+/// As [`open_store`]; `InvalidInput` for a served registry (`http://`),
+/// whose storage is the service's.
 pub async fn open_ports(config: &StorageConfig) -> StoreResult<StorePorts> {
     Ok(match config {
         StorageConfig::Sqlite(sqlite) => StorePorts::of(
@@ -125,6 +137,13 @@ pub async fn open_ports(config: &StorageConfig) -> StoreResult<StorePorts> {
             Arc::new(SqlStore::new(PostgresEngine::open(postgres).await?)),
         ),
         StorageConfig::Sled(sled) => StorePorts::of("sled", Arc::new(SledStore::open(sled).await?)),
+        StorageConfig::Http(http) => {
+            return Err(StoreError::InvalidInput(format!(
+                "{} is a served registry: its storage ports are the service's; open it with \
+                 open_store",
+                http.base
+            )))
+        }
     })
 }
 

@@ -20,9 +20,21 @@
 //! its own result on the retry and returns it (see the contract).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{StoreError, StoreResult, UnavailableKind};
+
+/// How many calls the stores of this process have tried again after
+/// finding the server unreachable.
+static RETRIES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times the stores of this process have tried a call again
+/// after finding the server unreachable, since the process started: what
+/// a service reports as its store retries (`/metrics`).
+pub fn retries_total() -> u64 {
+    RETRIES.load(Ordering::Relaxed)
+}
 
 /// How long a `Store` retries a call that found the server unreachable,
 /// counted from the first failure, unless `Store::with_retry_window` says
@@ -77,6 +89,7 @@ impl Retries {
             error.message(),
             self.pause
         );
+        RETRIES.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(LONGEST_PAUSE);
         Ok(())

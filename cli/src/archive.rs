@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use lf_handoff_adapters::archive::Progress;
 use lf_handoff_adapters::{ArchiveSummary, UnavailableKind};
-use serde::Serialize;
 use tempfile::NamedTempFile;
+
+use lf_handoff_api::Counts;
 
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
@@ -215,28 +216,6 @@ pub async fn import(ctx: &Context, source: ImportSource) -> CliResult<()> {
         &format!("imported {summary} from {from} into {}", ctx.url),
         &summary,
     )
-}
-
-/// The counts as `--json` prints them.
-#[derive(Serialize)]
-struct Counts {
-    parents: u64,
-    task_prs: u64,
-    handoffs: u64,
-    events: u64,
-    last_position: u64,
-}
-
-impl From<&ArchiveSummary> for Counts {
-    fn from(summary: &ArchiveSummary) -> Self {
-        Self {
-            parents: summary.parents,
-            task_prs: summary.task_prs,
-            handoffs: summary.handoffs,
-            events: summary.events,
-            last_position: summary.last_position,
-        }
-    }
 }
 
 /// The counts: `note` on stderr, or JSON on stdout.

@@ -47,6 +47,10 @@ pub struct Cli {
     /// $LF_HANDOFF_ACTOR, else user@host (pid N).
     #[arg(long, global = true, value_name = "NAME", value_parser = parse_actor)]
     pub actor: Option<Actor>,
+    /// For a store served by `lf-handoff serve` (an http:// or https://
+    /// URL): the file holding the token; default: $LF_HANDOFF_TOKEN.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Log what the store does on stderr: -v each store call with its
     /// duration, -vv also the engine's statements and every lost race.
     /// RUST_LOG, when set, says what to log instead.
@@ -184,6 +188,90 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Serve the store over HTTP until SIGTERM (docs/API.md).
+    ///
+    /// Without --tokens it makes a token of every scope for this run only
+    /// and prints them; a non-loopback --listen needs --tokens, and TLS
+    /// (--tls-cert, --tls-key) unless --behind-proxy. SIGHUP re-reads the
+    /// tokens file.
+    Serve(ServeArgs),
+    /// Make, list and revoke the tokens of `serve --tokens FILE`.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// `serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = lf_handoff_server::DEFAULT_LISTEN)]
+    pub listen: std::net::SocketAddr,
+    /// The tokens file (`lf-handoff token create` makes it).
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+    /// The TLS certificate chain (PEM).
+    #[arg(long = "tls-cert", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The TLS private key (PEM).
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A proxy in front terminates TLS: allow plain HTTP on a non-loopback
+    /// address.
+    #[arg(long = "behind-proxy")]
+    pub behind_proxy: bool,
+    /// The largest JSON request body, in bytes.
+    #[arg(long = "max-body", value_name = "BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_body: u64,
+    /// The largest import body, in bytes.
+    #[arg(long = "max-import-body", value_name = "BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_import_body: u64,
+    /// How long a client has to send its request headers (also how long
+    /// an idle connection stays open).
+    #[arg(long = "header-timeout", value_name = "DURATION", default_value = "10s", value_parser = parse_span)]
+    pub header_timeout: Duration,
+    /// How many connections are served at once.
+    #[arg(long = "max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// How many event streams and long polls are open at once.
+    #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_streams: u64,
+}
+
+/// `token ...`
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token, store its hash in the tokens file and print it (once).
+    Create {
+        /// Its name: the actor of every change made with it.
+        name: String,
+        /// What it may do (repeatable): agent, person or operator.
+        #[arg(long, value_name = "SCOPE", required = true, value_parser = parse_scope)]
+        scope: Vec<lf_handoff_api::Scope>,
+        /// The tokens file (created, mode 0600, when missing).
+        #[arg(long, value_name = "FILE")]
+        tokens: PathBuf,
+    },
+    /// List the tokens of a tokens file (names, scopes, when made).
+    List {
+        /// The tokens file.
+        #[arg(long, value_name = "FILE")]
+        tokens: PathBuf,
+    },
+    /// Revoke a token: remove it from the tokens file (a running serve
+    /// drops it on SIGHUP).
+    Revoke {
+        /// The token's name.
+        name: String,
+        /// The tokens file.
+        #[arg(long, value_name = "FILE")]
+        tokens: PathBuf,
+    },
+}
+
+/// Parses a token scope: agent, person or operator.
+fn parse_scope(text: &str) -> Result<lf_handoff_api::Scope, String> {
+    lf_handoff_api::Scope::parse(text.trim())
+        .ok_or_else(|| format!("{text:?} is not a scope: use agent, person or operator"))
 }
 
 /// `wave ...`

@@ -18,75 +18,70 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use lf_handoff_adapters::{StoreError, UnavailableKind};
-use serde::Serialize;
+use lf_handoff_api::error::one_line;
+use lf_handoff_api::{Category, ErrorResponse};
 
-/// Invalid input or usage.
-pub const USAGE: u8 = 2;
-/// The id or parent does not exist.
-pub const NOT_FOUND: u8 = 3;
-/// The current state refuses the request, or `wait` timed out.
-pub const CONFLICT: u8 = 4;
-/// The store cannot be used.
-pub const UNAVAILABLE: u8 = 5;
-/// The attach command was found but could not be run.
-pub const CANNOT_EXECUTE: u8 = 126;
-/// The attach command was not found.
-pub const COMMAND_NOT_FOUND: u8 = 127;
+pub use lf_handoff_api::error::{CANNOT_EXECUTE, COMMAND_NOT_FOUND, CONFLICT, USAGE};
 
-/// A failure of the command: an exit code, the kind a program branches on,
-/// and a message for people.
+/// A failure of the command: the error object `--json` prints (the kind a
+/// program branches on, its category, the exit code, a message for
+/// people), which is the service's error object too.
 #[derive(Debug)]
-pub struct CliError {
-    code: u8,
-    category: &'static str,
-    kind: &'static str,
-    message: String,
-}
+pub struct CliError(ErrorResponse);
 
 /// Shorthand for results whose error is a [`CliError`].
 pub type CliResult<T> = Result<T, CliError>;
 
 impl CliError {
-    fn new(code: u8, category: &'static str, kind: &'static str, message: String) -> Self {
-        Self {
-            code,
-            category,
-            kind,
-            message,
-        }
+    fn new(category: Category, kind: &str, code: u8, message: String) -> Self {
+        Self(ErrorResponse::with_code(category, kind, code, message))
     }
 
     /// A usage error of the command line itself (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
-        Self::new(USAGE, "usage", "usage", message.into())
+        Self::new(Category::Usage, "usage", USAGE, message.into())
     }
 
     /// Storage (or this machine) could not be used (exit 5).
     pub fn unavailable(kind: UnavailableKind, message: impl Into<String>) -> Self {
-        Self::new(UNAVAILABLE, "unavailable", kind.as_str(), message.into())
+        Self(ErrorResponse::new(
+            Category::Unavailable,
+            kind.as_str(),
+            message.into(),
+        ))
     }
 
     /// `wait` timed out (exit 4).
     pub fn timeout(message: impl Into<String>) -> Self {
-        Self::new(CONFLICT, "timeout", "timeout", message.into())
+        Self::new(Category::Timeout, "timeout", CONFLICT, message.into())
     }
 
     /// The demo found the store breaking its contract (exit 4).
     pub fn contract_broken(message: impl Into<String>) -> Self {
-        Self::new(CONFLICT, "conflict", "contract_broken", message.into())
+        Self::new(
+            Category::Conflict,
+            "contract_broken",
+            CONFLICT,
+            message.into(),
+        )
     }
 
     /// `attach` found its command but could not run it (exit 126).
     pub fn cannot_execute(message: impl Into<String>) -> Self {
-        Self::new(CANNOT_EXECUTE, "attach", "cannot_execute", message.into())
+        Self::new(
+            Category::Attach,
+            "cannot_execute",
+            CANNOT_EXECUTE,
+            message.into(),
+        )
     }
 
     /// `attach` did not find its command (exit 127).
     pub fn command_not_found(message: impl Into<String>) -> Self {
         Self::new(
-            COMMAND_NOT_FOUND,
-            "attach",
+            Category::Attach,
             "command_not_found",
+            COMMAND_NOT_FOUND,
             message.into(),
         )
     }
@@ -94,18 +89,18 @@ impl CliError {
     /// The exit code.
     #[cfg(test)]
     pub fn code(&self) -> u8 {
-        self.code
+        self.0.error.code
     }
 
     /// The specific kind, as `--json` prints it.
     #[cfg(test)]
-    pub fn kind(&self) -> &'static str {
-        self.kind
+    pub fn kind(&self) -> &str {
+        &self.0.error.kind
     }
 
     /// Appends advice on what to do.
     pub fn hint(mut self, hint: impl fmt::Display) -> Self {
-        self.message = format!("{}; {hint}", self.message);
+        self.0.error.message = format!("{}; {hint}", self.0.error.message);
         self
     }
 
@@ -115,41 +110,23 @@ impl CliError {
         let line = if json {
             self.json_line()
         } else {
-            format!("error: {}", one_line(&self.message))
+            format!("error: {}", one_line(&self.0.error.message))
         };
         // Nothing is left to tell when stderr itself is closed.
         let _ = writeln!(std::io::stderr().lock(), "{line}");
-        ExitCode::from(self.code)
+        ExitCode::from(self.0.error.code)
     }
 
     /// `{"error": {"kind", "category", "code", "message"}}` on one line.
     fn json_line(&self) -> String {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            kind: &'a str,
-            category: &'a str,
-            code: u8,
-            message: &'a str,
-        }
-        #[derive(Serialize)]
-        struct Report<'a> {
-            error: Body<'a>,
-        }
-        let message = one_line(&self.message);
-        let report = Report {
-            error: Body {
-                kind: self.kind,
-                category: self.category,
-                code: self.code,
-                message: &message,
-            },
-        };
+        let mut object = self.0.clone();
+        object.error.message = one_line(&object.error.message);
         // Serialising strings and a number cannot fail; keep a valid
         // object all the same.
-        serde_json::to_string(&report).unwrap_or_else(|_| {
+        serde_json::to_string(&object).unwrap_or_else(|_| {
             format!(
                 r#"{{"error":{{"kind":"{}","category":"{}","code":{},"message":"unprintable"}}}}"#,
-                self.kind, self.category, self.code
+                object.error.kind, object.error.category, object.error.code
             )
         })
     }
@@ -157,51 +134,21 @@ impl CliError {
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.0.error.message)
     }
 }
 
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
-        let kind = error.kind_name();
-        let (code, category, message) = match &error {
-            StoreError::InvalidInput(message) => (USAGE, "invalid_input", message.clone()),
-            StoreError::NotFound(message) => (NOT_FOUND, "not_found", message.clone()),
-            StoreError::Conflict { message, .. } => (CONFLICT, "conflict", message.clone()),
-            StoreError::Unavailable { message, .. } => (
-                UNAVAILABLE,
-                "unavailable",
-                format!("storage unavailable: {message}"),
-            ),
-            // StoreError is non_exhaustive; a future kind is reported as a
-            // storage failure rather than lost.
-            #[allow(unreachable_patterns)]
-            other => (UNAVAILABLE, "unavailable", other.to_string()),
-        };
-        Self::new(code, category, kind, message)
+        Self(ErrorResponse::from_store(&error))
     }
-}
-
-/// Folds `text` onto one line: newlines and other control characters
-/// become spaces, runs of whitespace one space.
-pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for word in text
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|word| !word.is_empty())
-    {
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(word);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use lf_handoff_adapters::ConflictKind;
+    use lf_handoff_api::error::{NOT_FOUND, UNAVAILABLE};
 
     #[test]
     fn store_errors_map_to_the_documented_exit_codes_and_kinds() {
@@ -255,11 +202,5 @@ mod tests {
             value["error"]["message"],
             "handoff ih_1 is already completed; the first \"outcome\" stays"
         );
-    }
-
-    #[test]
-    fn messages_are_folded_onto_one_line() {
-        assert_eq!(one_line("a\nb\t c\r\n\x1b[31md"), "a b c [31md");
-        assert_eq!(one_line("  lead  "), "lead");
     }
 }

@@ -7,7 +7,8 @@
 //! the handoff id on stdout and says "opened" or "reused" on stderr, so
 //! `H=$(lf-handoff open ...)` captures the id while a person still sees
 //! what happened. `--json` prints the shapes docs/CONTRACT.md gives (the
-//! command line).
+//! command line): the API crate's types, which the service answers with
+//! too.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -18,7 +19,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
 };
 use lf_handoff_adapters::{ListQuery, PruneOptions, Store, StoreError, StoreResult};
-use serde::Serialize;
+use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
 use time::OffsetDateTime;
 
 use crate::args::{Cutoff, ExtendArgs, ListArgs, OpenArgs, PruneArgs};
@@ -29,49 +30,6 @@ use crate::output::{
     deadline_phrase, emit, emit_json, history_table, note, printable, status_block, table,
     terminal_width, timestamp,
 };
-
-/// A handoff as every command prints it with `--json`: the record's
-/// fields, and `due`: whether it is active with its deadline passed, so
-/// that only an expiry can still happen to it (C14).
-#[derive(Debug, Serialize)]
-pub struct HandoffJson<'a> {
-    /// The record.
-    #[serde(flatten)]
-    pub handoff: &'a InteractiveHandoff,
-    /// Whether it was due when it was printed.
-    pub due: bool,
-}
-
-impl<'a> HandoffJson<'a> {
-    /// `handoff` as printed at `now`.
-    pub fn new(handoff: &'a InteractiveHandoff, now: OffsetDateTime) -> Self {
-        Self {
-            handoff,
-            due: handoff.is_due(now),
-        }
-    }
-}
-
-/// The JSON of `open`.
-#[derive(Debug, Serialize)]
-pub struct Opened<'a> {
-    /// True if and only if this call created the handoff.
-    pub created: bool,
-    /// The parent's active handoff.
-    pub handoff: HandoffJson<'a>,
-}
-
-/// The JSON of `claim-wake`.
-#[derive(Debug, Serialize)]
-pub struct Claimed<'a> {
-    /// True if and only if the given generation holds the wake.
-    pub claimed: bool,
-    /// The generation that holds the wake after the claim: the given one,
-    /// another one, or (never after a claim that returned) none.
-    pub holder: Option<u32>,
-    /// The handoff after the claim.
-    pub handoff: HandoffJson<'a>,
-}
 
 /// Builds the open request from the flags (the step travels beside it).
 ///
@@ -138,7 +96,7 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     if ctx.json {
         return emit_json(&Opened {
             created,
-            handoff: HandoffJson::new(&handoff, now),
+            handoff: HandoffJson::new(handoff, now),
         });
     }
     if created {
@@ -242,20 +200,6 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// The JSON of `prune`.
-#[derive(Debug, Serialize)]
-pub struct Pruned {
-    /// Handoffs removed, or that would be removed.
-    pub handoffs: u64,
-    /// Their history events.
-    pub events: u64,
-    /// Whether nothing was removed (`--dry-run`).
-    pub dry_run: bool,
-    /// The cutoff: handoffs finished before it.
-    #[serde(with = "time::serde::rfc3339")]
-    pub finished_before: OffsetDateTime,
-}
-
 /// `prune`: removes the finished handoffs whose wake was claimed, finished
 /// before the cutoff, with their history (C17), and prints how many; with
 /// `--dry-run`, only how many it would.
@@ -335,7 +279,7 @@ pub async fn load(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<Interac
 pub fn print_handoff(ctx: &Context, handoff: &InteractiveHandoff) -> CliResult<()> {
     let now = ctx.store.now();
     if ctx.json {
-        emit_json(&HandoffJson::new(handoff, now))
+        emit_json(&HandoffJson::new(handoff.clone(), now))
     } else {
         emit(&status_block(handoff, now))
     }
@@ -359,7 +303,7 @@ pub async fn finish(
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&HandoffJson::new(&handoff, ctx.store.now()));
+        return emit_json(&HandoffJson::new(handoff, ctx.store.now()));
     }
     let shown = handoff
         .outcome
@@ -382,11 +326,12 @@ pub async fn claim_wake(
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&Claimed {
+        return emit_json(&Claimed::new(
             claimed,
-            holder: handoff.wake_claimed_by_generation,
-            handoff: HandoffJson::new(&handoff, ctx.store.now()),
-        });
+            generation,
+            Some(handoff),
+            ctx.store.now(),
+        ));
     }
     emit(&claim_message(claimed, generation, &handoff))
 }
@@ -465,7 +410,7 @@ pub async fn extend(ctx: &Context, args: ExtendArgs) -> CliResult<()> {
         }
     }
     if ctx.json {
-        return emit_json(&HandoffJson::new(&handoff, now));
+        return emit_json(&HandoffJson::new(handoff, now));
     }
     let at = handoff
         .expires_at

@@ -14,8 +14,10 @@ use tracing_subscriber::EnvFilter;
 fn directives(verbose: u8) -> Option<&'static str> {
     match verbose {
         0 => None,
-        1 => Some("lf_handoff_application=info,lf_handoff_adapters=info"),
-        _ => Some("lf_handoff_application=debug,lf_handoff_adapters=debug,sqlx=debug"),
+        1 => Some("lf_handoff_application=info,lf_handoff_adapters=info,lf_handoff_server=info"),
+        _ => Some(
+            "lf_handoff_application=debug,lf_handoff_adapters=debug,lf_handoff_server=debug,sqlx=debug",
+        ),
     }
 }
 

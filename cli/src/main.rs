@@ -41,7 +41,9 @@ mod handoffs;
 mod logging;
 mod output;
 mod parents;
+mod serve;
 mod store_select;
+mod token;
 mod wait;
 mod watch;
 
@@ -106,17 +108,30 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 /// Chooses the store and opens it (the demo opens its own), checks the
 /// files `export` and `import` name first, and runs the command.
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    let actor_flag = cli.actor.is_some();
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
+    if let Command::Token(command) = cli.command {
+        return token::run(command, cli.json).map(|()| None);
+    }
     if let Command::Demo = cli.command {
         return demo::demo(cli.store.as_deref(), cli.json, actor)
             .await
             .map(|()| None);
     }
-    let config = store_select::select(
+    let mut config = store_select::select(
         cli.store.as_deref(),
         cli.config.as_deref(),
         &Environment::from_process(),
     )?;
+    let actor = store_select::through_service(
+        &mut config,
+        cli.token_file,
+        (actor, actor_flag),
+        &cli.command,
+    )?;
+    if let Command::Serve(args) = cli.command {
+        return serve::serve(config, args).await.map(|()| None);
+    }
     // Files are checked before the store is opened.
     let export_target = match &cli.command {
         Command::Export { output, force } => {
@@ -198,6 +213,8 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Proce
         Command::Wait { id, timeout } => wait::wait(ctx, &id, timeout).await?,
         Command::Watch(args) => watch::watch(ctx, &args).await?,
         Command::Demo
+        | Command::Serve(_)
+        | Command::Token(_)
         | Command::Completions { .. }
         | Command::Export { .. }
         | Command::Import { .. } => {}

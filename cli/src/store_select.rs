@@ -23,9 +23,11 @@ use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{StorageConfig, StoreError, UnavailableKind};
 use serde::Deserialize;
 
+use crate::args::Command;
 use crate::error::{CliError, CliResult};
 
 /// The environment variable naming the store.
@@ -93,6 +95,51 @@ pub fn select(
         }
     }
     default_store(env)
+}
+
+/// Applies to `config` what only a registry served by `lf-handoff serve`
+/// takes, and returns the actor to name: the token file of
+/// `--token-file`, and no actor of this process's own (the service names
+/// the token's name in the history, C20). `actor` is the actor chosen and
+/// whether `--actor` chose it.
+///
+/// # Errors
+/// Exit 2 for `--token-file` with a local store, `serve` of a served
+/// registry, or `--actor` with one (the history would not name it).
+pub fn through_service(
+    config: &mut StorageConfig,
+    token_file: Option<PathBuf>,
+    actor: (Option<Actor>, bool),
+    command: &Command,
+) -> CliResult<Option<Actor>> {
+    let StorageConfig::Http(http) = config else {
+        if token_file.is_some() {
+            return Err(CliError::usage(
+                "--token-file is for a store served by `lf-handoff serve` (an http:// or \
+                 https:// store URL)",
+            ));
+        }
+        return Ok(actor.0);
+    };
+    if matches!(command, Command::Serve(_)) {
+        return Err(CliError::usage(format!(
+            "serve serves a store of its own (sqlite://, sled:// or postgres://), not the \
+             service at {}",
+            http.base
+        )));
+    }
+    if actor.1 {
+        return Err(CliError::usage(
+            "--actor: through a service the history names the token's name; make a token \
+             with the name to show (lf-handoff token create NAME)",
+        ));
+    }
+    if let Some(file) = token_file {
+        let file = std::path::absolute(&file)
+            .map_err(|e| CliError::usage(format!("--token-file {}: {e}", file.display())))?;
+        http.token_file = Some(file);
+    }
+    Ok(None)
 }
 
 /// Parses a store URL, naming `source` (the flag or variable) in errors.

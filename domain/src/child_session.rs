@@ -14,6 +14,7 @@ use crate::wave_home::WaveHome;
 
 /// One body process of a parent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChildProcessGeneration {
     /// Starts at 1 and increases by one for every replacement body.
     pub generation: u32,
@@ -40,6 +41,7 @@ pub struct ChildProcessGeneration {
 
 /// The lease a body process holds on its parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ChildLeaseState {
     /// Launched, not yet confirmed running.
@@ -54,6 +56,7 @@ pub enum ChildLeaseState {
 
 /// How a body process ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ChildProcessOutcome {
     /// Exited with a status code.
@@ -75,6 +78,7 @@ pub enum ChildProcessOutcome {
 
 /// Where and how a parent's bodies are executed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChildExecutionContext {
     /// The machine the bodies run on.
     pub home: WaveHome,

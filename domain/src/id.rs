@@ -95,6 +95,19 @@ macro_rules! prefixed_id {
                 Self::parse(&text).map_err(serde::de::Error::custom)
             }
         }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::openapi::text_schema(
+                    concat!("A ", $what, " id: `", $prefix, "` and a hyphenated UUID."),
+                    Some(concat!("^", $prefix, "[0-9a-fA-F-]{36}$")),
+                )
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {}
     };
 }
 

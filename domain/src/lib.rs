@@ -31,6 +31,8 @@ pub mod child_session;
 pub mod error;
 pub mod id;
 pub mod interactive_handoff;
+#[cfg(feature = "openapi")]
+mod openapi;
 pub mod parent;
 pub mod project_session;
 pub mod session_context;

@@ -24,6 +24,7 @@ use crate::wave::{Wave, WaveStatus};
 // difference between a wave and a session costs nothing worth a `Box`.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum Parent {
     /// A wave.

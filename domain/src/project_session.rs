@@ -10,6 +10,7 @@ use crate::session_context::ProjectLaunchReceipt;
 
 /// Where a project session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ProjectSessionStatus {
     /// Launched, body not yet running.
@@ -35,6 +36,7 @@ impl ProjectSessionStatus {
 
 /// A request to abandon a session, recorded before it is carried out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AbandonIntent {
     /// Why.
     pub reason: String,
@@ -45,6 +47,7 @@ pub struct AbandonIntent {
 
 /// The orchestrating body of one project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProjectSession {
     /// The session id.
     pub id: ProjectSessionId,

@@ -10,6 +10,7 @@ macro_rules! external_id {
     ($(#[$meta:meta])* $name:ident, $what:literal) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(transparent)]
         pub struct $name(String);
 
@@ -49,6 +50,7 @@ external_id!(
 
 /// A Linear project as it was when a session launched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LinearProjectSnapshot {
     /// The project id.
     pub id: LinearProjectId,
@@ -62,6 +64,7 @@ pub struct LinearProjectSnapshot {
 
 /// A Linear issue as it was when a task launched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LinearIssueSnapshot {
     /// The issue id.
     pub id: LinearIssueId,
@@ -75,6 +78,7 @@ pub struct LinearIssueSnapshot {
 
 /// What a project session was launched with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProjectLaunchReceipt {
     /// The project snapshot.
     pub project: LinearProjectSnapshot,
@@ -84,6 +88,7 @@ pub struct ProjectLaunchReceipt {
 
 /// What a task session was launched with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskLaunchReceipt {
     /// The issue the task works on.
     pub issue: LinearIssueSnapshot,

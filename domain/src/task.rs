@@ -13,6 +13,7 @@ use crate::session_context::TaskLaunchReceipt;
 
 /// Where a task session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskSessionStatus {
     /// Launched, body not yet running.
@@ -38,6 +39,7 @@ impl TaskSessionStatus {
 
 /// Whether the planning tool has been told the task's latest state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PmWritebackState {
     /// The planning tool is up to date.
@@ -50,6 +52,7 @@ pub enum PmWritebackState {
 
 /// A phase of a task's lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TaskLifecyclePhase {
     /// Planning the change.
@@ -68,6 +71,7 @@ pub enum TaskLifecyclePhase {
 
 /// The phases a task goes through, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskLifecyclePlan {
     /// The plan's name.
     pub name: String,
@@ -94,6 +98,7 @@ impl TaskLifecyclePlan {
 
 /// A proposal waiting at a gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GateProposal {
     /// The phase the proposal would move to.
     pub next_phase: TaskLifecyclePhase,
@@ -106,6 +111,7 @@ pub struct GateProposal {
 
 /// One task session.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskSession {
     /// The session id.
     pub id: TaskSessionId,
@@ -129,6 +135,7 @@ pub struct TaskSession {
     #[serde(with = "time::serde::rfc3339")]
     pub status_at: OffsetDateTime,
     /// The git worktree; a handoff's cwd must be this directory.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub worktree: PathBuf,
     /// The workspace slug.
     pub workspace_slug: String,
@@ -168,6 +175,7 @@ pub struct TaskSession {
 
 /// Where a PR has been published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PrPublication {
     /// The forge's PR number.
     pub number: u64,
@@ -180,6 +188,7 @@ pub struct PrPublication {
 
 /// The last CI result seen for a PR.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CiObservation {
     /// The commit CI ran on.
     pub commit: String,
@@ -192,6 +201,7 @@ pub struct CiObservation {
 
 /// One PR of a task's stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskPr {
     /// The PR id.
     pub id: TaskPrId,

@@ -8,6 +8,7 @@ use crate::id::WaveId;
 
 /// Whether a wave still accepts work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum WaveStatus {
     /// Running; handoffs may be opened under it.
@@ -18,6 +19,7 @@ pub enum WaveStatus {
 
 /// One stream of work on one repository.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Wave {
     id: WaveId,
     name: String,

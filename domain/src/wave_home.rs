@@ -222,6 +222,19 @@ impl<'de> Deserialize<'de> for WaveHome {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for WaveHome {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::openapi::text_schema(
+            "Where the work runs: `user@local`, or `ssh://user@host[:port]`.",
+            None,
+        )
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for WaveHome {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

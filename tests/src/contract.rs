@@ -50,12 +50,16 @@ macro_rules! contract_scenarios {
                 c9_replays_write_nothing,
                 c10_parents_persist_exactly,
                 c10_body_generations_only_increase,
-                c11_unusable_stores_are_refused_unchanged,
             ],
             SeveralProcesses: [
                 c3_racing_opens_from_separate_processes_create_exactly_one,
                 c6_racing_finishers_in_separate_processes,
                 c6_racing_finishers_in_8_processes_over_many_handoffs,
+            ],
+            OwnStorage: [
+                c11_unusable_stores_are_refused_unchanged,
+            ],
+            SeveralProcessesOwnStorage: [
                 first_opens_from_8_processes_migrate_once,
             ],
         );

@@ -6,7 +6,10 @@
 //! [`LostReplies`] wraps a real backend's ports: once armed for a kind of
 //! write, the next such write is performed for real and then reported as
 //! `Unavailable` of kind `Unreachable`, as a server whose connection died
-//! at that moment would. The scenarios run on every backend.
+//! at that moment would. The scenarios run on every backend. It can also
+//! take the store down for a while ([`LostReplies::take_down`]): every call
+//! then fails before it reaches the store, as a server that went away
+//! (the service's tests use it).
 
 use crate::fixtures::{stored_project, stored_task, stored_wave};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,6 +76,7 @@ pub struct LostReplies {
     parents: Arc<dyn ParentRegistry>,
     armed: Mutex<Option<Fault>>,
     lost: AtomicUsize,
+    down: Mutex<Option<UnavailableKind>>,
 }
 
 impl LostReplies {
@@ -83,6 +87,24 @@ impl LostReplies {
             parents,
             armed: Mutex::new(None),
             lost: AtomicUsize::new(0),
+            down: Mutex::new(None),
+        }
+    }
+
+    /// From now on every call fails with `Unavailable` of `kind` before it
+    /// reaches the store, until `take_down(None)` brings it back.
+    pub fn take_down(&self, kind: Option<UnavailableKind>) {
+        *self.down.lock().unwrap_or_else(PoisonError::into_inner) = kind;
+    }
+
+    /// The outage's error while the store is down.
+    fn reachable(&self) -> StoreResult<()> {
+        match *self.down.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(kind) => Err(StoreError::unavailable(
+                kind,
+                format!("the store is down ({kind}, injected)"),
+            )),
+            None => Ok(()),
         }
     }
 
@@ -127,10 +149,12 @@ impl HandoffRepository for LostReplies {
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+        self.reachable()?;
         self.handoffs.load(id).await
     }
 
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
+        self.reachable()?;
         self.handoffs.list(query).await
     }
 
@@ -140,6 +164,7 @@ impl HandoffRepository for LostReplies {
         parent_version: u64,
         actor: &Actor,
     ) -> StoreResult<InsertOutcome> {
+        self.reachable()?;
         match self.handoffs.insert(handoff, parent_version, actor).await? {
             InsertOutcome::Inserted => self.reply(Fault::Insert, InsertOutcome::Inserted),
             other => Ok(other),
@@ -152,6 +177,7 @@ impl HandoffRepository for LostReplies {
         decide: Decision,
         actor: &Actor,
     ) -> StoreResult<Option<TransitionOutcome>> {
+        self.reachable()?;
         match self.handoffs.transition(id, decide, actor).await? {
             Some(applied @ TransitionOutcome::Applied { .. }) => {
                 self.reply(Fault::Transition, Some(applied))
@@ -165,14 +191,17 @@ impl HandoffRepository for LostReplies {
         now: OffsetDateTime,
         limit: usize,
     ) -> StoreResult<Vec<InteractiveHandoffId>> {
+        self.reachable()?;
         self.handoffs.due(now, limit).await
     }
 
     async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        self.reachable()?;
         self.handoffs.history(id).await
     }
 
     async fn count_prunable(&self, finished_before: OffsetDateTime) -> StoreResult<PruneCount> {
+        self.reachable()?;
         self.handoffs.count_prunable(finished_before).await
     }
 
@@ -181,6 +210,7 @@ impl HandoffRepository for LostReplies {
         finished_before: OffsetDateTime,
         limit: usize,
     ) -> StoreResult<PruneCount> {
+        self.reachable()?;
         self.handoffs.prune_batch(finished_before, limit).await
     }
 }
@@ -192,6 +222,7 @@ impl ParentRegistry for LostReplies {
         parent: &Parent,
         first_pr: Option<&'a TaskPr>,
     ) -> StoreResult<ParentInsert> {
+        self.reachable()?;
         match self.parents.insert_parent(parent, first_pr).await? {
             ParentInsert::Inserted => self.reply(Fault::InsertParent, ParentInsert::Inserted),
             other => Ok(other),
@@ -202,6 +233,7 @@ impl ParentRegistry for LostReplies {
         &self,
         reference: &InteractiveHandoffParent,
     ) -> StoreResult<Option<Versioned<Parent>>> {
+        self.reachable()?;
         self.parents.load_parent(reference).await
     }
 
@@ -210,10 +242,12 @@ impl ParentRegistry for LostReplies {
         reference: &InteractiveHandoffParent,
         step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>> {
+        self.reachable()?;
         self.parents.load_parent_with_active(reference, step).await
     }
 
     async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {
+        self.reachable()?;
         match self.parents.swap_parent(expected, parent).await? {
             SwapOutcome::Swapped => self.reply(Fault::SwapParent, SwapOutcome::Swapped),
             other => Ok(other),
@@ -221,6 +255,7 @@ impl ParentRegistry for LostReplies {
     }
 
     async fn load_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        self.reachable()?;
         self.parents.load_task_pr(id).await
     }
 }

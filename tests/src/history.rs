@@ -21,10 +21,12 @@ macro_rules! history_scenarios {
     ($make:expr) => {
         $crate::scenario_tests!($make, [history];
             AnyBackend: [
-                c15_every_change_appends_one_event_with_its_actor,
                 c15_positions_are_store_wide_and_increasing,
-                c15_racing_writers_append_one_event_per_change,
                 c15_history_refuses_unknown_handoffs_and_bad_actors,
+            ],
+            OwnStorage: [
+                c15_every_change_appends_one_event_with_its_actor,
+                c15_racing_writers_append_one_event_per_change,
             ],
         );
     };

@@ -103,6 +103,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether separate OS processes may use one store at once.
     fn shares_across_processes(&self) -> bool;
 
+    /// Whether the scenario reaches the store through `lf-handoff serve`
+    /// (the `http` backend) rather than the store itself.
+    fn is_served(&self) -> bool {
+        false
+    }
+
     /// The configuration of a store other than [`config`](Self::config)'s,
     /// named `name` (a short lowercase word): at `location` (a path inside
     /// the test's temporary directory) for a file backend, in a schema of
@@ -162,6 +168,14 @@ pub enum Needs {
     /// process (sled) skips it, saying why, and checks the clear error a
     /// second process gets in scenarios of its own instead.
     SeveralProcesses,
+    /// The store itself: its files, its storage ports, its engine, or
+    /// actors of the caller's choosing. A served store
+    /// ([`Backend::is_served`]) skips it, saying why: through a service
+    /// those are the service's, and the actor is the token's name (C20).
+    OwnStorage,
+    /// Both: several processes on the store itself (a first open's
+    /// migration).
+    SeveralProcessesOwnStorage,
 }
 
 impl Needs {
@@ -173,6 +187,18 @@ impl Needs {
             Self::SeveralProcesses if backend.shares_across_processes() => true,
             Self::SeveralProcesses => {
                 skipped(&format!("{} serves one process at a time", backend.name()));
+                false
+            }
+            Self::SeveralProcessesOwnStorage => {
+                Self::SeveralProcesses.met_by(backend) && Self::OwnStorage.met_by(backend)
+            }
+            Self::OwnStorage if !backend.is_served() => true,
+            Self::OwnStorage => {
+                skipped(&format!(
+                    "{} is reached through the service: the store's files, ports, engine and \
+                     actors are the service's",
+                    backend.name()
+                ));
                 false
             }
         }
@@ -238,6 +264,25 @@ macro_rules! conformance_tests {
         $crate::archive_scenarios!($backend());
         $crate::faults_scenarios!($backend());
         $crate::hostile_scenarios!($backend());
+    };
+}
+
+/// The Store-level scenarios through a served store (C24): every module
+/// whose scenarios a network can carry, each scenario reaching the store's
+/// own files, ports or engine skipping ([`Needs::OwnStorage`]). Upgrades,
+/// transient port faults and damaged files are the store's own, so their
+/// modules are left out.
+#[macro_export]
+macro_rules! served_conformance_tests {
+    ($backend:path) => {
+        $crate::seed_scenarios!($backend());
+        $crate::contract_scenarios!($backend());
+        $crate::steps_scenarios!($backend());
+        $crate::deadlines_scenarios!($backend());
+        $crate::history_scenarios!($backend());
+        $crate::watch_scenarios!($backend());
+        $crate::prune_scenarios!($backend());
+        $crate::archive_scenarios!($backend());
     };
 }
 

@@ -33,6 +33,8 @@ macro_rules! watch_scenarios {
                 c16_a_filtered_watch_sees_only_its_parent,
                 c16_wait_returns_when_the_handoff_ends,
                 c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers,
+            ],
+            OwnStorage: [
                 c16_a_watch_rides_out_a_dropped_connection,
                 c16_a_deleted_store_ends_the_watch,
             ],

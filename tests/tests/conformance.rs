@@ -49,3 +49,23 @@ mod sled {
     // need several and checks the clear error a second process gets.
     lf_handoff_conformance::sled_scenarios!(lf_handoff_conformance::backends::sled());
 }
+
+// The Store-level scenarios through `lf-handoff serve` (C24), on each
+// backend: a server per store, reached with the http backend.
+mod served_sqlite {
+    lf_handoff_conformance::served_conformance_tests!(
+        lf_handoff_conformance::backends::served_sqlite
+    );
+}
+
+mod served_sled {
+    lf_handoff_conformance::served_conformance_tests!(
+        lf_handoff_conformance::backends::served_sled
+    );
+}
+
+mod served_postgres {
+    lf_handoff_conformance::served_conformance_tests!(
+        lf_handoff_conformance::backends::served_postgres
+    );
+}

@@ -12,6 +12,7 @@
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s&max_connections=N]` | SQLite file |
 //! | `postgres://user@host:port/db[?schema=name&pool_size=N&acquire_timeout=5s]` | PostgreSQL server (also `postgresql://`) |
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
+//! | `http://host:port[/prefix][?token_file=/abs/path&ca=/abs/ca.pem]` | a registry served by `lf-handoff serve` (also `https://`); the token from `token_file` or `LF_HANDOFF_TOKEN` |
 //!
 //! Paths must be absolute; `%XX` escapes are decoded (so a path may hold any
 //! byte, including spaces and non-UTF-8). An orchestrator embeds the same
@@ -43,13 +44,15 @@ use std::path::PathBuf;
 
 use lf_handoff_application::StoreResult;
 
+use crate::http::HttpConfig;
 use crate::postgres::PostgresConfig;
 use crate::sled::SledConfig;
 use crate::sqlite::SqliteConfig;
 use text::invalid;
 
 /// The URL schemes this build accepts, for error messages.
-pub const ACCEPTED_SCHEMES: &str = "sqlite://, sled://, postgres://, postgresql://";
+pub const ACCEPTED_SCHEMES: &str =
+    "sqlite://, sled://, postgres://, postgresql://, http://, https://";
 
 /// Which backend to open, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +64,8 @@ pub enum StorageConfig {
     Postgres(PostgresConfig),
     /// An embedded sled directory, usable by one process at a time.
     Sled(SledConfig),
+    /// A registry served by `lf-handoff serve`, reached over HTTP(S).
+    Http(HttpConfig),
 }
 
 impl StorageConfig {
@@ -103,18 +108,20 @@ impl StorageConfig {
             "sqlite" => SqliteConfig::from_url(url, rest).map(Self::Sqlite),
             "postgres" | "postgresql" => Self::postgres(url),
             "sled" => SledConfig::from_url(url, rest).map(Self::Sled),
+            "http" | "https" => HttpConfig::from_url(url, scheme, rest).map(Self::Http),
             other => Err(invalid(format!(
                 "store URL scheme {other:?} is unknown; accepted schemes: {ACCEPTED_SCHEMES}"
             ))),
         }
     }
 
-    /// The backend's name: `sqlite`, `sled` or `postgres`.
+    /// The backend's name: `sqlite`, `sled`, `postgres` or `http`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Sqlite(_) => "sqlite",
             Self::Postgres(_) => "postgres",
             Self::Sled(_) => "sled",
+            Self::Http(_) => "http",
         }
     }
 
@@ -124,6 +131,7 @@ impl StorageConfig {
             Self::Sqlite(sqlite) => sqlite.set(key, value),
             Self::Postgres(postgres) => postgres.set(key, value),
             Self::Sled(sled) => sled.set(key, value),
+            Self::Http(http) => http.set(key, value),
         }
     }
 
@@ -141,6 +149,7 @@ impl StorageConfig {
             Self::Postgres(postgres) => postgres.url(),
             Self::Sqlite(sqlite) => sqlite.url(),
             Self::Sled(sled) => sled.url(),
+            Self::Http(http) => http.url(),
         }
     }
 }

@@ -24,6 +24,8 @@ struct ConfigTable {
     schema: Option<String>,
     pool_size: Option<u32>,
     acquire_timeout: Option<String>,
+    token_file: Option<String>,
+    ca: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for StorageConfig {
@@ -50,6 +52,8 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
         ("schema", table.schema),
         ("pool_size", table.pool_size.map(|size| size.to_string())),
         ("acquire_timeout", table.acquire_timeout),
+        ("token_file", table.token_file),
+        ("ca", table.ca),
     ];
     for (key, value) in options {
         if let Some(value) = value {

@@ -111,7 +111,7 @@ async fn ports(config: &StorageConfig) -> Arc<dyn Ports> {
         StorageConfig::Postgres(postgres) => {
             Arc::new(SqlStore::new(PostgresEngine::open(postgres).await.unwrap()))
         }
-        StorageConfig::Sled(_) => unreachable!("a SQL store"),
+        StorageConfig::Sled(_) | StorageConfig::Http(_) => unreachable!("a SQL store"),
     }
 }
 

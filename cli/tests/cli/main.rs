@@ -16,6 +16,7 @@ mod history;
 mod logging;
 mod prune;
 mod readme;
+mod serve;
 mod steps;
 mod support;
 mod wait;

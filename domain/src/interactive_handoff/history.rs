@@ -22,6 +22,7 @@ pub const MAX_ACTOR_BYTES: usize = 200;
 /// 4242)`. Not blank, at most [`MAX_ACTOR_BYTES`] bytes, no control
 /// characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct Actor(String);
 
@@ -106,6 +107,7 @@ impl std::str::FromStr for Actor {
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HandoffEventKind {
     /// The handoff was opened.
@@ -279,6 +281,7 @@ impl HandoffChange {
 
 /// One stored event of a handoff's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HandoffEvent {
     /// The store-wide position: every event has its own, later events
     /// larger ones.

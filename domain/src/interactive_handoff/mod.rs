@@ -50,6 +50,7 @@ pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 /// The parent a handoff belongs to, written `wave:<id>`, `project:<id>` or
 /// `task:<id>`. In JSON it is `{"kind": "task", "id": "ts_..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", content = "id", rename_all = "snake_case")]
 pub enum InteractiveHandoffParent {
     /// A wave.
@@ -116,6 +117,7 @@ impl FromStr for InteractiveHandoffParent {
 
 /// Where a handoff is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InteractiveHandoffStatus {
     /// Opened; nobody has attached yet.
@@ -187,6 +189,7 @@ impl fmt::Display for InteractiveHandoffStatus {
 /// How a handoff ended. The text of a person's outcome is never blank; an
 /// expiry has none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum InteractiveHandoffOutcome {
     /// The person did the work.
@@ -257,12 +260,14 @@ impl InteractiveHandoffOutcome {
 
 /// What a body sends to open a handoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OpenInteractiveHandoff {
     /// The parent that is waiting.
     pub parent: InteractiveHandoffParent,
     /// Where the work runs.
     pub home: WaveHome,
     /// The directory to attach in; for a task parent, its worktree.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub cwd: PathBuf,
     /// The model provider; must be the parent's.
     pub provider: String,
@@ -298,6 +303,7 @@ impl OpenInteractiveHandoff {
 
 /// A handoff record: everything needed to find, join and finish the work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InteractiveHandoff {
     /// The handoff id (`ih_...`).
     pub id: InteractiveHandoffId,
@@ -308,6 +314,7 @@ pub struct InteractiveHandoff {
     /// Where the work runs.
     pub home: WaveHome,
     /// The directory to attach in.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub cwd: PathBuf,
     /// The model provider.
     pub provider: String,

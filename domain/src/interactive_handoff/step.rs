@@ -14,6 +14,7 @@ pub const MAX_STEP_BYTES: usize = 200;
 /// A validated step key: not blank, at most [`MAX_STEP_BYTES`] bytes, no
 /// control characters. It prints and serialises as the text it parsed from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct StepKey(String);
 

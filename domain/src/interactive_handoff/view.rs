@@ -12,6 +12,7 @@ use crate::id::WaveId;
 /// One line of the census. It never carries the environment or the attach
 /// argv, which may hold secrets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InteractiveHandoffListRow {
     /// The handoff id.
     pub session_id: InteractiveHandoffId,
@@ -30,6 +31,7 @@ pub struct InteractiveHandoffListRow {
     /// The home, in canonical form.
     pub home: String,
     /// The directory to attach in.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub cwd: PathBuf,
     /// Why a person is needed.
     pub reason: String,
@@ -54,12 +56,14 @@ pub struct InteractiveHandoffListRow {
 
 /// Everything a terminal needs to join the work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttachDescriptor {
     /// The handoff id.
     pub session_id: InteractiveHandoffId,
     /// Where the handoff is in its life.
     pub status: InteractiveHandoffStatus,
     /// The directory to run the command in.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub cwd: PathBuf,
     /// `localhost` for a local home, the SSH host otherwise.
     pub host: String,

@@ -1,0 +1,573 @@
+//! The `http` backend: a client of a registry served by `lf-handoff
+//! serve` (C24), implementing [`Registry`] over the routes of C19, so an
+//! orchestrator without database access, and the command line, use the
+//! same `Store`, the same types and the same error kinds as on a local
+//! store.
+//!
+//! - [`config`]: the `http://` / `https://` store URL and the token.
+//! - `client`: the transport: the token, the retry window, the error
+//!   object turned back into the `StoreError` of the same kind.
+//! - `events`: `watch` over the event stream, resumed with
+//!   `Last-Event-ID`.
+//!
+//! What differs from a local store, by design:
+//! - **The actor is the token's name**: the service names the token in
+//!   the history whatever [`Registry::with_actor`] says (C20), so a
+//!   client cannot pass for someone else.
+//! - **`now`** is this machine's clock; deadlines given as durations
+//!   (`expires_in`, `extend --by`) count from the service's.
+//! - **`wait`** rides long polls of at most 5 minutes each, one after
+//!   another until its timeout; **`watch`** one event stream, resumed
+//!   after its last position when the connection breaks.
+//! - **`prune`** runs in the service's batches; the batch size asked for
+//!   is not sent.
+//! - **`import`** reads its whole input before it sends it.
+//! - Unreachable services and transient errors (`Retry-After`) are
+//!   retried for the handle's retry window, as a local store retries its
+//!   backend.
+
+mod client;
+pub mod config;
+mod events;
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt as _;
+use lf_handoff_api::requests::{
+    ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason, Summary, WaitParams,
+    MAX_PAGE, MAX_WAIT,
+};
+use lf_handoff_api::routes::content_type;
+use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
+use lf_handoff_application::archive::Progress;
+use lf_handoff_application::{
+    this_process_actor, ArchiveSummary, ListQuery, PruneCount, PruneOptions, Registry, StoreError,
+    StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+};
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::interactive_handoff::{
+    check_person_outcome, Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffListRow,
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenHandoff,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::{TaskPr, TaskSession};
+use lf_handoff_domain::wave::Wave;
+use time::OffsetDateTime;
+
+use client::{Call, Client, Shared};
+pub use config::{HttpConfig, Token, TOKEN_ENV};
+use events::ServiceEvents;
+
+/// A registry served over HTTP.
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceRegistry {
+    client: Shared,
+    actor: Actor,
+    retry_window: Duration,
+}
+
+impl ServiceRegistry {
+    /// The client of the service `config` names. Nothing is sent yet: the
+    /// first call finds out whether the service answers and takes the
+    /// token.
+    ///
+    /// # Errors
+    /// As reading the token and the `ca` file.
+    pub(crate) fn open(config: &HttpConfig) -> StoreResult<Arc<dyn Registry>> {
+        Ok(Arc::new(Self {
+            client: Arc::new(Client::new(config)?),
+            actor: this_process_actor(),
+            retry_window: DEFAULT_RETRY_WINDOW,
+        }))
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(&self, call: &Call<'_>) -> StoreResult<T> {
+        self.client.json(call, self.retry_window).await
+    }
+
+    /// `Some(T)`, or `None` when the service says the thing does not exist.
+    async fn found<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &Call<'_>,
+    ) -> StoreResult<Option<T>> {
+        match self.json(call).await {
+            Ok(value) => Ok(Some(value)),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn handoff(&self, call: &Call<'_>) -> StoreResult<InteractiveHandoff> {
+        Ok(self.json::<HandoffJson>(call).await?.handoff)
+    }
+}
+
+/// `/v1/handoffs/{id}` and what follows it.
+fn handoff_path(id: &InteractiveHandoffId, rest: &str) -> String {
+    format!("/v1/handoffs/{}{rest}", segment(id.as_str()))
+}
+
+/// The path of a parent: `/v1/waves/{id}`, `/v1/projects/{id}` or
+/// `/v1/tasks/{id}`.
+fn parent_path(reference: &InteractiveHandoffParent) -> String {
+    let collection = match reference {
+        InteractiveHandoffParent::Wave(_) => "waves",
+        InteractiveHandoffParent::Project(_) => "projects",
+        InteractiveHandoffParent::Task(_) => "tasks",
+    };
+    format!("/v1/{collection}/{}", segment(reference.id_str()))
+}
+
+/// `text` as one path segment: every byte but the unreserved ones escaped.
+fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// A parent as the service answers with it: the record of its kind.
+fn parent_of(
+    reference: &InteractiveHandoffParent,
+    bytes: serde_json::Value,
+) -> StoreResult<Parent> {
+    let parent = match reference {
+        InteractiveHandoffParent::Wave(_) => serde_json::from_value(bytes).map(Parent::Wave),
+        InteractiveHandoffParent::Project(_) => serde_json::from_value(bytes).map(Parent::Project),
+        InteractiveHandoffParent::Task(_) => serde_json::from_value(bytes).map(Parent::Task),
+    };
+    parent.map_err(|e| {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            format!(
+                "the service answered with something that is not a {}: {e}",
+                reference.kind()
+            ),
+        )
+    })
+}
+
+#[async_trait]
+impl Registry for ServiceRegistry {
+    fn backend(&self) -> &'static str {
+        "http"
+    }
+
+    fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            actor,
+            ..self.clone()
+        })
+    }
+
+    fn retry_window(&self) -> Duration {
+        self.retry_window
+    }
+
+    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
+        Arc::new(Self {
+            retry_window: window,
+            ..self.clone()
+        })
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc()
+    }
+
+    async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+        self.json::<serde_json::Value>(&Call::post_json("/v1/waves", wave)?)
+            .await
+            .map(drop)
+    }
+
+    async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+        self.json::<serde_json::Value>(&Call::post_json("/v1/projects", project)?)
+            .await
+            .map(drop)
+    }
+
+    async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+        let body = CreateTask {
+            task: task.clone(),
+            pr: pr.clone(),
+        };
+        self.json::<serde_json::Value>(&Call::post_json("/v1/tasks", &body)?)
+            .await
+            .map(drop)
+    }
+
+    async fn get_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Parent>> {
+        let path = parent_path(reference);
+        match self.found(&Call::get(&path)).await? {
+            Some(value) => parent_of(reference, value).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        let path = format!("/v1/task-prs/{}", segment(id.as_str()));
+        self.found(&Call::get(&path)).await
+    }
+
+    async fn record_body(
+        &self,
+        reference: &InteractiveHandoffParent,
+        process: ChildProcessGeneration,
+    ) -> StoreResult<Parent> {
+        let path = format!("{}/body", parent_path(reference));
+        let value = self.json(&Call::post_json(&path, &process)?).await?;
+        parent_of(reference, value)
+    }
+
+    async fn open_interactive_handoff(
+        &self,
+        opening: OpenHandoff,
+    ) -> StoreResult<(InteractiveHandoff, bool)> {
+        let body = OpenRequest {
+            request: opening.request,
+            step: opening.options.step,
+            expires_at: opening.options.expires_at,
+            expires_in: None,
+        };
+        let opened: Opened = self.json(&Call::post_json("/v1/handoffs", &body)?).await?;
+        Ok((opened.handoff.handoff, opened.created))
+    }
+
+    async fn get_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<Option<InteractiveHandoff>> {
+        let path = handoff_path(id, "");
+        Ok(self
+            .found::<HandoffJson>(&Call::get(&path))
+            .await?
+            .map(|json| json.handoff))
+    }
+
+    async fn list_interactive_handoffs(
+        &self,
+        query: ListQuery,
+    ) -> StoreResult<Vec<InteractiveHandoff>> {
+        let mut params = ListParams {
+            parent: query.parent,
+            active: query.active_only,
+            status: query.statuses,
+            home: query.home,
+            older_than: None,
+            created_before: query.created_before,
+            after: query.after,
+            limit: None,
+        };
+        let mut handoffs = Vec::new();
+        if query.limit == Some(0) {
+            // No page to read, but an unknown start is still `NotFound`,
+            // as on a local store: ask for one row and keep none.
+            if params.after.is_some() {
+                params.limit = Some(1);
+                let call = Call::get("/v1/handoff-records").query(params.to_query());
+                self.json::<Vec<HandoffJson>>(&call).await?;
+            }
+            return Ok(handoffs);
+        }
+        loop {
+            let page = query
+                .limit
+                .map_or(MAX_PAGE, |wanted| wanted.saturating_sub(handoffs.len()))
+                .min(MAX_PAGE);
+            if page == 0 {
+                break;
+            }
+            params.limit = Some(page);
+            let call = Call::get("/v1/handoff-records").query(params.to_query());
+            let rows: Vec<HandoffJson> = self.json(&call).await?;
+            let got = rows.len();
+            if let Some(last) = rows.last() {
+                params.after = Some(last.handoff.id.clone());
+            }
+            handoffs.extend(rows.into_iter().map(|json| json.handoff));
+            if got < page {
+                break;
+            }
+        }
+        Ok(handoffs)
+    }
+
+    async fn attach_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+    ) -> StoreResult<InteractiveHandoff> {
+        self.handoff(&Call::post(&handoff_path(id, "/attach")))
+            .await
+    }
+
+    async fn finish_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        outcome: &InteractiveHandoffOutcome,
+    ) -> StoreResult<InteractiveHandoff> {
+        // The domain's check, as a local store makes it: "expired" is no
+        // person's outcome, and there is no route for it.
+        check_person_outcome(outcome).map_err(StoreError::from)?;
+        let (rest, body) = match outcome {
+            InteractiveHandoffOutcome::Completed { summary } => (
+                "/complete",
+                serde_json::to_value(Summary {
+                    summary: summary.clone(),
+                }),
+            ),
+            InteractiveHandoffOutcome::HandedBack { summary } => (
+                "/back",
+                serde_json::to_value(Summary {
+                    summary: summary.clone(),
+                }),
+            ),
+            InteractiveHandoffOutcome::Failed { reason } => (
+                "/fail",
+                serde_json::to_value(Reason {
+                    reason: reason.clone(),
+                }),
+            ),
+            InteractiveHandoffOutcome::Expired => {
+                return Err(StoreError::InvalidInput(
+                    "a handoff cannot be finished as expired".into(),
+                ))
+            }
+        };
+        let body = body.map_err(|e| {
+            StoreError::InvalidInput(format!("the outcome cannot be encoded as JSON: {e}"))
+        })?;
+        let path = handoff_path(id, rest);
+        self.handoff(&Call::post_json(&path, &body)?).await
+    }
+
+    async fn extend_interactive_handoff(
+        &self,
+        id: &InteractiveHandoffId,
+        until: OffsetDateTime,
+    ) -> StoreResult<InteractiveHandoff> {
+        let path = handoff_path(id, "/extend");
+        let body = Extend {
+            until: Some(until),
+            by: None,
+        };
+        self.handoff(&Call::post_json(&path, &body)?).await
+    }
+
+    async fn claim_interactive_handoff_wake(
+        &self,
+        id: &InteractiveHandoffId,
+        generation: u32,
+    ) -> StoreResult<bool> {
+        let path = handoff_path(id, "/claim-wake");
+        let claimed: Claimed = self
+            .json(&Call::post_json(&path, &ClaimWake { generation })?)
+            .await?;
+        Ok(claimed.claimed)
+    }
+
+    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
+        self.json(&Call::get(&handoff_path(id, "/history"))).await
+    }
+
+    async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
+        let position = match from {
+            WatchFrom::After(position) => Some(position),
+            WatchFrom::Now => None,
+        };
+        let events =
+            ServiceEvents::open(self.client.clone(), self.retry_window, position, filter).await?;
+        Ok(Watcher::new(Box::new(events)))
+    }
+
+    async fn wait(
+        &self,
+        id: &InteractiveHandoffId,
+        timeout: Option<Duration>,
+    ) -> StoreResult<Waited> {
+        let deadline = timeout.map(|timeout| tokio::time::Instant::now() + timeout);
+        let path = handoff_path(id, "/wait");
+        loop {
+            let poll = deadline.map_or(MAX_WAIT, |deadline| {
+                deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .min(MAX_WAIT)
+            });
+            let call = Call::get(&path)
+                .query(WaitParams { timeout: poll }.to_query())
+                .timeout(Some(poll + client::CALL_TIMEOUT));
+            let answer: WaitJson = self.json(&call).await?;
+            if answer.ended {
+                return Ok(Waited::Ended(answer.handoff.handoff));
+            }
+            if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
+                return Ok(Waited::TimedOut(answer.handoff.handoff));
+            }
+        }
+    }
+
+    async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
+        let rows: Vec<InteractiveHandoffListRow> = self.json(&Call::post("/v1/expire")).await?;
+        // The service answers with census rows; the records are read after
+        // (an expired handoff is terminal: only its wake claim can change).
+        let mut expired = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(handoff) = self.get_interactive_handoff(&row.session_id).await? {
+                expired.push(handoff);
+            }
+        }
+        Ok(expired)
+    }
+
+    async fn prune(&self, options: PruneOptions) -> StoreResult<PruneCount> {
+        let body = Prune {
+            finished_before: options.finished_before,
+            dry_run: options.dry_run,
+            batch: Some(options.batch),
+        };
+        let pruned: Pruned = self.json(&Call::post_json("/v1/prune", &body)?).await?;
+        Ok(PruneCount {
+            handoffs: pruned.handoffs,
+            events: pruned.events,
+        })
+    }
+
+    async fn export(
+        &self,
+        out: &mut (dyn Write + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let call = Call::get("/v1/export").timeout(None);
+        let response = self.client.send(&call, self.retry_window).await?;
+        let mut body = response.bytes_stream();
+        let mut last_line = Vec::new();
+        let mut ended = false;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| self.client.unreachable(&call, &e))?;
+            out.write_all(&chunk).map_err(|e| written(&e))?;
+            remember_last_line(&mut last_line, &chunk, &mut ended);
+        }
+        out.flush().map_err(|e| written(&e))?;
+        let summary = end_line(&last_line).filter(|_| ended).ok_or_else(|| {
+            StoreError::unavailable(
+                UnavailableKind::Unreachable,
+                format!(
+                    "the export from {} was cut short (no end line); what was written is not \
+                     a whole export",
+                    self.client.base()
+                ),
+            )
+        })?;
+        if let Some(mut progress) = progress {
+            progress(&summary);
+        }
+        Ok(summary)
+    }
+
+    async fn import(
+        &self,
+        input: &mut (dyn BufRead + Send),
+        progress: Option<Progress<'_>>,
+    ) -> StoreResult<ArchiveSummary> {
+        let mut bytes = Vec::new();
+        input.read_to_end(&mut bytes).map_err(|e| {
+            StoreError::unavailable(
+                UnavailableKind::of_io_error(&e),
+                format!("cannot read the export to import: {e}"),
+            )
+        })?;
+        let call = Call::post("/v1/import")
+            .body(bytes, content_type::LINES)
+            .timeout(None);
+        let counts: Counts = self.json(&call).await?;
+        let summary = ArchiveSummary {
+            parents: counts.parents,
+            task_prs: counts.task_prs,
+            handoffs: counts.handoffs,
+            events: counts.events,
+            last_position: counts.last_position,
+        };
+        if let Some(mut progress) = progress {
+            progress(&summary);
+        }
+        Ok(summary)
+    }
+}
+
+/// The error of an export whose output refused a write.
+fn written(error: &std::io::Error) -> StoreError {
+    StoreError::unavailable(
+        UnavailableKind::of_io_error(error),
+        format!("cannot write the export: {error}"),
+    )
+}
+
+/// Keeps the last whole line seen in `line` (and whether the stream ends
+/// with a line end in `ended`), given the next `chunk` of the stream.
+fn remember_last_line(line: &mut Vec<u8>, chunk: &[u8], ended: &mut bool) {
+    for piece in chunk.split_inclusive(|&byte| byte == b'\n') {
+        if *ended {
+            line.clear();
+        }
+        line.extend_from_slice(piece);
+        *ended = piece.ends_with(b"\n");
+    }
+}
+
+/// The counts of an export's end line.
+fn end_line(line: &[u8]) -> Option<ArchiveSummary> {
+    #[derive(serde::Deserialize)]
+    struct End {
+        end: ArchiveSummary,
+    }
+    serde_json::from_slice::<End>(line).ok().map(|end| end.end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_segments_escape_everything_but_unreserved_bytes() {
+        assert_eq!(segment("ih_0190-abc.~_"), "ih_0190-abc.~_");
+        assert_eq!(segment("a/b?c d%é"), "a%2Fb%3Fc%20d%25%C3%A9");
+    }
+
+    #[test]
+    fn the_end_line_is_the_last_whole_line_of_an_export() {
+        let mut line = Vec::new();
+        let mut ended = false;
+        for chunk in [
+            &b"{\"format\":\"lf-handoff-export\",\"version\":1}\n{\"en"[..],
+            b"d\":{\"parents\":1,\"task_prs\":0,\"handoffs\":2,\"events\":3,\"last_position\":4}}",
+            b"\n",
+        ] {
+            remember_last_line(&mut line, chunk, &mut ended);
+        }
+        assert!(ended);
+        let summary = end_line(&line).unwrap();
+        assert_eq!((summary.handoffs, summary.last_position), (2, 4));
+        // Cut short: no line end after the last line.
+        let mut line = Vec::new();
+        let mut ended = false;
+        remember_last_line(&mut line, b"{\"format\":1}\n{\"end\":{}", &mut ended);
+        assert!(!ended);
+    }
+}

@@ -1,0 +1,330 @@
+//! Durations people type for deadlines and cut-offs: `90s`, `15m`, `2h`,
+//! `1d`, `2w`, `1h30m`.
+//!
+//! The grammar is one or more `<integer><unit>` parts with no spaces
+//! between them, units `w` (weeks), `d` (days), `h` (hours), `m` (minutes)
+//! and `s` (seconds), each at most once and from the largest down
+//! (`1h30m`, not `30m1h`), so a value reads one way only. Spaces around
+//! the whole value are ignored. It is refused when it is empty, has a part
+//! without a number or without a unit, a unit out of order or given twice,
+//! an unknown unit (`ms`, `y`, `H`), adds up to zero, or is longer than
+//! [`MAX`] (100 years, which also keeps every deadline computed from it
+//! far inside what a timestamp can hold).
+//!
+//! `open --expires-in`, `extend --by`, `list --older-than` and `prune
+//! --finished-before` use it. `wait --timeout` keeps the adapters'
+//! parser, which also takes milliseconds.
+
+use std::fmt;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+/// The longest duration accepted: 100 years of 365 days.
+pub const MAX: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// The longest text accepted, in bytes: more than any sensible duration
+/// needs, so a pasted blob is refused before it is looked at.
+pub const MAX_TEXT: usize = 64;
+
+/// The units, from the largest down, with their length in seconds.
+const UNITS: [(char, u64); 5] = [
+    ('w', 7 * 86_400),
+    ('d', 86_400),
+    ('h', 3_600),
+    ('m', 60),
+    ('s', 1),
+];
+
+/// Why a duration was refused. Its `Display` says what was wrong and what
+/// a good value looks like.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurationError {
+    /// Nothing but spaces.
+    Empty,
+    /// Longer than [`MAX_TEXT`] bytes.
+    TooLongText,
+    /// A part has no number where one was expected (`h`, `1h-5m`, `-2h`).
+    MissingNumber(String),
+    /// A number without a unit (`90`, `1h30`).
+    MissingUnit(String),
+    /// A unit that is not `w`, `d`, `h`, `m` or `s`.
+    UnknownUnit(String),
+    /// A unit given twice or after a smaller one (`1h1h`, `30m1h`).
+    OutOfOrder(String),
+    /// The parts add up to zero.
+    Zero,
+    /// Longer than [`MAX`], or too large to count at all.
+    TooLong(String),
+}
+
+impl fmt::Display for DurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const FORM: &str = "write a duration such as 90s, 15m, 2h, 1d, 2w or 1h30m";
+        match self {
+            Self::Empty => write!(f, "the duration is empty; {FORM}"),
+            Self::TooLongText => write!(
+                f,
+                "the duration is longer than {MAX_TEXT} characters; {FORM}"
+            ),
+            Self::MissingNumber(text) => {
+                write!(f, "{text:?} is not a duration: a number must come before each unit; {FORM}")
+            }
+            Self::MissingUnit(text) => write!(
+                f,
+                "{text:?} is not a duration: every number needs a unit (s, m, h, d or w); {FORM}"
+            ),
+            Self::UnknownUnit(unit) => write!(
+                f,
+                "unknown duration unit {unit:?}: use s (seconds), m (minutes), h (hours), \
+                 d (days) or w (weeks)"
+            ),
+            Self::OutOfOrder(text) => write!(
+                f,
+                "{text:?} is not a duration: give each unit once, largest first, as in 1d12h or 1h30m"
+            ),
+            Self::Zero => write!(f, "the duration is zero; give a positive one, such as 15m"),
+            Self::TooLong(text) => write!(
+                f,
+                "{text:?} is too long a duration: the limit is 100 years ({}d)",
+                MAX.as_secs() / 86_400
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DurationError {}
+
+/// Parses a duration (see the [module](self) for the grammar).
+///
+/// # Errors
+/// A [`DurationError`] saying what is wrong.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    if text.len() > MAX_TEXT {
+        return Err(DurationError::TooLongText);
+    }
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    let too_long = || DurationError::TooLong(trimmed.to_string());
+    let mut total: u64 = 0;
+    // Index into UNITS of the smallest unit seen so far; the next part
+    // must use a smaller one.
+    let mut next_unit = 0;
+    let mut rest = trimmed;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(DurationError::MissingNumber(trimmed.to_string()));
+        }
+        // Digits only: the parse fails only on overflow.
+        let number: u64 = rest[..digits].parse().map_err(|_| too_long())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .char_indices()
+            .find(|(_, c)| c.is_ascii_digit() || c.is_whitespace())
+            .map_or(rest.len(), |(at, _)| at);
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        if unit.is_empty() {
+            return Err(DurationError::MissingUnit(trimmed.to_string()));
+        }
+        let Some(index) = UNITS
+            .iter()
+            .position(|(name, _)| unit.len() == 1 && unit.starts_with(*name))
+        else {
+            return Err(DurationError::UnknownUnit(unit.to_string()));
+        };
+        if index < next_unit {
+            return Err(DurationError::OutOfOrder(trimmed.to_string()));
+        }
+        next_unit = index + 1;
+        let seconds = number.checked_mul(UNITS[index].1).ok_or_else(too_long)?;
+        total = total.checked_add(seconds).ok_or_else(too_long)?;
+    }
+    let total = Duration::from_secs(total);
+    if total.is_zero() {
+        return Err(DurationError::Zero);
+    }
+    if total > MAX {
+        return Err(too_long());
+    }
+    Ok(total)
+}
+
+/// `duration` in the form [`parse`] reads, largest unit first, whole
+/// seconds (`1h30m`, `2w3d`, `45s`; `0s` for less than a second).
+pub fn format(duration: Duration) -> String {
+    let mut seconds = duration.as_secs();
+    if seconds == 0 {
+        return "0s".to_string();
+    }
+    let mut out = String::new();
+    for (name, length) in UNITS {
+        let count = seconds / length;
+        if count > 0 {
+            out.push_str(&count.to_string());
+            out.push(name);
+            seconds %= length;
+        }
+    }
+    out
+}
+
+/// `now` plus `duration`, or `None` past what a timestamp holds (never
+/// for a duration [`parse`] returned and a present-day `now`).
+pub fn after(now: OffsetDateTime, duration: Duration) -> Option<OffsetDateTime> {
+    now.checked_add(time::Duration::try_from(duration).ok()?)
+}
+
+/// `now` minus `duration`, or `None` before what a timestamp holds: the
+/// cut-off of "finished (or created) more than `duration` ago".
+pub fn before(now: OffsetDateTime, duration: Duration) -> Option<OffsetDateTime> {
+    now.checked_sub(time::Duration::try_from(duration).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use time::macros::datetime;
+
+    use super::*;
+
+    const MINUTE: u64 = 60;
+    const HOUR: u64 = 3_600;
+    const DAY: u64 = 86_400;
+
+    #[test]
+    fn each_unit_and_combinations_parse() {
+        for (text, seconds) in [
+            ("90s", 90),
+            ("15m", 15 * MINUTE),
+            ("2h", 2 * HOUR),
+            ("1d", DAY),
+            ("2w", 14 * DAY),
+            ("1h30m", HOUR + 30 * MINUTE),
+            ("1w2d3h4m5s", 7 * DAY + 2 * DAY + 3 * HOUR + 4 * MINUTE + 5),
+            ("1h0m", HOUR),
+            ("007m", 7 * MINUTE),
+            ("  2h\n", 2 * HOUR),
+            ("36500d", 36_500 * DAY),
+        ] {
+            assert_eq!(parse(text), Ok(Duration::from_secs(seconds)), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn bad_durations_are_refused_with_the_reason() {
+        use DurationError as E;
+        for (text, expected) in [
+            ("", E::Empty),
+            ("   ", E::Empty),
+            ("0s", E::Zero),
+            ("0h0m", E::Zero),
+            ("90", E::MissingUnit("90".into())),
+            ("1h30", E::MissingUnit("1h30".into())),
+            ("h", E::MissingNumber("h".into())),
+            ("-1h", E::MissingNumber("-1h".into())),
+            ("1h 30m", E::MissingNumber("1h 30m".into())),
+            ("1.5h", E::UnknownUnit(".".into())),
+            ("500ms", E::UnknownUnit("ms".into())),
+            ("2H", E::UnknownUnit("H".into())),
+            ("1y", E::UnknownUnit("y".into())),
+            ("2hours", E::UnknownUnit("hours".into())),
+            ("1h½", E::UnknownUnit("h½".into())),
+            ("30m1h", E::OutOfOrder("30m1h".into())),
+            ("1h1h", E::OutOfOrder("1h1h".into())),
+            ("36501d", E::TooLong("36501d".into())),
+            ("5300w", E::TooLong("5300w".into())),
+            (
+                "18446744073709551616s",
+                E::TooLong("18446744073709551616s".into()),
+            ),
+            (
+                "18446744073709551615w",
+                E::TooLong("18446744073709551615w".into()),
+            ),
+        ] {
+            assert_eq!(parse(text), Err(expected), "{text:?}");
+        }
+        assert_eq!(parse(&"1".repeat(65)), Err(E::TooLongText));
+    }
+
+    #[test]
+    fn messages_say_what_a_good_duration_looks_like() {
+        for text in ["", "90", "h", "500ms", "30m1h", "0s"] {
+            let message = parse(text).unwrap_err().to_string();
+            assert!(
+                message.contains("15m") || message.contains("1h30m") || message.contains("(s"),
+                "{text:?}: {message}"
+            );
+        }
+        let message = parse("500ms").unwrap_err().to_string();
+        assert!(message.contains("\"ms\""), "{message}");
+    }
+
+    #[test]
+    fn formatting_uses_the_largest_units_first() {
+        assert_eq!(format(Duration::from_secs(5_400)), "1h30m");
+        assert_eq!(format(Duration::from_secs(9 * DAY + 5)), "1w2d5s");
+        assert_eq!(format(Duration::from_millis(999)), "0s");
+    }
+
+    #[test]
+    fn deadlines_and_cut_offs_are_computed_from_now() {
+        let now = datetime!(2026-12-03 11:00:00 UTC);
+        let hour = parse("1h30m").unwrap();
+        assert_eq!(after(now, hour), Some(datetime!(2026-12-03 12:30:00 UTC)));
+        assert_eq!(before(now, hour), Some(datetime!(2026-12-03 09:30:00 UTC)));
+        assert!(after(now, MAX).is_some());
+        assert!(before(now, MAX).is_some());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// Every accepted value is positive, at most MAX, and its
+        /// canonical form reads back to it.
+        #[test]
+        fn anything_parses_within_bounds_or_is_refused(text in any::<String>()) {
+            if let Ok(duration) = parse(&text) {
+                prop_assert!(!duration.is_zero() && duration <= MAX);
+                prop_assert_eq!(parse(&format(duration)), Ok(duration));
+            }
+        }
+
+        /// Text shaped like a duration, with odd numbers and units.
+        #[test]
+        fn duration_like_text_parses_to_the_sum_of_its_parts(
+            parts in prop::collection::vec(
+                (0u64..100_000, prop::sample::select(vec!["w", "d", "h", "m", "s", "ms", "y"])),
+                1..6,
+            )
+        ) {
+            let text: String = parts.iter().map(|(n, unit)| format!("{n}{unit}")).collect();
+            let seconds = |unit: &str| UNITS.iter().find(|(name, _)| unit.len() == 1 && unit.starts_with(*name)).map(|(_, s)| *s);
+            let known = parts.iter().all(|(_, unit)| seconds(unit).is_some());
+            let ordered = parts.windows(2).all(|pair| seconds(pair[0].1) > seconds(pair[1].1));
+            let total: u64 = parts.iter().map(|(n, unit)| n * seconds(unit).unwrap_or(0)).sum();
+            match parse(&text) {
+                Ok(duration) => {
+                    prop_assert!(known && ordered, "{text}");
+                    prop_assert_eq!(duration.as_secs(), total);
+                }
+                Err(_) => prop_assert!(
+                    text.len() > MAX_TEXT || !known || !ordered || total == 0 || total > MAX.as_secs(),
+                    "{text} refused"
+                ),
+            }
+        }
+
+        /// Every whole-second duration up to MAX round-trips through its
+        /// canonical form.
+        #[test]
+        fn canonical_forms_round_trip(seconds in 1..=MAX.as_secs()) {
+            let duration = Duration::from_secs(seconds);
+            prop_assert_eq!(parse(&format(duration)), Ok(duration));
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The JSON shapes the command line prints with `--json` and the service
+//! answers with (docs/CLI.md's table): defined once here, so the two
+//! cannot differ.
+//!
+//! The records themselves (a handoff, a census row, an event, a wave, ...)
+//! are the domain's serde forms; this module adds the wrappers.
+
+use lf_handoff_application::ArchiveSummary;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+use utoipa::ToSchema;
+
+/// A handoff as every command prints it with `--json` (`Handoff`): the
+/// record's fields, and `due`: whether it is active with its deadline
+/// passed, so that only an expiry can still happen to it (C14).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct HandoffJson {
+    /// The record.
+    #[serde(flatten)]
+    pub handoff: InteractiveHandoff,
+    /// Whether it was due when it was printed.
+    pub due: bool,
+}
+
+impl HandoffJson {
+    /// `handoff` as printed at `now`.
+    pub fn new(handoff: InteractiveHandoff, now: OffsetDateTime) -> Self {
+        Self {
+            due: handoff.is_due(now),
+            handoff,
+        }
+    }
+}
+
+/// The JSON of `open` (`POST /v1/handoffs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Opened {
+    /// True if and only if this call created the handoff.
+    pub created: bool,
+    /// The handoff that answers the request: the one created, or the one
+    /// reused (the parent's active one, or its handoff for the step).
+    pub handoff: HandoffJson,
+}
+
+/// The JSON of `claim-wake` (`POST /v1/handoffs/{id}/claim-wake`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Claimed {
+    /// True if and only if the given generation holds the wake.
+    pub claimed: bool,
+    /// The generation that holds the wake after the claim: the given one,
+    /// another one, or (never after a claim that returned) none.
+    pub holder: Option<u32>,
+    /// The handoff after the claim; `null` only when a prune removed it
+    /// between the claim and the read after it (the claim stands).
+    pub handoff: Option<HandoffJson>,
+}
+
+impl Claimed {
+    /// The reply of a claim by `generation`, `claimed` or not, with the
+    /// handoff as read after it (`None`: pruned meanwhile), at `now`.
+    pub fn new(
+        claimed: bool,
+        generation: u32,
+        handoff: Option<InteractiveHandoff>,
+        now: OffsetDateTime,
+    ) -> Self {
+        Self {
+            claimed,
+            holder: match &handoff {
+                Some(handoff) => handoff.wake_claimed_by_generation,
+                None => claimed.then_some(generation),
+            },
+            handoff: handoff.map(|handoff| HandoffJson::new(handoff, now)),
+        }
+    }
+}
+
+/// The JSON of `prune` (`POST /v1/prune`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Pruned {
+    /// Handoffs removed, or that would be removed.
+    pub handoffs: u64,
+    /// Their history events.
+    pub events: u64,
+    /// Whether nothing was removed (a dry run).
+    pub dry_run: bool,
+    /// The cutoff: handoffs finished before it.
+    #[serde(with = "time::serde::rfc3339")]
+    pub finished_before: OffsetDateTime,
+}
+
+/// The JSON of `export` and `import` (`POST /v1/import`): what was
+/// written or loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Counts {
+    /// Waves, project sessions and task sessions.
+    pub parents: u64,
+    /// Task PRs.
+    pub task_prs: u64,
+    /// Handoffs.
+    pub handoffs: u64,
+    /// History events.
+    pub events: u64,
+    /// The last event position the store had given.
+    pub last_position: u64,
+}
+
+impl From<&ArchiveSummary> for Counts {
+    fn from(summary: &ArchiveSummary) -> Self {
+        Self {
+            parents: summary.parents,
+            task_prs: summary.task_prs,
+            handoffs: summary.handoffs,
+            events: summary.events,
+            last_position: summary.last_position,
+        }
+    }
+}
+
+/// The answer of the long poll `GET /v1/handoffs/{id}/wait`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WaitJson {
+    /// Whether the handoff has ended (finished or expired); `false` when
+    /// the timeout passed first, or the service is shutting down.
+    pub ended: bool,
+    /// The handoff as last read.
+    pub handoff: HandoffJson,
+}
+
+/// The answer of `/healthz` (the process answers) and `/readyz` (the store
+/// answers; when it does not, `/readyz` is a 503 with the error object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    pub status: String,
+    /// The store's backend (`sqlite`, `sled`, `postgres`).
+    pub backend: String,
+}

@@ -1,0 +1,77 @@
+//! `serve`: the store as an HTTP service (docs/API.md), until SIGTERM.
+//!
+//! The service runs on a multi-threaded runtime of its own, on a thread of
+//! its own, with the store opened there (a store's connections belong to
+//! the runtime that opened them). Each request is logged on stderr, one
+//! line at INFO (`-v` and `RUST_LOG` add to it or replace it); this run's
+//! tokens, when there is no tokens file, go to stdout, never the log.
+
+use std::time::Duration;
+
+use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind};
+use lf_handoff_server::{Limits, ServeConfig, TlsFiles};
+use tracing_subscriber::EnvFilter;
+
+use crate::args::ServeArgs;
+use crate::error::{CliError, CliResult};
+
+/// Serves the store `config` names as `args` say, until SIGTERM.
+///
+/// # Errors
+/// Exit 2 for a refused configuration (a non-loopback address without
+/// tokens or TLS, an unreadable certificate); 3 for a missing tokens file;
+/// 5 when the store cannot be opened or the address bound.
+pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
+    let serve_config = ServeConfig {
+        listen: args.listen,
+        tokens: args.tokens,
+        tls: args
+            .tls_cert
+            .zip(args.tls_key)
+            .map(|(cert, key)| TlsFiles { cert, key }),
+        behind_proxy: args.behind_proxy,
+        limits: Limits {
+            max_body: usize::try_from(args.max_body).unwrap_or(usize::MAX),
+            max_import_body: args.max_import_body,
+            header_read_timeout: args.header_timeout,
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            max_streams: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
+            ..Limits::default()
+        },
+    };
+    // Refused before the store is opened.
+    serve_config.check().map_err(CliError::from)?;
+    // Request lines at INFO unless -v or RUST_LOG installed a subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new("lf_handoff_server=info"))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run(config, serve_config));
+    });
+    finished
+        .await
+        .map_err(|_| CliError::unavailable(UnavailableKind::Other, "the service thread stopped"))?
+}
+
+fn run(config: StorageConfig, serve_config: ServeConfig) -> CliResult<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("lf-handoff-serve")
+        .build()
+        .map_err(|e| {
+            CliError::unavailable(
+                UnavailableKind::Other,
+                format!("cannot start the async runtime: {e}"),
+            )
+        })?;
+    let result = runtime.block_on(async move {
+        let store = open_store(&config).await?;
+        lf_handoff_server::serve(serve_config, store).await
+    });
+    // Tasks still holding the store (a stream the drain cut) end here.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result.map_err(CliError::from)
+}

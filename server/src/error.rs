@@ -1,0 +1,68 @@
+//! The error answer: the error object (C18, C19) with the status of its
+//! category, and `Retry-After` when a later attempt may succeed.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use lf_handoff_adapters::StoreError;
+use lf_handoff_api::{Category, ErrorResponse};
+
+/// How long a client should wait before trying again after a transient
+/// error, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// An error a handler answers with.
+#[derive(Debug)]
+pub struct ApiError(pub ErrorResponse);
+
+impl ApiError {
+    /// An error whose kind is its category's name.
+    pub fn plain(category: Category, message: impl AsRef<str>) -> Self {
+        Self(ErrorResponse::plain(category, message))
+    }
+
+    /// Invalid input.
+    pub fn invalid(message: impl AsRef<str>) -> Self {
+        Self::plain(Category::InvalidInput, message)
+    }
+
+    /// The service at one of its limits.
+    pub fn busy(message: impl AsRef<str>) -> Self {
+        Self(ErrorResponse::busy(message))
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        Self(ErrorResponse::from_store(&error))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        error_response(&self.0)
+    }
+}
+
+/// The response carrying `error`.
+pub fn error_response(error: &ErrorResponse) -> Response {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = serde_json::to_vec(error).unwrap_or_else(|_| {
+        br#"{"error":{"kind":"internal","category":"internal","code":5,"message":"unprintable"}}"#
+            .to_vec()
+    });
+    let mut response = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response();
+    if error.is_transient() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    response
+}

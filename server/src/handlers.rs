@@ -1,0 +1,511 @@
+//! The router and the handlers of the routes that answer once (the
+//! streams are in [`crate::streams`]). Each handler calls the `Store`'s
+//! public methods, as the command line does, and answers with the shape
+//! the matching command prints with `--json`.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderValue, Method as HttpMethod, StatusCode, Uri};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, MethodRouter};
+use axum::{Json, Router};
+use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
+use lf_handoff_adapters::domain::id::{
+    InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
+};
+use lf_handoff_adapters::domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+};
+use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_adapters::domain::project_session::ProjectSession;
+use lf_handoff_adapters::domain::wave::Wave;
+use lf_handoff_adapters::{ListQuery, PruneOptions, Store, StoreError};
+use lf_handoff_api::requests::{
+    self, ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason, Summary,
+};
+use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
+use lf_handoff_api::{openapi, Category, Claimed, HandoffJson, Health, Opened, Pruned};
+use time::OffsetDateTime;
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::error::ApiError;
+use crate::extract::{IdParam, JsonBody, NoBody, Who};
+use crate::layers::{authorize, observe, panicked};
+use crate::state::AppState;
+use crate::streams;
+
+/// A handler's answer.
+type Answer = Result<Response, ApiError>;
+
+/// The service: every route of the table ([`ROUTES`]) with its handler,
+/// behind the authorization, logging and panic layers. Errors of routing
+/// itself (an unknown path, a method the path does not take) are the
+/// error object too.
+pub fn app(state: AppState) -> Router {
+    let mut router = Router::new();
+    for route in ROUTES {
+        let handler = handler(route.id);
+        router = router.route(route.path, handler);
+    }
+    router
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(wrong_method)
+        .route_layer(from_fn_with_state(state.clone(), authorize))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// The handler of each route. The match is exhaustive, so a route added
+/// to the table without a handler does not compile.
+fn handler(id: RouteId) -> MethodRouter<AppState> {
+    match id {
+        RouteId::CreateWave => post(create_wave),
+        RouteId::CreateProject => post(create_project),
+        RouteId::CreateTask => post(create_task),
+        RouteId::GetWave => get(get_wave),
+        RouteId::GetProject => get(get_project),
+        RouteId::GetTask => get(get_task),
+        RouteId::GetTaskPr => get(get_task_pr),
+        RouteId::RecordWaveBody => post(record_wave_body),
+        RouteId::RecordProjectBody => post(record_project_body),
+        RouteId::RecordTaskBody => post(record_task_body),
+        RouteId::Open => post(open),
+        RouteId::List => get(list),
+        RouteId::ListRecords => get(list_records),
+        RouteId::Get => get(get_handoff),
+        RouteId::Attach => post(attach),
+        RouteId::Complete => post(complete),
+        RouteId::Back => post(back),
+        RouteId::Fail => post(fail),
+        RouteId::Extend => post(extend),
+        RouteId::ClaimWake => post(claim_wake),
+        RouteId::History => get(history),
+        RouteId::Wait => get(streams::wait),
+        RouteId::Events => get(streams::events),
+        RouteId::Expire => post(expire),
+        RouteId::Prune => post(prune),
+        RouteId::Export => get(streams::export),
+        RouteId::Import => post(streams::import),
+        RouteId::Healthz => get(healthz),
+        RouteId::Readyz => get(readyz),
+        RouteId::Metrics => get(metrics),
+        RouteId::OpenApi => get(openapi_document),
+    }
+}
+
+async fn unknown_route(method: HttpMethod, uri: Uri) -> ApiError {
+    // The path only: a query may carry a token (a sign-in link).
+    ApiError::plain(
+        Category::NotFound,
+        format!(
+            "there is no route {method} {}; the routes are listed in /v1/openapi.json",
+            uri.path()
+        ),
+    )
+}
+
+async fn wrong_method(method: HttpMethod, uri: Uri) -> ApiError {
+    let allowed: Vec<&str> = ROUTES
+        .iter()
+        .filter(|route| same_shape(route.path, uri.path()))
+        .map(|route| route.method.as_str())
+        .collect();
+    ApiError::plain(
+        Category::MethodNotAllowed,
+        format!(
+            "{} does not take {method}; use {}",
+            uri.path(),
+            if allowed.is_empty() {
+                "another method".to_string()
+            } else {
+                allowed.join(" or ")
+            }
+        ),
+    )
+}
+
+/// Whether `path` fits the route template `template`.
+fn same_shape(template: &str, path: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    a.len() == b.len() && a.iter().zip(&b).all(|(t, p)| t.starts_with('{') || t == p)
+}
+
+/// The JSON answer `value` with `status`.
+fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    (status, Json(value)).into_response()
+}
+
+fn ok(value: &impl serde::Serialize) -> Answer {
+    Ok(json(StatusCode::OK, value))
+}
+
+fn parse<T>(
+    id: &str,
+    parse: impl Fn(&str) -> Result<T, lf_handoff_adapters::domain::DomainError>,
+) -> Result<T, ApiError> {
+    parse(id).map_err(|e| ApiError::from(StoreError::from(e)))
+}
+
+fn handoff_id(id: &IdParam) -> Result<InteractiveHandoffId, ApiError> {
+    parse(&id.0, InteractiveHandoffId::parse)
+}
+
+fn missing(what: &str, id: &str) -> ApiError {
+    ApiError::from(StoreError::NotFound(format!("{what} {id} does not exist")))
+}
+
+async fn create_wave(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    JsonBody(wave): JsonBody<Wave>,
+) -> Answer {
+    state.store_as(&caller.name).create_wave(&wave).await?;
+    Ok(json(StatusCode::CREATED, &wave))
+}
+
+async fn create_project(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    JsonBody(project): JsonBody<ProjectSession>,
+) -> Answer {
+    state
+        .store_as(&caller.name)
+        .create_project_session(&project)
+        .await?;
+    Ok(json(StatusCode::CREATED, &project))
+}
+
+async fn create_task(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    JsonBody(body): JsonBody<CreateTask>,
+) -> Answer {
+    state
+        .store_as(&caller.name)
+        .create_task_session(&body.task, &body.pr)
+        .await?;
+    Ok(json(StatusCode::CREATED, &body.task))
+}
+
+/// A parent as `task body --json` prints it: the wave, project or task
+/// itself.
+fn parent_json(parent: &Parent) -> Response {
+    match parent {
+        Parent::Wave(wave) => json(StatusCode::OK, wave),
+        Parent::Project(project) => json(StatusCode::OK, project),
+        Parent::Task(task) => json(StatusCode::OK, task),
+    }
+}
+
+async fn read_parent(state: &AppState, reference: InteractiveHandoffParent) -> Answer {
+    match state.store().get_parent(&reference).await? {
+        Some(parent) => Ok(parent_json(&parent)),
+        None => Err(missing("parent", &reference.to_string())),
+    }
+}
+
+async fn get_wave(State(state): State<AppState>, id: IdParam) -> Answer {
+    let id = parse(&id.0, WaveId::parse)?;
+    read_parent(&state, InteractiveHandoffParent::Wave(id)).await
+}
+
+async fn get_project(State(state): State<AppState>, id: IdParam) -> Answer {
+    let id = parse(&id.0, ProjectSessionId::parse)?;
+    read_parent(&state, InteractiveHandoffParent::Project(id)).await
+}
+
+async fn get_task(State(state): State<AppState>, id: IdParam) -> Answer {
+    let id = parse(&id.0, TaskSessionId::parse)?;
+    read_parent(&state, InteractiveHandoffParent::Task(id)).await
+}
+
+async fn get_task_pr(State(state): State<AppState>, id: IdParam) -> Answer {
+    let pr_id = parse(&id.0, TaskPrId::parse)?;
+    match state.store().get_task_pr(&pr_id).await? {
+        Some(pr) => ok(&pr),
+        None => Err(missing("task PR", &id.0)),
+    }
+}
+
+async fn record_body(
+    state: &AppState,
+    caller: &crate::tokens::Caller,
+    reference: InteractiveHandoffParent,
+    process: ChildProcessGeneration,
+) -> Answer {
+    let parent = state
+        .store_as(&caller.name)
+        .record_body(&reference, process)
+        .await?;
+    Ok(parent_json(&parent))
+}
+
+async fn record_wave_body(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(process): JsonBody<ChildProcessGeneration>,
+) -> Answer {
+    let id = parse(&id.0, WaveId::parse)?;
+    record_body(&state, &caller, InteractiveHandoffParent::Wave(id), process).await
+}
+
+async fn record_project_body(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(process): JsonBody<ChildProcessGeneration>,
+) -> Answer {
+    let id = parse(&id.0, ProjectSessionId::parse)?;
+    record_body(
+        &state,
+        &caller,
+        InteractiveHandoffParent::Project(id),
+        process,
+    )
+    .await
+}
+
+async fn record_task_body(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(process): JsonBody<ChildProcessGeneration>,
+) -> Answer {
+    let id = parse(&id.0, TaskSessionId::parse)?;
+    record_body(&state, &caller, InteractiveHandoffParent::Task(id), process).await
+}
+
+async fn open(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    JsonBody(body): JsonBody<OpenRequest>,
+) -> Answer {
+    let store = state.store_as(&caller.name);
+    let (request, options) = body.into_open(store.now())?;
+    let (handoff, created) = store
+        .open_interactive_handoff(request.with_options(options))
+        .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json(
+        status,
+        &Opened {
+            created,
+            handoff: HandoffJson::new(handoff, store.now()),
+        },
+    ))
+}
+
+async fn list(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let (handoffs, now) = listed(&state, query.as_deref()).await?;
+    let rows: Vec<_> = handoffs.iter().map(|h| h.list_row(now)).collect();
+    ok(&rows)
+}
+
+async fn list_records(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let (handoffs, now) = listed(&state, query.as_deref()).await?;
+    let records: Vec<_> = handoffs
+        .into_iter()
+        .map(|handoff| HandoffJson::new(handoff, now))
+        .collect();
+    ok(&records)
+}
+
+/// The handoffs a list query selects, and the time they were read.
+async fn listed(
+    state: &AppState,
+    query: Option<&str>,
+) -> Result<(Vec<InteractiveHandoff>, OffsetDateTime), ApiError> {
+    let store = state.store();
+    let params = ListParams::parse(query.unwrap_or_default())?;
+    let handoffs = store
+        .list_interactive_handoffs(params.into_query(store.now())?)
+        .await?;
+    Ok((handoffs, store.now()))
+}
+
+fn handoff_json(store: &Store, handoff: InteractiveHandoff) -> Answer {
+    ok(&HandoffJson::new(handoff, store.now()))
+}
+
+async fn get_handoff(State(state): State<AppState>, id: IdParam) -> Answer {
+    let handoff_id = handoff_id(&id)?;
+    match state.store().get_interactive_handoff(&handoff_id).await? {
+        Some(handoff) => handoff_json(state.store(), handoff),
+        None => Err(missing("handoff", &id.0)),
+    }
+}
+
+async fn attach(State(state): State<AppState>, Who(caller): Who, id: IdParam, _: NoBody) -> Answer {
+    let id = handoff_id(&id)?;
+    let store = state.store_as(&caller.name);
+    let handoff = store.attach_interactive_handoff(&id).await?;
+    handoff_json(&store, handoff)
+}
+
+async fn finish(
+    state: &AppState,
+    caller: &crate::tokens::Caller,
+    id: &IdParam,
+    outcome: InteractiveHandoffOutcome,
+) -> Answer {
+    let id = handoff_id(id)?;
+    let store = state.store_as(&caller.name);
+    let handoff = store.finish_interactive_handoff(&id, &outcome).await?;
+    handoff_json(&store, handoff)
+}
+
+async fn complete(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<Summary>,
+) -> Answer {
+    finish(&state, &caller, &id, requests::completed(body)).await
+}
+
+async fn back(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<Summary>,
+) -> Answer {
+    finish(&state, &caller, &id, requests::handed_back(body)).await
+}
+
+async fn fail(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<Reason>,
+) -> Answer {
+    finish(&state, &caller, &id, requests::failed(body)).await
+}
+
+async fn extend(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<Extend>,
+) -> Answer {
+    let id = handoff_id(&id)?;
+    let store = state.store_as(&caller.name);
+    let until = body.until(store.now())?;
+    let handoff = store.extend_interactive_handoff(&id, until).await?;
+    handoff_json(&store, handoff)
+}
+
+async fn claim_wake(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<ClaimWake>,
+) -> Answer {
+    let handoff_id = handoff_id(&id)?;
+    let store = state.store_as(&caller.name);
+    let claimed = store
+        .claim_interactive_handoff_wake(&handoff_id, body.generation)
+        .await?;
+    // Read after the claim, to say who holds the wake. A prune may have
+    // removed the handoff in between: the claim stands all the same, so
+    // the answer says so (without the record) rather than 404.
+    let handoff = store.get_interactive_handoff(&handoff_id).await?;
+    ok(&Claimed::new(
+        claimed,
+        body.generation,
+        handoff,
+        store.now(),
+    ))
+}
+
+async fn history(State(state): State<AppState>, id: IdParam) -> Answer {
+    let id = handoff_id(&id)?;
+    ok(&state.store().history(&id).await?)
+}
+
+async fn expire(State(state): State<AppState>, Who(caller): Who, _: NoBody) -> Answer {
+    let store = state.store_as(&caller.name);
+    let expired = store.expire_due().await?;
+    let now = store.now();
+    let rows: Vec<_> = expired.iter().map(|h| h.list_row(now)).collect();
+    ok(&rows)
+}
+
+async fn prune(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    JsonBody(body): JsonBody<Prune>,
+) -> Answer {
+    let store = state.store_as(&caller.name);
+    let cutoff = body.finished_before;
+    let defaults = PruneOptions::finished_before(cutoff);
+    let count = store
+        .prune(PruneOptions {
+            dry_run: body.dry_run,
+            batch: body.batch.unwrap_or(defaults.batch),
+            ..defaults
+        })
+        .await?;
+    ok(&Pruned {
+        handoffs: count.handoffs,
+        events: count.events,
+        dry_run: body.dry_run,
+        finished_before: cutoff.to_offset(time::UtcOffset::UTC),
+    })
+}
+
+async fn healthz(State(state): State<AppState>) -> Answer {
+    ok(&Health {
+        status: "ok".into(),
+        backend: state.store().backend().into(),
+    })
+}
+
+/// Ready when one read of the store succeeds now (no retries: a store
+/// that does not answer makes the service not ready at once).
+async fn readyz(State(state): State<AppState>) -> Answer {
+    let store = state.store().clone().with_retry_window(Duration::ZERO);
+    store
+        .list_interactive_handoffs(ListQuery {
+            limit: Some(1),
+            ..ListQuery::default()
+        })
+        .await?;
+    ok(&Health {
+        status: "ok".into(),
+        backend: store.backend().into(),
+    })
+}
+
+async fn metrics(State(state): State<AppState>) -> Answer {
+    let text = state.metrics().render(state.store()).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type::PROMETHEUS),
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn openapi_document() -> Response {
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    let text = DOCUMENT.get_or_init(openapi::document_json).clone();
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type::JSON),
+        )],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,515 @@
+//! Binding, the connection loop and the signals: what `lf-handoff serve`
+//! runs ([`serve`]), in two steps a test can drive ([`bind`], then
+//! [`Server::run`] until a future of its own ends).
+//!
+//! - **Refusals** (C20): a non-loopback address is refused without a
+//!   tokens file, and without TLS unless the service sits behind a proxy
+//!   that terminates it (`behind_proxy`).
+//! - **Connections**: HTTP/1.1 (hyper), TLS with rustls when configured;
+//!   at most `max_connections` at once (beyond: a 503 with the error
+//!   object, then the connection is closed); request headers within
+//!   `header_read_timeout`, which also closes an idle keep-alive
+//!   connection; TCP keepalive finds peers that vanished (half-open); a
+//!   TLS handshake has the same time as the headers. A stalled connection
+//!   holds only its own place.
+//! - **SIGTERM** (and SIGINT): stop accepting, end event streams and long
+//!   polls (they answer with what they have), let requests in flight
+//!   finish within `drain`, then stop. **SIGHUP**: read the tokens file
+//!   again; a file that cannot be read keeps the tokens in use, and the
+//!   log says why.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use lf_handoff_adapters::{Store, StoreError, StoreResult, UnavailableKind};
+use lf_handoff_api::{ErrorResponse, Scope};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
+
+use crate::handlers::app;
+use crate::metrics::Gauge;
+use crate::state::{AppState, Limits};
+use crate::tokens::{self, TokenTable};
+
+/// Where `serve` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
+
+/// How many refusals (at the connection limit) are written at once;
+/// beyond that a connection is closed without one.
+const REFUSALS: usize = 64;
+
+/// The certificate and key files of TLS (PEM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// How to serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The tokens file; without one, a token of every scope is made for
+    /// this run only (loopback addresses only).
+    pub tokens: Option<PathBuf>,
+    /// TLS; required on a non-loopback address unless `behind_proxy`.
+    pub tls: Option<TlsFiles>,
+    /// A proxy in front terminates TLS, so plain HTTP may listen on a
+    /// non-loopback address.
+    pub behind_proxy: bool,
+    /// The limits.
+    pub limits: Limits,
+}
+
+impl ServeConfig {
+    /// Serving on `listen` with the defaults: no tokens file, no TLS.
+    pub fn new(listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            tokens: None,
+            tls: None,
+            behind_proxy: false,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Refuses what C20 forbids: a non-loopback address without a tokens
+    /// file, or without TLS unless behind a proxy.
+    ///
+    /// # Errors
+    /// `InvalidInput` saying what to add.
+    pub fn check(&self) -> StoreResult<()> {
+        if self.listen.ip().is_loopback() {
+            return Ok(());
+        }
+        if self.tokens.is_none() {
+            return Err(StoreError::InvalidInput(format!(
+                "refusing to listen on {} without a tokens file: anyone who reaches it could act \
+                 on the registry; make tokens with `lf-handoff token create NAME --scope ... \
+                 --tokens FILE` and pass --tokens FILE",
+                self.listen
+            )));
+        }
+        if self.tls.is_none() && !self.behind_proxy {
+            return Err(StoreError::InvalidInput(format!(
+                "refusing to listen on {} without TLS: tokens would cross the network in clear \
+                 text; pass --tls-cert FILE --tls-key FILE, or --behind-proxy when a proxy in \
+                 front terminates TLS",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A token made for one run (no tokens file): shown at start, gone when
+/// the process ends.
+#[derive(Debug, Clone)]
+pub struct RunToken {
+    /// Its scope.
+    pub scope: Scope,
+    /// Its name (the actor of what it changes).
+    pub name: String,
+    /// The token.
+    pub token: String,
+}
+
+/// A bound service, ready to [`run`](Self::run).
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    state: AppState,
+    tls: Option<TlsAcceptor>,
+    tokens_file: Option<PathBuf>,
+    run_tokens: Vec<RunToken>,
+}
+
+/// Checks `config`, reads its tokens (or makes this run's), loads TLS and
+/// binds the address: everything that can fail before serving.
+///
+/// # Errors
+/// `InvalidInput` for a refused configuration; `NotFound` or
+/// `Unavailable` for a tokens file, certificate or key that cannot be
+/// read; `Unavailable` when the address cannot be bound.
+pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
+    config.check()?;
+    let (table, run_tokens) = match &config.tokens {
+        Some(path) => (TokenTable::new(tokens::read_file(path)?)?, Vec::new()),
+        None => run_tokens(store.now())?,
+    };
+    let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+    let listener = TcpListener::bind(config.listen).await.map_err(|error| {
+        StoreError::unavailable(
+            UnavailableKind::of_io_error(&error),
+            format!("cannot listen on {}: {error}", config.listen),
+        )
+    })?;
+    let local_addr = listener.local_addr().map_err(|error| {
+        StoreError::unavailable(
+            UnavailableKind::Io,
+            format!("cannot read the bound address: {error}"),
+        )
+    })?;
+    Ok(Server {
+        listener,
+        local_addr,
+        state: AppState::new(store, table, config.limits),
+        tls,
+        tokens_file: config.tokens,
+        run_tokens,
+    })
+}
+
+/// A token of every scope, for this run only.
+fn run_tokens(now: time::OffsetDateTime) -> StoreResult<(TokenTable, Vec<RunToken>)> {
+    let mut entries = Vec::new();
+    let mut shown = Vec::new();
+    for scope in Scope::ALL {
+        let name = format!("serve-{scope}");
+        let made = tokens::make_token(&name, &[scope], now)?;
+        shown.push(RunToken {
+            scope,
+            name,
+            token: made.token,
+        });
+        entries.push(made.entry);
+    }
+    Ok((TokenTable::new(entries)?, shown))
+}
+
+fn tls_acceptor(files: &TlsFiles) -> StoreResult<TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let unreadable = |path: &Path, what: &str, error: &dyn std::fmt::Display| {
+        StoreError::InvalidInput(format!("--tls-{what} {}: {error}", path.display()))
+    };
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| unreadable(&files.cert, "cert", &e))?;
+    if certs.is_empty() {
+        return Err(unreadable(&files.cert, "cert", &"no certificate in it"));
+    }
+    let key =
+        PrivateKeyDer::from_pem_file(&files.key).map_err(|e| unreadable(&files.key, "key", &e))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| StoreError::InvalidInput(format!("TLS: {e}")))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| StoreError::InvalidInput(format!("--tls-cert and --tls-key do not fit: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("tls", &self.tls.is_some())
+            .field("tokens_file", &self.tokens_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// The address it listens on (the port chosen, for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The base URL: `http://ADDR` or `https://ADDR`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.local_addr)
+    }
+
+    /// The shared state (the store, the tokens, the metrics).
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The tokens made for this run (none with a tokens file).
+    pub fn run_tokens(&self) -> &[RunToken] {
+        &self.run_tokens
+    }
+
+    /// The sign-in URL (the base URL with the `person` token of this run),
+    /// when the run made tokens.
+    pub fn sign_in_url(&self) -> Option<String> {
+        self.run_tokens
+            .iter()
+            .find(|token| token.scope == Scope::Person)
+            .map(|token| format!("{}/?token={}", self.url(), token.token))
+    }
+
+    /// What re-reads the tokens file, for a SIGHUP handler.
+    pub fn reloader(&self) -> Reloader {
+        Reloader {
+            path: self.tokens_file.clone(),
+            state: self.state.clone(),
+        }
+    }
+
+    /// Serves until `shutdown` ends, then drains: stops accepting, ends
+    /// event streams and long polls, and gives requests in flight
+    /// `limits.drain` to finish.
+    ///
+    /// # Errors
+    /// None today; the result leaves room for failures of the loop.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> StoreResult<()> {
+        let limits = *self.state.limits();
+        let router = app(self.state.clone());
+        let graceful = GracefulShutdown::new();
+        let connections = Arc::new(Semaphore::new(limits.max_connections));
+        let refusals = Arc::new(Semaphore::new(REFUSALS));
+        tokio::pin!(shutdown);
+        loop {
+            let stream = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(error) => {
+                        // Out of file descriptors, most likely: pause
+                        // rather than spin.
+                        tracing::warn!("accepting a connection failed: {error}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            configure(&stream, &limits);
+            let Ok(permit) = connections.clone().try_acquire_owned() else {
+                self.state.metrics().refused_connection();
+                if let Ok(place) = refusals.clone().try_acquire_owned() {
+                    let tls = self.tls.clone();
+                    tokio::spawn(async move {
+                        refuse(stream, tls, &limits).await;
+                        drop(place);
+                    });
+                }
+                continue;
+            };
+            let service = TowerToHyperService::new(router.clone());
+            let watcher = graceful.watcher();
+            let tls = self.tls.clone();
+            let state = self.state.clone();
+            tokio::spawn(async move {
+                state.metrics().gauge(Gauge::Connections, 1);
+                match tls {
+                    None => serve_connection(TokioIo::new(stream), service, watcher, &limits).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(
+                            limits.header_read_timeout,
+                            acceptor.accept(stream),
+                        )
+                        .await
+                        {
+                            Ok(Ok(stream)) => {
+                                serve_connection(TokioIo::new(stream), service, watcher, &limits)
+                                    .await;
+                            }
+                            Ok(Err(error)) => tracing::debug!("a TLS handshake failed: {error}"),
+                            Err(_) => tracing::debug!("a TLS handshake timed out"),
+                        }
+                    }
+                }
+                state.metrics().gauge(Gauge::Connections, -1);
+                drop(permit);
+            });
+        }
+        drop(self.listener);
+        tracing::info!("shutting down: no new connections; ending event streams and long polls");
+        self.state.begin_shutdown();
+        if tokio::time::timeout(limits.drain, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "requests still in flight after {} s were cut",
+                limits.drain.as_secs()
+            );
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+/// Re-reads the tokens file (SIGHUP).
+#[derive(Debug, Clone)]
+pub struct Reloader {
+    path: Option<PathBuf>,
+    state: AppState,
+}
+
+impl Reloader {
+    /// Reads the tokens file again and accepts its tokens from now on.
+    /// Returns how many it holds; with no tokens file, the run's tokens
+    /// stay.
+    ///
+    /// # Errors
+    /// As reading the file; the tokens in use stay.
+    pub fn reload(&self) -> StoreResult<usize> {
+        let Some(path) = &self.path else {
+            return Ok(self.state.tokens().len());
+        };
+        let table = TokenTable::new(tokens::read_file(path)?)?;
+        let count = table.len();
+        self.state.replace_tokens(table);
+        Ok(count)
+    }
+}
+
+/// TCP settings of every accepted connection: no Nagle delay (answers are
+/// small), keepalive probes after `tcp_keepalive` idle.
+fn configure(stream: &TcpStream, limits: &Limits) {
+    let _ = stream.set_nodelay(true);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(limits.tcp_keepalive)
+        .with_interval(Duration::from_secs(10))
+        .with_retries(3);
+    let _ = socket2::SockRef::from(stream).set_tcp_keepalive(&keepalive);
+}
+
+async fn serve_connection<I>(
+    io: TokioIo<I>,
+    service: TowerToHyperService<axum::Router>,
+    watcher: Watcher,
+    limits: &Limits,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let connection = builder.serve_connection(io, service);
+    if let Err(error) = watcher.watch(connection).await {
+        tracing::debug!("a connection ended: {error}");
+    }
+}
+
+/// Answers a connection over the limit with a 503 (the error object,
+/// `Retry-After`) and closes it.
+async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits) {
+    let error = ErrorResponse::busy(format!(
+        "the service holds its limit of {} connections; try again shortly",
+        limits.max_connections
+    ));
+    let body = serde_json::to_string(&error).unwrap_or_default();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        crate::error::RETRY_AFTER_SECS,
+        body.len()
+    );
+    let wait = Duration::from_millis(500).min(limits.header_read_timeout);
+    match tls {
+        None => answer_and_close(stream, response.as_bytes(), wait).await,
+        Some(acceptor) => {
+            if let Ok(Ok(stream)) = tokio::time::timeout(wait, acceptor.accept(stream)).await {
+                answer_and_close(stream, response.as_bytes(), wait).await;
+            }
+        }
+    }
+}
+
+async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    response: &[u8],
+    wait: Duration,
+) {
+    // Read what the client sent first, so closing does not reset the
+    // connection under the answer.
+    let mut request = [0_u8; 4096];
+    let _ = tokio::time::timeout(wait, stream.read(&mut request)).await;
+    let _ = tokio::time::timeout(wait, async {
+        stream.write_all(response).await?;
+        stream.shutdown().await
+    })
+    .await;
+}
+
+/// Serves `store` as `config` says until SIGTERM or SIGINT: binds, prints
+/// where it listens (and, without a tokens file, this run's tokens and
+/// the sign-in URL) on stdout, re-reads the tokens file on SIGHUP, and
+/// drains on the way out. This is all `lf-handoff serve` does after
+/// choosing the store. It needs tokio's multi-threaded runtime (export and
+/// import run the store on a blocking thread).
+///
+/// # Errors
+/// As [`bind`]; `Unavailable` when the signal handlers cannot be set up.
+pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let backend = store.backend();
+    let server = bind(config, store).await?;
+    print_banner(&server, backend);
+    let signals = |kind: SignalKind| {
+        signal(kind).map_err(|error| {
+            StoreError::unavailable(
+                UnavailableKind::Other,
+                format!("cannot set up signal handling: {error}"),
+            )
+        })
+    };
+    let mut hangup = signals(SignalKind::hangup())?;
+    let mut terminate = signals(SignalKind::terminate())?;
+    let mut interrupt = signals(SignalKind::interrupt())?;
+    let reloader = server.reloader();
+    let shutdown = async move {
+        loop {
+            tokio::select! {
+                _ = hangup.recv() => match reloader.reload() {
+                    Ok(count) => tracing::info!("SIGHUP: the tokens file was read again: {count} tokens"),
+                    Err(error) => tracing::warn!(
+                        "SIGHUP: the tokens file could not be read ({error}); the tokens in use stay"
+                    ),
+                },
+                _ = terminate.recv() => break,
+                _ = interrupt.recv() => break,
+            }
+        }
+    };
+    server.run(shutdown).await
+}
+
+/// Where the service listens, and this run's tokens when it made them, on
+/// stdout (never in the log).
+fn print_banner(server: &Server, backend: &str) {
+    let mut text = format!("lf-handoff serve: {} ({backend} store)\n", server.url());
+    if !server.run_tokens().is_empty() {
+        text.push_str(
+            "tokens for this run only (no --tokens file); each ends with this process:\n",
+        );
+        for token in server.run_tokens() {
+            text.push_str(&format!(
+                "  {:<8}  LF_HANDOFF_TOKEN={}\n",
+                token.scope.as_str(),
+                token.token
+            ));
+        }
+        if let Some(url) = server.sign_in_url() {
+            text.push_str(&format!("sign in (person): {url}\n"));
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}

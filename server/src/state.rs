@@ -1,0 +1,184 @@
+//! What every request shares: the store, the token table, the limits,
+//! the metrics and the shutdown signal. Nothing else: the service holds no
+//! state of its own beyond the store (C19), so several servers on one
+//! PostgreSQL store are one service.
+
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use lf_handoff_adapters::domain::interactive_handoff::Actor;
+use lf_handoff_adapters::Store;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+use crate::metrics::{Gauge, Metrics};
+use crate::tokens::TokenTable;
+
+/// The limits that hold under abuse (C20), each with a clear error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest JSON request body, in bytes (413 beyond it).
+    pub max_body: usize,
+    /// The largest import body, in bytes (413 beyond it).
+    pub max_import_body: u64,
+    /// How long a client has to send a request's headers, and how long an
+    /// idle keep-alive connection stays open.
+    pub header_read_timeout: Duration,
+    /// How long a request body may pause between two pieces (400 beyond
+    /// it).
+    pub body_read_timeout: Duration,
+    /// How many connections are served at once (beyond: 503 and close).
+    pub max_connections: usize,
+    /// How many event streams and long polls are open at once (beyond:
+    /// 503 with `Retry-After`).
+    pub max_streams: usize,
+    /// How long requests in flight have to finish after SIGTERM.
+    pub drain: Duration,
+    /// How long an idle TCP connection waits before keepalive probes, so a
+    /// peer that vanished (half-open) is found.
+    pub tcp_keepalive: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body: 1024 * 1024,
+            max_import_body: 1024 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            max_streams: 1024,
+            drain: Duration::from_secs(10),
+            tcp_keepalive: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The state every handler gets. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    inner: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    store: Store,
+    tokens: RwLock<Arc<TokenTable>>,
+    limits: Limits,
+    metrics: Metrics,
+    streams: Arc<Semaphore>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl AppState {
+    /// The state of a service over `store`, accepting the tokens of
+    /// `tokens`, within `limits`.
+    pub fn new(store: Store, tokens: TokenTable, limits: Limits) -> Self {
+        let (shutdown, _) = watch::channel(false);
+        Self {
+            inner: Arc::new(Shared {
+                store,
+                tokens: RwLock::new(Arc::new(tokens)),
+                streams: Arc::new(Semaphore::new(limits.max_streams)),
+                limits,
+                metrics: Metrics::default(),
+                shutdown,
+            }),
+        }
+    }
+
+    /// The store, naming `actor` in the history of what it changes.
+    pub fn store_as(&self, actor: &Actor) -> Store {
+        self.inner.store.clone().with_actor(actor.clone())
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The tokens accepted now.
+    pub fn tokens(&self) -> Arc<TokenTable> {
+        self.inner
+            .tokens
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Accepts the tokens of `table` from now on (SIGHUP).
+    pub fn replace_tokens(&self, table: TokenTable) {
+        *self
+            .inner
+            .tokens
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// A place among the event streams and long polls, counted in `gauge`
+    /// while it is held.
+    ///
+    /// # Errors
+    /// 503 (`busy`, with `Retry-After`) when every place is taken.
+    pub fn stream_slot(&self, gauge: Gauge) -> Result<StreamSlot, ApiError> {
+        match self.inner.streams.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.metrics().gauge(gauge, 1);
+                Ok(StreamSlot {
+                    _permit: permit,
+                    state: self.clone(),
+                    gauge,
+                })
+            }
+            Err(_) => Err(ApiError::busy(format!(
+                "the service holds its limit of {} event streams and long polls open; try again \
+                 shortly",
+                self.limits().max_streams
+            ))),
+        }
+    }
+
+    /// A receiver that sees `true` once the service is shutting down.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.inner.shutdown.subscribe()
+    }
+
+    /// Tells event streams and long polls that the service is shutting
+    /// down: streams end (clients resume with `Last-Event-ID`), long
+    /// polls answer with what they have.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+}
+
+/// A held place among the event streams and long polls.
+#[derive(Debug)]
+pub struct StreamSlot {
+    _permit: OwnedSemaphorePermit,
+    state: AppState,
+    gauge: Gauge,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.state.metrics().gauge(self.gauge, -1);
+    }
+}
+
+/// Waits until `signal` says the service is shutting down (for ever when
+/// its sender is gone, which happens only once the service is gone).
+pub async fn shutting_down(signal: &mut watch::Receiver<bool>) {
+    if signal.wait_for(|down| *down).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
