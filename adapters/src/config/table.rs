@@ -24,6 +24,7 @@ struct ConfigTable {
     schema: Option<String>,
     pool_size: Option<u32>,
     acquire_timeout: Option<String>,
+    target_session_attrs: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for StorageConfig {
@@ -50,6 +51,7 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
         ("schema", table.schema),
         ("pool_size", table.pool_size.map(|size| size.to_string())),
         ("acquire_timeout", table.acquire_timeout),
+        ("target_session_attrs", table.target_session_attrs),
     ];
     for (key, value) in options {
         if let Some(value) = value {
