@@ -10,6 +10,7 @@ use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
 use crate::lifecycle::{LifecycleFigures, COMMITS_PER_LIFECYCLE};
 use crate::race::RaceFigures;
+use crate::statements::StatementFigures;
 use crate::stats::{ratio, Summary};
 use crate::{callers::CallerFigures, idle::IdleFigures, wake::WakeFigures};
 
@@ -114,6 +115,8 @@ pub struct BackendReport {
     pub idle: Option<IdleFigures>,
     /// Concurrent callers, store and raw (issue 16).
     pub callers: Option<CallerFigures>,
+    /// Statements per lifecycle, store and raw (PostgreSQL, issue 23).
+    pub statements: Option<StatementFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -535,6 +538,9 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     if let Some(callers) = &backend.callers {
         callers_table(out, callers);
     }
+    if let Some(statements) = &backend.statements {
+        statements_table(out, statements);
+    }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");
     }
@@ -643,6 +649,28 @@ fn callers_table(out: &mut String, callers: &CallerFigures) {
                 row.raw_lifecycle.p99_us / 1000.0
             )
         );
+    }
+}
+
+fn statements_table(out: &mut String, figures: &StatementFigures) {
+    let _ = writeln!(
+        out,
+        "\n  statements per lifecycle ({} callers, {} lifecycles per side, counted by \
+         pg_stat_statements on {}): store {:.2}, raw {:.2}",
+        figures.callers,
+        figures.lifecycles,
+        figures.server,
+        figures.store.per_lifecycle,
+        figures.raw.per_lifecycle
+    );
+    for (side, counts) in [("store", &figures.store), ("raw", &figures.raw)] {
+        for count in &counts.statements {
+            let _ = writeln!(
+                out,
+                "  {side:<6} {:>6.2}  {}",
+                count.per_lifecycle, count.statement
+            );
+        }
     }
 }
 
