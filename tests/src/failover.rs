@@ -122,6 +122,9 @@ pub struct Report {
     /// Of those, how many are wholly on the new primary (the rest are
     /// wholly absent).
     pub unknown_there: usize,
+    /// Of those, how many were of clients with a retry window (the
+    /// others retry nothing).
+    pub unknown_retried: usize,
     /// Acknowledged writes missing on the new primary.
     pub lost: usize,
     /// Broken invariants and inconsistent records, each described.
@@ -137,7 +140,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "{} failovers, {} lifecycles in {:.1} s: {} acknowledged writes, {} lost; {} unknown \
-             outcomes ({} there, {} absent); {} violations",
+             outcomes ({} there, {} absent; {} of clients with a retry window); {} violations",
             self.failovers,
             self.lifecycles,
             self.elapsed.as_secs_f64(),
@@ -146,6 +149,7 @@ impl fmt::Display for Report {
             self.unknown,
             self.unknown_there,
             self.unknown - self.unknown_there,
+            self.unknown_retried,
             self.violations.len()
         )
     }
@@ -167,6 +171,8 @@ const STEPS: [&str; 5] = [
 struct Lifecycle {
     wave: WaveId,
     n: usize,
+    /// Whether the client's store handle has a retry window.
+    retried: bool,
     handoff: Option<InteractiveHandoffId>,
     acknowledged: usize,
     unknown: Option<String>,
@@ -254,13 +260,14 @@ async fn play_on(
         // kill ends in an error (an unknown outcome) instead of being
         // retried to its end on the new primary, as the others' are.
         let mut store = open_store(&config).await.map_err(|e| e.to_string())?;
-        if client % 2 == 1 {
+        let retried = client % 2 == 0;
+        if !retried {
             store = store.with_retry_window(Duration::ZERO);
         }
         clients.push(tokio::spawn(run_client(
             store,
             dir.path().to_path_buf(),
-            client,
+            (client, retried),
             stop.clone(),
             done.clone(),
         )));
@@ -394,7 +401,7 @@ pub async fn blocking<T: Send + 'static>(
 async fn run_client(
     store: Store,
     dir: PathBuf,
-    client: usize,
+    (client, retried): (usize, bool),
     stop: Arc<AtomicBool>,
     done: Arc<AtomicUsize>,
 ) -> Vec<Lifecycle> {
@@ -404,6 +411,7 @@ async fn run_client(
         let mut lifecycle = Lifecycle {
             wave: WaveId::new(),
             n,
+            retried,
             handoff: None,
             acknowledged: 0,
             unknown: None,
@@ -587,6 +595,9 @@ async fn check(store: &Store, lifecycles: &[Lifecycle], report: &mut Report) {
             None => {}
             Some(error) => {
                 report.unknown += 1;
+                if lifecycle.retried {
+                    report.unknown_retried += 1;
+                }
                 if report.errors.len() < 5 {
                     report.errors.push(format!(
                         "{} of wave {}: {error}",
