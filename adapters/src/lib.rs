@@ -89,6 +89,11 @@ pub mod raw_sql {
     pub use crate::sqlite::dialect::INSERT_EVENT;
 }
 
+/// Test fixtures (an open-request builder, bodies, parents): see
+/// [`lf_handoff_application::testing`]. Only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub use lf_handoff_application::testing;
+
 /// Opens (creating when missing) the store `config` names.
 ///
 /// # Errors

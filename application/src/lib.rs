@@ -35,6 +35,8 @@ mod registry;
 pub mod retry;
 mod store;
 mod system;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod watch;
 
 pub use archive::{

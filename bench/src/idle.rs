@@ -83,7 +83,7 @@ pub async fn measure(backend: &dyn BenchBackend, seconds: f64) -> BenchResult<Id
         let mut ids = Vec::with_capacity(WAITERS);
         for wave in &waves {
             let (handoff, _) = setup
-                .open_interactive_handoff(request(wave)?)
+                .open_interactive_handoff(request(wave))
                 .await
                 .context("open")?;
             ids.push(handoff.id);

@@ -103,27 +103,9 @@ pub async fn measure(
     let mut configs = Vec::new();
     for &size in sizes {
         progress(&format!("loading {size} handoffs"));
-        let config = backend
-            .new_store(&format!("latency-{}", short(size)))
-            .await?;
-        configs.push(config.clone());
-        let raw = backend.raw(&config).await?;
-        let start = Instant::now();
-        raw.bulk_load(&population, 0..Population::parents_for(size), 0..size)
-            .await?;
-        let load_seconds = start.elapsed().as_secs_f64();
-        raw.close().await;
-        let store = open_store(&config).await.context("open store")?;
-        stores.push(Sized {
-            size,
-            store,
-            load_seconds,
-            rng: Rng::new(size),
-            get: Vec::new(),
-            list_parent: Vec::new(),
-            list_active: Vec::new(),
-            list_status: Vec::new(),
-        });
+        let (config, sized) = load(backend, &population, size).await?;
+        configs.push(config);
+        stores.push(sized);
     }
     progress("sampling reads, every size in turn");
     for sized in &mut stores {
@@ -149,30 +131,9 @@ pub async fn measure(
             sample(sized, &population, share, true).await?;
         }
     }
-    let mut figures = Vec::new();
-    for sized in stores {
-        let Sized {
-            size,
-            store,
-            load_seconds,
-            get,
-            list_parent,
-            list_active,
-            list_status,
-            ..
-        } = sized;
-        figures.push(LatencyAt {
-            handoffs: size,
-            load_seconds,
-            get: Summary::of(&get),
-            list_parent: Summary::of(&list_parent),
-            list_active: Summary::of(&list_active),
-            list_status: Summary::of(&list_status),
-            raw_get: Summary::default(),
-        });
-        // sled allows one open Db per directory: close the store first.
-        drop(store);
-    }
+    // sled allows one open Db per directory: each store is closed as its
+    // figures are taken, before the raw engine opens it.
+    let mut figures: Vec<LatencyAt> = stores.into_iter().map(Sized::figures).collect();
     progress("sampling the raw engine's reads");
     for (figure, config) in figures.iter_mut().zip(&configs) {
         figure.raw_get = raw_gets(backend, config, &population, figure.handoffs, samples).await?;
@@ -187,6 +148,51 @@ pub async fn measure(
             .map(|size| population.handoff_id(size / 2).to_string())
             .collect(),
     })
+}
+
+/// Creates a store of `size` handoffs of `population` (loaded raw, timed)
+/// and opens it through the store.
+async fn load(
+    backend: &dyn BenchBackend,
+    population: &Population,
+    size: u64,
+) -> BenchResult<(StorageConfig, Sized)> {
+    let config = backend
+        .new_store(&format!("latency-{}", short(size)))
+        .await?;
+    let raw = backend.raw(&config).await?;
+    let start = Instant::now();
+    raw.bulk_load(population, 0..Population::parents_for(size), 0..size)
+        .await?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    raw.close().await;
+    let store = open_store(&config).await.context("open store")?;
+    let sized = Sized {
+        size,
+        store,
+        load_seconds,
+        rng: Rng::new(size),
+        get: Vec::new(),
+        list_parent: Vec::new(),
+        list_active: Vec::new(),
+        list_status: Vec::new(),
+    };
+    Ok((config, sized))
+}
+
+impl Sized {
+    /// The figures of the samples taken; the store is closed.
+    fn figures(self) -> LatencyAt {
+        LatencyAt {
+            handoffs: self.size,
+            load_seconds: self.load_seconds,
+            get: Summary::of(&self.get),
+            list_parent: Summary::of(&self.list_parent),
+            list_active: Summary::of(&self.list_active),
+            list_status: Summary::of(&self.list_status),
+            raw_get: Summary::default(),
+        }
+    }
 }
 
 async fn sample(

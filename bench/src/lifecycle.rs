@@ -7,18 +7,15 @@
 //! moment of the disk hits both alike. Parents are created beforehand and
 //! are not timed: each lifecycle opens a handoff on its own wave.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
 };
 use lf_handoff_adapters::domain::timestamp::truncate_to_micros;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -166,28 +163,14 @@ pub(crate) async fn create_waves(store: &Store, count: usize) -> BenchResult<Vec
     Ok(waves)
 }
 
-/// The open request every benchmark lifecycle sends for `wave`.
-pub fn request(wave: &Wave) -> BenchResult<OpenInteractiveHandoff> {
-    Ok(OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-        home: WaveHome::parse("jack@local").context("home")?,
-        cwd: PathBuf::from("/srv/repos/product"),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "OAuth login requires a human".into(),
-        environment: BTreeMap::from([("LF_HOME".to_string(), "/srv/lf".to_string())]),
-        attach_argv: vec![
-            "tmux".into(),
-            "attach-session".into(),
-            "-t".into(),
-            "lf-body".into(),
-        ],
-    })
+/// The open request every benchmark lifecycle sends for `wave`: the
+/// workspace's test request in the benchmark's repository.
+pub fn request(wave: &Wave) -> OpenInteractiveHandoff {
+    OpenRequest::on_wave(wave).cwd("/srv/repos/product").build()
 }
 
 pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4]> {
-    let request = request(wave)?;
+    let request = request(wave);
     let outcome = InteractiveHandoffOutcome::Completed {
         summary: SUMMARY.into(),
     };
@@ -234,7 +217,7 @@ pub(crate) async fn raw_lifecycle(
     raw: &dyn RawEngine,
     wave: &Wave,
 ) -> BenchResult<([Duration; 4], [InteractiveHandoff; 4])> {
-    let request = request(wave)?;
+    let request = request(wave);
     let now = || truncate_to_micros(OffsetDateTime::now_utc());
     let start = Instant::now();
     let created = now();

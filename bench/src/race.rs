@@ -64,7 +64,7 @@ pub async fn measure(backend: &dyn BenchBackend, races: usize) -> BenchResult<Ra
 }
 
 async fn one_race(handles: &[Store], wave: &Wave) -> BenchResult<Duration> {
-    let request = crate::lifecycle::request(wave)?;
+    let request = crate::lifecycle::request(wave);
     let (handoff, _) = handles[0]
         .open_interactive_handoff(request)
         .await

@@ -176,7 +176,7 @@ async fn active_handoff(store: &Store) -> BenchResult<InteractiveHandoffId> {
         .pop()
         .ok_or_else(|| crate::error::Failure("no wave created".into()))?;
     let (handoff, _) = store
-        .open_interactive_handoff(request(&wave)?)
+        .open_interactive_handoff(request(&wave))
         .await
         .context("open")?;
     store

@@ -207,15 +207,10 @@ pub enum ProjectCommand {
     Create(ProjectCreateArgs),
 }
 
-/// `project create`
+/// The body a new project or task session records: `--provider`,
+/// `--provider-session`, `--generation`.
 #[derive(Debug, Args)]
-pub struct ProjectCreateArgs {
-    /// The owning wave (wv_...).
-    #[arg(long, value_name = "ID", value_parser = parse_wave_id)]
-    pub wave: WaveId,
-    /// The project's name.
-    #[arg(long)]
-    pub name: String,
+pub struct SessionBodyArgs {
     /// The model provider its bodies use.
     #[arg(long, value_name = "P")]
     pub provider: String,
@@ -225,6 +220,20 @@ pub struct ProjectCreateArgs {
     /// The generation of its current body.
     #[arg(long, value_name = "G")]
     pub generation: u32,
+}
+
+/// `project create`
+#[derive(Debug, Args)]
+pub struct ProjectCreateArgs {
+    /// The owning wave (wv_...).
+    #[arg(long, value_name = "ID", value_parser = parse_wave_id)]
+    pub wave: WaveId,
+    /// The project's name.
+    #[arg(long)]
+    pub name: String,
+    /// Its current body.
+    #[command(flatten)]
+    pub body: SessionBodyArgs,
 }
 
 /// `task ...`
@@ -245,15 +254,9 @@ pub struct TaskCreateArgs {
     /// The task's git worktree (absolute); its handoffs run there.
     #[arg(long, value_name = "PATH")]
     pub worktree: PathBuf,
-    /// The model provider its bodies use.
-    #[arg(long, value_name = "P")]
-    pub provider: String,
-    /// The provider's conversation id, when it keeps one.
-    #[arg(long = "provider-session", value_name = "S")]
-    pub provider_session: Option<String>,
-    /// The generation of its current body.
-    #[arg(long, value_name = "G")]
-    pub generation: u32,
+    /// Its current body.
+    #[command(flatten)]
+    pub body: SessionBodyArgs,
     /// The issue identifier, such as W2-175.
     #[arg(long, value_name = "W2-175")]
     pub identifier: Option<String>,

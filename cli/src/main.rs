@@ -53,7 +53,7 @@ use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::UnavailableKind;
 
-use crate::args::{Cli, Command, ProjectCommand, TaskCommand, WaveCommand};
+use crate::args::{Cli, Command, ProjectCommand, TaskBodyArgs, TaskCommand, WaveCommand};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 use crate::output::{emit, emit_json, note};
@@ -103,6 +103,8 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
     runtime.block_on(dispatch(cli))
 }
 
+/// Chooses the store and opens it (the demo opens its own), checks the
+/// files `export` and `import` name first, and runs the command.
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
     if let Command::Demo = cli.command {
@@ -150,76 +152,82 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     if let Some(source) = import_source {
         return archive::import(&ctx, source).await.map(|()| None);
     }
-    match cli.command {
+    run_on_store(&ctx, cli.command).await
+}
+
+/// Runs a command on the open store.
+async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Process>> {
+    match command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
                 .await
                 .map_err(|e| ctx.fail(e))?;
-            created(&ctx, "wave", wave.id(), &wave)?;
+            created(ctx, "wave", wave.id(), &wave)?;
         }
         Command::Project(ProjectCommand::Create(args)) => {
             let project = parents::create_project(&ctx.store, &args)
                 .await
                 .map_err(|e| ctx.fail(e))?;
-            created(&ctx, "project session", &project.id, &project)?;
+            created(ctx, "project session", &project.id, &project)?;
         }
         Command::Task(TaskCommand::Create(args)) => {
             let task = parents::create_task(&ctx.store, &args)
                 .await
                 .map_err(|e| ctx.fail(e))?;
-            created(&ctx, "task session", &task.id, &task)?;
+            created(ctx, "task session", &task.id, &task)?;
         }
-        Command::Task(TaskCommand::Body(args)) => {
-            let recorded = parents::record_body(&ctx.store, &args)
-                .await
-                .map_err(|e| ctx.fail(e))?;
-            if ctx.json {
-                match &recorded.parent {
-                    Parent::Wave(wave) => emit_json(wave)?,
-                    Parent::Project(project) => emit_json(project)?,
-                    Parent::Task(task) => emit_json(task)?,
-                }
-            } else {
-                let verb = if recorded.changed {
-                    "recorded"
-                } else {
-                    "already at"
-                };
-                emit(&format!(
-                    "{}: {verb} body generation {}\n",
-                    recorded.parent.reference(),
-                    recorded.parent.body_generation()
-                ))?;
-            }
-        }
-        Command::Open(args) => handoffs::open(&ctx, args).await?,
-        Command::List(args) => handoffs::list(&ctx, args).await?,
-        Command::Prune(args) => handoffs::prune(&ctx, args).await?,
-        Command::Status { id } => handoffs::status(&ctx, &id).await?,
-        Command::Attach { id, print } => return attach::attach(&ctx, &id, print).await,
+        Command::Task(TaskCommand::Body(args)) => record_body(ctx, &args).await?,
+        Command::Open(args) => handoffs::open(ctx, args).await?,
+        Command::List(args) => handoffs::list(ctx, args).await?,
+        Command::Prune(args) => handoffs::prune(ctx, args).await?,
+        Command::Status { id } => handoffs::status(ctx, &id).await?,
+        Command::Attach { id, print } => return attach::attach(ctx, &id, print).await,
         Command::Complete { id, summary } => {
-            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::Completed { summary }).await?
+            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Completed { summary }).await?
         }
         Command::Back { id, summary } => {
-            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::HandedBack { summary }).await?
+            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::HandedBack { summary }).await?
         }
         Command::Fail { id, reason } => {
-            handoffs::finish(&ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
+            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
         }
-        Command::ClaimWake { id, generation } => {
-            handoffs::claim_wake(&ctx, &id, generation).await?
-        }
-        Command::Extend(args) => handoffs::extend(&ctx, args).await?,
-        Command::Expire => handoffs::expire(&ctx).await?,
-        Command::History { id } => handoffs::history(&ctx, &id).await?,
-        Command::Wait { id, timeout } => wait::wait(&ctx, &id, timeout).await?,
-        Command::Watch(args) => watch::watch(&ctx, &args).await?,
+        Command::ClaimWake { id, generation } => handoffs::claim_wake(ctx, &id, generation).await?,
+        Command::Extend(args) => handoffs::extend(ctx, args).await?,
+        Command::Expire => handoffs::expire(ctx).await?,
+        Command::History { id } => handoffs::history(ctx, &id).await?,
+        Command::Wait { id, timeout } => wait::wait(ctx, &id, timeout).await?,
+        Command::Watch(args) => watch::watch(ctx, &args).await?,
         Command::Demo
         | Command::Completions { .. }
         | Command::Export { .. }
         | Command::Import { .. } => {}
     }
     Ok(None)
+}
+
+/// `task body`: records the body and prints the parent (JSON), or which
+/// generation it is at now.
+async fn record_body(ctx: &Context, args: &TaskBodyArgs) -> CliResult<()> {
+    let recorded = parents::record_body(&ctx.store, args)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return match &recorded.parent {
+            Parent::Wave(wave) => emit_json(wave),
+            Parent::Project(project) => emit_json(project),
+            Parent::Task(task) => emit_json(task),
+        };
+    }
+    let verb = if recorded.changed {
+        "recorded"
+    } else {
+        "already at"
+    };
+    emit(&format!(
+        "{}: {verb} body generation {}\n",
+        recorded.parent.reference(),
+        recorded.parent.body_generation()
+    ))
 }
 
 /// Prints a created entity: its JSON, or its id on stdout and a note on

@@ -24,7 +24,7 @@ use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{GenerateId, Store, StoreError, StoreResult};
 use time::OffsetDateTime;
 
-use crate::args::{ProjectCreateArgs, TaskBodyArgs, TaskCreateArgs};
+use crate::args::{ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};
 
 /// Creates and returns a wave.
 ///
@@ -47,13 +47,7 @@ pub async fn create_project(
 ) -> StoreResult<ProjectSession> {
     let now = now(store);
     let id = ProjectSessionId::new();
-    let process = body(
-        args.generation,
-        &args.provider,
-        &args.provider,
-        args.provider_session.clone(),
-        now,
-    );
+    let process = first_body(&args.body, now);
     let project = ProjectSession {
         launch: ProjectLaunchReceipt {
             project: project_snapshot(&id, &args.name)?,
@@ -69,9 +63,9 @@ pub async fn create_project(
         iteration: 0,
         observation_cursor: 0,
         last_state_fingerprint: None,
-        agent: args.provider.clone(),
-        provider: args.provider.clone(),
-        provider_session_id: args.provider_session.clone(),
+        agent: args.body.provider.clone(),
+        provider: args.body.provider.clone(),
+        provider_session_id: args.body.provider_session.clone(),
         latest_process: Some(process),
         execution: None,
         abandon_intent: None,
@@ -120,13 +114,7 @@ pub async fn create_task(store: &Store, args: &TaskCreateArgs) -> StoreResult<Ta
         },
         "task",
     );
-    let process = body(
-        args.generation,
-        &args.provider,
-        &args.provider,
-        args.provider_session.clone(),
-        now,
-    );
+    let process = first_body(&args.body, now);
     let task = TaskSession {
         id: id.clone(),
         launch: TaskLaunchReceipt {
@@ -156,9 +144,9 @@ pub async fn create_task(store: &Store, args: &TaskCreateArgs) -> StoreResult<Ta
         phase_iteration: 0,
         gate_cycle: 0,
         gate_proposal: None,
-        agent: args.provider.clone(),
-        provider: args.provider.clone(),
-        provider_session_id: args.provider_session.clone(),
+        agent: args.body.provider.clone(),
+        provider: args.body.provider.clone(),
+        provider_session_id: args.body.provider_session.clone(),
         latest_process: Some(process),
         execution: None,
         abandon_intent: None,
@@ -241,6 +229,18 @@ pub async fn record_body(store: &Store, args: &TaskBodyArgs) -> StoreResult<Reco
         parent,
         changed: true,
     })
+}
+
+/// The body process a new session starts with, as `args` describe it
+/// (the agent is the provider).
+fn first_body(args: &SessionBodyArgs, now: OffsetDateTime) -> ChildProcessGeneration {
+    body(
+        args.generation,
+        &args.provider,
+        &args.provider,
+        args.provider_session.clone(),
+        now,
+    )
 }
 
 /// A running body process of `generation`. The command line does not know

@@ -86,7 +86,9 @@ pub struct ChildExecutionContext {
 
 impl ChildExecutionContext {
     /// A fixed local context for tests and examples: `tester@local`, the
-    /// default tmux socket and an empty environment.
+    /// default tmux socket and an empty environment. Only with the
+    /// `testing` feature (see [`testing`](crate::testing)).
+    #[cfg(any(test, feature = "testing"))]
     pub fn for_tests() -> Self {
         Self {
             home: WaveHome::Local {

@@ -35,6 +35,8 @@ pub mod parent;
 pub mod project_session;
 pub mod session_context;
 pub mod task;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod text;
 pub mod timestamp;
 pub mod wave;

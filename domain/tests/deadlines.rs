@@ -26,7 +26,7 @@ fn due_in(after: i64) -> InteractiveHandoff {
         expires_at: Some(at(after)),
     };
     match decide_open_with(
-        &request_for(&parent),
+        &OpenRequest::on(&parent).build(),
         &options,
         &parent,
         None,
@@ -70,7 +70,7 @@ fn open_keeps_a_future_deadline_and_refuses_a_past_one() {
             expires_at: Some(deadline),
         };
         let refused = decide_open_with(
-            &request_for(&parent),
+            &OpenRequest::on(&parent).build(),
             &options,
             &parent,
             None,

@@ -119,9 +119,9 @@ proptest! {
     fn random_operations_keep_every_invariant(
         ops in proptest::collection::vec((op(), -30i64..120), 1..60)
     ) {
-        let project = project(1, &wave_id(1));
+        let project = project(project_id(1), &wave_id(1));
         let mut registry = Registry {
-            parents: vec![wave_parent(), Parent::Project(project.clone()), Parent::Task(task(1, &project))],
+            parents: vec![wave_parent(), Parent::Project(project), task_parent()],
             handoffs: BTreeMap::new(),
             next_id: 1,
         };
@@ -133,7 +133,7 @@ proptest! {
             match op {
                 Op::Open { parent, generation_delta, blank_reason } => {
                     let parent = registry.parents[parent].clone();
-                    let mut request = request_for(&parent);
+                    let mut request = OpenRequest::on(&parent).build();
                     // One below (stale), equal, or one above (not recorded).
                     request.body_generation =
                         request.body_generation.saturating_add_signed(i32::from(generation_delta));
@@ -197,7 +197,7 @@ proptest! {
                 Op::NewBody { parent } => {
                     let current = registry.parents[parent].latest_process().map_or(0, |p| p.generation);
                     let session = registry.parents[parent].provider_session_id().map(str::to_string);
-                    if let Ok(next) = registry.parents[parent].record_body(process(current + 1, session.as_deref()), now) {
+                    if let Ok(next) = registry.parents[parent].record_body(body(current + 1, session.as_deref()), now) {
                         registry.parents[parent] = next;
                     }
                 }

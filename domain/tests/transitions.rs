@@ -68,7 +68,13 @@ fn open_creates_a_waiting_handoff_stamped_now() {
 fn open_truncates_now_to_utc_microseconds() {
     let parent = wave_parent();
     let now = datetime!(2026-12-02 14:00:00.123_456_789 +02:00);
-    let handoff = open(&request_for(&parent), wave_id(1), handoff_id(2), now).unwrap();
+    let handoff = open(
+        &OpenRequest::on(&parent).build(),
+        wave_id(1),
+        handoff_id(2),
+        now,
+    )
+    .unwrap();
     assert_eq!(
         handoff.created_at,
         datetime!(2026-12-02 12:00:00.123_456 UTC)
@@ -80,7 +86,12 @@ fn open_truncates_now_to_utc_microseconds() {
 fn open_refuses_a_wave_parent_owned_by_another_wave() {
     let parent = wave_parent();
     is_invalid(
-        open(&request_for(&parent), wave_id(9), handoff_id(2), T0),
+        open(
+            &OpenRequest::on(&parent).build(),
+            wave_id(9),
+            handoff_id(2),
+            T0,
+        ),
         "must own the handoff",
     );
 }
@@ -120,7 +131,7 @@ fn c1_malformed_requests_are_invalid_input() {
         ("NUL", Box::new(|r| r.attach_argv.push("a\0".into()))),
     ];
     for (needle, mutate) in cases {
-        let mut request = request_for(&parent);
+        let mut request = OpenRequest::on(&parent).build();
         mutate(&mut request);
         is_invalid(
             decide_open(&request, &parent, None, handoff_id(1), T0),
@@ -133,7 +144,7 @@ fn c1_malformed_requests_are_invalid_input() {
 fn c1_request_validation_comes_before_parent_checks() {
     // A request that is both malformed and stale is reported as malformed.
     let parent = task_parent();
-    let mut request = request_for(&parent);
+    let mut request = OpenRequest::on(&parent).build();
     request.reason = String::new();
     request.body_generation = 3;
     is_invalid(
@@ -145,7 +156,7 @@ fn c1_request_validation_comes_before_parent_checks() {
 #[test]
 fn c2_parent_rules_are_conflicts_naming_the_rule() {
     let parent = task_parent();
-    let mut stale = request_for(&parent);
+    let mut stale = OpenRequest::on(&parent).build();
     stale.body_generation = 3;
     is_conflict(
         decide_open(&stale, &parent, None, handoff_id(1), T0),
@@ -153,7 +164,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
         "stale",
     );
 
-    let mut future = request_for(&parent);
+    let mut future = OpenRequest::on(&parent).build();
     future.body_generation = 5;
     is_conflict(
         decide_open(&future, &parent, None, handoff_id(1), T0),
@@ -161,7 +172,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
         "not recorded",
     );
 
-    let mut provider = request_for(&parent);
+    let mut provider = OpenRequest::on(&parent).build();
     provider.provider = "claude".into();
     is_conflict(
         decide_open(&provider, &parent, None, handoff_id(1), T0),
@@ -169,7 +180,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
         "provider",
     );
 
-    let mut history = request_for(&parent);
+    let mut history = OpenRequest::on(&parent).build();
     history.provider_session_id = Some("other-thread".into());
     is_conflict(
         decide_open(&history, &parent, None, handoff_id(1), T0),
@@ -183,7 +194,7 @@ fn c2_parent_rules_are_conflicts_naming_the_rule() {
         "history",
     );
 
-    let mut worktree = request_for(&parent);
+    let mut worktree = OpenRequest::on(&parent).build();
     worktree.cwd = PathBuf::from("/src/some-other-task");
     is_conflict(
         decide_open(&worktree, &parent, None, handoff_id(1), T0),
@@ -200,7 +211,7 @@ fn c2_worktree_comparison_is_lexical() {
         "/src/worktrees/task-1/.",
         "/src/worktrees/./task-1",
     ] {
-        let mut request = request_for(&parent);
+        let mut request = OpenRequest::on(&parent).build();
         request.cwd = PathBuf::from(cwd);
         assert!(
             decide_open(&request, &parent, None, handoff_id(1), T0).is_ok(),
@@ -217,23 +228,41 @@ fn c2_terminal_parents_refuse_handoffs() {
     task.status = TaskSessionStatus::Abandoned;
     let parent = Parent::Task(task);
     is_conflict(
-        decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        decide_open(
+            &OpenRequest::on(&parent).build(),
+            &parent,
+            None,
+            handoff_id(1),
+            T0,
+        ),
         ConflictKind::ParentFinished,
         "terminal",
     );
 
-    let mut project = project(1, &wave_id(1));
+    let mut project = project(project_id(1), &wave_id(1));
     project.status = ProjectSessionStatus::Completed;
     let parent = Parent::Project(project);
     is_conflict(
-        decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        decide_open(
+            &OpenRequest::on(&parent).build(),
+            &parent,
+            None,
+            handoff_id(1),
+            T0,
+        ),
         ConflictKind::ParentFinished,
         "terminal",
     );
 
     let parent = Parent::Wave(wave(1).with_status(WaveStatus::Closed));
     is_conflict(
-        decide_open(&request_for(&parent), &parent, None, handoff_id(1), T0),
+        decide_open(
+            &OpenRequest::on(&parent).build(),
+            &parent,
+            None,
+            handoff_id(1),
+            T0,
+        ),
         ConflictKind::ParentFinished,
         "terminal",
     );
@@ -244,7 +273,13 @@ fn c2_a_request_for_another_parent_is_invalid() {
     let parent = task_parent();
     let other = wave_parent();
     is_invalid(
-        decide_open(&request_for(&other), &parent, None, handoff_id(1), T0),
+        decide_open(
+            &OpenRequest::on(&other).build(),
+            &parent,
+            None,
+            handoff_id(1),
+            T0,
+        ),
         "request is for",
     );
 }
@@ -252,7 +287,7 @@ fn c2_a_request_for_another_parent_is_invalid() {
 #[test]
 fn c2_a_wave_without_a_recorded_body_is_at_generation_one_and_any_provider() {
     let parent = wave_parent();
-    let mut request = request_for(&parent);
+    let mut request = OpenRequest::on(&parent).build();
     request.provider = "claude".into();
     request.provider_session_id = None;
     assert_eq!(request.body_generation, 1);
@@ -269,7 +304,7 @@ fn c2_a_wave_without_a_recorded_body_is_at_generation_one_and_any_provider() {
 fn c2_a_stale_body_cannot_obtain_an_existing_handoff() {
     let existing = waiting();
     let parent = task_parent();
-    let mut stale = request_for(&parent);
+    let mut stale = OpenRequest::on(&parent).build();
     stale.body_generation = 3;
     is_conflict(
         decide_open(&stale, &parent, Some(&existing), handoff_id(2), T0),
@@ -283,7 +318,7 @@ fn c3_open_replays_the_active_handoff() {
     let existing = waiting();
     let parent = task_parent();
     let decision = decide_open(
-        &request_for(&parent),
+        &OpenRequest::on(&parent).build(),
         &parent,
         Some(&existing),
         handoff_id(2),
@@ -291,7 +326,10 @@ fn c3_open_replays_the_active_handoff() {
     )
     .unwrap();
     assert_eq!(decision, OpenDecision::Replay(existing.clone()));
-    assert_eq!(replay(&existing, &request_for(&parent)).unwrap(), existing);
+    assert_eq!(
+        replay(&existing, &OpenRequest::on(&parent).build()).unwrap(),
+        existing
+    );
 }
 
 #[test]
@@ -301,12 +339,12 @@ fn replay_refuses_a_terminal_or_foreign_handoff() {
         .unwrap()
         .into_handoff();
     is_conflict(
-        replay(&done, &request_for(&parent)),
+        replay(&done, &OpenRequest::on(&parent).build()),
         ConflictKind::AlreadyFinished,
         "only an active",
     );
     is_invalid(
-        replay(&waiting(), &request_for(&wave_parent())),
+        replay(&waiting(), &OpenRequest::on(&wave_parent()).build()),
         "belongs to",
     );
 }
@@ -494,17 +532,17 @@ fn i7_a_clock_stepping_backwards_never_reorders_timestamps() {
 fn c10_record_body_only_increases_generations() {
     let parent = task_parent();
     is_conflict(
-        parent.record_body(process(4, Some("task-thread")), at(1)),
+        parent.record_body(body(4, Some("task-thread")), at(1)),
         ConflictKind::GenerationNotNewer,
         "only increase",
     );
     is_conflict(
-        parent.record_body(process(2, None), at(1)),
+        parent.record_body(body(2, None), at(1)),
         ConflictKind::GenerationNotNewer,
         "only increase",
     );
-    is_invalid(parent.record_body(process(0, None), at(1)), "at least 1");
-    let next = parent.record_body(process(5, None), at(1)).unwrap();
+    is_invalid(parent.record_body(body(0, None), at(1)), "at least 1");
+    let next = parent.record_body(body(5, None), at(1)).unwrap();
     assert_eq!(next.body_generation(), 5);
     // The new body inherits the provider history it did not name.
     assert_eq!(next.provider_session_id(), Some("task-thread"));
@@ -518,7 +556,7 @@ fn c10_record_body_only_increases_generations() {
 #[test]
 fn c10_record_body_preserves_provider_and_history() {
     let parent = task_parent();
-    let mut other_provider = process(5, None);
+    let mut other_provider = body(5, None);
     other_provider.provider = "claude".into();
     is_conflict(
         parent.record_body(other_provider, at(1)),
@@ -526,7 +564,7 @@ fn c10_record_body_preserves_provider_and_history() {
         "provider",
     );
     is_conflict(
-        parent.record_body(process(5, Some("new-thread")), at(1)),
+        parent.record_body(body(5, Some("new-thread")), at(1)),
         ConflictKind::HistoryMismatch,
         "history",
     );
@@ -535,7 +573,7 @@ fn c10_record_body_preserves_provider_and_history() {
     };
     task.status = TaskSessionStatus::Completed;
     is_conflict(
-        Parent::Task(task).record_body(process(5, None), at(1)),
+        Parent::Task(task).record_body(body(5, None), at(1)),
         ConflictKind::ParentFinished,
         "terminal",
     );
@@ -544,9 +582,15 @@ fn c10_record_body_preserves_provider_and_history() {
 #[test]
 fn c10_a_new_body_fences_the_old_one_out_of_open() {
     let parent = task_parent();
-    let next = parent.record_body(process(5, None), at(1)).unwrap();
+    let next = parent.record_body(body(5, None), at(1)).unwrap();
     is_conflict(
-        decide_open(&request_for(&parent), &next, None, handoff_id(1), at(2)),
+        decide_open(
+            &OpenRequest::on(&parent).build(),
+            &next,
+            None,
+            handoff_id(1),
+            at(2),
+        ),
         ConflictKind::StaleGeneration,
         "stale",
     );
@@ -556,7 +600,7 @@ fn c10_a_new_body_fences_the_old_one_out_of_open() {
 fn c10_a_wave_adopts_its_first_recorded_body() {
     let parent = wave_parent();
     let next = parent
-        .record_body(process(1, Some("wave-thread")), at(1))
+        .record_body(body(1, Some("wave-thread")), at(1))
         .unwrap();
     assert_eq!(next.body_generation(), 1);
     assert_eq!(next.provider(), Some("codex"));
@@ -574,18 +618,18 @@ fn validate_new_checks_parent_fields() {
     let Parent::Task(mut task) = task_parent() else {
         unreachable!()
     };
-    task.latest_process = Some(process(0, None));
+    task.latest_process = Some(body(0, None));
     is_invalid(Parent::Task(task).validate_new(), "at least 1");
 }
 
 #[test]
 fn c10_recording_the_current_body_again_is_recognised_as_a_replay() {
     let parent = task_parent();
-    let next = parent.record_body(process(5, None), at(1)).unwrap();
-    assert!(next.is_current_body(&process(5, None)));
-    assert!(next.is_current_body(&process(5, Some("task-thread"))));
-    assert!(!next.is_current_body(&process(6, None)));
-    assert!(!parent.is_current_body(&process(5, None)));
+    let next = parent.record_body(body(5, None), at(1)).unwrap();
+    assert!(next.is_current_body(&body(5, None)));
+    assert!(next.is_current_body(&body(5, Some("task-thread"))));
+    assert!(!next.is_current_body(&body(6, None)));
+    assert!(!parent.is_current_body(&body(5, None)));
 }
 
 fn step(text: &str) -> StepKey {
@@ -595,7 +639,7 @@ fn step(text: &str) -> StepKey {
 /// Opens at `key` on `parent`, which has no handoff yet.
 fn opened_at_step(parent: &Parent, key: &StepKey) -> InteractiveHandoff {
     match decide_open_at_step(
-        &request_for(parent),
+        &OpenRequest::on(parent).build(),
         Some(key),
         parent,
         None,
@@ -635,7 +679,7 @@ fn c12_a_step_the_parent_has_returns_its_handoff_whatever_its_status() {
     for existing in [&first, &done, &claimed] {
         let active = existing.is_active().then_some(existing);
         let decision = decide_open_at_step(
-            &request_for(&parent),
+            &OpenRequest::on(&parent).build(),
             Some(&key),
             &parent,
             active,
@@ -653,10 +697,10 @@ fn c12_parent_checks_come_before_the_step_replay() {
     let parent = task_parent();
     let key = step("oauth-login@turn-17");
     let first = opened_at_step(&parent, &key);
-    let next = parent.record_body(process(5, None), at(1)).unwrap();
+    let next = parent.record_body(body(5, None), at(1)).unwrap();
     is_conflict(
         decide_open_at_step(
-            &request_for(&parent),
+            &OpenRequest::on(&parent).build(),
             Some(&key),
             &next,
             Some(&first),
@@ -677,7 +721,7 @@ fn c12_another_step_while_the_parent_is_busy_is_a_conflict_naming_the_active_han
     for active in [&first, &unnamed] {
         is_conflict(
             decide_open_at_step(
-                &request_for(&parent),
+                &OpenRequest::on(&parent).build(),
                 Some(&step("b")),
                 &parent,
                 Some(active),
@@ -696,7 +740,7 @@ fn c12_without_a_step_open_replays_the_active_handoff_whatever_its_step() {
     let parent = task_parent();
     let first = opened_at_step(&parent, &step("a"));
     let decision = decide_open(
-        &request_for(&parent),
+        &OpenRequest::on(&parent).build(),
         &parent,
         Some(&first),
         handoff_id(2),
@@ -711,7 +755,7 @@ fn c12_a_handoff_of_another_step_or_parent_is_not_returned() {
     let first = opened_at_step(&parent, &step("a"));
     is_invalid(
         decide_open_at_step(
-            &request_for(&parent),
+            &OpenRequest::on(&parent).build(),
             Some(&step("b")),
             &parent,
             None,

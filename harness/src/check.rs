@@ -681,7 +681,7 @@ mod tests {
     /// The same handoff waiting, attached, finished and claimed.
     fn stages() -> [InteractiveHandoff; 4] {
         let wave = WaveId::new();
-        let request = wave_request(&wave, Path::new("/src/x")).unwrap();
+        let request = wave_request(&wave, Path::new("/src/x"));
         let waiting = open(&request, wave, InteractiveHandoffId::new(), at(0)).unwrap();
         let attached = attach(&waiting, at(1)).unwrap().into_handoff();
         let finished = finish(&attached, &outcome(1), at(2))

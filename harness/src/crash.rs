@@ -752,7 +752,7 @@ async fn create_story(
         let parent = if n % 2 == 0 {
             Parent::Wave(wave)
         } else {
-            let project = fixtures::project(wave.id());
+            let project = fixtures::fresh_project(wave.id());
             store
                 .create_project_session(&project)
                 .await
@@ -761,7 +761,7 @@ async fn create_story(
             ledger
                 .parents
                 .insert(project_parent.reference(), project_parent);
-            let (task, pr) = fixtures::task(&project, &dir.join("worktree"));
+            let (task, pr) = fixtures::fresh_task(&project, &dir.join("worktree"));
             store
                 .create_task_session(&task, &pr)
                 .await

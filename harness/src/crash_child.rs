@@ -777,7 +777,7 @@ impl Lane {
         if self.rng.chance(3, 4) {
             return Ok(wave_parent);
         }
-        let project = fixtures::project(wave.id());
+        let project = fixtures::fresh_project(wave.id());
         let project_parent = Parent::Project(project.clone());
         self.begin("parent", &project_parent.reference())?;
         self.store
@@ -785,7 +785,7 @@ impl Lane {
             .await
             .map_err(|e| format!("create project {}: {e}", project.id))?;
         self.ack_parent("parent", &project_parent)?;
-        let (task, pr) = fixtures::task(&project, &worktree(&self.dir));
+        let (task, pr) = fixtures::fresh_task(&project, &worktree(&self.dir));
         let task_parent = Parent::Task(task.clone());
         self.begin("parent", &task_parent.reference())?;
         self.store

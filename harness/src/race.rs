@@ -129,11 +129,10 @@ impl RaceOp {
 pub async fn perform(store: &Store, op: &RaceOp, cwd: &Path, false_wins: bool) -> String {
     match op {
         RaceOp::Open(wave) => {
-            let request = match wave_request(wave, cwd) {
-                Ok(request) => request,
-                Err(message) => return format!("error {message}"),
-            };
-            match store.open_interactive_handoff(request).await {
+            match store
+                .open_interactive_handoff(wave_request(wave, cwd))
+                .await
+            {
                 Ok((handoff, true)) => format!("created {}", handoff.id),
                 Ok((handoff, false)) => format!("replayed {}", handoff.id),
                 Err(e) => format!("error {e}"),

@@ -14,6 +14,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_adapters::testing::OpenRequest;
 
 use crate::rng::Rng;
 
@@ -67,34 +68,24 @@ pub fn open_request(
     }
     let mut attach_argv = vec!["tmux".to_string(), "attach-session".into(), "-t".into()];
     attach_argv.push(text(rng, 2));
-    Ok(OpenInteractiveHandoff {
-        parent: parent.reference(),
-        home: WaveHome::parse(home).map_err(|e| e.to_string())?,
-        cwd: parent
-            .worktree()
-            .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf),
-        provider: parent.provider().unwrap_or("codex").to_string(),
-        provider_session_id: parent.provider_session_id().map(str::to_string),
-        body_generation: parent.body_generation().max(1),
-        reason: text(rng, 4),
-        environment,
-        attach_argv,
-    })
+    let mut request = OpenRequest::on(parent)
+        .home(WaveHome::parse(home).map_err(|e| e.to_string())?)
+        .environment(environment)
+        .attach_argv(attach_argv)
+        .reason(text(rng, 4));
+    if parent.worktree().is_none() {
+        request = request.cwd(cwd);
+    }
+    Ok(request.build())
 }
 
 /// The simplest request for a wave with no recorded body (generation 1).
-pub fn wave_request(wave: &WaveId, cwd: &Path) -> Result<OpenInteractiveHandoff, String> {
-    Ok(OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.clone()),
-        home: WaveHome::parse("jack@local").map_err(|e| e.to_string())?,
-        cwd: cwd.to_path_buf(),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "a race needs a human".into(),
-        environment: BTreeMap::from([("LF_RACE".to_string(), "1".to_string())]),
-        attach_argv: vec!["tmux".into(), "attach-session".into(), "-t".into()],
-    })
+pub fn wave_request(wave: &WaveId, cwd: &Path) -> OpenInteractiveHandoff {
+    OpenRequest::new(&InteractiveHandoffParent::Wave(wave.clone()))
+        .cwd(cwd)
+        .reason("a race needs a human")
+        .environment(BTreeMap::from([("LF_RACE".to_string(), "1".to_string())]))
+        .build()
 }
 
 /// A random outcome with a varied text.

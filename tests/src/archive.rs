@@ -41,6 +41,25 @@ use crate::upgrade::Release;
 use crate::worker::Worker;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! archive_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [archive];
+            AnyBackend: [
+                c17_an_imported_store_reads_and_works_like_the_original,
+                c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged,
+                c17_a_damaged_or_newer_file_is_refused_and_changes_nothing,
+                c17_an_export_during_writes_is_one_consistent_snapshot,
+                c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
+                c17_an_import_of_far_positions_keeps_later_events_after_them,
+            ],
+        );
+    };
+}
+
 /// The step of the task's finished handoff in [`varied_registry`].
 pub const FINISHED_STEP: &str = "oauth-login@turn-17";
 
@@ -96,7 +115,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     // steps: the first finished, handed back and claimed, then taken over
     // by the task's next body, which opens the next step with a deadline.
     let wave = new_wave(store, dir).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     let mut on_project = wave_request(&wave, dir);
     on_project.parent = InteractiveHandoffParent::Project(project.id.clone());
@@ -104,7 +123,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     on_project.reason = "naïve café ✓ 日本語: approve the plan".into();
     let (planned, _) = store.open_interactive_handoff(on_project).await.unwrap();
     alice.attach_interactive_handoff(&planned.id).await.unwrap();
-    let (task, pr) = task(&project, &dir.join("worktree"));
+    let (task, pr) = fresh_task(&project, &dir.join("worktree"));
     store.create_task_session(&task, &pr).await.unwrap();
     let step = StepKey::parse(FINISHED_STEP).unwrap();
     let (login, _) = alice

@@ -21,6 +21,47 @@ use crate::fixtures::*;
 use crate::worker::{race, race_all, Worker};
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! contract_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [contract];
+            AnyBackend: [
+                c1_open_validates_its_request,
+                c2_open_validates_the_parent,
+                c2_c7_a_stale_generation_is_refused,
+                c3_open_is_idempotent_per_parent,
+                c3_racing_opens_for_one_parent_create_exactly_one,
+                c4_get_returns_none_for_an_unknown_id,
+                c4_list_orders_by_creation_and_filters_by_parent_and_activity,
+                c5_attach_is_recorded_once,
+                c5_attach_refuses_terminal_and_unknown_handoffs,
+                c6_finish_records_the_first_outcome,
+                c6_racing_finishers_on_2_handles,
+                c6_racing_finishers_on_8_handles,
+                c6_a_handle_never_decides_on_a_record_another_changed,
+                c7_claim_wake_rules,
+                c7_same_generation_claim_retry,
+                c7_racing_claims_have_one_winner,
+                c8_reopen_after_drop,
+                c8_kill_9_loses_nothing_acknowledged,
+                c9_replays_write_nothing,
+                c10_parents_persist_exactly,
+                c10_body_generations_only_increase,
+                c11_unusable_stores_are_refused_unchanged,
+            ],
+            SeveralProcesses: [
+                c3_racing_opens_from_separate_processes_create_exactly_one,
+                c6_racing_finishers_in_separate_processes,
+                c6_racing_finishers_in_8_processes_over_many_handoffs,
+                first_opens_from_8_processes_migrate_once,
+            ],
+        );
+    };
+}
+
 /// A fresh store in a fresh temporary directory.
 pub(crate) async fn fresh(backend: &dyn Backend) -> (TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -174,9 +215,9 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
 
     // A terminal parent refuses handoffs.
     let wave = new_wave(&store, dir.path()).await;
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
-    let (mut done, pr) = crate::fixtures::task(&project, dir.path());
+    let (mut done, pr) = crate::fixtures::fresh_task(&project, dir.path());
     done.status = TaskSessionStatus::Completed;
     store.create_task_session(&done, &pr).await.unwrap();
     assert_conflict(
@@ -1002,13 +1043,13 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let wave = new_wave(&store, dir.path()).await;
     assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     store.create_project_session(&project).await.unwrap();
     assert_eq!(
         stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = crate::fixtures::task(&project, dir.path());
+    let (task, pr) = crate::fixtures::fresh_task(&project, dir.path());
     store.create_task_session(&task, &pr).await.unwrap();
     assert_eq!(stored_task(&store, &task.id).await, Some(task.clone()));
     assert_eq!(store.get_task_pr(&pr.id).await.unwrap(), Some(pr.clone()));
@@ -1034,12 +1075,12 @@ pub async fn c10_parents_persist_exactly(backend: &dyn Backend) {
         ConflictKind::AlreadyExists,
     );
 
-    let orphan = crate::fixtures::project(&WaveId::new());
+    let orphan = crate::fixtures::fresh_project(&WaveId::new());
     assert!(matches!(
         store.create_project_session(&orphan).await,
         Err(StoreError::NotFound(_))
     ));
-    let (other_task, mut other_pr) = crate::fixtures::task(&project, dir.path());
+    let (other_task, mut other_pr) = crate::fixtures::fresh_task(&project, dir.path());
     other_pr.task_session_id = task.id.clone();
     assert_invalid(
         store.create_task_session(&other_task, &other_pr).await,

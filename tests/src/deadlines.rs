@@ -21,6 +21,27 @@ use crate::fixtures::{location, new_wave, outcome, wave_request};
 use crate::worker::race_at;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! deadlines_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [deadlines];
+            AnyBackend: [
+                c14_a_handoff_expires_only_when_due,
+                c14_writes_on_a_due_handoff_expire_it,
+                c14_extend_moves_the_deadline,
+                c14_racing_sweepers_expire_each_handoff_once,
+                c14_expire_complete_and_extend_race_on_handles,
+            ],
+            SeveralProcesses: [
+                c14_expire_complete_and_extend_race_across_processes,
+            ],
+        );
+    };
+}
+
 /// A handoff on a new wave whose deadline is `after` from now.
 pub(crate) async fn open_due_in(
     store: &Store,

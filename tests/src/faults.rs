@@ -33,9 +33,24 @@ use tempfile::TempDir;
 use time::OffsetDateTime;
 
 use crate::fixtures::{
-    body, location, new_wave, outcome, project, task, task_request, wave_request,
+    body, fresh_project, fresh_task, location, new_wave, outcome, task_request, wave_request,
 };
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! faults_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [faults];
+            AnyBackend: [
+                transient_a_write_whose_reply_was_lost_returns_its_committed_result,
+                transient_without_a_retry_window_a_lost_reply_is_unreachable,
+            ],
+        );
+    };
+}
 
 /// The kind of write whose reply [`LostReplies`] loses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,7 +286,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     })
     .await;
     assert_eq!(stored_wave(&store, wave.id()).await, Some(wave.clone()));
-    let project = project(wave.id());
+    let project = fresh_project(wave.id());
     losing(
         &faulty,
         Fault::InsertParent,
@@ -282,7 +297,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
         stored_project(&store, &project.id).await,
         Some(project.clone())
     );
-    let (task, pr) = task(&project, dir.path());
+    let (task, pr) = fresh_task(&project, dir.path());
     losing(
         &faulty,
         Fault::InsertParent,

@@ -13,6 +13,23 @@ use crate::contract::{fresh, handles};
 use crate::fixtures::{body, new_wave, outcome, wave_request};
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! history_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [history];
+            AnyBackend: [
+                c15_every_change_appends_one_event_with_its_actor,
+                c15_positions_are_store_wide_and_increasing,
+                c15_racing_writers_append_one_event_per_change,
+                c15_history_refuses_unknown_handoffs_and_bad_actors,
+            ],
+        );
+    };
+}
+
 fn actor(name: &str) -> Actor {
     Actor::parse(name).unwrap()
 }

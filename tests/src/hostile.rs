@@ -35,6 +35,22 @@ use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! hostile_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [hostile];
+            AnyBackend: [
+                hostile_strings_are_stored_exactly_or_refused,
+                c11_damaged_store_files_are_refused_unchanged_or_read_cleanly,
+                store_files_are_private_to_their_owner,
+            ],
+        );
+    };
+}
+
 /// Strings that naive storage mangles. None is blank or holds a NUL byte.
 pub const HOSTILE: &[&str] = &[
     "it's \"quoted\" and `back-quoted`",
@@ -279,9 +295,9 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
             .await,
         "NUL in a wave name",
     );
-    let project = project(target.id());
+    let project = fresh_project(target.id());
     store.create_project_session(&project).await.unwrap();
-    let (task, pr) = task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
+    let (task, pr) = fresh_task(&project, Path::new(OsStr::from_bytes(b"/srv/\xffwork")));
     assert_invalid(
         store.create_task_session(&task, &pr).await,
         "a non-UTF-8 worktree",

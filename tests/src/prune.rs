@@ -29,6 +29,27 @@ use crate::Backend;
 
 use InteractiveHandoffStatus::{Attached, Completed, Expired, Failed, HandedBack, Waiting};
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! prune_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [prune];
+            AnyBackend: [
+                c17_list_filters_alone_and_combined,
+                c17_paging_yields_each_handoff_once_in_order,
+                c17_prune_removes_only_claimed_finished_old_handoffs,
+                c17_prune_removes_batch_after_batch,
+                c17_prune_races_claims_and_lists_on_handles,
+            ],
+            SeveralProcesses: [
+                c17_prune_races_claims_across_processes,
+            ],
+        );
+    };
+}
+
 fn remote() -> WaveHome {
     WaveHome::parse("ssh://jill@build.example:2222").unwrap()
 }

@@ -349,3 +349,22 @@ pub async fn list_row_maps_census_fields_and_active_filter_drops_terminal(backen
         .collect();
     assert!(active.is_empty());
 }
+
+// Not part of the seed: the list the conformance suite runs.
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! seed_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [seed];
+            AnyBackend: [
+                interactive_handoff_survives_repeated_attach_restart_and_parent_replacement,
+                concurrent_terminal_outcomes_preserve_the_first_result,
+                failed_interactive_body_is_terminal_and_wakes_once,
+                list_row_maps_census_fields_and_active_filter_drops_terminal,
+            ],
+        );
+    };
+}

@@ -18,6 +18,28 @@ use crate::fixtures::{body, location, new_wave, outcome, wave_request};
 use crate::worker::race;
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! steps_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [steps];
+            AnyBackend: [
+                c12_a_step_is_opened_once_for_ever,
+                c12_another_step_waits_for_the_active_handoff,
+                c12_racing_opens_of_one_step_create_one,
+                c13_a_replaced_body_resumes_from_the_finished_step,
+                c13_only_the_current_generation_takes_the_wake_over,
+                c13_racing_take_overs_have_one_winner,
+            ],
+            SeveralProcesses: [
+                c12_racing_opens_of_one_step_from_separate_processes_create_one,
+            ],
+        );
+    };
+}
+
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
 }

@@ -4,8 +4,8 @@
 //! the `make.sh` there), finds every record exactly as the manifests beside
 //! it say, and then runs a full lifecycle on it.
 
+use crate::fixtures::OpenRequest;
 use crate::fixtures::{stored_project, stored_task, stored_wave};
-use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
 use lf_handoff_adapters::PruneOptions;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,7 @@ use lf_handoff_adapters::domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
 };
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
-    OpenInteractiveHandoff, StepKey,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_adapters::ports::PruneCount;
 use lf_handoff_adapters::{open_store, ListQuery, Store};
@@ -25,6 +24,25 @@ use serde_json::Value;
 use crate::rng::Rng;
 use crate::worker::Worker;
 use crate::Backend;
+
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! upgrade_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [upgrade];
+            AnyBackend: [
+                upgrades_a_store_of_release_1_keeping_every_record,
+                upgrades_a_store_of_release_2_keeping_every_record,
+                an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
+                an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
+                a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
+                a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
+            ],
+        );
+    };
+}
 
 /// A release whose stores `tests/fixtures` holds, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -319,21 +337,11 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     for handoff in &handoffs {
         let Some(step) = &handoff.step else { continue };
         let parent = store.get_parent(&handoff.parent).await.unwrap().unwrap();
-        let request = OpenInteractiveHandoff {
-            parent: handoff.parent.clone(),
-            home: handoff.home.clone(),
-            cwd: handoff.cwd.clone(),
-            provider: handoff.provider.clone(),
-            provider_session_id: handoff.provider_session_id.clone(),
-            body_generation: parent.body_generation(),
-            reason: "the step again after the upgrade".into(),
-            environment: handoff.environment.clone(),
-            attach_argv: handoff.attach_argv.clone(),
-        };
-        let (found, created) = store
-            .open_interactive_handoff(request.with_options(OpenOptions::at_step(step.clone())))
-            .await
-            .unwrap();
+        let request = OpenRequest::like(handoff)
+            .body_generation(parent.body_generation())
+            .reason("the step again after the upgrade")
+            .at_step(step.clone());
+        let (found, created) = store.open_interactive_handoff(request).await.unwrap();
         assert!(!created, "step {step} of {} was opened again", handoff.id);
         assert_eq!(&found, handoff, "step {step}");
         replayed += 1;
@@ -412,31 +420,17 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     // A new handoff at a step on the completed handoff's parent (its body
     // generation and provider are the parent's).
     let parent = store.get_parent(&completed.parent).await.unwrap().unwrap();
-    let request = OpenInteractiveHandoff {
-        parent: completed.parent.clone(),
-        home: completed.home.clone(),
-        cwd: completed.cwd.clone(),
-        provider: completed.provider.clone(),
-        provider_session_id: completed.provider_session_id.clone(),
-        body_generation: parent.body_generation(),
-        reason: "a second login after the upgrade".into(),
-        environment: completed.environment.clone(),
-        attach_argv: completed.attach_argv.clone(),
-    };
     let step = StepKey::parse("login@after-upgrade").unwrap();
+    let request = OpenRequest::like(completed)
+        .body_generation(parent.body_generation())
+        .reason("a second login after the upgrade")
+        .at_step(step.clone());
     let (opened, created) = store
-        .open_interactive_handoff(
-            request
-                .clone()
-                .with_options(OpenOptions::at_step(step.clone())),
-        )
+        .open_interactive_handoff(request.clone())
         .await
         .unwrap();
     assert!(created);
-    let (again, created) = store
-        .open_interactive_handoff(request.with_options(OpenOptions::at_step(step.clone())))
-        .await
-        .unwrap();
+    let (again, created) = store.open_interactive_handoff(request).await.unwrap();
     assert!(!created);
     assert_eq!(again, opened);
 

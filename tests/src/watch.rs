@@ -21,6 +21,25 @@ use crate::contract::{fresh, handles};
 use crate::fixtures::{lifecycle, location, new_wave, open_on_new_wave, outcome, wave_request};
 use crate::Backend;
 
+/// The scenarios of this module, by what they need of a backend, as
+/// [`conformance_tests!`](crate::conformance_tests) runs them: one
+/// `#[tokio::test]` each (see [`scenario_tests!`](crate::scenario_tests)).
+#[macro_export]
+macro_rules! watch_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [watch];
+            AnyBackend: [
+                c16_watch_yields_the_history_then_each_new_event,
+                c16_a_filtered_watch_sees_only_its_parent,
+                c16_wait_returns_when_the_handoff_ends,
+                c16_resumed_watchers_miss_and_repeat_nothing_under_8_writers,
+                c16_a_watch_rides_out_a_dropped_connection,
+                c16_a_deleted_store_ends_the_watch,
+            ],
+        );
+    };
+}
+
 /// Long enough for any wake on a loaded machine; a test that needs it
 /// has failed.
 const PATIENCE: Duration = Duration::from_secs(30);

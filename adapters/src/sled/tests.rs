@@ -8,14 +8,14 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     Decision, HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome, Versioned,
 };
+use lf_handoff_application::testing::OpenRequest;
 use lf_handoff_application::{
     Clock, GenerateId, ListQuery, Store, StoreError, StorePorts, UnavailableKind,
 };
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
-    StepKey, Transition,
+    InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions, StepKey, Transition,
 };
 use lf_handoff_domain::timestamp::truncate_to_micros;
 use lf_handoff_domain::wave::Wave;
@@ -46,24 +46,10 @@ async fn new_wave(store: &Store, dir: &Path) -> InteractiveHandoffParent {
     InteractiveHandoffParent::Wave(wave.id().clone())
 }
 
-fn request(parent: &InteractiveHandoffParent, dir: &Path) -> OpenInteractiveHandoff {
-    OpenInteractiveHandoff {
-        parent: parent.clone(),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: PathBuf::from(dir),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "login".into(),
-        environment: BTreeMap::new(),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    }
-}
-
 async fn open_on_new_wave(store: &Store, dir: &Path) -> InteractiveHandoff {
     let parent = new_wave(store, dir).await;
     store
-        .open_interactive_handoff(request(&parent, dir))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir))
         .await
         .unwrap()
         .0
@@ -743,9 +729,7 @@ async fn a_transition_keeps_the_step() {
     let (dir, store, raw) = stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("a"))),
-        )
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("a")))
         .await
         .unwrap();
     let moved = raw
@@ -771,7 +755,9 @@ async fn a_damaged_step_index_is_refused() {
     let key = step("a");
     let (opened, _) = store
         .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(key.clone()),
         )
         .await
         .unwrap();
@@ -780,9 +766,7 @@ async fn a_damaged_step_index_is_refused() {
         .await
         .unwrap();
     let (other_step, _) = store
-        .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("b"))),
-        )
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("b")))
         .await
         .unwrap();
     let elsewhere = open_on_new_wave(&store, dir.path()).await;
@@ -812,7 +796,9 @@ async fn a_damaged_step_index_is_refused() {
         assert_unavailable(
             store
                 .open_interactive_handoff(
-                    request(&parent, dir.path()).with_options(OpenOptions::at_step(key.clone())),
+                    OpenRequest::new(&parent)
+                        .cwd(dir.path())
+                        .at_step(key.clone()),
                 )
                 .await,
             UnavailableKind::Damaged,
@@ -876,7 +862,9 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     // Opening on the format-1 parent checks its version as written.
     let (second, created) = store
         .open_interactive_handoff(
-            request(&opened.parent, dir.path()).with_options(OpenOptions::at_step(step("s"))),
+            OpenRequest::new(&opened.parent)
+                .cwd(dir.path())
+                .at_step(step("s")),
         )
         .await
         .unwrap();
@@ -1099,7 +1087,12 @@ async fn open_expiring(
         expires_at: Some(clock.now() + expires_in),
     };
     let (opened, created) = store
-        .open_interactive_handoff(request(&parent, dir).with_options(options.clone()))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir)
+                .build()
+                .with_options(options.clone()),
+        )
         .await
         .unwrap();
     assert!(created);
@@ -1153,11 +1146,11 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     let (dir, store, raw, clock) = timed_stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
         .await
         .unwrap();
     let (_, created) = store
-        .open_interactive_handoff(request(&parent, dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
         .await
         .unwrap();
     assert!(!created, "a replayed open");
@@ -1887,7 +1880,9 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     let parent = new_wave(&store, dir.path()).await;
     let (stepped, _) = store
         .open_interactive_handoff(
-            request(&parent, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -1900,10 +1895,15 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .await
         .unwrap();
     let (active, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()).with_options(OpenOptions {
-            step: Some(step("deploy@2")),
-            expires_at: Some(clock.now() + Duration::hours(1)),
-        }))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .build()
+                .with_options(OpenOptions {
+                    step: Some(step("deploy@2")),
+                    expires_at: Some(clock.now() + Duration::hours(1)),
+                }),
+        )
         .await
         .unwrap();
     store.attach_interactive_handoff(&active.id).await.unwrap();
@@ -2057,7 +2057,12 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
         expires_at: Some(clock.now() + Duration::hours(1)),
     };
     let (opened, _) = store
-        .open_interactive_handoff(request(&parent, dir.path()).with_options(options.clone()))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .build()
+                .with_options(options.clone()),
+        )
         .await
         .unwrap();
     let id = opened.id.clone();
@@ -2135,7 +2140,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     let (dir, store, raw) = stores().await;
     let kept = open_on_new_wave(&store, dir.path()).await;
     let parent = new_wave(&store, dir.path()).await;
-    let mut elsewhere = request(&parent, dir.path());
+    let mut elsewhere = OpenRequest::new(&parent).cwd(dir.path()).build();
     elsewhere.home = WaveHome::parse("ssh://jill@build.example").unwrap();
     let (finished, _) = store.open_interactive_handoff(elsewhere).await.unwrap();
     store

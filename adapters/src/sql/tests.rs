@@ -17,12 +17,12 @@ use std::sync::Arc;
 use lf_handoff_application::ports::{
     HandoffRepository, InsertOutcome, ParentRegistry, TransitionOutcome,
 };
+use lf_handoff_application::testing::OpenRequest;
 use lf_handoff_application::{GenerateId, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_domain::interactive_handoff::OpenOptions;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, StepKey, Transition,
+    InteractiveHandoffStatus, StepKey, Transition,
 };
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
@@ -45,7 +45,9 @@ async fn a_transition_stores_every_field_the_domain_returned() {
     store.create_wave(&wave).await.unwrap();
     let (opened, _) = store
         .open_interactive_handoff(
-            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -94,20 +96,6 @@ async fn a_transition_stores_every_field_the_domain_returned() {
 
 fn step(text: &str) -> StepKey {
     StepKey::parse(text).unwrap()
-}
-
-fn request(wave: &Wave, dir: &Path) -> OpenInteractiveHandoff {
-    OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: dir.to_path_buf(),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "login".into(),
-        environment: BTreeMap::new(),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    }
 }
 
 /// Both ports of one store handle, whatever its engine.
@@ -185,7 +173,7 @@ async fn wave_with_handoffs(
     let wave = Wave::new(WaveId::new(), "w".into(), dir.display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
-        .open_interactive_handoff(request(&wave, dir))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir))
         .await
         .unwrap();
     let done = InteractiveHandoffOutcome::Completed {
@@ -197,7 +185,9 @@ async fn wave_with_handoffs(
         .unwrap();
     let (waiting, _) = store
         .open_interactive_handoff(
-            request(&wave, dir).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir)
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -1078,7 +1068,9 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
         .open_interactive_handoff(
-            request(&wave, dir.path()).with_options(OpenOptions::at_step(step("login@1"))),
+            OpenRequest::on_wave(&wave)
+                .cwd(dir.path())
+                .at_step(step("login@1")),
         )
         .await
         .unwrap();
@@ -1097,7 +1089,7 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .await
         .unwrap();
     store
-        .open_interactive_handoff(request(&wave, dir.path()))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir.path()))
         .await
         .unwrap();
     let mut file = Vec::new();

@@ -2,25 +2,17 @@
 //! writes, what the reader accepts, and every refusal, named by line.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_domain::interactive_handoff::{
-    attach, open, Actor, HandoffChange, InteractiveHandoffParent, OpenInteractiveHandoff,
-};
+use lf_handoff_domain::interactive_handoff::{attach, open, Actor, HandoffChange};
 use lf_handoff_domain::wave::Wave;
-use lf_handoff_domain::wave_home::WaveHome;
-use time::macros::datetime;
-use time::OffsetDateTime;
 use uuid::Uuid;
 
 use super::*;
-use crate::ports::{MockClock, MockHandoffRepository, MockIdSource, MockParentRegistry};
-use crate::watch::MockEventLog;
-use crate::{ConflictKind, Store, StorePorts};
-
-const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+use crate::local::tests::Mocks;
+use crate::testing::{OpenRequest, T0};
+use crate::{ConflictKind, Store, UnavailableKind};
 
 fn wave(n: u128) -> Wave {
     Wave::new(
@@ -34,17 +26,10 @@ fn wave(n: u128) -> Wave {
 /// order, with the last position given.
 fn registry() -> (Vec<ArchiveRecord>, u64) {
     let wave = wave(1);
-    let request = OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave.id().clone()),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: PathBuf::from("/src/product"),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "line one\nline \"two\" 🦀".into(),
-        environment: BTreeMap::from([("K".to_string(), "v=1".to_string())]),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    };
+    let request = OpenRequest::on_wave(&wave)
+        .reason("line one\nline \"two\" 🦀")
+        .environment(BTreeMap::from([("K".to_string(), "v=1".to_string())]))
+        .build();
     let id = InteractiveHandoffId::from_uuid(Uuid::from_u128(2));
     let opened = open(&request, wave.id().clone(), id.clone(), T0).unwrap();
     let attached = attach(&opened, T0 + time::Duration::seconds(1))
@@ -307,15 +292,9 @@ impl Archive for Memory {
 }
 
 fn store(archive: Arc<Memory>) -> Store {
-    Store::new(StorePorts {
-        backend: "memory",
-        handoffs: Arc::new(MockHandoffRepository::new()),
-        parents: Arc::new(MockParentRegistry::new()),
-        events: Arc::new(MockEventLog::new()),
-        archive,
-        clock: Arc::new(MockClock::new()),
-        ids: Arc::new(MockIdSource::new()),
-    })
+    let mut mocks = Mocks::untouched();
+    mocks.archive = archive;
+    mocks.store()
 }
 
 #[tokio::test]

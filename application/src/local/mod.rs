@@ -394,4 +394,4 @@ fn lost_too_often(what: &dyn fmt::Display) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

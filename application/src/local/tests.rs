@@ -1,28 +1,29 @@
 //! Unit tests of the `Store` service against mockall mocks of every port.
 //! No storage engine is involved: these pin down the load / decide / swap
-//! loop itself. A mocked `transition` plays the adapter's part: it runs the
-//! decision the service passes on a fixture record and reports what an
-//! adapter would (see [`decided_on`]).
+//! loop itself. Each test says what the ports answer through [`Mocks`] (in
+//! the order the service must ask), runs one call and checks its result. A
+//! mocked `transition` plays the adapter's part: it runs the decision the
+//! service passes on a fixture record and reports what an adapter would
+//! (see [`decided_on`]).
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey, Transition,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
+use lf_handoff_domain::ConflictKind;
 use mockall::predicate::eq;
+use mockall::Sequence;
 use time::macros::datetime;
 use time::OffsetDateTime;
 use uuid::Uuid;
-
-use lf_handoff_domain::interactive_handoff::Transition;
 
 use crate::archive::tests::Memory;
 use crate::ports::{
@@ -30,20 +31,24 @@ use crate::ports::{
     MockParentRegistry, ParentInsert, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome,
     Versioned,
 };
+use crate::testing::{body, wave_request, DEFAULT_CWD, T0};
 use crate::watch::MockEventLog;
 use crate::{
-    PruneOptions, Store, StoreError, StorePorts, StoreResult, UnavailableKind, MAX_RACE_ATTEMPTS,
+    Archive, PruneOptions, Store, StoreError, StorePorts, StoreResult, UnavailableKind,
+    MAX_RACE_ATTEMPTS,
 };
-use lf_handoff_domain::ConflictKind;
-
-const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
 
 fn wave() -> Wave {
     Wave::new(
         WaveId::from_uuid(Uuid::from_u128(1)),
         "product".into(),
-        "/src/product".into(),
+        DEFAULT_CWD.into(),
     )
+}
+
+/// The wave with body `generation` recorded.
+fn wave_at(generation: u32) -> Wave {
+    wave().with_latest_process(body(generation, None))
 }
 
 fn handoff_id() -> InteractiveHandoffId {
@@ -51,17 +56,7 @@ fn handoff_id() -> InteractiveHandoffId {
 }
 
 fn request() -> OpenInteractiveHandoff {
-    OpenInteractiveHandoff {
-        parent: InteractiveHandoffParent::Wave(wave().id().clone()),
-        home: WaveHome::parse("jack@local").unwrap(),
-        cwd: PathBuf::from("/src/product"),
-        provider: "codex".into(),
-        provider_session_id: None,
-        body_generation: 1,
-        reason: "OAuth login requires a human".into(),
-        environment: BTreeMap::new(),
-        attach_argv: vec!["tmux".into(), "attach".into()],
-    }
+    wave_request(&wave(), Path::new(DEFAULT_CWD))
 }
 
 fn waiting() -> InteractiveHandoff {
@@ -72,6 +67,14 @@ fn waiting() -> InteractiveHandoff {
 fn finished(outcome: &InteractiveHandoffOutcome) -> InteractiveHandoff {
     lf_handoff_domain::interactive_handoff::finish(&waiting(), outcome, T0)
         .unwrap()
+        .into_handoff()
+}
+
+/// The finished handoff with its wake claimed by `generation`.
+fn claimed_by(generation: u32) -> InteractiveHandoff {
+    lf_handoff_domain::interactive_handoff::claim_wake(&finished(&completed()), generation, T0)
+        .unwrap()
+        .transition
         .into_handoff()
 }
 
@@ -87,44 +90,8 @@ fn failed() -> InteractiveHandoffOutcome {
     }
 }
 
-fn clock_at(now: OffsetDateTime) -> MockClock {
-    let mut clock = MockClock::new();
-    clock.expect_now().return_const(now);
-    clock
-}
-
-fn ids() -> MockIdSource {
-    let mut ids = MockIdSource::new();
-    ids.expect_new_handoff_id().returning(handoff_id);
-    ids
-}
-
-fn build(handoffs: MockHandoffRepository, parents: MockParentRegistry, clock: MockClock) -> Store {
-    Store::new(StorePorts {
-        backend: "mock",
-        handoffs: Arc::new(handoffs),
-        parents: Arc::new(parents),
-        events: Arc::new(MockEventLog::new()),
-        archive: Arc::new(Memory::default()),
-        clock: Arc::new(clock),
-        ids: Arc::new(ids()),
-    })
-}
-
-/// The snapshot `open` reads: the wave at `version` with `active`.
-fn wave_snapshot(
-    parent: Wave,
-    version: u64,
-    active: Option<InteractiveHandoff>,
-) -> StoreResult<Option<ParentWithActive>> {
-    Ok(Some(ParentWithActive {
-        parent: Versioned {
-            value: Parent::Wave(parent),
-            version,
-        },
-        active: active.map(|value| Versioned { value, version: 1 }),
-        at_step: None,
-    }))
+fn unreachable() -> StoreError {
+    StoreError::unavailable(UnavailableKind::Unreachable, "server gone")
 }
 
 /// What an adapter's `transition` reports after running `decide` on
@@ -153,42 +120,153 @@ enum Expect {
     Replay,
 }
 
-/// A registry whose wave is at `version` with no active handoff.
-fn parents_with_wave(version: u64) -> MockParentRegistry {
-    let mut parents = MockParentRegistry::new();
-    parents
-        .expect_load_parent_with_active()
-        .returning(move |_, _| wave_snapshot(wave(), version, None));
-    parents
+/// The snapshot `open` reads: the wave at `version` with `active`.
+fn wave_snapshot(
+    parent: Wave,
+    version: u64,
+    active: Option<InteractiveHandoff>,
+) -> StoreResult<Option<ParentWithActive>> {
+    Ok(Some(ParentWithActive {
+        parent: Versioned {
+            value: Parent::Wave(parent),
+            version,
+        },
+        active: active.map(|value| Versioned { value, version: 1 }),
+        at_step: None,
+    }))
+}
+
+/// The mocks of one test. A port with no expectation panics when called;
+/// the helpers add one expected call each, in the order the service must
+/// make them; a test with another need sets an expectation on a field.
+/// [`store`](Self::store) builds the `Store` on them.
+pub(crate) struct Mocks {
+    pub(crate) handoffs: MockHandoffRepository,
+    pub(crate) parents: MockParentRegistry,
+    pub(crate) clock: MockClock,
+    pub(crate) archive: Arc<dyn Archive>,
+    seq: Sequence,
+}
+
+impl Mocks {
+    /// Mocks with a clock at [`T0`].
+    fn new() -> Self {
+        Self::at(T0)
+    }
+
+    /// Mocks with a clock at `now`.
+    fn at(now: OffsetDateTime) -> Self {
+        let mut mocks = Self::untouched();
+        mocks.clock.expect_now().return_const(now);
+        mocks
+    }
+
+    /// Mocks that no call may reach, the clock's included.
+    pub(crate) fn untouched() -> Self {
+        Self {
+            handoffs: MockHandoffRepository::new(),
+            parents: MockParentRegistry::new(),
+            clock: MockClock::new(),
+            archive: Arc::new(Memory::default()),
+            seq: Sequence::new(),
+        }
+    }
+
+    /// Next, a `transition` of the handoff that runs the service's decision
+    /// on `stored`, checks it is the `expect`ed kind and stores it.
+    fn decides_on(&mut self, stored: InteractiveHandoff, expect: Expect) -> &mut Self {
+        self.transition_then(stored, expect, |outcome| outcome)
+    }
+
+    /// Next, a `transition` that runs the decision on `stored` as
+    /// [`decides_on`](Self::decides_on) does, then reports `then(outcome)`
+    /// instead (a lost swap, a lost reply).
+    fn transition_then(
+        &mut self,
+        stored: InteractiveHandoff,
+        expect: Expect,
+        then: impl Fn(StoreResult<Option<TransitionOutcome>>) -> StoreResult<Option<TransitionOutcome>>
+            + Send
+            + 'static,
+    ) -> &mut Self {
+        self.handoffs
+            .expect_transition()
+            .withf(|id, _, _| *id == handoff_id())
+            .times(1)
+            .in_sequence(&mut self.seq)
+            .returning(move |_, decide, _| then(decided_on(&stored, &decide, expect)));
+        self
+    }
+
+    /// Next, `open`'s read of the parent: the wave at `version` with
+    /// `active`.
+    fn reads_wave(
+        &mut self,
+        wave: Wave,
+        version: u64,
+        active: Option<InteractiveHandoff>,
+    ) -> &mut Self {
+        self.parents
+            .expect_load_parent_with_active()
+            .times(1)
+            .in_sequence(&mut self.seq)
+            .returning(move |_, _| wave_snapshot(wave.clone(), version, active.clone()));
+        self
+    }
+
+    /// Next, a read of the parent alone: the wave at `version`.
+    fn loads_wave(&mut self, wave: Wave, version: u64) -> &mut Self {
+        self.parents
+            .expect_load_parent()
+            .times(1)
+            .in_sequence(&mut self.seq)
+            .returning(move |_| {
+                Ok(Some(Versioned {
+                    value: Parent::Wave(wave.clone()),
+                    version,
+                }))
+            });
+        self
+    }
+
+    /// Next, an `insert` of a handoff that answers `outcome`.
+    fn inserts(&mut self, outcome: InsertOutcome) -> &mut Self {
+        self.handoffs
+            .expect_insert()
+            .times(1)
+            .in_sequence(&mut self.seq)
+            .returning(move |_, _, _| Ok(outcome));
+        self
+    }
+
+    /// The store on these mocks, with the ids of [`handoff_id`].
+    pub(crate) fn store(self) -> Store {
+        let mut ids = MockIdSource::new();
+        ids.expect_new_handoff_id().returning(handoff_id);
+        Store::new(StorePorts {
+            backend: "mock",
+            handoffs: Arc::new(self.handoffs),
+            parents: Arc::new(self.parents),
+            events: Arc::new(MockEventLog::new()),
+            archive: self.archive,
+            clock: Arc::new(self.clock),
+            ids: Arc::new(ids),
+        })
+    }
 }
 
 #[tokio::test]
 async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
-    let mut handoffs = MockHandoffRepository::new();
-    let mut seq = mockall::Sequence::new();
-    handoffs
-        .expect_transition()
-        .with(
-            eq(handoff_id()),
-            mockall::predicate::always(),
-            mockall::predicate::always(),
-        )
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| {
-            // The domain would write, but another writer wins the swap.
-            decided_on(&waiting(), &decide, Expect::Write)?;
-            Ok(Some(TransitionOutcome::Lost))
-        });
+    let mut mocks = Mocks::new();
+    // The domain would write, but another writer wins the swap.
+    mocks.transition_then(waiting(), Expect::Write, |decided| {
+        decided.map(|_| Some(TransitionOutcome::Lost))
+    });
     // The winner finished with the same outcome: the retry is a replay and
     // must not write again.
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let result = store
+    mocks.decides_on(finished(&completed()), Expect::Replay);
+    let result = mocks
+        .store()
         .finish_interactive_handoff(&handoff_id(), &completed())
         .await
         .unwrap();
@@ -197,23 +275,14 @@ async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
 
 #[tokio::test]
 async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
-    let mut handoffs = MockHandoffRepository::new();
-    let mut seq = mockall::Sequence::new();
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| {
-            decided_on(&waiting(), &decide, Expect::Write)?;
-            Ok(Some(TransitionOutcome::Lost))
-        });
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| decided_on(&finished(&failed()), &decide, Expect::Replay));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let err = store
+    let mut mocks = Mocks::new();
+    mocks
+        .transition_then(waiting(), Expect::Write, |decided| {
+            decided.map(|_| Some(TransitionOutcome::Lost))
+        })
+        .decides_on(finished(&failed()), Expect::Replay);
+    let err = mocks
+        .store()
         .finish_interactive_handoff(&handoff_id(), &completed())
         .await
         .unwrap_err();
@@ -225,93 +294,88 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
 
 #[tokio::test]
 async fn a_lost_open_race_replays_the_winners_handoff() {
-    let mut handoffs = MockHandoffRepository::new();
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    parents
-        .expect_load_parent_with_active()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| wave_snapshot(wave(), 1, None));
-    handoffs
-        .expect_insert()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _, _| Ok(InsertOutcome::ParentBusy));
     let mut winner = waiting();
     winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
-    let expected = winner.clone();
-    parents
-        .expect_load_parent_with_active()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(move |_, _| wave_snapshot(wave(), 1, Some(winner.clone())));
-    let store = build(handoffs, parents, clock_at(T0));
-    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    let mut mocks = Mocks::new();
+    mocks
+        .reads_wave(wave(), 1, None)
+        .inserts(InsertOutcome::ParentBusy)
+        .reads_wave(wave(), 1, Some(winner.clone()));
+    let (handoff, created) = mocks
+        .store()
+        .open_interactive_handoff(request())
+        .await
+        .unwrap();
     assert!(!created);
-    assert_eq!(handoff, expected);
+    assert_eq!(handoff, winner);
 }
 
 #[tokio::test]
 async fn a_lost_step_race_returns_the_winners_handoff_for_the_step() {
     let step = StepKey::parse("oauth-login@turn-17").unwrap();
-    let mut handoffs = MockHandoffRepository::new();
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    let asked = step.clone();
-    parents
-        .expect_load_parent_with_active()
-        .withf(move |_, step| *step == Some(&asked))
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| wave_snapshot(wave(), 1, None));
-    let stored_step = step.clone();
-    handoffs
-        .expect_insert()
-        .withf(move |handoff, _, _| handoff.step.as_ref() == Some(&stored_step))
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _, _| Ok(InsertOutcome::StepTaken));
     // The winner already finished: the step's handoff is returned as it is.
     let mut winner = finished(&completed());
     winner.id = InteractiveHandoffId::from_uuid(Uuid::from_u128(99));
     winner.step = Some(step.clone());
-    let expected = winner.clone();
-    parents
+    let mut mocks = Mocks::new();
+    let asked = step.clone();
+    mocks
+        .parents
+        .expect_load_parent_with_active()
+        .withf(move |_, step| *step == Some(&asked))
+        .times(1)
+        .in_sequence(&mut mocks.seq)
+        .returning(|_, _| wave_snapshot(wave(), 1, None));
+    let stored_step = step.clone();
+    mocks
+        .handoffs
+        .expect_insert()
+        .withf(move |handoff, _, _| handoff.step.as_ref() == Some(&stored_step))
+        .times(1)
+        .in_sequence(&mut mocks.seq)
+        .returning(|_, _, _| Ok(InsertOutcome::StepTaken));
+    let found = winner.clone();
+    mocks
+        .parents
         .expect_load_parent_with_active()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(move |_, _| {
             let mut snapshot = wave_snapshot(wave(), 1, None)?;
             if let Some(snapshot) = snapshot.as_mut() {
                 snapshot.at_step = Some(Versioned {
-                    value: winner.clone(),
+                    value: found.clone(),
                     version: 2,
                 });
             }
             Ok(snapshot)
         });
-    let store = build(handoffs, parents, clock_at(T0));
-    let (handoff, created) = store
-        .open_interactive_handoff(request().with_options(OpenOptions::at_step(step.clone())))
+    let (handoff, created) = mocks
+        .store()
+        .open_interactive_handoff(request().with_options(OpenOptions::at_step(step)))
         .await
         .unwrap();
     assert!(!created);
-    assert_eq!(handoff, expected);
+    assert_eq!(handoff, winner);
 }
 
 #[tokio::test]
 async fn open_inserts_against_the_loaded_parent_version() {
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks.reads_wave(wave(), 7, None);
+    mocks
+        .handoffs
         .expect_insert()
         .withf(|handoff, version, _| {
             *version == 7 && handoff.status == InteractiveHandoffStatus::Waiting
         })
         .times(1)
         .returning(|_, _, _| Ok(InsertOutcome::Inserted));
-    let store = build(handoffs, parents_with_wave(7), clock_at(T0));
-    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    let (handoff, created) = mocks
+        .store()
+        .open_interactive_handoff(request())
+        .await
+        .unwrap();
     assert!(created);
     assert_eq!(handoff.id, handoff_id());
 }
@@ -320,54 +384,25 @@ async fn open_inserts_against_the_loaded_parent_version() {
 async fn a_parent_that_changed_under_open_is_revalidated() {
     // The first insert finds the parent moved (a new body was recorded); the
     // reload shows generation 2, so the generation-1 request is now stale.
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    parents
-        .expect_load_parent_with_active()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| wave_snapshot(wave(), 1, None));
-    parents
-        .expect_load_parent_with_active()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| wave_snapshot(wave().with_latest_process(test_process(2)), 2, None));
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
-        .expect_insert()
-        .times(1)
-        .returning(|_, _, _| Ok(InsertOutcome::ParentChanged));
-    let store = build(handoffs, parents, clock_at(T0));
-    let err = store.open_interactive_handoff(request()).await.unwrap_err();
+    let mut mocks = Mocks::new();
+    mocks
+        .reads_wave(wave(), 1, None)
+        .inserts(InsertOutcome::ParentChanged)
+        .reads_wave(wave_at(2), 2, None);
+    let err = mocks
+        .store()
+        .open_interactive_handoff(request())
+        .await
+        .unwrap_err();
     assert!(
         err.conflict_kind() == Some(ConflictKind::StaleGeneration),
         "{err}"
     );
 }
 
-fn test_process(generation: u32) -> lf_handoff_domain::child_session::ChildProcessGeneration {
-    lf_handoff_domain::child_session::ChildProcessGeneration {
-        generation,
-        pid: None,
-        process_group_id: None,
-        tmux_name: "body".into(),
-        agent: "codex".into(),
-        provider: "codex".into(),
-        provider_session_id: None,
-        started_at: T0,
-        state: lf_handoff_domain::child_session::ChildLeaseState::Active,
-        outcome: None,
-    }
-}
-
 #[tokio::test]
 async fn malformed_requests_are_refused_before_any_read() {
-    // Mocks without expectations panic if called.
-    let store = build(
-        MockHandoffRepository::new(),
-        MockParentRegistry::new(),
-        MockClock::new(),
-    );
+    let store = Mocks::untouched().store();
     let mut bad = request();
     bad.reason = " ".into();
     assert!(store
@@ -392,15 +427,15 @@ async fn malformed_requests_are_refused_before_any_read() {
 
 #[tokio::test]
 async fn a_repository_failure_surfaces_as_unavailable() {
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_transition().returning(|_, _, _| {
+    let mut mocks = Mocks::new();
+    mocks.handoffs.expect_transition().returning(|_, _, _| {
         Err(StoreError::unavailable(
             UnavailableKind::DiskFull,
             "disk on fire",
         ))
     });
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let err = store
+    let err = mocks
+        .store()
         .attach_interactive_handoff(&handoff_id())
         .await
         .unwrap_err();
@@ -409,16 +444,13 @@ async fn a_repository_failure_surfaces_as_unavailable() {
         "{err}"
     );
 
-    let mut parents = MockParentRegistry::new();
-    parents.expect_load_parent_with_active().returning(|_, _| {
-        Err(StoreError::unavailable(
-            UnavailableKind::Unreachable,
-            "server gone",
-        ))
-    });
+    let mut mocks = Mocks::untouched();
+    mocks
+        .parents
+        .expect_load_parent_with_active()
+        .returning(|_, _| Err(unreachable()));
     // Without a retry window an unreachable server fails the call at once.
-    let store = build(MockHandoffRepository::new(), parents, MockClock::new())
-        .with_retry_window(Duration::ZERO);
+    let store = mocks.store().with_retry_window(Duration::ZERO);
     assert!(store
         .open_interactive_handoff(request())
         .await
@@ -426,18 +458,14 @@ async fn a_repository_failure_surfaces_as_unavailable() {
         .is_unavailable());
 }
 
-fn unreachable() -> StoreError {
-    StoreError::unavailable(UnavailableKind::Unreachable, "server gone")
-}
-
 #[tokio::test]
 async fn an_unreachable_server_is_retried_within_the_window_then_named() {
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_transition()
         .returning(|_, _, _| Err(unreachable()));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0))
-        .with_retry_window(Duration::from_millis(100));
+    let store = mocks.store().with_retry_window(Duration::from_millis(100));
     assert_eq!(store.retry_window(), Duration::from_millis(100));
     let started = std::time::Instant::now();
     let err = store
@@ -464,13 +492,14 @@ async fn other_unavailable_kinds_are_not_retried() {
         UnavailableKind::Refused,
         UnavailableKind::Other,
     ] {
-        let mut handoffs = MockHandoffRepository::new();
-        handoffs
+        let mut mocks = Mocks::new();
+        mocks
+            .handoffs
             .expect_transition()
             .times(1)
             .returning(move |_, _, _| Err(StoreError::unavailable(kind, "no")));
-        let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-        let err = store
+        let err = mocks
+            .store()
             .attach_interactive_handoff(&handoff_id())
             .await
             .unwrap_err();
@@ -480,25 +509,15 @@ async fn other_unavailable_kinds_are_not_retried() {
 
 #[tokio::test]
 async fn a_finish_whose_reply_was_lost_is_retried_and_replays_its_own_result() {
-    let mut handoffs = MockHandoffRepository::new();
-    let mut seq = mockall::Sequence::new();
+    let mut mocks = Mocks::new();
     // The first attempt commits, then the connection dies before the reply.
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| {
-            decided_on(&waiting(), &decide, Expect::Write)?;
-            Err(unreachable())
-        });
+    mocks.transition_then(waiting(), Expect::Write, |decided| {
+        decided.and(Err(unreachable()))
+    });
     // The retry finds the finish stored: a replay, nothing written.
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let result = store
+    mocks.decides_on(finished(&completed()), Expect::Replay);
+    let result = mocks
+        .store()
         .finish_interactive_handoff(&handoff_id(), &completed())
         .await
         .unwrap();
@@ -507,34 +526,33 @@ async fn a_finish_whose_reply_was_lost_is_retried_and_replays_its_own_result() {
 
 #[tokio::test]
 async fn an_open_whose_insert_reply_was_lost_returns_its_handoff_as_created() {
-    let mut handoffs = MockHandoffRepository::new();
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    parents
-        .expect_load_parent_with_active()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| wave_snapshot(wave(), 1, None));
-    let stored = Arc::new(std::sync::Mutex::new(None));
-    let inserted = stored.clone();
+    let stored = Arc::new(Mutex::new(None));
+    let mut mocks = Mocks::new();
+    mocks.reads_wave(wave(), 1, None);
     // The insert commits, then the connection dies before the reply.
-    handoffs
+    let inserted = stored.clone();
+    mocks
+        .handoffs
         .expect_insert()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(move |handoff, _, _| {
             *inserted.lock().unwrap() = Some(handoff.clone());
             Err(unreachable())
         });
     // Not the same insert again: the next round reads the stored handoff.
     let found = stored.clone();
-    parents
+    mocks
+        .parents
         .expect_load_parent_with_active()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(move |_, _| wave_snapshot(wave(), 1, found.lock().unwrap().clone()));
-    let store = build(handoffs, parents, clock_at(T0));
-    let (handoff, created) = store.open_interactive_handoff(request()).await.unwrap();
+    let (handoff, created) = mocks
+        .store()
+        .open_interactive_handoff(request())
+        .await
+        .unwrap();
     assert!(
         created,
         "the handoff this call stored is reported as created"
@@ -544,89 +562,74 @@ async fn an_open_whose_insert_reply_was_lost_returns_its_handoff_as_created() {
 
 #[tokio::test]
 async fn a_parent_insert_whose_reply_was_lost_is_created_on_the_retry() {
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    parents
+    let mut mocks = Mocks::new();
+    mocks
+        .parents
         .expect_insert_parent()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(|_, _| Err(unreachable()));
-    parents
+    mocks
+        .parents
         .expect_insert_parent()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(|_, _| Ok(ParentInsert::AlreadyExists));
-    parents
-        .expect_load_parent()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave()),
-                version: 1,
-            }))
-        });
-    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
-    store.create_wave(&wave()).await.unwrap();
+    mocks.loads_wave(wave(), 1);
+    mocks.store().create_wave(&wave()).await.unwrap();
 }
 
 #[tokio::test]
 async fn the_clocks_value_is_what_gets_stored() {
     let now = datetime!(2026-12-02 12:34:56.789_123_456 UTC);
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
-        .expect_transition()
-        .times(1)
-        .returning(|_, decide, _| {
-            let stored = decided_on(&waiting(), &decide, Expect::Write)?;
-            let Some(TransitionOutcome::Applied {
-                handoff: attached, ..
-            }) = &stored
-            else {
-                unreachable!("decided_on reports an applied transition")
-            };
-            assert_eq!(
-                (attached.attached_at, attached.updated_at),
-                (
-                    Some(datetime!(2026-12-02 12:34:56.789_123 UTC)),
-                    datetime!(2026-12-02 12:34:56.789_123 UTC)
-                )
-            );
-            Ok(stored)
-        });
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(now));
-    let attached = store
+    let stored_at = datetime!(2026-12-02 12:34:56.789_123 UTC);
+    let mut mocks = Mocks::at(now);
+    mocks.transition_then(waiting(), Expect::Write, move |decided| {
+        let Ok(Some(TransitionOutcome::Applied {
+            handoff: attached, ..
+        })) = &decided
+        else {
+            unreachable!("decided_on reports an applied transition")
+        };
+        assert_eq!(
+            (attached.attached_at, attached.updated_at),
+            (Some(stored_at), stored_at)
+        );
+        decided
+    });
+    let attached = mocks
+        .store()
         .attach_interactive_handoff(&handoff_id())
         .await
         .unwrap();
-    assert_eq!(
-        attached.attached_at,
-        Some(datetime!(2026-12-02 12:34:56.789_123 UTC))
-    );
+    assert_eq!(attached.attached_at, Some(stored_at));
 
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::at(now);
+    mocks.reads_wave(wave(), 1, None);
+    mocks
+        .handoffs
         .expect_insert()
-        .withf(|handoff, _, _| handoff.created_at == datetime!(2026-12-02 12:34:56.789_123 UTC))
+        .withf(move |handoff, _, _| handoff.created_at == stored_at)
         .times(1)
         .returning(|_, _, _| Ok(InsertOutcome::Inserted));
-    let store = build(handoffs, parents_with_wave(1), clock_at(now));
-    let (opened, _) = store.open_interactive_handoff(request()).await.unwrap();
-    assert_eq!(
-        opened.created_at,
-        datetime!(2026-12-02 12:34:56.789_123 UTC)
-    );
+    let (opened, _) = mocks
+        .store()
+        .open_interactive_handoff(request())
+        .await
+        .unwrap();
+    assert_eq!(opened.created_at, stored_at);
 }
 
 #[tokio::test]
 async fn replayed_transitions_write_nothing() {
     // The mocked adapter panics on a decision to write.
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_transition()
         .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    store
+    mocks
+        .store()
         .finish_interactive_handoff(&handoff_id(), &completed())
         .await
         .unwrap();
@@ -634,25 +637,20 @@ async fn replayed_transitions_write_nothing() {
 
 #[tokio::test]
 async fn claims_return_whether_this_generation_holds_the_wake() {
-    let mut handoffs = MockHandoffRepository::new();
-    let claimed =
-        lf_handoff_domain::interactive_handoff::claim_wake(&finished(&completed()), 5, T0)
-            .unwrap()
-            .transition
-            .into_handoff();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_transition()
-        .returning(move |_, decide, _| decided_on(&claimed, &decide, Expect::Replay));
+        .returning(move |_, decide, _| decided_on(&claimed_by(5), &decide, Expect::Replay));
     // Generation 6 is newer than the holder but not the parent's current
     // body (5), so it reads the parent once and does not take over.
-    let mut parents = MockParentRegistry::new();
-    parents.expect_load_parent().times(1).returning(|_| {
+    mocks.parents.expect_load_parent().times(1).returning(|_| {
         Ok(Some(Versioned {
-            value: Parent::Wave(wave().with_latest_process(test_process(5))),
+            value: Parent::Wave(wave_at(5)),
             version: 2,
         }))
     });
-    let store = build(handoffs, parents, clock_at(T0));
+    let store = mocks.store();
     assert!(store
         .claim_interactive_handoff_wake(&handoff_id(), 5)
         .await
@@ -665,45 +663,21 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
 
 #[tokio::test]
 async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
-    let held = lf_handoff_domain::interactive_handoff::claim_wake(&finished(&completed()), 5, T0)
-        .unwrap()
-        .transition
-        .into_handoff();
     // The holder of the record the take-over wrote.
-    let written = Arc::new(std::sync::Mutex::new(None));
+    let written = Arc::new(Mutex::new(None));
     let stored = written.clone();
-    let mut seq = mockall::Sequence::new();
-    let mut handoffs = MockHandoffRepository::new();
-    let first = held.clone();
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(move |_, decide, _| decided_on(&first, &decide, Expect::Replay));
-    let mut parents = MockParentRegistry::new();
-    parents
-        .expect_load_parent()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave().with_latest_process(test_process(6))),
-                version: 3,
-            }))
-        });
-    handoffs
-        .expect_transition()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(move |_, decide, _| {
-            let outcome = decided_on(&held, &decide, Expect::Write);
-            if let Ok(Some(TransitionOutcome::Applied { handoff, .. })) = &outcome {
+    let mut mocks = Mocks::new();
+    mocks
+        .decides_on(claimed_by(5), Expect::Replay)
+        .loads_wave(wave_at(6), 3)
+        .transition_then(claimed_by(5), Expect::Write, move |decided| {
+            if let Ok(Some(TransitionOutcome::Applied { handoff, .. })) = &decided {
                 *stored.lock().unwrap() = Some(handoff.wake_claimed_by_generation);
             }
-            outcome
+            decided
         });
-    let store = build(handoffs, parents, clock_at(T0));
-    assert!(store
+    assert!(mocks
+        .store()
         .claim_interactive_handoff_wake(&handoff_id(), 6)
         .await
         .unwrap());
@@ -712,13 +686,14 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
 
 #[tokio::test]
 async fn endless_lost_races_give_up_as_unavailable() {
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_transition()
         .times(MAX_RACE_ATTEMPTS)
         .returning(|_, _, _| Ok(Some(TransitionOutcome::Lost)));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let err = store
+    let err = mocks
+        .store()
         .attach_interactive_handoff(&handoff_id())
         .await
         .unwrap_err();
@@ -727,14 +702,17 @@ async fn endless_lost_races_give_up_as_unavailable() {
 
 #[tokio::test]
 async fn unknown_ids_and_parents_are_not_found() {
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_transition().returning(|_, _, _| Ok(None));
-    handoffs.expect_load().returning(|_| Ok(None));
-    let mut parents = MockParentRegistry::new();
-    parents
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
+        .expect_transition()
+        .returning(|_, _, _| Ok(None));
+    mocks.handoffs.expect_load().returning(|_| Ok(None));
+    mocks
+        .parents
         .expect_load_parent_with_active()
         .returning(|_, _| Ok(None));
-    let store = build(handoffs, parents, clock_at(T0));
+    let store = mocks.store();
     assert!(store
         .attach_interactive_handoff(&handoff_id())
         .await
@@ -754,17 +732,18 @@ async fn unknown_ids_and_parents_are_not_found() {
 
 #[tokio::test]
 async fn creating_an_existing_parent_is_idempotent_only_when_equal() {
-    let mut parents = MockParentRegistry::new();
-    parents
+    let mut mocks = Mocks::new();
+    mocks
+        .parents
         .expect_insert_parent()
         .returning(|_, _| Ok(ParentInsert::AlreadyExists));
-    parents.expect_load_parent().returning(|_| {
+    mocks.parents.expect_load_parent().returning(|_| {
         Ok(Some(Versioned {
             value: Parent::Wave(wave()),
             version: 1,
         }))
     });
-    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
+    let store = mocks.store();
     store.create_wave(&wave()).await.unwrap();
     let other = Wave::new(wave().id().clone(), "other".into(), "/src/other".into());
     assert!(store.create_wave(&other).await.unwrap_err().is_conflict());
@@ -772,39 +751,21 @@ async fn creating_an_existing_parent_is_idempotent_only_when_equal() {
 
 #[tokio::test]
 async fn a_lost_body_race_is_retried() {
-    let mut parents = MockParentRegistry::new();
-    let mut seq = mockall::Sequence::new();
-    parents
-        .expect_load_parent()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave()),
-                version: 1,
-            }))
-        });
-    parents
+    let mut mocks = Mocks::new();
+    mocks.loads_wave(wave(), 1);
+    mocks
+        .parents
         .expect_swap_parent()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(|_, _| Ok(SwapOutcome::Lost));
     // The winner recorded generation 2 already: recording it again is a replay.
-    parents
-        .expect_load_parent()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: Parent::Wave(wave().with_latest_process(test_process(2))),
-                version: 2,
-            }))
-        });
-    let store = build(MockHandoffRepository::new(), parents, clock_at(T0));
-    let parent = store
+    mocks.loads_wave(wave_at(2), 2);
+    let parent = mocks
+        .store()
         .record_body(
             &InteractiveHandoffParent::Wave(wave().id().clone()),
-            test_process(2),
+            body(2, None),
         )
         .await
         .unwrap();
@@ -821,18 +782,39 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
         limit: Some(10),
         ..ListQuery::default()
     };
+    // The store on a repository whose page is `page` and whose `load` of
+    // the handoff paged after is expected `loads` times, answering
+    // `found`.
+    let listing =
+        |page: Vec<InteractiveHandoff>, loads: usize, found: Option<InteractiveHandoff>| {
+            let mut mocks = Mocks::new();
+            let paged_after = after.clone();
+            mocks
+                .handoffs
+                .expect_list()
+                .times(1)
+                .returning(move |_| Ok(page.clone()));
+            mocks
+                .handoffs
+                .expect_load()
+                .withf(move |id| *id == paged_after)
+                .times(loads)
+                .returning(move |_| Ok(found.clone().map(|value| Versioned { value, version: 1 })));
+            mocks.store()
+        };
 
     // A full page: the repository's answer as it is, and no other read.
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_list()
         .with(eq(query.clone()))
         .times(1)
         .returning(|_| Ok(vec![waiting()]));
-    handoffs.expect_load().never();
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    mocks.handoffs.expect_load().never();
     assert_eq!(
-        store
+        mocks
+            .store()
             .list_interactive_handoffs(query.clone())
             .await
             .unwrap(),
@@ -840,31 +822,14 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
     );
 
     // An empty page after a handoff that exists: the end of the list.
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
-    handoffs
-        .expect_load()
-        .with(eq(after.clone()))
-        .times(1)
-        .returning(|_| {
-            Ok(Some(Versioned {
-                value: waiting(),
-                version: 1,
-            }))
-        });
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    assert!(store
+    assert!(listing(vec![], 1, Some(waiting()))
         .list_interactive_handoffs(query.clone())
         .await
         .unwrap()
         .is_empty());
 
     // An empty page after a handoff that does not exist.
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
-    handoffs.expect_load().times(1).returning(|_| Ok(None));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    let err = store
+    let err = listing(vec![], 1, None)
         .list_interactive_handoffs(query.clone())
         .await
         .unwrap_err();
@@ -872,11 +837,7 @@ async fn a_page_after_an_unknown_handoff_is_not_found_and_a_full_one_reads_nothi
     assert!(err.to_string().contains(after.as_str()), "{err}");
 
     // Without `after`, an empty page is just empty.
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs.expect_list().times(1).returning(|_| Ok(vec![]));
-    handoffs.expect_load().never();
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    assert!(store
+    assert!(listing(vec![], 0, None)
         .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
@@ -978,14 +939,14 @@ fn list_filters_are_anded_and_the_active_filter_narrows_the_statuses() {
 #[tokio::test]
 async fn prune_removes_batches_until_one_removes_nothing() {
     let cutoff = T0 - time::Duration::days(30);
-    let mut handoffs = MockHandoffRepository::new();
-    let mut seq = mockall::Sequence::new();
+    let mut mocks = Mocks::new();
     for (removed, events) in [(256, 1_024), (10, 31), (0, 0)] {
-        handoffs
+        mocks
+            .handoffs
             .expect_prune_batch()
             .with(eq(cutoff), eq(crate::PRUNE_BATCH))
             .times(1)
-            .in_sequence(&mut seq)
+            .in_sequence(&mut mocks.seq)
             .returning(move |_, _| {
                 Ok(PruneCount {
                     handoffs: removed,
@@ -993,10 +954,10 @@ async fn prune_removes_batches_until_one_removes_nothing() {
                 })
             });
     }
-    handoffs.expect_count_prunable().never();
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    mocks.handoffs.expect_count_prunable().never();
     assert_eq!(
-        store
+        mocks
+            .store()
             .prune(PruneOptions::finished_before(cutoff))
             .await
             .unwrap(),
@@ -1014,14 +975,15 @@ async fn a_dry_run_only_counts_and_a_batch_of_zero_is_refused_before_any_read() 
         handoffs: 3,
         events: 12,
     };
-    let mut handoffs = MockHandoffRepository::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_count_prunable()
         .with(eq(cutoff))
         .times(1)
         .returning(move |_| Ok(counted));
-    handoffs.expect_prune_batch().never();
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
+    mocks.handoffs.expect_prune_batch().never();
+    let store = mocks.store();
     assert_eq!(
         store
             .prune(PruneOptions::finished_before(cutoff).dry_run())
@@ -1039,25 +1001,26 @@ async fn a_dry_run_only_counts_and_a_batch_of_zero_is_refused_before_any_read() 
     assert!(err.is_invalid_input(), "{err}");
 
     // A failing batch stops the prune with its error.
-    let mut handoffs = MockHandoffRepository::new();
-    let mut seq = mockall::Sequence::new();
-    handoffs
+    let mut mocks = Mocks::new();
+    mocks
+        .handoffs
         .expect_prune_batch()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(|_, _| {
             Ok(PruneCount {
                 handoffs: 2,
                 events: 6,
             })
         });
-    handoffs
+    mocks
+        .handoffs
         .expect_prune_batch()
         .times(1)
-        .in_sequence(&mut seq)
+        .in_sequence(&mut mocks.seq)
         .returning(|_, _| Err(StoreError::damaged("the disk said no")));
-    let store = build(handoffs, MockParentRegistry::new(), clock_at(T0));
-    assert!(store
+    assert!(mocks
+        .store()
         .prune(PruneOptions {
             batch: 2,
             ..PruneOptions::finished_before(cutoff)

@@ -144,7 +144,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     }
     // The store carries on from the raw side's counters.
     let (opened, _) = store
-        .open_interactive_handoff(request(&waves[2]).unwrap())
+        .open_interactive_handoff(request(&waves[2]))
         .await
         .unwrap();
     let history = store.history(&opened.id).await.unwrap();

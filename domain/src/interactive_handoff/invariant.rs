@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use thiserror::Error;
+use time::OffsetDateTime;
 
 use super::{check_fields, Fields, InteractiveHandoff, InteractiveHandoffParent};
 use crate::timestamp::is_normalized;
@@ -50,6 +51,23 @@ pub struct InvariantViolation {
     pub detail: String,
 }
 
+/// A check of one invariant on one record: what is wrong, if anything.
+type Check = fn(&InteractiveHandoff) -> Result<(), String>;
+
+/// The per-record checks, in the order they run.
+const CHECKS: [(Invariant, Check); 7] = [
+    (Invariant::I1, InteractiveHandoff::check_outcome),
+    (Invariant::I2, InteractiveHandoff::check_attached_at),
+    (Invariant::I3, InteractiveHandoff::check_wake_claim),
+    (Invariant::I4, InteractiveHandoff::check_wave_parent),
+    (Invariant::I5, InteractiveHandoff::check_request_fields),
+    (Invariant::I7, InteractiveHandoff::check_stamps),
+    (
+        Invariant::I7,
+        InteractiveHandoff::check_updated_and_deadline,
+    ),
+];
+
 impl InteractiveHandoff {
     /// Checks invariants I1-I5 and I7 on this record (I6 spans records: see
     /// [`check_one_active_per_parent`]).
@@ -57,40 +75,37 @@ impl InteractiveHandoff {
     /// # Errors
     /// The first [`InvariantViolation`] found.
     pub fn validate(&self) -> Result<(), InvariantViolation> {
-        let fail = |invariant, detail: String| {
-            Err(InvariantViolation {
+        for (invariant, check) in CHECKS {
+            check(self).map_err(|detail| InvariantViolation {
                 handoff: self.id.to_string(),
                 invariant,
                 detail,
-            })
-        };
+            })?;
+        }
+        Ok(())
+    }
+
+    /// I1: terminal status, terminal_at and outcome go together, the
+    /// outcome matches the status, and an expiry is at or after a deadline.
+    fn check_outcome(&self) -> Result<(), String> {
         let terminal = self.status.is_terminal();
-        // I1
         if terminal != self.terminal_at.is_some() || terminal != self.outcome.is_some() {
-            return fail(
-                Invariant::I1,
-                format!(
-                    "status {} with terminal_at {} and outcome {}",
-                    self.status,
-                    presence(self.terminal_at.is_some()),
-                    presence(self.outcome.is_some())
-                ),
-            );
+            return Err(format!(
+                "status {} with terminal_at {} and outcome {}",
+                self.status,
+                presence(self.terminal_at.is_some()),
+                presence(self.outcome.is_some())
+            ));
         }
         if let Some(outcome) = &self.outcome {
             if outcome.status() != self.status {
-                return fail(
-                    Invariant::I1,
-                    format!(
-                        "outcome {} does not match status {}",
-                        outcome.status(),
-                        self.status
-                    ),
-                );
+                return Err(format!(
+                    "outcome {} does not match status {}",
+                    outcome.status(),
+                    self.status
+                ));
             }
-            if let Err(err) = outcome.validate() {
-                return fail(Invariant::I1, err.to_string());
-            }
+            outcome.validate().map_err(|err| err.to_string())?;
         }
         if self.status == super::InteractiveHandoffStatus::Expired {
             let in_time = match (self.expires_at, self.terminal_at) {
@@ -98,60 +113,61 @@ impl InteractiveHandoff {
                 _ => false,
             };
             if !in_time {
-                return fail(
-                    Invariant::I1,
-                    "expired without a deadline, or before its deadline".into(),
-                );
+                return Err("expired without a deadline, or before its deadline".into());
             }
         }
-        // I2
+        Ok(())
+    }
+
+    /// I2: attached_at is set exactly when the handoff was ever attached.
+    fn check_attached_at(&self) -> Result<(), String> {
         let attached = self.status == super::InteractiveHandoffStatus::Attached;
         let waiting = self.status == super::InteractiveHandoffStatus::Waiting;
         if (attached && self.attached_at.is_none()) || (waiting && self.attached_at.is_some()) {
-            return fail(
-                Invariant::I2,
-                format!(
-                    "status {} with attached_at {}",
-                    self.status,
-                    presence(self.attached_at.is_some())
-                ),
-            );
+            return Err(format!(
+                "status {} with attached_at {}",
+                self.status,
+                presence(self.attached_at.is_some())
+            ));
         }
-        // I3
+        Ok(())
+    }
+
+    /// I3: the wake claim's time and generation are set together, only on
+    /// a terminal handoff, by a generation not older than its body's.
+    fn check_wake_claim(&self) -> Result<(), String> {
         if self.wake_claimed_at.is_some() != self.wake_claimed_by_generation.is_some() {
-            return fail(
-                Invariant::I3,
+            return Err(
                 "wake_claimed_at and wake_claimed_by_generation must be set together".into(),
             );
         }
         if let Some(generation) = self.wake_claimed_by_generation {
-            if !terminal {
-                return fail(
-                    Invariant::I3,
-                    format!("wake claimed while status is {}", self.status),
-                );
+            if !self.status.is_terminal() {
+                return Err(format!("wake claimed while status is {}", self.status));
             }
             if generation < self.body_generation {
-                return fail(
-                    Invariant::I3,
-                    format!(
-                        "wake claimed by generation {generation}, older than body generation {}",
-                        self.body_generation
-                    ),
-                );
+                return Err(format!(
+                    "wake claimed by generation {generation}, older than body generation {}",
+                    self.body_generation
+                ));
             }
         }
-        // I4
-        if let InteractiveHandoffParent::Wave(wave) = &self.parent {
-            if wave != &self.wave_id {
-                return fail(
-                    Invariant::I4,
-                    format!("wave parent {wave} but wave_id {}", self.wave_id),
-                );
+        Ok(())
+    }
+
+    /// I4: a wave parent's id equals wave_id.
+    fn check_wave_parent(&self) -> Result<(), String> {
+        match &self.parent {
+            InteractiveHandoffParent::Wave(wave) if wave != &self.wave_id => {
+                Err(format!("wave parent {wave} but wave_id {}", self.wave_id))
             }
+            _ => Ok(()),
         }
-        // I5
-        if let Err(err) = check_fields(&Fields {
+    }
+
+    /// I5: the fields an open request carries keep their rules.
+    fn check_request_fields(&self) -> Result<(), String> {
+        check_fields(&Fields {
             cwd: &self.cwd,
             provider: &self.provider,
             provider_session_id: self.provider_session_id.as_deref(),
@@ -159,33 +175,45 @@ impl InteractiveHandoff {
             reason: &self.reason,
             environment: &self.environment,
             attach_argv: &self.attach_argv,
-        }) {
-            return fail(Invariant::I5, err.to_string());
-        }
-        // I7
-        let steps = [
+        })
+        .map_err(|err| err.to_string())
+    }
+
+    /// The stamps of the transitions, in the order they happen.
+    fn stamps(&self) -> [(&'static str, Option<OffsetDateTime>); 4] {
+        [
             ("created_at", Some(self.created_at)),
             ("attached_at", self.attached_at),
             ("terminal_at", self.terminal_at),
             ("wake_claimed_at", self.wake_claimed_at),
-        ];
-        let mut previous: Option<(&str, time::OffsetDateTime)> = None;
-        for (name, value) in steps {
+        ]
+    }
+
+    /// I7: the transitions' stamps are whole UTC microseconds and never go
+    /// backwards.
+    fn check_stamps(&self) -> Result<(), String> {
+        let mut previous: Option<(&str, OffsetDateTime)> = None;
+        for (name, value) in self.stamps() {
             let Some(value) = value else { continue };
             if !is_normalized(value) {
-                return fail(
-                    Invariant::I7,
-                    format!("{name} is not whole UTC microseconds"),
-                );
+                return Err(format!("{name} is not whole UTC microseconds"));
             }
             if let Some((before, earlier)) = previous {
                 if value < earlier {
-                    return fail(Invariant::I7, format!("{name} is before {before}"));
+                    return Err(format!("{name} is before {before}"));
                 }
             }
             previous = Some((name, value));
         }
-        let latest = steps
+        Ok(())
+    }
+
+    /// I7: updated_at is the latest transition's stamp (or a later
+    /// extension's), and a deadline is whole UTC microseconds later than
+    /// the open.
+    fn check_updated_and_deadline(&self) -> Result<(), String> {
+        let latest = self
+            .stamps()
             .iter()
             .filter_map(|(_, value)| *value)
             .max()
@@ -195,29 +223,17 @@ impl InteractiveHandoff {
         // happens to an active handoff after its attach.
         let extended_later = self.expires_at.is_some() && self.updated_at > latest;
         if self.updated_at != latest && !extended_later {
-            return fail(
-                Invariant::I7,
-                "updated_at is not the time of the latest transition".into(),
-            );
+            return Err("updated_at is not the time of the latest transition".into());
         }
         if !is_normalized(self.updated_at) {
-            return fail(
-                Invariant::I7,
-                "updated_at is not whole UTC microseconds".into(),
-            );
+            return Err("updated_at is not whole UTC microseconds".into());
         }
         if let Some(deadline) = self.expires_at {
             if !is_normalized(deadline) {
-                return fail(
-                    Invariant::I7,
-                    "expires_at is not whole UTC microseconds".into(),
-                );
+                return Err("expires_at is not whole UTC microseconds".into());
             }
             if deadline <= self.created_at {
-                return fail(
-                    Invariant::I7,
-                    "expires_at is not later than created_at".into(),
-                );
+                return Err("expires_at is not later than created_at".into());
             }
         }
         Ok(())

@@ -12,17 +12,22 @@ use crate::upgrade::{fixtures, Release};
 use crate::worker::Worker;
 use crate::{Backend, BoxFuture, Unusable};
 
-/// Expands to one `#[tokio::test]` per sled-only scenario of this module
-/// (`sled::a_second_process_is_refused_while_the_store_is_open`, ...).
+/// The scenarios only sled has, which replace the cross-process ones (sled
+/// allows one process per store), as [`scenario_tests!`](crate::scenario_tests)
+/// runs them on the backend `$make` builds (`backends::sled()`).
 #[macro_export]
-macro_rules! sled_tests {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        async fn $name() {
-            $crate::worker::set_worker(env!("CARGO_BIN_EXE_lf-handoff-conformance-worker"));
-            $crate::backends::sled::$name().await;
-        }
-    )*};
+macro_rules! sled_scenarios {
+    ($make:expr) => {
+        $crate::scenario_tests!($make, [backends::sled];
+            AnyBackend: [
+                a_second_process_is_refused_while_the_store_is_open,
+                open_store_is_refused_while_another_process_holds_it,
+                handles_in_one_process_share_the_store,
+                reopening_right_after_the_last_handle_drops_works,
+                a_new_store_directory_is_private,
+            ],
+        );
+    };
 }
 
 /// sled directories in the test's temporary directory.
@@ -236,9 +241,9 @@ fn assert_locked(kind: UnavailableKind, message: &str, dir: &Path) {
 /// locked and why, and the worker exits with the unavailable code (5). The
 /// holder's store keeps working, and once it is closed a second process
 /// opens the store and sees everything.
-pub async fn a_second_process_is_refused_while_the_store_is_open() {
+pub async fn a_second_process_is_refused_while_the_store_is_open(backend: &dyn Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = StorageConfig::sled(location(dir.path()));
+    let config = backend.config(location(dir.path()));
     let store = open_store(&config).await.unwrap();
     let opened = open_on_new_wave(&store, dir.path()).await;
 
@@ -269,9 +274,9 @@ pub async fn a_second_process_is_refused_while_the_store_is_open() {
 /// The other direction: while another process holds the store, this
 /// process's `open_store` is `Unavailable` with the same message (after the
 /// bounded wait for the lock); once the holder exits, it opens.
-pub async fn open_store_is_refused_while_another_process_holds_it() {
+pub async fn open_store_is_refused_while_another_process_holds_it(backend: &dyn Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = StorageConfig::sled(location(dir.path()));
+    let config = backend.config(location(dir.path()));
     let store = open_store(&config).await.unwrap();
     let opened = open_on_new_wave(&store, dir.path()).await;
     drop(store);
@@ -299,19 +304,17 @@ pub async fn open_store_is_refused_while_another_process_holds_it() {
 /// Handles in one process share one `Db`: opening the same directory many
 /// times, by differently spelled paths, never reports a lock, and every
 /// handle sees every other handle's writes at once.
-pub async fn handles_in_one_process_share_the_store() {
+pub async fn handles_in_one_process_share_the_store(backend: &dyn Backend) {
     let dir = tempfile::tempdir().unwrap();
     let path = location(dir.path());
-    let first = open_store(&StorageConfig::sled(path.clone()))
-        .await
-        .unwrap();
+    let first = open_store(&backend.config(path.clone())).await.unwrap();
     let spellings = [
         path.clone(),
         dir.path().join(".").join("registry.db"),
         path.join("."),
     ];
     for spelling in spellings {
-        let other = open_store(&StorageConfig::sled(spelling)).await.unwrap();
+        let other = open_store(&backend.config(spelling)).await.unwrap();
         let opened = open_on_new_wave(&other, dir.path()).await;
         assert_eq!(
             first.get_interactive_handoff(&opened.id).await.unwrap(),
@@ -322,9 +325,9 @@ pub async fn handles_in_one_process_share_the_store() {
 
 /// Dropping every handle and reopening at once works, again and again:
 /// the lock a closing `Db` still holds is waited for, not reported.
-pub async fn reopening_right_after_the_last_handle_drops_works() {
+pub async fn reopening_right_after_the_last_handle_drops_works(backend: &dyn Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = StorageConfig::sled(location(dir.path()));
+    let config = backend.config(location(dir.path()));
     let mut ids = Vec::new();
     for _ in 0..20 {
         let store = open_store(&config).await.unwrap();
@@ -346,15 +349,11 @@ pub async fn reopening_right_after_the_last_handle_drops_works() {
 }
 
 /// A new store's directory is private to its owner (mode 0700).
-pub async fn a_new_store_directory_is_private() {
+pub async fn a_new_store_directory_is_private(backend: &dyn Backend) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("store");
-    drop(
-        open_store(&StorageConfig::sled(path.clone()))
-            .await
-            .unwrap(),
-    );
+    drop(open_store(&backend.config(path.clone())).await.unwrap());
     for created in [path.clone(), dir.path().join("nested")] {
         let mode = std::fs::metadata(&created).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700, "{}: {mode:o}", created.display());
