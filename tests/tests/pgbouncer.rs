@@ -4,8 +4,10 @@
 //! both modes, `tests/conformance.rs`). A pooler that refuses a startup
 //! parameter is reported as such; a store never reaches a registry kept in
 //! another schema of its database, though the pooler drops every startup
-//! option; behind a transaction pooler without `listen_url`, a wait still
-//! returns within the documented re-check.
+//! option; a transaction pooler reached without `pooler=transaction` is
+//! reported as such at the first clash of prepared statements; behind a
+//! transaction pooler without `listen_url`, a wait still returns within
+//! the documented re-check.
 // A test file: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -158,6 +160,47 @@ async fn a_store_never_reaches_a_registry_in_another_schema_through_a_pooler() {
     drop(public);
     drop(bouncer);
     admin(&format!("DROP DATABASE {database} WITH (FORCE)")).await;
+}
+
+/// Behind a pooler in transaction mode, a store URL without
+/// `pooler=transaction` prepares statements that another client's
+/// transactions meet in the same server session (here PgBouncer keeps
+/// one): the clash is `Refused`, saying to add `pooler=transaction`, and
+/// not retried as a lost connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_pooler_without_pooler_transaction_is_refused_saying_so() {
+    let Some(bouncer) = bouncer(PoolMode::Transaction, &["max_db_connections = 1"]).await else {
+        return;
+    };
+    let database = test_database();
+    let schema = format!("lfp_{}", suffix());
+    let config = through(&bouncer, &database, &format!("schema={schema}&pool_size=1"));
+    let first = open_store(&config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", bouncer.log_tail()));
+    let second = open_store(&config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // The second handle prepares a statement of each step of a lifecycle
+    // in the one server session; the first then prepares its own, under
+    // the same names.
+    let id = lifecycle(&second, dir.path(), 0).await;
+    let mut errors = Vec::new();
+    errors.extend(first.list_interactive_handoffs(None).await.err());
+    errors.extend(first.get_interactive_handoff(&id).await.err());
+    errors.extend(first.history(&id).await.err());
+    let Some(error) = errors.first() else {
+        panic!("no call of a second client clashed in the one server session");
+    };
+    println!("{} of 3 calls refused; the first: {error}", errors.len());
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::Refused),
+        "{error}"
+    );
+    assert!(error.to_string().contains("pooler=transaction"), "{error}");
+    drop((first, second));
+    drop(bouncer);
+    drop_schemas(&[&schema]).await;
 }
 
 /// Behind a pooler in transaction mode, without `listen_url` (no session
