@@ -36,6 +36,7 @@
 pub mod check;
 pub mod crash;
 pub mod crash_child;
+pub mod kills;
 pub mod program;
 pub mod race;
 pub mod requests;

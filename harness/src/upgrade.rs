@@ -213,7 +213,11 @@ async fn run_backend(
     }
 }
 
-fn read_manifest(backend: &str, release: Release) -> Result<Vec<Value>, String> {
+/// The handoffs the fixture of `release` holds for `backend`, as JSON.
+///
+/// # Errors
+/// A missing or unreadable manifest, as text.
+pub(crate) fn read_manifest(backend: &str, release: Release) -> Result<Vec<Value>, String> {
     let path = fixtures(release).join(format!("{backend}.handoffs.json"));
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -312,15 +316,22 @@ async fn stored_version(config: &StorageConfig) -> Result<i64, String> {
     }
 }
 
-enum Problem {
+/// What a comparison with a manifest found.
+pub(crate) enum Problem {
+    /// A record missing or different.
     Lost(String),
+    /// A failure to read or open.
     Error(String),
 }
 
 /// Opens the store and compares every manifest handoff with the stored one
 /// (whose fields added after `release` must have the value an upgraded
 /// record of `release` has).
-async fn compare(config: &StorageConfig, release: Release, manifest: &[Value]) -> Vec<Problem> {
+pub(crate) async fn compare(
+    config: &StorageConfig,
+    release: Release,
+    manifest: &[Value],
+) -> Vec<Problem> {
     let store = match open_store(config).await {
         Ok(store) => store,
         Err(e) => return vec![Problem::Error(format!("the reopen failed: {e}"))],

@@ -469,3 +469,77 @@ fn crash_harness_kills_upgrades_of_release_2_stores_and_loses_nothing() {
         );
     }
 }
+
+#[test]
+fn the_kill_loop_kills_creation_open_writes_and_upgrades_and_every_store_opens() {
+    let output = crash(&[
+        "--backends",
+        "sqlite,sled",
+        "--trials",
+        "0",
+        "--kills",
+        "16",
+        "--kills-per-store",
+        "4",
+        "--seed",
+        "3",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    for backend in ["sqlite", "sled"] {
+        assert_eq!(
+            figure(&text, &format!("[{backend}] kill loop:")),
+            16,
+            "{text}"
+        );
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("[{backend}] kill loop:")))
+            .unwrap();
+        // Four stores: three made fresh (creation killed), one release
+        // 0.1.0 copy (upgrade killed), each killed four times.
+        assert!(line.contains("16 kills on 4 stores"), "{line}");
+        assert!(
+            figure(&text, &format!("[{backend}] acknowledged writes checked:")) > 0,
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, &format!("[{backend}] unopenable stores:")),
+            0,
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, &format!("[{backend}] acknowledged writes lost:")),
+            0,
+            "{text}"
+        );
+        assert_eq!(
+            figure(&text, &format!("[{backend}] harness errors:")),
+            0,
+            "{text}"
+        );
+    }
+    assert!(text.contains("crash harness: PASSED"), "{text}");
+}
+
+#[test]
+fn the_kill_loop_counts_an_acknowledged_write_that_is_not_stored_as_lost() {
+    let output = crash(&[
+        "--backends",
+        "sled",
+        "--trials",
+        "0",
+        "--kills",
+        "8",
+        "--kills-per-store",
+        "8",
+        "--self-test-fake-acks",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        figure(&text, "[sled] acknowledged writes lost:") > 0,
+        "{text}"
+    );
+    assert!(text.contains("crash harness: FAILED"), "{text}");
+}

@@ -15,7 +15,7 @@ use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::domain::task::TaskSession;
 use lf_handoff_adapters::domain::wave::Wave;
 pub use lf_handoff_adapters::testing::*;
-use lf_handoff_adapters::{GenerateId, Store, StoreError, Waited};
+use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError, Waited};
 
 /// The stored parent `reference`, through [`Store::get_parent`].
 async fn stored_parent(store: &Store, reference: InteractiveHandoffParent) -> Option<Parent> {
@@ -140,6 +140,37 @@ pub async fn lifecycle(store: &Store, dir: &Path, n: usize) -> InteractiveHandof
     try_lifecycle(store, dir, n)
         .await
         .unwrap_or_else(|e| panic!("lifecycle {n}: {e}"))
+}
+
+/// Opens the store at `config`, runs a [`lifecycle`] on it, and opens it
+/// again: the lifecycle's handoff is there. Returns the reopened store.
+pub async fn works_across_a_reopen(config: &StorageConfig, dir: &Path) -> Store {
+    let store = open_store(config)
+        .await
+        .unwrap_or_else(|e| panic!("{config} does not open: {e}"));
+    let id = lifecycle(&store, dir, 1).await;
+    drop(store);
+    let store = open_store(config)
+        .await
+        .unwrap_or_else(|e| panic!("{config} does not open again: {e}"));
+    assert!(
+        store.get_interactive_handoff(&id).await.unwrap().is_some(),
+        "{config}: the lifecycle's handoff {id} is gone after a reopen"
+    );
+    store
+}
+
+/// Opens the store at `config`, which must hold no handoff (a store whose
+/// creation was killed: nothing was acknowledged), then checks it
+/// [`works_across_a_reopen`].
+pub async fn opens_empty_and_works(config: &StorageConfig, dir: &Path) {
+    let store = open_store(config)
+        .await
+        .unwrap_or_else(|e| panic!("{config} does not open: {e}"));
+    let listed = store.list_interactive_handoffs(None).await.unwrap();
+    assert!(listed.is_empty(), "{config} holds {listed:?}");
+    drop(store);
+    works_across_a_reopen(config, dir).await;
 }
 
 /// A path inside `dir` where a store lives.

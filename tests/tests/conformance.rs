@@ -4,6 +4,12 @@
 
 mod sqlite {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
+
+    // A store whose creation a real kill cut short.
+    lf_handoff_conformance::scenario_tests!(
+        lf_handoff_conformance::backends::sqlite(), [backends::sqlite];
+        AnyBackend: [a_store_whose_creation_was_killed_opens_and_works],
+    );
 }
 
 mod postgres {

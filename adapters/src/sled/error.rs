@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use ::sled::transaction::{ConflictableTransactionError, TransactionError};
-use lf_handoff_application::{StoreError, UnavailableKind};
+use lf_handoff_application::{BoxError, StoreError, UnavailableKind};
 
 /// Why a transaction stopped without writing. The port methods turn the
 /// expected ones into their outcomes (`ParentBusy`, `Lost`, ...).
@@ -59,8 +59,9 @@ pub(super) fn is_locked(error: &::sled::Error) -> bool {
     matches!(error, ::sled::Error::Io(io) if io.to_string().contains("could not acquire lock"))
 }
 
-/// The error for a store another process holds.
-pub(super) fn locked(dir: &Path, error: ::sled::Error) -> StoreError {
+/// The error for a store another process holds; `error` is the failed
+/// lock (sled's, or the one taken before sled opens, see `recovery`).
+pub(super) fn locked(dir: &Path, error: impl Into<BoxError>) -> StoreError {
     StoreError::unavailable_because(
         UnavailableKind::Locked,
         format!(

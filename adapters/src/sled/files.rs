@@ -4,8 +4,9 @@
 //! sled repairs whatever it is given when it opens a directory: it rewrites
 //! a missing or short `conf`, and treats a log it cannot read as a torn
 //! tail to truncate or zero. So every check that decides whether a store may
-//! be opened happens here, on plain reads, and a refused store is left byte
-//! for byte as it was (contract C11):
+//! be opened happens before sled sees it, on plain reads, and a refused
+//! store is left byte for byte as it was (contract C11). These checks, here,
+//! need no lock:
 //!
 //! - the path must be a directory (created with mode 0700 when missing);
 //! - a non-empty directory must hold the marker file [`MARKER`], which names
@@ -14,6 +15,10 @@
 //! - when sled's log `db` holds data, sled's `conf` must be whole (its CRC
 //!   matches) and name sled 0.34, and at least one log segment must start
 //!   with a valid header (a file of garbage has none).
+//!
+//! The checks that decide on sled's snapshots and the contents of its log,
+//! and the repairs of what a killed writer leaves, run under the store's
+//! lock once these passed (see `recovery` and `log_audit`).
 //!
 //! A new store's marker is written (temporary file, `fsync`, rename,
 //! `fsync` of the directory) before sled creates anything, so a crash at
@@ -28,11 +33,12 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
+use super::log_audit::{segment_header, segment_slots, SEGMENT_HEADER_LEN};
 use super::record::{FORMAT, OLDEST_FORMAT};
 
 /// The marker file that makes a directory an lf-handoff sled store.
@@ -44,11 +50,9 @@ const MARKER_TITLE: &str = "lf-handoff sled store";
 /// sled's log file inside the store directory.
 pub(super) const LOG: &str = "db";
 /// sled's settings file inside the store directory.
-const SLED_CONF: &str = "conf";
+pub(super) const SLED_CONF: &str = "conf";
 /// The sled on-disk version this build reads, as `conf` records it.
 const SLED_VERSION: &str = "0.34";
-/// Length of the header that starts every sled log segment.
-const SEGMENT_HEADER_LEN: u64 = 20;
 
 /// Makes `path` ready for sled and returns its canonical form: creates a
 /// missing directory (0700) with its marker, or checks an existing one.
@@ -124,6 +128,23 @@ pub(super) fn settle_marker(
     }
 }
 
+/// Reads the marker again under the store's lock, before sled opens the
+/// store (see `recovery`): a marker that became newer while the lock was
+/// awaited is refused before anything is repaired.
+///
+/// # Errors
+/// As [`settle_marker`], without upgrading anything.
+pub(super) fn check_marker(dir: &Path) -> StoreResult<()> {
+    match read_marker(dir)? {
+        Some(format) => check_format(dir, format).map(drop),
+        None => Err(StoreError::damaged(format!(
+            "{} lost its {MARKER} marker while this process opened it; it was left as it \
+             is",
+            dir.display()
+        ))),
+    }
+}
+
 /// Upgrades the store's marker to this build's format, atomically (see
 /// [`write_marker`]). Records are not rewritten: each moves to the current
 /// record format when it is next written (see `record`).
@@ -182,6 +203,17 @@ pub(super) fn sync_dir(dir: &Path) -> StoreResult<()> {
             e,
         )
     })
+}
+
+/// Syncs sled's settings file `conf` of a store sled just created.
+///
+/// # Errors
+/// `Unavailable` on an I/O error.
+pub(super) fn sync_sled_conf(dir: &Path) -> StoreResult<()> {
+    let path = dir.join(SLED_CONF);
+    File::open(&path)
+        .and_then(|conf| conf.sync_all())
+        .map_err(|e| io_error(format!("cannot sync {}", path.display()), e))
 }
 
 /// The marker's format number, or `None` when there is no marker.
@@ -287,13 +319,10 @@ fn check_sled_files(dir: &Path) -> StoreResult<()> {
     let segment_size = read_sled_conf(dir)?;
     let log = File::open(&log_path)
         .map_err(|e| io_error(format!("cannot read {}", log_path.display()), e))?;
-    let whole = log_len / segment_size;
-    let segments = whole + u64::from(log_len % segment_size >= SEGMENT_HEADER_LEN);
-    for index in 0..segments {
-        let mut header = [0u8; SEGMENT_HEADER_LEN as usize];
-        log.read_exact_at(&mut header, index * segment_size)
+    for index in 0..segment_slots(log_len, segment_size) {
+        let found = segment_header(&log, index * segment_size)
             .map_err(|e| io_error(format!("cannot read {}", log_path.display()), e))?;
-        if segment_header_is_valid(&header) {
+        if found.is_some() {
             return Ok(());
         }
     }
@@ -308,7 +337,7 @@ fn check_sled_files(dir: &Path) -> StoreResult<()> {
 
 /// Checks sled's `conf` (text, then a little-endian CRC32 of the text) and
 /// returns its segment size.
-fn read_sled_conf(dir: &Path) -> StoreResult<u64> {
+pub(super) fn read_sled_conf(dir: &Path) -> StoreResult<u64> {
     let path = dir.join(SLED_CONF);
     let mut bytes = Vec::new();
     match File::open(&path) {
@@ -362,21 +391,17 @@ fn read_sled_conf(dir: &Path) -> StoreResult<u64> {
         .ok_or_else(broken)
 }
 
-/// sled 0.34's segment header: a CRC32 (xor all ones, little-endian) of the
-/// 16 bytes that follow it.
-fn segment_header_is_valid(header: &[u8; SEGMENT_HEADER_LEN as usize]) -> bool {
-    let stored = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) ^ 0xFFFF_FFFF;
-    crc32fast::hash(&header[4..]) == stored
-}
-
-fn damaged(dir: &Path, detail: &str) -> StoreError {
+/// The error for a store refused as damaged: names it and `detail`, and
+/// says it was left unchanged.
+pub(super) fn damaged(dir: &Path, detail: &str) -> StoreError {
     StoreError::damaged(format!(
         "{} is damaged: {detail}. It was left unchanged; restore it from a backup",
         dir.display()
     ))
 }
 
-fn io_error(context: String, error: std::io::Error) -> StoreError {
+/// An I/O error of this module's plain file calls, with `context`.
+pub(super) fn io_error(context: String, error: std::io::Error) -> StoreError {
     StoreError::unavailable_because(
         UnavailableKind::of_io_error(&error),
         format!("{context}: {error}"),

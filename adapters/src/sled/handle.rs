@@ -9,7 +9,10 @@
 //! Opening waits briefly for the lock before reporting it: a `Db` that is
 //! still closing on another thread (its last handle just dropped) holds the
 //! lock for a moment. A lock that outlasts [`LOCK_PATIENCE`] belongs to
-//! another process, and the error says so.
+//! another process, and the error says so. Before each attempt, under the
+//! same lock, the store is prepared for sled (`recovery`): what a killed
+//! writer left that sled cannot open is repaired, and damage sled would
+//! cut away is refused.
 //!
 //! A store of an older format has its marker upgraded here, right after
 //! sled opened it and before the first handle is returned: sled's lock is
@@ -33,6 +36,7 @@ use lf_handoff_application::{StoreError, StoreResult};
 
 use super::error::{engine, io, is_locked, locked, settle, Abort};
 use super::files::{self, LOG};
+use super::recovery::{self, Prepared};
 use super::repository::fill_list_indexes;
 use super::trees::{Trees, TxTrees};
 
@@ -230,12 +234,14 @@ fn open_db(dir: PathBuf) -> StoreResult<Shared> {
         db,
         dir,
     };
-    // A new store's trees and settings are made durable now, and so are
-    // the files sled created in the directory (an existing store's new
-    // snapshot among them). See [`sync_at_open`] for why an existing store
-    // is not synced.
+    // A new store's trees and settings are made durable now (sled writes
+    // its settings file `conf` once, when it creates a store, and never
+    // syncs it; a log without it is refused), and so are the files sled
+    // created in the directory (an existing store's new snapshot among
+    // them). See [`sync_at_open`] for why an existing store is not synced.
     if sync == SyncAtOpen::Log {
         shared.make_durable()?;
+        files::sync_sled_conf(&shared.dir)?;
     }
     files::sync_dir(&shared.dir)?;
     Ok(shared)
@@ -271,36 +277,46 @@ pub(super) fn sync_at_open(dir: &Path) -> SyncAtOpen {
     }
 }
 
-/// Opens the `Db`, retrying sled's file lock with a short, bounded backoff.
+/// Opens the `Db`, retrying the store's lock with a short, bounded
+/// backoff. Each attempt first prepares the store under its lock
+/// ([`recovery::before_sled`]: repairs what a killed writer left, refuses
+/// damage), then lets sled open it; another process may take the lock in
+/// between, which is waited for like any other holder.
 fn lock_and_open(dir: &Path) -> StoreResult<Db> {
     let deadline = Instant::now() + LOCK_PATIENCE;
     let mut pause = FIRST_PAUSE;
     loop {
-        let config = ::sled::Config::new().path(dir);
-        // sled asserts on some damage it meets while recovering; report a
-        // panic as a damaged store instead of unwinding into the caller.
-        let attempt = catch_unwind(AssertUnwindSafe(|| config.open())).map_err(|panic| {
-            let detail = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("no message");
-            StoreError::damaged(format!(
-                "{} could not be opened: sled failed while recovering it ({detail}); the store \
-                 may be damaged. Restore it from a backup",
-                dir.display()
-            ))
-        })?;
-        match attempt {
-            Ok(db) => return Ok(db),
-            Err(error) if is_locked(&error) => {
-                if Instant::now() >= deadline {
-                    return Err(locked(dir, error));
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(MAX_PAUSE);
-            }
-            Err(error) => return Err(engine(dir, error)),
+        let held = match recovery::before_sled(dir)? {
+            Prepared::Locked(error) => locked(dir, error),
+            Prepared::Ready => match open_sled(dir)? {
+                Ok(db) => return Ok(db),
+                Err(error) if is_locked(&error) => locked(dir, error),
+                Err(error) => return Err(engine(dir, error)),
+            },
+        };
+        if Instant::now() >= deadline {
+            return Err(held);
         }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(MAX_PAUSE);
     }
+}
+
+/// One `Config::open` of the store. sled asserts on some damage it meets
+/// while recovering; a panic is reported as a damaged store instead of
+/// unwinding into the caller.
+fn open_sled(dir: &Path) -> StoreResult<Result<Db, ::sled::Error>> {
+    let config = ::sled::Config::new().path(dir);
+    catch_unwind(AssertUnwindSafe(|| config.open())).map_err(|panic| {
+        let detail = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        StoreError::damaged(format!(
+            "{} could not be opened: sled failed while recovering it ({detail}); the store \
+             may be damaged. Restore it from a backup",
+            dir.display()
+        ))
+    })
 }

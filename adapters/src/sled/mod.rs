@@ -201,7 +201,7 @@
 //! and back costs tens of microseconds on an idle machine, so each port
 //! call is one hop: a transition's load, decision and write run in one.
 //!
-//! # Refusing what is not ours (C11)
+//! # Refusing what is not ours (C11), and recovering from kills
 //!
 //! sled repairs what it opens (it rewrites a missing settings file and
 //! truncates a log it cannot read as if a crash had torn it), so the
@@ -209,16 +209,27 @@
 //! store is left byte for byte unchanged: a path that is not a directory; a
 //! non-empty directory without the `lf-handoff-store` marker; a marker
 //! naming a newer store format; a log with no valid segment (garbage); a
-//! damaged sled settings file. A record whose format byte is unknown or
+//! damaged sled settings file; a sled snapshot whose checksum fails; a log
+//! with damage inside what sled reads when it opens (a message whose
+//! checksum fails, garbage followed by more messages; see `log_audit`). A
+//! record whose format byte is unknown or
 //! newer, or that fails `validate()`, and an index entry whose record is
 //! missing or belongs elsewhere, are refused with `Unavailable` when read. A
 //! missing directory is created with mode 0700 (an existing one keeps its
 //! mode), and the files sled creates inside it are protected by it.
 //!
-//! What cannot be told from a crash: a log cut short or damaged *after* its
-//! valid segments is what a torn write looks like, and sled truncates it on
-//! open like any crash recovery. Keep backups of a sled store you care
-//! about, or use SQLite.
+//! What a killed writer leaves opens, with every acknowledged write: a log
+//! whose tail a kill tore (sled recovers it), the unfinished
+//! `snap.<lsn>.generating` of a killed open (removed, under the store's
+//! lock, before sled reads it) and the settings file of a killed creation
+//! (completed). `recovery` lists what sled writes on open and why that is
+//! all a kill can break.
+//!
+//! What cannot be told from a crash: a log cut short, or damaged so that it
+//! seems to end early (garbage over its last messages), is what a torn
+//! write looks like, and sled truncates it on open like any crash
+//! recovery; data older than the newest snapshot is checked only when it is
+//! read. Keep backups of a sled store you care about, or use SQLite.
 
 mod archive;
 mod config;
@@ -226,7 +237,9 @@ mod error;
 mod files;
 mod handle;
 mod keys;
+mod log_audit;
 mod record;
+mod recovery;
 mod registry;
 mod repository;
 mod trees;
@@ -312,6 +325,8 @@ where
     })?
 }
 
+#[cfg(test)]
+mod recovery_tests;
 #[cfg(test)]
 mod tests;
 mod watch;

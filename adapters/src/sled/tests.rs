@@ -601,7 +601,7 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
 }
 
 /// Every file of `dir` with its bytes, to show a store was left untouched.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+pub(super) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -962,7 +962,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
 /// handle dropped: sled closes a `Db` on its own threads and holds the
 /// file lock a moment longer, so the open is tried again for up to two
 /// seconds (as `handle::open` does).
-fn open_raw_after_drop(path: &Path) -> ::sled::Db {
+pub(super) fn open_raw_after_drop(path: &Path) -> ::sled::Db {
     let started = std::time::Instant::now();
     loop {
         match ::sled::Config::new().path(path).open() {

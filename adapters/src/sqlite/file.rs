@@ -144,7 +144,31 @@ fn check_header(path: &Path) -> StoreResult<FileState> {
     if !wal_has_frames && field(68) == APPLICATION_ID && field(60) == LATEST_VERSION {
         return Ok(FileState::Current);
     }
+    if field(68) == 0 && field(60) == 0 && creation_was_killed(path).map_err(io_error)? {
+        return Ok(FileState::New);
+    }
     Ok(FileState::Existing)
+}
+
+/// True when a rollback journal beside the file records a transaction that
+/// began on an empty database (its header's page count is 0): the switch to
+/// WAL of a store whose creation was killed (the kill loop of the crash
+/// harness finds it). A read-only connection cannot roll that journal back
+/// and is refused, so such a file is opened as a new store: SQLite's own
+/// recovery rolls the journal back (leaving an empty database, so nothing
+/// anyone wrote is lost) and the migration runs.
+fn creation_was_killed(path: &Path) -> std::io::Result<bool> {
+    const JOURNAL_MAGIC: [u8; 8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7];
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    let mut file = match fs::File::open(&journal) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut header = [0u8; 28];
+    let read = read_up_to(&mut file, &mut header)?;
+    Ok(read == header.len() && header[..8] == JOURNAL_MAGIC && header[16..20] == [0; 4])
 }
 
 fn read_up_to(file: &mut fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {

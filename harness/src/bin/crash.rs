@@ -10,6 +10,7 @@ use clap::Parser;
 use lf_handoff_conformance::upgrade::Release;
 use lf_handoff_harness::crash::{self, CrashFigures, CrashOptions};
 use lf_handoff_harness::crash_child::{self, CHILD_ARG};
+use lf_handoff_harness::kills::{self, KillFigures, KillOptions};
 use lf_handoff_harness::program::{act_as, backends_and_exe, duration_arg, runtime, verdict};
 use lf_handoff_harness::target::Placement;
 use lf_handoff_harness::upgrade::{self, UpgradeFigures};
@@ -75,11 +76,30 @@ struct Args {
     /// tests/fixtures/v1) or 2 (0.2.0, tests/fixtures/v2).
     #[arg(long, default_value = "1")]
     upgrade_from: Release,
-    /// Print a line per trial.
+    /// Kills per backend in the kill loop (SQLite and sled): children
+    /// killed while they create, open, upgrade or write a store, and the
+    /// command line's `complete` killed, each followed by a check that the
+    /// store opens with every acknowledged write (0: none).
+    #[arg(long, default_value_t = 0)]
+    kills: u64,
+    /// Kills per store in the kill loop before it starts a new store.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    kills_per_store: u64,
+    /// The `lf-handoff` binary whose `complete` the kill loop kills
+    /// [default: lf-handoff next to this program, when there is one].
+    #[arg(long)]
+    cli: Option<PathBuf>,
+    /// strace, with which the kill loop kills children as they enter a
+    /// system call picked at random [default: strace on the PATH, when
+    /// there is one].
+    #[arg(long)]
+    strace: Option<PathBuf>,
+    /// Print a line per trial (and per kill of the kill loop).
     #[arg(long)]
     verbose: bool,
     /// Self-test: children acknowledge writes they never made, to show the
-    /// harness reports them as lost (it must then exit 1).
+    /// harness (and its kill loop) reports them as lost (it must then exit
+    /// 1).
     #[arg(long, hide = true)]
     self_test_fake_acks: bool,
     /// Self-test: story lanes acknowledge a second handoff for a step and a
@@ -121,7 +141,7 @@ fn main() -> ExitCode {
         min_acks: args.min_acks,
         max_delay: args.max_delay,
         time_limit: args.time_limit,
-        placement: Placement::new(args.dir, args.postgres_url),
+        placement: Placement::new(args.dir.clone(), args.postgres_url.clone()),
         verbose: args.verbose,
         fake_acks: args.self_test_fake_acks,
         story_parents: args.story_parents,
@@ -130,7 +150,7 @@ fn main() -> ExitCode {
         fake_history: args.self_test_fake_history,
     };
     println!(
-        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, {} story parents and {} deadline lanes, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend of {} stores",
+        "crash harness: seed {}, {} trials per backend on {}, {} lanes per child, {} story parents and {} deadline lanes, kill 0-{} ms after ready (1 trial in 8: during startup); {} upgrade trials per backend of {} stores; {} kills per backend in the kill loop",
         options.seed,
         options.trials,
         options.backends.join(", "),
@@ -139,7 +159,8 @@ fn main() -> ExitCode {
         options.deadline_lanes,
         options.max_delay.as_millis(),
         args.upgrade_trials,
-        args.upgrade_from
+        args.upgrade_from,
+        args.kills
     );
     let runtime = runtime();
     let figures = if options.trials > 0 {
@@ -158,6 +179,51 @@ fn main() -> ExitCode {
     } else {
         Vec::new()
     };
+    let kills = if args.kills > 0 {
+        runtime.block_on(kills::run(&kill_options(&args, &options, &exe), &exe))
+    } else {
+        Vec::new()
+    };
+    judge(&figures, &upgrades, &kills)
+}
+
+/// The kill loop's options: the run's, with the command line binary named
+/// or found next to this program.
+fn kill_options(args: &Args, options: &CrashOptions, exe: &std::path::Path) -> KillOptions {
+    let cli = args.cli.clone().or_else(|| {
+        let sibling = exe.with_file_name("lf-handoff");
+        sibling.is_file().then_some(sibling)
+    });
+    if cli.is_none() {
+        println!("kill loop: no lf-handoff binary next to this program and no --cli: the command line's complete is not killed");
+    }
+    let strace = args.strace.clone().or_else(|| {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("strace"))
+                .find(|candidate| candidate.is_file())
+        })
+    });
+    if strace.is_none() {
+        println!("kill loop: no strace on the PATH and no --strace: no kills at an exact system call, only timed ones");
+    }
+    KillOptions {
+        backends: options.backends.clone(),
+        kills: args.kills,
+        per_store: args.kills_per_store,
+        seed: options.seed,
+        max_delay: options.max_delay,
+        time_limit: options.time_limit,
+        base_dir: args.dir.clone(),
+        cli,
+        strace,
+        verbose: options.verbose,
+        fake_acks: options.fake_acks,
+    }
+}
+
+/// The verdict line and exit status of the whole run.
+fn judge(figures: &[CrashFigures], upgrades: &[UpgradeFigures], kills: &[KillFigures]) -> ExitCode {
     let upgrade_lost: u64 = upgrades.iter().map(|f| f.lost).sum();
     let upgrade_errors: u64 = upgrades.iter().map(|f| f.errors).sum();
     let lost: u64 = figures.iter().map(|f| f.lost).sum();
@@ -168,16 +234,23 @@ fn main() -> ExitCode {
     let without_event: u64 = figures.iter().map(|f| f.changes_without_event).sum();
     let without_change: u64 = figures.iter().map(|f| f.events_without_change).sum();
     let history: u64 = figures.iter().map(|f| f.history_violations).sum();
+    let unopenable: u64 = kills.iter().map(|f| f.unopenable).sum();
+    let kill_lost: u64 = kills.iter().map(|f| f.lost).sum();
+    let kill_errors: u64 = kills.iter().map(|f| f.errors).sum();
     verdict(
         "crash harness",
-        figures.iter().all(CrashFigures::passed) && upgrades.iter().all(UpgradeFigures::passed),
-        figures.iter().all(|f| !f.stopped_by_time_limit),
+        figures.iter().all(CrashFigures::passed)
+            && upgrades.iter().all(UpgradeFigures::passed)
+            && kills.iter().all(KillFigures::passed),
+        figures.iter().all(|f| !f.stopped_by_time_limit)
+            && kills.iter().all(|f| !f.stopped_by_time_limit),
         &format!(
             "{lost} transitions lost, {violations} invariant violations, {duplicates} duplicate \
              handoffs for one step, {double_held} wakes held by two generations, {without_event} \
              changes without their event, {without_change} events without their change, \
              {history} history violations, {errors} harness errors, {upgrade_lost} records lost \
-             and {upgrade_errors} failures in upgrade trials"
+             and {upgrade_errors} failures in upgrade trials, {unopenable} unopenable stores, \
+             {kill_lost} acknowledged writes lost and {kill_errors} failures in the kill loop"
         ),
     )
 }

@@ -3,7 +3,7 @@
 
 pub mod postgres;
 pub mod sled;
-mod sqlite;
+pub mod sqlite;
 
 pub use postgres::{postgres, PostgresBackend};
 pub use sled::{sled, SledBackend};

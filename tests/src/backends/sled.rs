@@ -25,6 +25,9 @@ macro_rules! sled_scenarios {
                 handles_in_one_process_share_the_store,
                 reopening_right_after_the_last_handle_drops_works,
                 a_new_store_directory_is_private,
+                a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record,
+                a_store_whose_creation_was_killed_opens_and_works,
+                garbage_in_the_middle_of_the_log_is_refused_unchanged,
             ],
         );
     };
@@ -373,5 +376,141 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).unwrap();
             std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
+    }
+}
+
+/// A copy of the store `name` that a real kill left
+/// (`tests/fixtures/killed/<name>`, made by its `make.sh`), in `dir`.
+fn killed_store(name: &str, dir: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/killed");
+    let store = dir.join(name);
+    copy_dir(&fixture.join(name), &store);
+    store
+}
+
+/// The handoffs the killed stores hold, as `status --json` printed them
+/// before the kill, without `due` (which the command line works out from
+/// the deadline and the time when it prints).
+fn killed_manifest() -> Vec<serde_json::Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/killed/snapshot.handoffs.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut handoffs: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    for handoff in &mut handoffs {
+        handoff.as_object_mut().unwrap().remove("due");
+    }
+    handoffs
+}
+
+/// The `snap.*.generating` files of a store directory.
+fn generating(store: &Path) -> Vec<PathBuf> {
+    files_in(store)
+        .into_iter()
+        .filter(|file| file.to_string_lossy().ends_with(".generating"))
+        .collect()
+}
+
+/// An open killed while sled wrote its new snapshot left an empty, or a
+/// partly written, `snap.<lsn>.generating`, which sled reads first and
+/// refuses. The store opens with every handoff as it was acknowledged
+/// before the kill, and then works: a lifecycle, a reopen.
+pub async fn a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record(
+    _backend: &dyn Backend,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = killed_manifest();
+    for name in ["snapshot-empty", "snapshot-partial"] {
+        let path = killed_store(name, dir.path());
+        assert_eq!(generating(&path).len(), 1, "{name}: the fixture changed");
+        let config = StorageConfig::sled(path.clone());
+        let store = open_store(&config)
+            .await
+            .unwrap_or_else(|e| panic!("{name} does not open: {e}"));
+        assert!(
+            generating(&path).is_empty(),
+            "{name}: the unfinished snapshot stayed"
+        );
+        let listed = store.list_interactive_handoffs(None).await.unwrap();
+        let listed: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|handoff| serde_json::to_value(handoff).unwrap())
+            .collect();
+        for expected in &manifest {
+            assert!(
+                listed.contains(expected),
+                "{name}: {expected} is not stored as written"
+            );
+        }
+        assert_eq!(listed.len(), manifest.len(), "{name}");
+        drop(store);
+        let store = crate::fixtures::works_across_a_reopen(&config, dir.path()).await;
+        assert_eq!(
+            store.list_interactive_handoffs(None).await.unwrap().len(),
+            manifest.len() + 1
+        );
+    }
+}
+
+/// A creation killed between sled's two writes of its settings file left
+/// them without their checksum, and no log: sled refuses that. The store
+/// opens (empty: nothing was acknowledged) and works.
+pub async fn a_store_whose_creation_was_killed_opens_and_works(_backend: &dyn Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = killed_store("creation", dir.path());
+    let config = StorageConfig::sled(path.clone());
+    crate::fixtures::opens_empty_and_works(&config, dir.path()).await;
+}
+
+/// Garbage written in the middle of the log is damage, not a torn tail:
+/// the store is refused as damaged, naming what is wrong, and every file
+/// is left byte for byte (sled itself would zero the log from the garbage
+/// on and lose what follows; the store's unfinished snapshot, which a
+/// store that is not damaged gets repaired, is left too).
+pub async fn garbage_in_the_middle_of_the_log_is_refused_unchanged(_backend: &dyn Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut noise = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 1..6 {
+        let round_dir = dir.path().join(round.to_string());
+        std::fs::create_dir(&round_dir).unwrap();
+        let path = killed_store("snapshot-partial", &round_dir);
+        let log = path.join("db");
+        let mut bytes = std::fs::read(&log).unwrap();
+        let first = bytes.iter().position(|&b| b != 0).unwrap();
+        let last = bytes.iter().rposition(|&b| b != 0).unwrap();
+        let at = first + (last - first) * round / 6;
+        for byte in &mut bytes[at..at + 64] {
+            noise ^= noise << 13;
+            noise ^= noise >> 7;
+            noise ^= noise << 17;
+            *byte = noise.to_le_bytes()[0];
+        }
+        std::fs::write(&log, &bytes).unwrap();
+        let before: Vec<(PathBuf, Vec<u8>)> = files_in(&path)
+            .into_iter()
+            .map(|file| {
+                let bytes = std::fs::read(&file).unwrap();
+                (file, bytes)
+            })
+            .collect();
+        match open_store(&StorageConfig::sled(path.clone())).await {
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_eq!(kind, UnavailableKind::Damaged, "{message}");
+                assert!(
+                    message.contains("its sled log db holds, at byte"),
+                    "{message}"
+                );
+                assert!(message.contains("left unchanged"), "{message}");
+            }
+            Err(other) => panic!("garbage at byte {at}: expected Damaged, got {other}"),
+            Ok(_) => panic!("garbage at byte {at}: the damaged store opened"),
+        }
+        for (file, bytes) in before {
+            assert_eq!(
+                std::fs::read(&file).unwrap(),
+                bytes,
+                "{} changed",
+                file.display()
+            );
+        }
+        assert_eq!(files_in(&path).len(), 5, "a file was added or removed");
     }
 }
