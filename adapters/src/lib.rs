@@ -69,7 +69,8 @@ pub use lf_handoff_application::{
     UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
-    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+    Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_POSTGRES_SCHEMA,
 };
 pub use sled::SledConfig;
 pub use sqlite::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT};

@@ -22,7 +22,10 @@
 //!   the old polling loop and `lf-handoff wait` ([`wake`]);
 //! - what 100 idle waiters cost ([`idle`]);
 //! - lifecycle throughput with 1, 4 and 16 concurrent callers, store and
-//!   raw ([`callers`]).
+//!   raw ([`callers`]);
+//! - on PostgreSQL, the statements (round trips) per lifecycle on each
+//!   side with 16 callers, counted by `pg_stat_statements` on a server of
+//!   the benchmark's own ([`statements`]).
 //!
 //! It prints a table, or with `--json` one JSON document. It asserts
 //! nothing about time; it fails only when a figure could not be measured
@@ -41,6 +44,7 @@ mod race;
 mod raw_sled;
 mod raw_sql;
 mod report;
+mod statements;
 mod stats;
 mod wake;
 
@@ -98,11 +102,13 @@ struct Args {
     /// Phases to run (all by default): fsync, lifecycle, latency (with the
     /// cold start, and sled's cold open by store size), race, wake (wake
     /// latency of a waiter), idle (the cost of 100 idle waiters), callers
-    /// (1, 4 and 16 concurrent callers, store and raw).
+    /// (1, 4 and 16 concurrent callers, store and raw), statements
+    /// (PostgreSQL: statements per lifecycle, store and raw, on a server
+    /// of its own with pg_stat_statements).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,latency,race,wake,idle,callers"
+        default_value = "fsync,lifecycle,latency,race,wake,idle,callers,statements"
     )]
     phases: Vec<String>,
     /// Run only these phases (the same names as --phases; overrides it),
@@ -362,6 +368,18 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
         match callers::measure(backend, &args.callers, args.caller_lifecycles).await {
             Ok(figures) => report.callers = Some(figures),
             Err(error) => report.errors.push(format!("concurrent callers: {error}")),
+        }
+    }
+    if args.runs("statements") && name == "postgres" {
+        progress(
+            name,
+            "statements per lifecycle, store and raw (pg_stat_statements)",
+        );
+        match statements::measure(std::env::temp_dir()).await {
+            Ok(figures) => report.statements = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("statements per lifecycle: {error}")),
         }
     }
     report

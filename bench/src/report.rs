@@ -11,6 +11,7 @@ use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
 use crate::lifecycle::LifecycleFigures;
 use crate::race::RaceFigures;
+use crate::statements::StatementFigures;
 use crate::stats::{ratio, Summary};
 use crate::{callers::CallerFigures, idle::IdleFigures, wake::WakeFigures};
 
@@ -121,6 +122,8 @@ pub struct BackendReport {
     pub idle: Option<IdleFigures>,
     /// Concurrent callers, store and raw (issue 16).
     pub callers: Option<CallerFigures>,
+    /// Statements per lifecycle, store and raw (PostgreSQL, issue 23).
+    pub statements: Option<StatementFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }

@@ -26,7 +26,13 @@
 //! - [`faults`] holds the transient faults (C18): a write whose reply is
 //!   lost after it committed is retried and returns its committed result.
 //! - [`own_postgres`] starts, restarts and stops a PostgreSQL server of a
-//!   test's own (`tests/own_postgres.rs`).
+//!   test's own (`tests/own_postgres.rs`), and makes, kills and promotes
+//!   standbys; [`failover`] kills a primary under clients and checks the
+//!   promoted standby (C25, `tests/failover.rs` and the
+//!   `lf-handoff-failover` program).
+//! - [`pgbouncer`] starts a PgBouncer of the tests' own, through which the
+//!   conformance suite runs in session and in transaction pooling mode
+//!   (`backends::postgres::{pgbouncer_session, pgbouncer_transaction}`).
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -47,11 +53,13 @@ pub mod archive;
 pub mod backends;
 pub mod contract;
 pub mod deadlines;
+pub mod failover;
 pub mod faults;
 pub mod fixtures;
 pub mod history;
 pub mod hostile;
 pub mod own_postgres;
+pub mod pgbouncer;
 pub mod prune;
 pub mod rng;
 pub mod seed;

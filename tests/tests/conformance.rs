@@ -27,6 +27,7 @@ mod postgres {
             an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing,
             terminated_sessions_are_ridden_out_by_the_next_call,
             events_held_back_by_a_running_writer_come_once_it_ends,
+            a_url_whose_first_host_is_down_uses_the_next,
         ],
     );
 
@@ -39,6 +40,21 @@ mod postgres {
             tls_verify_full_connects_by_the_certificates_name,
             tls_verify_full_refuses_a_host_the_certificate_does_not_name,
         ],
+    );
+}
+
+// The PostgreSQL backend behind PgBouncer (C25), in session and in
+// transaction pooling mode; skipped, saying why, without PgBouncer, unless
+// LF_HANDOFF_TEST_REQUIRE_PGBOUNCER=1 (CI).
+mod postgres_pgbouncer_session {
+    lf_handoff_conformance::conformance_tests!(
+        lf_handoff_conformance::backends::postgres::pgbouncer_session
+    );
+}
+
+mod postgres_pgbouncer_transaction {
+    lf_handoff_conformance::conformance_tests!(
+        lf_handoff_conformance::backends::postgres::pgbouncer_transaction
     );
 }
 

@@ -10,7 +10,7 @@
 //! | URL | backend |
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s&max_connections=N]` | SQLite file |
-//! | `postgres://user@host:port/db[?schema=name&pool_size=N&acquire_timeout=5s]` | PostgreSQL server (also `postgresql://`) |
+//! | `postgres://user@host:port[,host:port...]/db[?schema=name&pool_size=N&acquire_timeout=5s&target_session_attrs=read-write\|any]` | PostgreSQL server, or a primary and its standbys (also `postgresql://`) |
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
 //! | `http://host:port[/prefix][?token_file=/abs/path&ca=/abs/ca.pem]` | a registry served by `lf-handoff serve` (also `https://`); the token from `token_file` or `LF_HANDOFF_TOKEN` |
 //!
@@ -34,6 +34,7 @@
 //! schema = "lf_handoff"    # optional; overrides the URL's query
 //! pool_size = 4            # optional
 //! acquire_timeout = "5s"   # optional
+//! target_session_attrs = "read-write"   # optional
 //! ```
 
 mod table;

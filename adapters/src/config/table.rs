@@ -26,6 +26,7 @@ struct ConfigTable {
     acquire_timeout: Option<String>,
     token_file: Option<String>,
     ca: Option<String>,
+    target_session_attrs: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for StorageConfig {
@@ -54,6 +55,7 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
         ("acquire_timeout", table.acquire_timeout),
         ("token_file", table.token_file),
         ("ca", table.ca),
+        ("target_session_attrs", table.target_session_attrs),
     ];
     for (key, value) in options {
         if let Some(value) = value {

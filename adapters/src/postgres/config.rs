@@ -1,21 +1,29 @@
 //! [`PostgresConfig`]: the settings of the PostgreSQL backend and its URL form.
 //!
 //! ```text
-//! postgres://user[:password]@host[:port]/database[?schema=name&pool_size=N&acquire_timeout=5s&<driver options>]
+//! postgres://user[:password]@host[:port][,host[:port]...]/database[?schema=name&pool_size=N&acquire_timeout=5s&target_session_attrs=read-write&<driver options>]
 //! ```
 //!
 //! `postgresql://` is accepted too. lf-handoff's own options (`schema`,
-//! `pool_size`, `acquire_timeout`) are taken out of the query; what remains
-//! is handed to the driver (sqlx's `PgConnectOptions`), which understands
-//! the libpq names listed in [`DRIVER_OPTIONS`]. Any other option is
-//! refused, so a typo never passes silently.
+//! `pool_size`, `acquire_timeout`, `target_session_attrs`) are taken out of
+//! the query; what remains is handed to the driver (sqlx's
+//! `PgConnectOptions`), which understands the libpq names listed in
+//! [`DRIVER_OPTIONS`]. Any other option is refused, so a typo never passes
+//! silently.
+//!
+//! **Several hosts**, as libpq writes them: a comma-separated list before
+//! the path (`db1:5432,db2:5432`), or in the options (`host=db1,db2` with
+//! `port=5432` for all or `port=5432,5433` one per host). The driver takes
+//! one host, so the URL is split here into one driver URL per host
+//! ([`PostgresConfig::host_options`]), and the store picks among them when
+//! it connects (`postgres/hosts.rs`).
 
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use lf_handoff_application::StoreResult;
+use lf_handoff_application::{StoreError, StoreResult};
 use sqlx::postgres::PgConnectOptions;
 
 use crate::config::text::{at_least_one, decode_option, invalid, parse_duration, split_query};
@@ -53,7 +61,93 @@ pub const DRIVER_OPTIONS: &[&str] = &[
     "options",
 ];
 
-const OWN_OPTIONS: &str = "schema, pool_size, acquire_timeout";
+const OWN_OPTIONS: &str =
+    "schema, pool_size, acquire_timeout, target_session_attrs, pooler, listen_url";
+
+/// What stands between the store and the server, as the URL says
+/// (`pooler=`): how a connection pooler in front of the server hands out
+/// server sessions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pooler {
+    /// No pooler, or one the store need not know of: the default.
+    #[default]
+    None,
+    /// A pooler in session mode (PgBouncer's `pool_mode = session`): each
+    /// connection keeps one server session. The store behaves as with
+    /// none (it depends on no session state a pooler may drop or share).
+    Session,
+    /// A pooler in transaction mode (PgBouncer's `pool_mode =
+    /// transaction`, RDS Proxy, Supavisor, Neon's pooler): each
+    /// transaction may run in another server session. The store prepares
+    /// no statement (it sends each as a simple query, its values written
+    /// into its text) and listens for changes only on `listen_url`
+    /// (without one, watchers and waiters read again every second).
+    Transaction,
+}
+
+impl Pooler {
+    /// The option's value in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Session => "session",
+            Self::Transaction => "transaction",
+        }
+    }
+
+    fn parse(value: &str) -> StoreResult<Self> {
+        match value {
+            "none" => Ok(Self::None),
+            "session" => Ok(Self::Session),
+            "transaction" => Ok(Self::Transaction),
+            other => Err(invalid(format!(
+                "pooler {other:?} is unknown; accepted: none (the default), session, \
+                 transaction (the pooler's pool mode; statement mode cannot run a store)"
+            ))),
+        }
+    }
+}
+
+/// PostgreSQL's port when a URL names none.
+const DEFAULT_PORT: u16 = 5432;
+
+/// Which of the URL's servers a store may use (libpq's
+/// `target_session_attrs`, of which a store accepts two values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TargetSessionAttrs {
+    /// A server that accepts writes: not in recovery (not a standby) and
+    /// with `transaction_read_only` off. The default, as a store writes.
+    #[default]
+    ReadWrite,
+    /// Whichever server answers first, as it is: for reading from a
+    /// standby. Writes there fail.
+    Any,
+}
+
+impl TargetSessionAttrs {
+    /// The option's value in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadWrite => "read-write",
+            Self::Any => "any",
+        }
+    }
+
+    fn parse(value: &str) -> StoreResult<Self> {
+        match value {
+            "read-write" => Ok(Self::ReadWrite),
+            "any" => Ok(Self::Any),
+            "read-only" | "primary" | "standby" | "prefer-standby" => Err(invalid(format!(
+                "target_session_attrs={value} is not accepted: a store writes, so it needs a \
+                 server that accepts writes; use read-write (the default) or any"
+            ))),
+            other => Err(invalid(format!(
+                "target_session_attrs {other:?} is unknown; accepted: read-write (the default), \
+                 any"
+            ))),
+        }
+    }
+}
 
 /// Settings of the PostgreSQL backend.
 ///
@@ -71,7 +165,21 @@ pub struct PostgresConfig {
     pub pool_size: u32,
     /// How long a call waits for a connection, including connecting to the
     /// server; an unreachable server is reported after at most this long.
+    /// With several hosts, each is given an equal share of it to connect.
     pub acquire_timeout: Duration,
+    /// Which of the URL's hosts the store uses: by default the first, in
+    /// the URL's order, that accepts writes.
+    pub target_session_attrs: TargetSessionAttrs,
+    /// The connection pooler in front of the server, if the store must
+    /// know of it (transaction mode).
+    pub pooler: Pooler,
+    /// Where the store listens for changes (C16), when not on its own URL:
+    /// a `postgres://` URL of the server itself (or of a pooler in session
+    /// mode), for a store behind a pooler in transaction mode, which
+    /// cannot hold a `LISTEN`. Its own options other than
+    /// `target_session_attrs` are ignored: the store's schema is the
+    /// store's.
+    pub listen_url: Option<String>,
 }
 
 impl PostgresConfig {
@@ -101,6 +209,9 @@ impl PostgresConfig {
             schema: DEFAULT_POSTGRES_SCHEMA.to_string(),
             pool_size: DEFAULT_POOL_SIZE,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            target_session_attrs: TargetSessionAttrs::default(),
+            pooler: Pooler::default(),
+            listen_url: None,
         };
         let mut seen: Vec<String> = Vec::new();
         let mut driver_pairs: Vec<&str> = Vec::new();
@@ -139,7 +250,7 @@ impl PostgresConfig {
             config.connection.push('?');
             config.connection.push_str(&driver_pairs.join("&"));
         }
-        config.connect_options()?;
+        config.host_options()?;
         Ok(config)
     }
 
@@ -159,6 +270,26 @@ impl PostgresConfig {
                     ));
                 }
                 self.acquire_timeout = timeout;
+            }
+            "target_session_attrs" => {
+                self.target_session_attrs = TargetSessionAttrs::parse(value)?;
+            }
+            "pooler" => self.pooler = Pooler::parse(value)?,
+            "listen_url" => {
+                let listen = Self::from_url(value).map_err(|e| {
+                    invalid(format!(
+                        "listen_url must be a postgres:// URL of the server: {}",
+                        e.message()
+                    ))
+                })?;
+                if listen.listen_url.is_some() || listen.pooler == Pooler::Transaction {
+                    return Err(invalid(
+                        "listen_url names where the store listens, which cannot be behind a \
+                         pooler in transaction mode or name a listen_url of its own"
+                            .into(),
+                    ));
+                }
+                self.listen_url = Some(value.to_string());
             }
             other => {
                 return Err(invalid(format!(
@@ -188,6 +319,18 @@ impl PostgresConfig {
                 self.acquire_timeout.as_millis()
             ));
         }
+        if self.target_session_attrs != TargetSessionAttrs::default() {
+            options.push(format!(
+                "target_session_attrs={}",
+                self.target_session_attrs.as_str()
+            ));
+        }
+        if self.pooler != Pooler::default() {
+            options.push(format!("pooler={}", self.pooler.as_str()));
+        }
+        if let Some(listen) = &self.listen_url {
+            options.push(format!("listen_url={}", encode_option(listen)));
+        }
         let mut url = self.connection.clone();
         if !options.is_empty() {
             url.push(if url.contains('?') { '&' } else { '?' });
@@ -196,22 +339,63 @@ impl PostgresConfig {
         url
     }
 
-    /// The driver's connection options, with the search path set to the
-    /// store's schema.
+    /// The driver's connection options of each host the URL names, in the
+    /// URL's order (one for a URL of one host). The startup packet carries
+    /// nothing a pooler may refuse or drop: no `search_path` (every
+    /// statement names the store's schema) and no `extra_float_digits`
+    /// (the store reads no floating-point value), only what PgBouncer
+    /// keeps per client (`client_encoding`, `DateStyle`, `TimeZone`,
+    /// `application_name`) and the URL's own `options`, if any.
     ///
     /// # Errors
-    /// `InvalidInput` when the connection URL or the schema is unusable.
-    pub(crate) fn connect_options(&self) -> StoreResult<PgConnectOptions> {
+    /// `InvalidInput` when the connection URL or the schema is unusable: a
+    /// malformed URL, an empty or repeated host, a port out of range, or
+    /// ports that do not match the hosts.
+    pub(crate) fn host_options(&self) -> StoreResult<Vec<PgConnectOptions>> {
         let shown = redact(&self.connection);
         check_schema(&self.schema)?;
-        let options = PgConnectOptions::from_str(&self.connection)
-            .map_err(|e| invalid(format!("store URL {shown:?} is malformed: {e}")))?;
-        let options = if options.get_application_name().is_none() {
-            options.application_name("lf-handoff")
-        } else {
-            options
+        host_urls(&self.connection)?
+            .iter()
+            .map(|url| {
+                let options = PgConnectOptions::from_str(url)
+                    .map_err(|e| invalid(format!("store URL {shown:?} is malformed: {e}")))?;
+                let options = if options.get_application_name().is_none() {
+                    options.application_name("lf-handoff")
+                } else {
+                    options
+                };
+                Ok(options.extra_float_digits(None))
+            })
+            .collect()
+    }
+
+    /// The driver's connection options of the URL's first host (see
+    /// [`host_options`](Self::host_options)).
+    ///
+    /// # Errors
+    /// As `host_options`.
+    #[cfg(test)]
+    pub(crate) fn connect_options(&self) -> StoreResult<PgConnectOptions> {
+        self.host_options()?
+            .into_iter()
+            .next()
+            .ok_or_else(|| invalid(format!("store URL {:?} names no host", self.redacted_url())))
+    }
+
+    /// The driver's connection options of each host of
+    /// [`listen_url`](Self::listen_url), or `None` without one.
+    ///
+    /// # Errors
+    /// As [`host_options`](Self::host_options).
+    pub(crate) fn listen_options(
+        &self,
+    ) -> StoreResult<Option<(Vec<PgConnectOptions>, TargetSessionAttrs)>> {
+        let Some(listen) = &self.listen_url else {
+            return Ok(None);
         };
-        Ok(options.options([("search_path", self.schema.as_str())]))
+        let mut listen = Self::from_url(listen)?;
+        listen.schema.clone_from(&self.schema);
+        Ok(Some((listen.host_options()?, listen.target_session_attrs)))
     }
 
     /// The URL with its password replaced by `***`, for messages.
@@ -227,6 +411,9 @@ impl fmt::Debug for PostgresConfig {
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
             .field("acquire_timeout", &self.acquire_timeout)
+            .field("target_session_attrs", &self.target_session_attrs)
+            .field("pooler", &self.pooler)
+            .field("listen_url", &self.listen_url.as_deref().map(redact))
             .finish()
     }
 }
@@ -240,6 +427,215 @@ fn names_a_file(key: &str) -> bool {
 
 fn is_driver_option(key: &str) -> bool {
     DRIVER_OPTIONS.contains(&key) || (key.starts_with("options[") && key.ends_with(']'))
+}
+
+/// One server of a URL's host list, as written: a host name, an address
+/// (an IPv6 one in brackets before the path, without them in `host=`) or a
+/// socket directory, and its port when the URL gives one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostEntry<'a> {
+    host: &'a str,
+    port: Option<u16>,
+}
+
+/// One driver URL per host of `connection` (a store URL without
+/// lf-handoff's own options), in the URL's order: `connection` itself when
+/// it names one host, else a URL naming one host each (as `host=` and
+/// `port=` options), with every other part and option kept.
+///
+/// # Errors
+/// `InvalidInput` naming the problem: an empty or repeated host, a port
+/// that is not a number from 1 to 65535, hosts named both before the path
+/// and in `host=`, or a `port=` list whose length matches neither one nor
+/// the hosts.
+fn host_urls(connection: &str) -> StoreResult<Vec<String>> {
+    let shown = redact(connection);
+    let (scheme, rest) = connection
+        .split_once("://")
+        .unwrap_or(("postgres", connection));
+    let (location, query) = split_query(rest);
+    let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
+    let (userinfo, hostlist) = match authority.rsplit_once('@') {
+        Some((userinfo, hostlist)) => (Some(userinfo), hostlist),
+        None => (None, authority),
+    };
+    let mut pairs: Vec<&str> = query.split('&').filter(|pair| !pair.is_empty()).collect();
+    let mut take = |key: &str| {
+        let at = pairs
+            .iter()
+            .position(|pair| pair.split_once('=').is_some_and(|(k, _)| k == key))?;
+        pairs.remove(at).split_once('=').map(|(_, value)| value)
+    };
+    let host_option = take("host");
+    let port_option = take("port");
+    if host_option.is_some_and(|value| value.contains(',')) && take("hostaddr").is_some() {
+        return Err(invalid(format!(
+            "store URL {shown:?}: hostaddr cannot go with several hosts; name each host in host="
+        )));
+    }
+    let in_authority = hostlist.contains(',');
+    let in_option = host_option.is_some_and(|value| value.contains(','));
+    let ports_listed = port_option.is_some_and(|value| value.contains(','));
+    let mut hosts: Vec<HostEntry<'_>> = Vec::new();
+    if !hostlist.is_empty() {
+        for (index, entry) in hostlist.split(',').enumerate() {
+            hosts.push(authority_host(&shown, entry, index + 1)?);
+        }
+    }
+    if !in_authority && !in_option && !ports_listed {
+        // One host: the driver reads the URL as it is; only the ports are
+        // checked here, so that one out of range is named.
+        if let Some(port) = port_option {
+            let host = hosts.first().map(|h| h.host).or(host_option);
+            parse_port(&shown, port, host.unwrap_or("the host"))?;
+        }
+        return Ok(vec![connection.to_string()]);
+    }
+    if let Some(listed) = host_option {
+        if !hosts.is_empty() {
+            return Err(invalid(format!(
+                "store URL {shown:?} names hosts both before the path and in host=; name them \
+                 in one place"
+            )));
+        }
+        for (index, host) in listed.split(',').enumerate() {
+            if host.is_empty() {
+                return Err(empty_host(&shown, index + 1));
+            }
+            hosts.push(HostEntry { host, port: None });
+        }
+    }
+    if hosts.is_empty() {
+        return Err(invalid(format!(
+            "store URL {shown:?} lists several ports but no hosts; name the hosts before the \
+             path or in host="
+        )));
+    }
+    if let Some(listed) = port_option {
+        let ports: Vec<&str> = listed.split(',').collect();
+        if ports.len() != 1 && ports.len() != hosts.len() {
+            return Err(invalid(format!(
+                "store URL {shown:?}: port= lists {} ports for {} hosts; give one port for all \
+                 or one per host",
+                ports.len(),
+                hosts.len()
+            )));
+        }
+        for (index, host) in hosts.iter_mut().enumerate() {
+            let port = ports[if ports.len() == 1 { 0 } else { index }];
+            if host.port.is_some() {
+                return Err(invalid(format!(
+                    "store URL {shown:?}: host {} has its port both after its name and in port=; \
+                     give it once",
+                    host.host
+                )));
+            }
+            host.port = Some(parse_port(&shown, port, host.host)?);
+        }
+    }
+    let mut seen: Vec<(String, u16)> = Vec::new();
+    let mut urls = Vec::with_capacity(hosts.len());
+    for host in &hosts {
+        let key = (
+            host.host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase(),
+            host.port.unwrap_or(DEFAULT_PORT),
+        );
+        if seen.contains(&key) {
+            return Err(invalid(format!(
+                "store URL {shown:?} names host {}:{} twice; name each server once",
+                host.host, key.1
+            )));
+        }
+        seen.push(key);
+        let mut url = format!("{scheme}://");
+        if let Some(userinfo) = userinfo {
+            url.push_str(userinfo);
+            url.push('@');
+            // The driver's URL parser wants a host after the user; the
+            // host= option below replaces it.
+            url.push_str("localhost");
+        }
+        url.push_str(path);
+        url.push('?');
+        let mut options = vec![format!(
+            "host={}",
+            host.host.trim_start_matches('[').trim_end_matches(']')
+        )];
+        if let Some(port) = host.port {
+            options.push(format!("port={port}"));
+        }
+        options.extend(pairs.iter().map(|pair| (*pair).to_string()));
+        url.push_str(&options.join("&"));
+        urls.push(url);
+    }
+    Ok(urls)
+}
+
+/// Reads entry `number` (1-based) of the host list before the path:
+/// `host`, `host:port`, `[v6]` or `[v6]:port`.
+fn authority_host<'a>(shown: &str, entry: &'a str, number: usize) -> StoreResult<HostEntry<'a>> {
+    let (host, port) = if entry.starts_with('[') {
+        match entry.find(']') {
+            Some(end) => {
+                let (host, after) = entry.split_at(end + 1);
+                match after.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None if after.is_empty() => (host, None),
+                    None => {
+                        return Err(invalid(format!(
+                            "store URL {shown:?} is malformed: host {number} ({entry:?}) has \
+                             text after its address"
+                        )))
+                    }
+                }
+            }
+            None => {
+                return Err(invalid(format!(
+                    "store URL {shown:?} is malformed: host {number} ({entry:?}) opens `[` \
+                     without closing it"
+                )))
+            }
+        }
+    } else {
+        match entry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (entry, None),
+        }
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(empty_host(shown, number));
+    }
+    let port = port.map(|port| parse_port(shown, port, host)).transpose()?;
+    Ok(HostEntry { host, port })
+}
+
+/// A port as the URL gives it for `host`: a number from 1 to 65535.
+fn parse_port(shown: &str, port: &str, host: &str) -> StoreResult<u16> {
+    match port.parse::<u64>() {
+        Ok(number) => u16::try_from(number)
+            .ok()
+            .filter(|port| *port > 0)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "store URL {shown:?}: port {number} of {host} is out of range; a port is \
+                     a number from 1 to 65535"
+                ))
+            }),
+        Err(_) => Err(invalid(format!(
+            "store URL {shown:?} is malformed: port {port:?} of {host} is not a number from 1 \
+             to 65535"
+        ))),
+    }
+}
+
+fn empty_host(shown: &str, number: usize) -> StoreError {
+    invalid(format!(
+        "store URL {shown:?}: host {number} of its host list is empty; remove the extra comma \
+         or name the host"
+    ))
 }
 
 /// Refuses a schema name that would need quoting or is reserved.
@@ -290,8 +686,27 @@ pub(crate) fn redact(url: &str) -> String {
 fn redact_pair(pair: &str) -> String {
     match pair.split_once('=') {
         Some(("password", _)) => "password=***".to_string(),
+        Some(("listen_url", value)) => match crate::config::text::percent_decode_utf8(value) {
+            Ok(listen) => format!("listen_url={}", encode_option(&redact(&listen))),
+            Err(_) => "listen_url=***".to_string(),
+        },
         _ => pair.to_string(),
     }
+}
+
+/// `value` with every byte that has a meaning in a URL's query (and any
+/// that is not plain ASCII) escaped as `%XX`, so that it reads back as
+/// one option's value.
+fn encode_option(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~:/@,".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -326,10 +741,8 @@ mod tests {
         assert_eq!(options.get_port(), 6543);
         assert_eq!(options.get_database(), Some("registry"));
         assert_eq!(options.get_application_name(), Some("orch"));
-        assert!(options
-            .get_options()
-            .unwrap()
-            .contains("search_path=team_a"));
+        // Nothing a pooler refuses or drops is in the startup packet.
+        assert_eq!(options.get_options(), None);
     }
 
     #[test]
@@ -356,6 +769,157 @@ mod tests {
             let err = PostgresConfig::from_url(url).unwrap_err();
             assert!(err.is_invalid_input(), "{url}: {err}");
             assert!(err.to_string().contains(needle), "{url}: {err}");
+        }
+    }
+
+    /// The driver's view of each host of `url`: `(host or socket, port)`.
+    fn servers(url: &str) -> Vec<(String, u16)> {
+        PostgresConfig::from_url(url)
+            .unwrap()
+            .host_options()
+            .unwrap()
+            .iter()
+            .map(|options| {
+                let host = match options.get_socket() {
+                    Some(socket) => socket.display().to_string(),
+                    None => options.get_host().to_string(),
+                };
+                (host, options.get_port())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn several_hosts_are_read_as_libpq_writes_them() {
+        let two = "postgres://lf:s%40cret@db1:5432,db2:5433/registry?sslmode=disable&schema=team_a";
+        let config = PostgresConfig::from_url(two).unwrap();
+        assert_eq!(config.target_session_attrs, TargetSessionAttrs::ReadWrite);
+        assert_eq!(PostgresConfig::from_url(&config.url()).unwrap(), config);
+        let options = config.host_options().unwrap();
+        assert_eq!(
+            servers(two),
+            [("db1".to_string(), 5432), ("db2".to_string(), 5433)]
+        );
+        for options in &options {
+            assert_eq!(options.get_username(), "lf");
+            assert_eq!(options.get_database(), Some("registry"));
+            assert!(matches!(
+                options.get_ssl_mode(),
+                sqlx::postgres::PgSslMode::Disable
+            ));
+            assert_eq!(options.get_options(), None);
+        }
+        assert!(!format!("{config:?}").contains("cret"));
+        assert!(!config.redacted_url().contains("cret"));
+
+        assert_eq!(
+            servers("postgres://lf@db1,[::1]:6000,db3/lf"),
+            [
+                ("db1".to_string(), 5432),
+                ("::1".to_string(), 6000),
+                ("db3".to_string(), 5432)
+            ]
+        );
+        assert_eq!(
+            servers("postgres:///lf?user=lf&host=db1,db2&port=6432"),
+            [("db1".to_string(), 6432), ("db2".to_string(), 6432)]
+        );
+        assert_eq!(
+            servers("postgres://lf@/lf?host=db1,/var/run/postgresql&port=5432,5433"),
+            [
+                ("db1".to_string(), 5432),
+                ("/var/run/postgresql".to_string(), 5433)
+            ]
+        );
+        assert_eq!(
+            servers("postgres://lf@db1,db2/lf?port=6543"),
+            [("db1".to_string(), 6543), ("db2".to_string(), 6543)]
+        );
+
+        let any =
+            PostgresConfig::from_url("postgres://lf@db1,db2/lf?target_session_attrs=any").unwrap();
+        assert_eq!(any.target_session_attrs, TargetSessionAttrs::Any);
+        assert!(
+            any.url().contains("target_session_attrs=any"),
+            "{}",
+            any.url()
+        );
+        assert_eq!(PostgresConfig::from_url(&any.url()).unwrap(), any);
+        let default =
+            PostgresConfig::from_url("postgres://lf@db1,db2/lf?target_session_attrs=read-write")
+                .unwrap();
+        assert!(!default.url().contains("target_session_attrs"));
+    }
+
+    #[test]
+    fn bad_host_lists_are_invalid_input_naming_the_problem() {
+        for (url, needle) in [
+            (
+                "postgres://lf@db1,,db2/lf",
+                "host 2 of its host list is empty",
+            ),
+            ("postgres://lf@db1,/lf", "host 2 of its host list is empty"),
+            ("postgres://lf@,db2/lf", "host 1 of its host list is empty"),
+            ("postgres://lf@db1:,db2/lf", "port \"\" of db1"),
+            (
+                "postgres:///lf?host=db1,,db2",
+                "host 2 of its host list is empty",
+            ),
+            ("postgres://lf@db1:5432,db1/lf", "names host db1:5432 twice"),
+            ("postgres://lf@DB1,db1:5432/lf", "twice"),
+            (
+                "postgres:///lf?host=db1,db2&port=1,2,3",
+                "3 ports for 2 hosts",
+            ),
+            (
+                "postgres://lf@db1:1,db2/lf?port=5,6",
+                "both after its name and in port=",
+            ),
+            (
+                "postgres://lf@db1,db2/lf?host=db3,db4",
+                "both before the path and in host=",
+            ),
+            (
+                "postgres://lf@db1:70000,db2/lf",
+                "port 70000 of db1 is out of range",
+            ),
+            (
+                "postgres://lf@db1:0,db2/lf",
+                "port 0 of db1 is out of range",
+            ),
+            (
+                "postgres://lf@db1:70000/lf",
+                "port 70000 of db1 is out of range",
+            ),
+            (
+                "postgres:///lf?host=db1&port=99999",
+                "port 99999 of db1 is out of range",
+            ),
+            (
+                "postgres:///lf?host=db1,db2&port=5432,http",
+                "port \"http\" of db2",
+            ),
+            ("postgres://lf@[::1,db2/lf", "without closing it"),
+            (
+                "postgres://lf@db1,db2/lf?target_session_attrs=standby",
+                "target_session_attrs=standby",
+            ),
+            (
+                "postgres://lf@db1/lf?target_session_attrs=primary",
+                "a store writes",
+            ),
+            (
+                "postgres://lf@db1/lf?target_session_attrs=whatever",
+                "target_session_attrs \"whatever\" is unknown",
+            ),
+        ] {
+            match PostgresConfig::from_url(url) {
+                Err(err) => {
+                    assert!(err.is_invalid_input(), "{url}: {err}");
+                    assert!(err.to_string().contains(needle), "{url}: {err}");
+                }
+                Ok(config) => panic!("{url} was accepted: {config:?}"),
+            }
         }
     }
 

@@ -8,14 +8,16 @@
 //! writer still running ([`EVENT_HORIZON`]). The planner chooses indexes
 //! by its statistics, so no statement names one.
 
-use std::sync::{Arc, LazyLock};
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock, PoisonError};
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::PruneCount;
 use sqlx::postgres::PgConnectOptions;
 
-use super::watch::Notifications;
-use super::Server;
+use super::text::inline;
+use super::watch::{Notifications, Rechecks, REGISTER, UNREGISTER};
+use super::{Pooler, Server, REWRITTEN_CAPACITY};
 use crate::changes::ChangeSource;
 use crate::sql::archive::ArchiveDialect;
 use crate::sql::columns::{COLUMN_COUNT, EVENTS_COLUMN, ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN};
@@ -146,11 +148,48 @@ impl Dialect for Server {
         self.engine_error(error)
     }
 
-    fn change_source(&self, options: &PgConnectOptions) -> Arc<dyn ChangeSource> {
+    /// Listens on the server the hosts choose (not on `_options`, the
+    /// URL's first host's): those of `listen_url` when the URL gives one,
+    /// else the store's own, unless they are behind a pooler in
+    /// transaction mode, which cannot hold a `LISTEN`: then watchers read
+    /// again every [`RECHECK_EVERY`](super::RECHECK_EVERY).
+    fn change_source(&self, _options: &PgConnectOptions) -> Arc<dyn ChangeSource> {
+        let hosts = match (&self.listen, self.pooler) {
+            (Some(listen), _) => listen.clone(),
+            (None, Pooler::Transaction) => return Arc::new(Rechecks),
+            (None, _) => self.hosts.clone(),
+        };
         Arc::new(Notifications {
-            options: options.clone(),
+            hosts,
             server: self.to_string(),
+            register: REGISTER.iter().map(|sql| self.qualified(sql)).collect(),
+            unregister: self.qualified(UNREGISTER),
         })
+    }
+
+    /// `sql` with the store's schema named in every table, rewritten once
+    /// per text.
+    fn statement<'s>(&self, sql: &'s str) -> Cow<'s, str> {
+        let mut rewritten = self
+            .rewritten
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(text) = rewritten.get(sql) {
+            return Cow::Owned(text.clone());
+        }
+        let text = self.qualified(sql);
+        if rewritten.len() >= REWRITTEN_CAPACITY {
+            rewritten.clear();
+        }
+        rewritten.insert(sql.to_string(), text.clone());
+        Cow::Owned(text)
+    }
+
+    /// Behind a pooler in transaction mode, every statement with its
+    /// values written in as literals ([`inline`]); else prepared.
+    fn unprepared(&self, sql: &str, params: &[Param<'_>]) -> Option<Result<String, sqlx::Error>> {
+        (self.pooler == Pooler::Transaction)
+            .then(|| inline(sql, params).map_err(|e| sqlx::Error::Encode(Box::new(e))))
     }
 
     /// Nothing: the planner chooses by its statistics.

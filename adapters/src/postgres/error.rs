@@ -7,7 +7,8 @@
 
 use lf_handoff_application::{StoreError, UnavailableKind};
 
-use super::{Server, MIGRATION_LOCK_TIMEOUT};
+use super::hosts::{NoUsableHost, Passed};
+use super::{Server, TargetSessionAttrs, MIGRATION_LOCK_TIMEOUT};
 use crate::sql::engine::ErrorRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::{Dialect as _, EngineError};
@@ -103,12 +104,32 @@ const SQLSTATES: &[ErrorRow<Codes, Server>] = &[
             )
         },
     },
-    // A read-only transaction: a standby.
+    // A read-only transaction: a standby, reached with
+    // `target_session_attrs=any` (with `read-write`, `engine_error` reads
+    // it as a demoted server first).
     ErrorRow {
         codes: Codes::Exactly(&["25006"]),
         kind: UnavailableKind::PermissionDenied,
         says: |server, detail| {
-            format!("{server} is read-only ({detail}); point the store URL at the primary server")
+            format!(
+                "{server} is read-only ({detail}); point the store URL at the primary server, \
+                 or drop target_session_attrs=any from it"
+            )
+        },
+    },
+    // A prepared statement of another client's in this server session
+    // (42P05), or ours gone from it (26000): the session is shared by a
+    // pooler in transaction mode.
+    ErrorRow {
+        codes: Codes::Exactly(&["42P05", "26000"]),
+        kind: UnavailableKind::Refused,
+        says: |server, detail| {
+            format!(
+                "{server}: the server session changed under the store ({detail}): the store URL \
+                 leads to a connection pooler in transaction mode, which hands each \
+                 transaction another session; add pooler=transaction to the store URL, so \
+                 that the store prepares no statement"
+            )
         },
     },
     ErrorRow {
@@ -161,19 +182,133 @@ impl Server {
                     detail: db.message().to_string(),
                 };
             }
-            sqlx::Error::Database(db) => {
-                let code = db.code().unwrap_or_default();
-                match SQLSTATES.iter().find(|row| row.codes.cover(&code)) {
-                    Some(row) => (row.kind, (row.says)(self, db.message())),
-                    None => (
-                        UnavailableKind::Other,
-                        format!("{self}: PostgreSQL error {code}: {}", db.message()),
-                    ),
-                }
-            }
-            other => self.driver_error(other),
+            other => self.describe(other),
         };
         EngineError::Failed(StoreError::unavailable_because(kind, message, error))
+    }
+
+    /// The kind and message of an error other than a unique violation.
+    fn describe(&self, error: &sqlx::Error) -> (UnavailableKind, String) {
+        let sqlx::Error::Database(db) = error else {
+            return self.driver_error(error);
+        };
+        let detail = db.message();
+        let code = db.code().unwrap_or_default();
+        if let Some(parameter) = detail.strip_prefix("unsupported startup parameter: ") {
+            return (
+                UnavailableKind::Refused,
+                format!(
+                    "{} refused the startup parameter {parameter} ({detail}): a connection \
+                     pooler (PgBouncer) answers there and does not pass it on; admit it in the \
+                     pooler's configuration (PgBouncer: add {parameter} to \
+                     ignore_startup_parameters in pgbouncer.ini), or remove it from the store \
+                     URL",
+                    self.address
+                ),
+            );
+        }
+        // A pooler (PgBouncer) passes the server's refusal of a login on
+        // under its own code, 08P01: the message tells which.
+        let code = match &*code {
+            "08P01"
+                if detail.starts_with("database \"") && detail.ends_with("\" does not exist") =>
+            {
+                "3D000"
+            }
+            "08P01"
+                if detail.starts_with("password authentication failed")
+                    || detail.starts_with("no pg_hba.conf entry") =>
+            {
+                "28P01"
+            }
+            // With read-write, a write refused as read-only means the
+            // server was demoted under the store: retried elsewhere.
+            "25006" if self.attrs == TargetSessionAttrs::ReadWrite => {
+                return (
+                    UnavailableKind::Unreachable,
+                    format!(
+                        "{self} turned read-only ({detail}): it was demoted, or a failover is \
+                         under way; the store connects again to whichever host of its URL \
+                         accepts writes"
+                    ),
+                );
+            }
+            code => code,
+        };
+        match SQLSTATES.iter().find(|row| row.codes.cover(code)) {
+            Some(row) => (row.kind, (row.says)(self, detail)),
+            None => (
+                UnavailableKind::Other,
+                format!("{self}: PostgreSQL error {code}: {detail}"),
+            ),
+        }
+    }
+
+    /// This server as one of the URL's hosts, `address`, names it.
+    fn at(&self, address: &str) -> Self {
+        Self {
+            address: address.to_string(),
+            ..self.clone()
+        }
+    }
+
+    /// The kind and message of [`NoUsableHost`]: each host and why it was
+    /// passed over; `Unreachable` (retried) when a host may become usable,
+    /// as a standby being promoted or a server restarting.
+    fn no_usable_host(&self, none: &NoUsableHost) -> (UnavailableKind, String) {
+        let mut kinds = Vec::new();
+        let reasons: Vec<String> = none
+            .passed
+            .iter()
+            .map(|(address, why)| {
+                let (kind, reason) = match why {
+                    Passed::Failed(error) => self.at(address).describe(error),
+                    Passed::NoAnswer(after) => (
+                        UnavailableKind::Unreachable,
+                        format!("{address} did not answer within {after:?}"),
+                    ),
+                    Passed::Standby => (
+                        UnavailableKind::Unreachable,
+                        format!("{address} is a standby (in recovery) and accepts no writes"),
+                    ),
+                    Passed::ReadOnly => (
+                        UnavailableKind::Unreachable,
+                        format!(
+                            "{address} accepts no writes (transaction_read_only is on, as \
+                             default_transaction_read_only makes it)"
+                        ),
+                    ),
+                };
+                kinds.push(if why.may_pass_later() {
+                    UnavailableKind::Unreachable
+                } else {
+                    kind
+                });
+                reason
+            })
+            .collect();
+        let kind = if kinds.contains(&UnavailableKind::Unreachable) {
+            UnavailableKind::Unreachable
+        } else {
+            kinds
+                .first()
+                .copied()
+                .unwrap_or(UnavailableKind::Unreachable)
+        };
+        let wanted = match self.attrs {
+            TargetSessionAttrs::ReadWrite => "accepts writes",
+            TargetSessionAttrs::Any => "answers",
+        };
+        let message = format!(
+            "no server of the store URL {wanted} (database {}, schema {}): {}; a store writes, \
+             so it uses a primary: check that one of the hosts is the primary, or that a \
+             failover is under way (each call retries within the store's retry window), or \
+             add target_session_attrs=any to the store URL to read from a standby",
+            self.database,
+            self.schema,
+            reasons.join("; ")
+        );
+        (kind, message)
     }
 
     /// The kind and message of an error of the driver (no answer from a
@@ -181,6 +316,12 @@ impl Server {
     fn driver_error(&self, error: &sqlx::Error) -> (UnavailableKind, String) {
         let address = &self.address;
         match error {
+            sqlx::Error::Configuration(inner) if inner.is::<NoUsableHost>() => {
+                match inner.downcast_ref::<NoUsableHost>() {
+                    Some(none) => self.no_usable_host(none),
+                    None => (UnavailableKind::Other, format!("{self}: {error}")),
+                }
+            }
             sqlx::Error::PoolTimedOut => (
                 UnavailableKind::Unreachable,
                 format!(

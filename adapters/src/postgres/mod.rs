@@ -25,8 +25,23 @@
 //!   disk; with synchronous replication, on a standby's too).
 //! - **Where the tables live:** in one schema (`lf_handoff` unless the URL
 //!   says `?schema=...`), created when missing. Several registries can share
-//!   a database in separate schemas. Each connection's `search_path` is that
-//!   schema, set in the startup packet (no extra round trip).
+//!   a database in separate schemas. Every statement names that schema in
+//!   each table it reads or writes (`Dialect::statement`, rewriting the
+//!   shared statements once each, `text.rs`), so nothing depends on a
+//!   session's `search_path`, which a connection pooler may drop (a
+//!   startup parameter it ignores) or share (a server session another
+//!   client set up).
+//! - **Several hosts** (contract C25): `hosts.rs` makes every new
+//!   connection, to the host of the URL that accepts writes, so calls
+//!   follow a failover within the store's retry window.
+//! - **Behind a connection pooler** (contract C25): the startup packet
+//!   holds nothing PgBouncer refuses by default (no `options`, no
+//!   `extra_float_digits`); the migration lock is transaction-scoped and
+//!   the migration runs as simple queries; with `pooler=transaction`
+//!   nothing is prepared (each statement is a simple query with its values
+//!   written in as literals, `text.rs`), and changes are listened for
+//!   on `listen_url` (a direct connection) or, without one, read again
+//!   every second ([`RECHECK_EVERY`]).
 //! - **Migrations:** the numbered migrations of [`crate::sql::schema`] (the
 //!   same DDL as SQLite). The version lives in the table `lf_handoff_meta`.
 //!   Opening first reads it without writing anything: a store written by a
@@ -59,21 +74,28 @@
 mod config;
 pub(crate) mod dialect;
 mod error;
+mod hosts;
+mod text;
 mod watch;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult};
-use sqlx::{ConnectOptions as _, Connection as _};
+use sqlx::postgres::{PgConnection, PgQueryResult};
+use sqlx::{Connection as _, Row as _};
 
-use crate::sql::connections::Connections;
+use crate::postgres::hosts::{address_of, Host, Hosts};
+use crate::postgres::text::qualify;
+use crate::sql::connections::{Connect, Connections};
 use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{Engine, RowsAffected};
 
 pub use config::{
-    PostgresConfig, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE, DEFAULT_POSTGRES_SCHEMA,
+    Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,
+    DEFAULT_POSTGRES_SCHEMA,
 };
 
 /// A pooled connection idle for this long is pinged before it is lent, in
@@ -84,6 +106,26 @@ const IDLE_CHECK_AFTER: Duration = Duration::from_secs(1);
 const MIGRATION_LOCK_TIMEOUT: &str = "60s";
 /// How long a migration's DDL waits for a table another session holds.
 const DDL_LOCK_TIMEOUT: &str = "5s";
+
+/// The tables of a store, which every statement names with the store's
+/// schema (a unit test checks the list against the migrations).
+const STORE_TABLES: &[&str] = &[
+    "parents",
+    "task_prs",
+    "handoffs",
+    "handoff_events",
+    "handoff_watchers",
+    "handoff_position_floor",
+    "lf_handoff_meta",
+];
+
+/// Behind a pooler in transaction mode without `listen_url`, how often
+/// watchers and waiters read the store again, as no `LISTEN` can be held.
+pub(crate) const RECHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// The most statement texts a store keeps rewritten (the shared
+/// statements and the list shapes are far fewer).
+const REWRITTEN_CAPACITY: usize = 1024;
 
 /// The type of an event's position in PostgreSQL's DDL: the writing
 /// transaction's id times 2^20 (C16).
@@ -130,21 +172,47 @@ pub(crate) type PostgresEngine = Engine<Server>;
 impl PostgresEngine {
     /// Connects, checks the schema version and migrates when needed.
     pub(crate) async fn open(config: &PostgresConfig) -> StoreResult<Self> {
-        let options = config.connect_options()?;
-        let server = Server::new(&options, config);
-        let mut conn = tokio::time::timeout(config.acquire_timeout, options.connect())
+        let hosts = Arc::new(Hosts::new(
+            hosts_of(config.host_options()?),
+            config.target_session_attrs,
+            config.acquire_timeout,
+            config.pooler,
+        ));
+        let listen = config.listen_options()?.map(|(options, attrs)| {
+            // A session of its own, which LISTEN needs.
+            Arc::new(Hosts::new(
+                hosts_of(options),
+                attrs,
+                config.acquire_timeout,
+                Pooler::None,
+            ))
+        });
+        let server = Server::new(hosts.clone(), listen, config);
+        let mut conn = tokio::time::timeout(config.acquire_timeout, hosts.connect())
             .await
             .map_err(|_| server.no_answer())?
             .map_err(|e| server.unavailable(e))?;
         server.migrate(&mut conn).await?;
         // The version check's connection becomes the first pooled one (its
-        // transaction-scoped settings ended with the migration).
+        // transaction-scoped settings ended with the migration). New ones
+        // are made by the hosts, which choose the server.
+        let first = hosts
+            .hosts()
+            .first()
+            .map(|host| host.options.clone())
+            .ok_or_else(|| {
+                StoreError::InvalidInput(format!(
+                    "store URL {:?} names no host",
+                    config.redacted_url()
+                ))
+            })?;
         let pool = Connections::new(
-            options,
+            first,
             config.pool_size,
             config.acquire_timeout,
             Some(IDLE_CHECK_AFTER),
-        );
+        )
+        .with_connector(hosts);
         pool.give(conn);
         Ok(Engine::new(pool, server))
     }
@@ -154,13 +222,44 @@ impl PostgresEngine {
 /// schema. Never the password.
 #[derive(Debug, Clone)]
 pub(crate) struct Server {
-    /// `host:port`, `[v6]:port`, or the Unix socket.
+    /// `host:port`, `[v6]:port`, or the Unix socket; for a URL of several
+    /// hosts, each of them, separated by commas.
     address: String,
     database: String,
     user: String,
     schema: String,
     pool_size: u32,
     acquire_timeout: Duration,
+    /// Which server the store uses; with `ReadWrite`, a write refused as
+    /// read-only means the server was demoted, and is retried elsewhere.
+    attrs: TargetSessionAttrs,
+    /// The URL's servers, which new connections choose among.
+    hosts: Arc<Hosts>,
+    /// The servers of `listen_url`, where changes are listened for.
+    listen: Option<Arc<Hosts>>,
+    /// The pooler in front of the server, as the URL says.
+    pooler: Pooler,
+    /// Each statement's text with the schema named in every table, by
+    /// its text as written.
+    rewritten: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// The servers of `options`, each named as messages name it.
+fn hosts_of(options: Vec<sqlx::postgres::PgConnectOptions>) -> Vec<Host> {
+    options
+        .into_iter()
+        .map(|options| Host {
+            address: address_of(&options),
+            options,
+        })
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Connect<PgConnection> for Hosts {
+    async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
+        Hosts::connect(self).await
+    }
 }
 
 /// What the version check found in the store's schema.
@@ -173,23 +272,38 @@ enum SchemaState {
 }
 
 impl Server {
-    fn new(options: &PgConnectOptions, config: &PostgresConfig) -> Self {
-        let address = match options.get_socket() {
-            Some(socket) => format!("socket {} (port {})", socket.display(), options.get_port()),
-            None if options.get_host().contains(':') && !options.get_host().starts_with('[') => {
-                format!("[{}]:{}", options.get_host(), options.get_port())
+    fn new(hosts: Arc<Hosts>, listen: Option<Arc<Hosts>>, config: &PostgresConfig) -> Self {
+        let addresses: Vec<&str> = hosts
+            .hosts()
+            .iter()
+            .map(|host| host.address.as_str())
+            .collect();
+        let (user, database) = match hosts.hosts().first() {
+            Some(host) => {
+                let user = host.options.get_username().to_string();
+                let database = host.options.get_database().unwrap_or(&user).to_string();
+                (user, database)
             }
-            None => format!("{}:{}", options.get_host(), options.get_port()),
+            None => (String::new(), String::new()),
         };
-        let user = options.get_username().to_string();
         Self {
-            address,
-            database: options.get_database().unwrap_or(&user).to_string(),
+            address: addresses.join(","),
+            database,
             user,
             schema: config.schema.clone(),
             pool_size: config.pool_size,
             acquire_timeout: config.acquire_timeout,
+            attrs: config.target_session_attrs,
+            hosts,
+            listen,
+            pooler: config.pooler,
+            rewritten: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// `sql` with the store's schema named in every table.
+    fn qualified(&self, sql: &str) -> String {
+        qualify(sql, &self.schema, STORE_TABLES)
     }
 
     /// Reads the version and migrates forward, refusing (and leaving
@@ -216,11 +330,16 @@ impl Server {
             &format!("SET LOCAL search_path TO \"{}\"", self.schema),
         )
         .await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(migration_lock_key(&self.schema))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| self.unavailable(e))?;
+        // Transaction-scoped: a pooler in transaction mode hands the
+        // session on after the commit, with nothing held.
+        self.run(
+            &mut tx,
+            &format!(
+                "SELECT pg_advisory_xact_lock({})",
+                migration_lock_key(&self.schema)
+            ),
+        )
+        .await?;
         // Another process may have migrated while we waited for the lock
         // (under READ COMMITTED this read sees its commit): then there is
         // nothing to write.
@@ -259,8 +378,7 @@ impl Server {
         )
         .await?;
         for statement in migrations_after(version) {
-            sqlx::query(&statement)
-                .execute(&mut *tx)
+            sqlx::Executor::execute(&mut *tx, statement.as_str())
                 .await
                 .map_err(|e| match &e {
                     sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03") => {
@@ -278,21 +396,22 @@ impl Server {
                     _ => self.unavailable(e),
                 })?;
         }
-        sqlx::query(
-            "INSERT INTO lf_handoff_meta (name, value) VALUES ('schema_version', $1) \
-             ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+        self.run(
+            tx,
+            &format!(
+                "INSERT INTO lf_handoff_meta (name, value) VALUES ('schema_version', \
+                 {LATEST_VERSION}) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"
+            ),
         )
-        .bind(LATEST_VERSION)
-        .execute(&mut *tx)
         .await
-        .map_err(|e| self.unavailable(e))?;
-        Ok(())
     }
 
-    /// Executes `sql` (no parameters) on `conn`.
+    /// Executes `sql` (no parameters) on `conn` as a simple query, which
+    /// prepares nothing on the server (behind a pooler in transaction mode
+    /// a prepared statement would stay in a server session other clients
+    /// get).
     async fn run(&self, conn: &mut PgConnection, sql: &str) -> StoreResult<()> {
-        sqlx::query(sql)
-            .execute(&mut *conn)
+        sqlx::Executor::execute(&mut *conn, sql)
             .await
             .map(drop)
             .map_err(|e| self.unavailable(e))
@@ -304,20 +423,31 @@ impl Server {
     /// `Unavailable` for a schema written by a newer build, a schema that
     /// holds another program's tables, or a damaged version table.
     async fn inspect(&self, conn: &mut PgConnection) -> StoreResult<SchemaState> {
-        let (schema_exists, relations, has_meta): (bool, i64, bool) = sqlx::query_as(
-            "SELECT \
-               EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1), \
-               (SELECT count(*) FROM pg_catalog.pg_class c \
-                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-                  WHERE n.nspname = $1), \
-               EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
-                  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-                  WHERE n.nspname = $1 AND c.relname = 'lf_handoff_meta' AND c.relkind = 'r')",
+        // Simple queries, which prepare nothing (behind a pooler in
+        // transaction mode a prepared statement could be another client's
+        // session's); the schema's name is checked to need no quoting.
+        let schema = &self.schema;
+        let row = sqlx::Executor::fetch_one(
+            &mut *conn,
+            format!(
+                "SELECT \
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '{schema}'), \
+                   (SELECT count(*) FROM pg_catalog.pg_class c \
+                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                      WHERE n.nspname = '{schema}'), \
+                   EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                      WHERE n.nspname = '{schema}' AND c.relname = 'lf_handoff_meta' \
+                        AND c.relkind = 'r')"
+            )
+            .as_str(),
         )
-        .bind(&self.schema)
-        .fetch_one(&mut *conn)
         .await
         .map_err(|e| self.unavailable(e))?;
+        let read = || -> Result<(bool, i64, bool), sqlx::Error> {
+            Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+        };
+        let (schema_exists, relations, has_meta) = read().map_err(|e| self.unavailable(e))?;
         if !has_meta {
             if relations > 0 {
                 return Err(StoreError::damaged(format!(
@@ -329,12 +459,13 @@ impl Server {
             }
             return Ok(SchemaState::Fresh { schema_exists });
         }
-        let version: Option<i64> = sqlx::query_scalar(&format!(
-            "SELECT value FROM \"{}\".lf_handoff_meta WHERE name = 'schema_version'",
-            self.schema
-        ))
-        .fetch_optional(&mut *conn)
+        let version: Option<i64> = sqlx::Executor::fetch_optional(
+            &mut *conn,
+            format!("SELECT value FROM \"{schema}\".lf_handoff_meta WHERE name = 'schema_version'")
+                .as_str(),
+        )
         .await
+        .and_then(|row| row.map(|row| row.try_get(0)).transpose())
         .map_err(|e| self.unavailable(e))?;
         match version {
             Some(version) if version > LATEST_VERSION => Err(StoreError::unavailable(
@@ -425,13 +556,37 @@ mod tests {
             ),
         ] {
             let config = PostgresConfig::from_url(url).unwrap();
-            let server = Server::new(&config.connect_options().unwrap(), &config);
+            let hosts = Hosts::new(
+                hosts_of(config.host_options().unwrap()),
+                config.target_session_attrs,
+                config.acquire_timeout,
+                config.pooler,
+            );
+            let server = Server::new(Arc::new(hosts), None, &config);
             assert_eq!(server.address, address, "{url}");
             assert_eq!(
                 server.to_string(),
                 format!("PostgreSQL at {address} (database lf, schema lf_handoff)")
             );
         }
+    }
+
+    /// Every table the migrations create is named with the schema in
+    /// every statement, and nothing else is.
+    #[test]
+    fn the_qualified_tables_are_the_tables_of_the_migrations() {
+        let mut created: Vec<String> = migrations_after(0)
+            .filter_map(|statement| {
+                let rest = statement.trim_start().strip_prefix("CREATE TABLE ")?;
+                let name = rest.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
+                name.into_iter().next().map(str::to_string)
+            })
+            .collect();
+        created.push("lf_handoff_meta".into());
+        created.sort();
+        let mut qualified: Vec<String> = STORE_TABLES.iter().map(|t| (*t).to_string()).collect();
+        qualified.sort();
+        assert_eq!(created, qualified);
     }
 
     #[test]

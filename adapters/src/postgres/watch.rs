@@ -1,12 +1,14 @@
 //! PostgreSQL's change signal (C16): [`Notifications`], `LISTEN` on a
-//! connection of its own.
+//! connection of its own; behind a pooler in transaction mode without a
+//! `listen_url`, [`Rechecks`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::PgConnectOptions;
 
+use super::hosts::Hosts;
+use super::RECHECK_EVERY;
 use crate::changes::{ChangeSource, Notifier};
 
 /// The channel a write's notification goes to (C16).
@@ -15,14 +17,30 @@ const CHANNEL: &str = "lf_handoff_events";
 /// Makes this session a watcher, so writes notify (the trigger of
 /// `handoff_events` sends a notification only while someone watches),
 /// and forgets the watchers whose sessions ended.
-const REGISTER: [&str; 2] = [
+pub(super) const REGISTER: [&str; 2] = [
     "DELETE FROM handoff_watchers w \
      WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.pid)",
     "INSERT INTO handoff_watchers (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING",
 ];
 
 /// Ends the watch of session `$1`.
-const UNREGISTER: &str = "DELETE FROM handoff_watchers WHERE pid = $1";
+pub(super) const UNREGISTER: &str = "DELETE FROM handoff_watchers WHERE pid = $1";
+
+/// The change signal behind a pooler in transaction mode without
+/// `listen_url`: no session can hold a `LISTEN`, so the feed wakes its
+/// watchers every [`RECHECK_EVERY`], and each reads the store again.
+#[derive(Debug)]
+pub(super) struct Rechecks;
+
+#[async_trait]
+impl ChangeSource for Rechecks {
+    async fn run(&self, out: &Arc<Notifier>) {
+        while out.wanted() {
+            tokio::time::sleep(RECHECK_EVERY).await;
+            out.bump();
+        }
+    }
+}
 
 /// PostgreSQL's change signal (C16): `LISTEN` on a connection of its own,
 /// registered in `handoff_watchers` so writes send their notification (in
@@ -34,8 +52,13 @@ const UNREGISTER: &str = "DELETE FROM handoff_watchers WHERE pid = $1";
 /// trying, and the watchers' own reads report it.
 #[derive(Debug)]
 pub(super) struct Notifications {
-    pub options: PgConnectOptions,
+    /// The servers to listen on: the one that accepts writes (where writes
+    /// notify) is chosen for each session.
+    pub hosts: Arc<Hosts>,
     pub server: String,
+    /// [`REGISTER`] and [`UNREGISTER`], naming the store's schema.
+    pub register: Vec<String>,
+    pub unregister: String,
 }
 
 /// When, after a registration, the feed wakes its watchers again.
@@ -48,12 +71,13 @@ impl Notifications {
     /// reads (a read cut short would leave the connection mid-message);
     /// it is stopped, and its session unregistered, when nobody watches.
     async fn session(&self, out: &Arc<Notifier>) -> Result<(), sqlx::Error> {
+        let options = self.hosts.usable_options().await?;
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
-            .connect_lazy_with(self.options.clone());
+            .connect_lazy_with(options);
         let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
         listener.listen(CHANNEL).await?;
-        for statement in REGISTER {
+        for statement in &self.register {
             sqlx::query(statement).execute(&mut listener).await?;
         }
         let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
@@ -100,7 +124,7 @@ impl Notifications {
                     }
                     if !out.wanted() {
                         listening.abort();
-                        sqlx::query(UNREGISTER).bind(pid).execute(&pool).await?;
+                        sqlx::query(&self.unregister).bind(pid).execute(&pool).await?;
                         return Ok(());
                     }
                 }

@@ -18,10 +18,15 @@
 //! asks for it (PostgreSQL, whose server may restart or close idle
 //! sessions), a connection that sat idle for a while is pinged before it
 //! is lent, and replaced if the ping fails.
+//!
+//! New connections are made from the engine's connect options, or by a
+//! [`Connect`] the engine gives ([`Connections::with_connector`]):
+//! PostgreSQL's, which chooses among the servers of a URL of several hosts
+//! (`postgres/hosts.rs`).
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sqlx::{ConnectOptions as _, Connection};
@@ -29,9 +34,17 @@ use sqlx::{ConnectOptions as _, Connection};
 use crate::sql::engine::BoxFuture;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// At most `max` connections made from `options`.
+/// Makes a new connection, in place of the connect options'.
+#[async_trait::async_trait]
+pub(crate) trait Connect<C>: Send + Sync + 'static {
+    /// A new connection.
+    async fn connect(&self) -> Result<C, sqlx::Error>;
+}
+
+/// At most `max` connections made from `options` (or by `connector`).
 pub(crate) struct Connections<C: Connection> {
     options: C::Options,
+    connector: Option<Arc<dyn Connect<C>>>,
     idle: Mutex<Vec<Idle<C>>>,
     slots: Semaphore,
     acquire_timeout: Duration,
@@ -58,6 +71,19 @@ pub(crate) struct Lease<'a, C: Connection> {
 }
 
 impl<C: Connection> Connections<C> {
+    /// Adds an open connection to the idle ones.
+    pub(crate) fn give(&self, conn: C) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+    }
+}
+
+impl<C: Connection + 'static> Connections<C> {
     /// No connection yet; up to `max` (at least 1). A lend waits at most
     /// `acquire_timeout`, connecting included. With `check_idle_after`, a
     /// connection idle that long is pinged before it is lent.
@@ -69,6 +95,7 @@ impl<C: Connection> Connections<C> {
     ) -> Self {
         Self {
             options,
+            connector: None,
             idle: Mutex::new(Vec::new()),
             slots: Semaphore::new(usize::try_from(max.max(1)).unwrap_or(1)),
             acquire_timeout,
@@ -83,20 +110,24 @@ impl<C: Connection> Connections<C> {
         self
     }
 
+    /// New connections are made by `connector` instead of from the
+    /// options.
+    pub(crate) fn with_connector(mut self, connector: Arc<dyn Connect<C>>) -> Self {
+        self.connector = Some(connector);
+        self
+    }
+
     /// What new connections are made from.
     pub(crate) fn options(&self) -> &C::Options {
         &self.options
     }
 
-    /// Adds an open connection to the idle ones.
-    pub(crate) fn give(&self, conn: C) {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Idle {
-                conn,
-                since: Instant::now(),
-            });
+    /// A new connection, from the connector or the options.
+    async fn connect(&self) -> Result<C, sqlx::Error> {
+        match &self.connector {
+            Some(connector) => connector.connect().await,
+            None => self.options.connect().await,
+        }
     }
 
     /// Lends a connection: the most recently returned idle one, else a new
@@ -140,7 +171,7 @@ impl<C: Connection> Connections<C> {
             }
             // The server closed it while it was idle: drop it, try the next.
         }
-        let mut conn = self.options.connect().await?;
+        let mut conn = self.connect().await?;
         if let Some(setup) = &self.setup {
             setup(&mut conn).await?;
         }
@@ -162,13 +193,15 @@ impl<C: Connection> Lease<'_, C> {
     /// protocol, TLS or worker error means the connection is broken, and so
     /// does a server error that ends the session (PostgreSQL's classes 08,
     /// connection exception, and 57P, such as `57P01` when an administrator
-    /// terminated it or the server shuts down): it is dropped instead of
-    /// given back, so a retry gets a fresh connection.
+    /// terminated it or the server shuts down), and a write refused as
+    /// read-only (`25006`: the server was demoted, or made read-only, since
+    /// the connection was made): it is dropped instead of given back, so a
+    /// retry gets a fresh connection, to whichever server accepts writes.
     pub(crate) fn failed(&mut self, error: &sqlx::Error) {
         let ends_session = match error {
-            sqlx::Error::Database(db) => db
-                .code()
-                .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("57P") || code == "25006"
+            }),
             _ => false,
         };
         if ends_session

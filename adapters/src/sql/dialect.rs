@@ -10,6 +10,7 @@
 //! read are every committed one on SQLite, whose writers take turns, and
 //! those below the oldest running writer on PostgreSQL.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -78,6 +79,24 @@ pub(crate) trait Dialect: Debug + Send + Sync + Sized + 'static {
     /// The first event position that may not be final yet: every event
     /// below it has committed or never will (C16).
     async fn final_below(engine: &Engine<Self>) -> Result<i64, EngineError>;
+
+    /// The text to run for the statement `sql`: as written, or rewritten
+    /// (PostgreSQL names the store's schema in every table, so that no
+    /// statement depends on a session's `search_path`, which a pooler may
+    /// drop or share).
+    fn statement<'s>(&self, sql: &'s str) -> Cow<'s, str> {
+        Cow::Borrowed(sql)
+    }
+
+    /// The statement `sql` with `params` written into its text, to be
+    /// sent as a simple query that prepares nothing on the server; `None`
+    /// (the default) to prepare it and bind `params`. PostgreSQL does so
+    /// behind a pooler in transaction mode, where the next statement may
+    /// run in another server session.
+    fn unprepared(&self, sql: &str, params: &[Param<'_>]) -> Option<Result<String, sqlx::Error>> {
+        let _ = (sql, params);
+        None
+    }
 
     /// Whether events at or above position `from` are stored that may
     /// become final soon without a change signal (their writer is still

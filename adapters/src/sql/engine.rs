@@ -177,6 +177,27 @@ pub trait Driver: Database<QueryResult: RowsAffected> {
         params: &[Param<'e>],
     ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
 
+    /// Executes `sql`, which has no parameters, on `conn` as a simple
+    /// query (nothing prepared).
+    fn execute_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
+
+    /// Runs the query `sql`, which has no parameters, on `conn` as a
+    /// simple query and streams its rows.
+    fn fetch_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>>;
+
+    /// Runs the query `sql`, which has no parameters, on `conn` as a
+    /// simple query and returns its rows.
+    fn fetch_all_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
+
     /// Where the column `name` is in `row`.
     fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error>;
 
@@ -246,6 +267,27 @@ where
         params: &[Param<'e>],
     ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
         conn.fetch_all(Self::bind(sqlx::query(sql), params))
+    }
+
+    fn execute_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
+        conn.execute(sql)
+    }
+
+    fn fetch_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>> {
+        conn.fetch(sql)
+    }
+
+    fn fetch_all_text<'e>(
+        conn: &'e mut Self::Connection,
+        sql: &'e str,
+    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
+        conn.fetch_all(sql)
     }
 
     fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error> {
@@ -334,9 +376,39 @@ impl<D: Dialect> Engine<D> {
         params: &[Param<'_>],
     ) -> Result<Vec<Row<D>>, EngineError> {
         let mut conn = self.lend().await?;
-        match D::Db::fetch_all(&mut conn, sql, params).await {
+        match self.fetch_all_on(&mut conn, sql, params).await {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.statement_failed(&mut conn, e)),
+        }
+    }
+
+    /// Executes `sql` with `params` on `conn` as the dialect runs
+    /// statements ([`Dialect::statement`], [`Dialect::unprepared`]).
+    async fn execute_on(
+        &self,
+        conn: &mut Conn<D>,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<<D::Db as Database>::QueryResult, sqlx::Error> {
+        let text = self.dialect.statement(sql);
+        match self.dialect.unprepared(&text, params) {
+            None => D::Db::execute(conn, &text, params).await,
+            Some(inlined) => D::Db::execute_text(conn, &inlined?).await,
+        }
+    }
+
+    /// Runs the query `sql` with `params` on `conn` as the dialect runs
+    /// statements, and returns its rows.
+    async fn fetch_all_on(
+        &self,
+        conn: &mut Conn<D>,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Row<D>>, sqlx::Error> {
+        let text = self.dialect.statement(sql);
+        match self.dialect.unprepared(&text, params) {
+            None => D::Db::fetch_all(conn, &text, params).await,
+            Some(inlined) => D::Db::fetch_all_text(conn, &inlined?).await,
         }
     }
 
@@ -550,7 +622,7 @@ impl<D: Dialect> Engine<D> {
         params: &[Param<'_>],
     ) -> Result<u64, EngineError> {
         let mut conn = self.lend().await?;
-        match D::Db::execute(&mut conn, sql, params).await {
+        match self.execute_on(&mut conn, sql, params).await {
             Ok(done) => Ok(done.rows_affected()),
             Err(e) => Err(self.statement_failed(&mut conn, e)),
         }
@@ -567,7 +639,8 @@ impl<D: Dialect> Engine<D> {
         let result = async {
             let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
             for (index, statement) in statements.iter().enumerate() {
-                let affected = D::Db::execute(&mut tx, statement.sql, &statement.params)
+                let affected = self
+                    .execute_on(&mut tx, statement.sql, &statement.params)
                     .await?
                     .rows_affected();
                 if affected != 1 {
@@ -598,7 +671,12 @@ impl<D: Dialect> Engine<D> {
                 sqlx::Connection::begin_with(&mut *conn, D::ARCHIVE.begin_snapshot).await?;
             for (index, query) in queries.iter().enumerate() {
                 let mut positions = None;
-                let mut rows = D::Db::fetch(&mut tx, &query.sql, &[]);
+                let text = self.dialect.statement(&query.sql);
+                let inlined = self.dialect.unprepared(&text, &[]).transpose()?;
+                let mut rows = match &inlined {
+                    None => D::Db::fetch(&mut tx, &text, &[]),
+                    Some(inlined) => D::Db::fetch_text(&mut tx, inlined),
+                };
                 while let Some(row) = poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
                     let row = Self::decode_snapshot(&row?, query.shape, &mut positions)?;
                     each(index, row).map_err(Stop::Caller)?;
@@ -631,9 +709,9 @@ impl<D: Dialect> Engine<D> {
         let result = async {
             let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
             for lock in D::ARCHIVE.import_lock {
-                D::Db::execute(&mut tx, lock, &[]).await?;
+                self.execute_on(&mut tx, lock, &[]).await?;
             }
-            let held = D::Db::fetch_all(&mut tx, probe, &[]).await?;
+            let held = self.fetch_all_on(&mut tx, probe, &[]).await?;
             let mut none = None;
             let empty = match held.first() {
                 Some(row) => matches!(
@@ -656,7 +734,7 @@ impl<D: Dialect> Engine<D> {
                     }
                 };
                 let params = statement.params();
-                D::Db::execute(&mut tx, &statement.sql, &params).await?;
+                self.execute_on(&mut tx, &statement.sql, &params).await?;
             }
             tx.commit().await?;
             Ok(true)
@@ -681,7 +759,7 @@ impl<D: Dialect> Engine<D> {
             let mut affected = Vec::with_capacity(statements.len());
             for statement in statements {
                 affected.push(
-                    D::Db::execute(&mut tx, statement.sql, &statement.params)
+                    self.execute_on(&mut tx, statement.sql, &statement.params)
                         .await?
                         .rows_affected(),
                 );

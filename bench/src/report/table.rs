@@ -8,6 +8,7 @@ use crate::fsync::FsyncRate;
 use crate::idle::IdleFigures;
 use crate::latency::LatencyAt;
 use crate::lifecycle::{LifecycleFigures, COMMITS_PER_LIFECYCLE};
+use crate::statements::StatementFigures;
 use crate::stats::{ratio, Summary};
 use crate::wake::WakeFigures;
 
@@ -100,6 +101,9 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     }
     if let Some(callers) = &backend.callers {
         callers_table(out, callers);
+    }
+    if let Some(statements) = &backend.statements {
+        statements_table(out, statements);
     }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");
@@ -382,6 +386,28 @@ fn callers_table(out: &mut String, callers: &CallerFigures) {
                 row.raw_lifecycle.p99_us / 1000.0
             )
         );
+    }
+}
+
+fn statements_table(out: &mut String, figures: &StatementFigures) {
+    let _ = writeln!(
+        out,
+        "\n  statements per lifecycle ({} callers, {} lifecycles per side, counted by \
+         pg_stat_statements on {}): store {:.2}, raw {:.2}",
+        figures.callers,
+        figures.lifecycles,
+        figures.server,
+        figures.store.per_lifecycle,
+        figures.raw.per_lifecycle
+    );
+    for (side, counts) in [("store", &figures.store), ("raw", &figures.raw)] {
+        for count in &counts.statements {
+            let _ = writeln!(
+                out,
+                "  {side:<6} {:>6.2}  {}",
+                count.per_lifecycle, count.statement
+            );
+        }
     }
 }
 

@@ -22,12 +22,15 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::{open_store, GenerateId, PostgresConfig, StorageConfig, UnavailableKind};
+use lf_handoff_adapters::{
+    open_store, GenerateId, Pooler, PostgresConfig, StorageConfig, UnavailableKind,
+};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
 
 use crate::fixtures::open_on_new_wave;
+use crate::pgbouncer::{PgBouncer, PoolMode, REQUIRE_PGBOUNCER_VAR};
 use crate::upgrade::{fixtures, Release};
 use crate::{Backend, BoxFuture, Unusable};
 
@@ -55,7 +58,11 @@ const SLOT_LOCK_CLASS: i32 = 0x4C46_5454;
 /// A fresh schema on the test server, dropped in cleanup.
 #[derive(Debug)]
 pub struct PostgresBackend {
+    /// What the stores of the test are opened on: the test server, or a
+    /// pooler in front of it.
     base: PostgresConfig,
+    /// The test server itself, for the raw SQL of the tests.
+    direct: PostgresConfig,
     schema: String,
     /// Holds the test's slot lock; runs the raw SQL of the tests.
     admin: Mutex<Option<PgConnection>>,
@@ -66,6 +73,68 @@ pub async fn postgres() -> Result<Box<dyn Backend>, String> {
     PostgresBackend::connect()
         .await
         .map(|backend| backend as Box<dyn Backend>)
+}
+
+/// The PostgreSQL backend with its stores behind the PgBouncer of this
+/// process in session pooling mode (C25).
+pub async fn pgbouncer_session() -> Result<Box<dyn Backend>, String> {
+    through_pgbouncer(PoolMode::Session).await
+}
+
+/// The PostgreSQL backend with its stores behind the PgBouncer of this
+/// process in transaction pooling mode, with `pooler=transaction` and a
+/// `listen_url` of the test server itself (C25).
+pub async fn pgbouncer_transaction() -> Result<Box<dyn Backend>, String> {
+    through_pgbouncer(PoolMode::Transaction).await
+}
+
+/// The backend behind the shared PgBouncer in `mode`; its raw SQL still
+/// goes to the test server. Fails instead of skipping when CI requires
+/// PgBouncer.
+async fn through_pgbouncer(mode: PoolMode) -> Result<Box<dyn Backend>, String> {
+    let port =
+        match tokio::task::spawn_blocking(move || PgBouncer::shared(mode).map(PgBouncer::port))
+            .await
+        {
+            Ok(Ok(port)) => port,
+            Ok(Err(reason)) => {
+                if std::env::var(REQUIRE_PGBOUNCER_VAR).as_deref() == Ok("1") {
+                    panic!("{REQUIRE_PGBOUNCER_VAR}=1 but no PgBouncer: {reason}");
+                }
+                return Err(reason);
+            }
+            Err(panic) => return Err(format!("starting PgBouncer panicked: {panic}")),
+        };
+    let mut backend = PostgresBackend::connect().await?;
+    backend.base = pooled(&backend.direct, port, mode);
+    Ok(backend)
+}
+
+/// `direct` reached through the pooler on `port` of 127.0.0.1 in `mode`:
+/// the same user, database and options, and for transaction mode
+/// `pooler=transaction` with `direct` as the `listen_url`.
+pub fn pooled(direct: &PostgresConfig, port: u16, mode: PoolMode) -> PostgresConfig {
+    let mut config = direct.clone();
+    let (scheme, rest) = direct
+        .connection
+        .split_once("://")
+        .unwrap_or(("postgres", &direct.connection));
+    let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
+    let userinfo = authority
+        .rsplit_once('@')
+        .map(|(userinfo, _)| format!("{userinfo}@"))
+        .unwrap_or_default();
+    config.connection = format!("{scheme}://{userinfo}127.0.0.1:{port}{path}");
+    if !query.is_empty() {
+        config.connection.push('?');
+        config.connection.push_str(query);
+    }
+    if mode == PoolMode::Transaction {
+        config.pooler = Pooler::Transaction;
+        config.listen_url = Some(direct.connection.clone());
+    }
+    config
 }
 
 impl PostgresBackend {
@@ -98,6 +167,7 @@ impl PostgresBackend {
         take_slot(&mut admin).await?;
         let schema = format!("lft_{}", hex_of(WaveId::new().as_str()));
         Ok(Box::new(Self {
+            direct: base.clone(),
             base,
             schema,
             admin: Mutex::new(Some(admin)),
@@ -272,7 +342,7 @@ impl Backend for PostgresBackend {
                 self.schema
             ))
             .await;
-            let options = PgConnectOptions::from_str(&self.base.connection).unwrap();
+            let options = PgConnectOptions::from_str(&self.direct.connection).unwrap();
             let mut conn = options.connect().await.unwrap();
             sqlx::Executor::execute(&mut conn, script.as_str())
                 .await
@@ -722,6 +792,44 @@ pub mod scenarios {
         assert_eq!(stored.wake_claimed_by_generation, Some(1));
         assert_eq!(stored.outcome, Some(outcome));
         assert_eq!(store.history(&opened.id).await.unwrap().len(), 4);
+    }
+
+    /// C25: a store URL of several hosts whose first host does not answer
+    /// (nothing listens on port 1) uses the next, the test server; with
+    /// every host down, the open is `Unavailable` naming each.
+    pub async fn a_url_whose_first_host_is_down_uses_the_next(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let StorageConfig::Postgres(mut config) = backend.config(dir.path().join("unused")) else {
+            unreachable!("the postgres backend's config")
+        };
+        let connection = config.connection.clone();
+        let (scheme, rest) = connection.split_once("://").unwrap();
+        let (userinfo, hosts) = rest.split_once('@').unwrap();
+        config.connection = format!("{scheme}://{userinfo}@127.0.0.1:1,{hosts}");
+        let store = open_store(&StorageConfig::Postgres(config.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let id = crate::fixtures::lifecycle(&store, dir.path(), 0).await;
+        let direct = open_store(&backend.config(dir.path().join("unused")))
+            .await
+            .unwrap();
+        assert_eq!(
+            direct.get_interactive_handoff(&id).await.unwrap(),
+            store.get_interactive_handoff(&id).await.unwrap()
+        );
+
+        config.connection = format!("{scheme}://{userinfo}@127.0.0.1:1,127.0.0.1:2/none");
+        match open_store(&StorageConfig::Postgres(config)).await {
+            Err(StoreError::Unavailable { kind, message, .. }) => {
+                assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
+                for host in ["127.0.0.1:1", "127.0.0.1:2"] {
+                    assert!(message.contains(host), "{message}");
+                }
+                assert!(message.contains("connection refused"), "{message}");
+            }
+            Err(other) => panic!("expected Unavailable, got {other}"),
+            Ok(_) => panic!("a store opened with every host down"),
+        }
     }
 
     /// The schema named in the URL is created and holds the tables; two
