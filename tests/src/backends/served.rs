@@ -87,11 +87,14 @@ impl std::fmt::Debug for ServedBackend {
 }
 
 impl ServedBackend {
-    /// The service of the store `config` names, started on first use.
-    fn service(&self, config: StorageConfig) -> StorageConfig {
+    /// The service of the store `config` names, started on first use, or
+    /// anew when `fresh` (a store made again at the same place, such as a
+    /// release's store in a server backend's schema: a server started on
+    /// the store before would not know it changed under it).
+    fn service(&self, config: StorageConfig, fresh: bool) -> StorageConfig {
         let key = config.url();
         let mut services = self.services.lock().unwrap();
-        if let Some(service) = services.get(&key) {
+        if let Some(service) = services.get(&key).filter(|_| !fresh) {
             return service.clone();
         }
         let tokens = self.tokens.path().join("tokens");
@@ -121,7 +124,7 @@ impl Backend for ServedBackend {
     }
 
     fn config(&self, location: PathBuf) -> StorageConfig {
-        self.service(self.inner.config(location))
+        self.service(self.inner.config(location), false)
     }
 
     fn shares_across_processes(&self) -> bool {
@@ -134,7 +137,7 @@ impl Backend for ServedBackend {
     }
 
     fn other_config(&self, name: &str, location: PathBuf) -> StorageConfig {
-        self.service(self.inner.other_config(name, location))
+        self.service(self.inner.other_config(name, location), false)
     }
 
     fn unusable_stores<'a>(&'a self, _dir: &'a Path) -> BoxFuture<'a, Vec<Unusable>> {
@@ -148,7 +151,7 @@ impl Backend for ServedBackend {
     ) -> BoxFuture<'a, StorageConfig> {
         Box::pin(async move {
             let config = self.inner.release_store(release, dir).await;
-            self.service(config)
+            self.service(config, true)
         })
     }
 
