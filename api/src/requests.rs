@@ -181,7 +181,7 @@ pub struct Prune {
     #[serde(default)]
     pub dry_run: bool,
     /// At most this many handoffs per atomic write (at least 1; default
-    /// the store's, 500).
+    /// the store's, 256).
     #[serde(default)]
     pub batch: Option<usize>,
 }

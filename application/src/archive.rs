@@ -49,8 +49,8 @@
 //!
 //! A backend implements [`Archive`]: `export` streams its registry to an
 //! [`ArchiveSink`] from one consistent snapshot, `import` loads an
-//! [`ArchiveSource`] into an empty store, atomically. `Store::export_to`
-//! and `Store::import_from` join the two.
+//! [`ArchiveSource`] into an empty store, atomically. `Store::export`
+//! and `Store::import` join the two.
 
 use std::fmt::{self, Debug};
 

@@ -316,28 +316,39 @@ pub async fn finish(
     ))
 }
 
-/// `claim-wake`: exits 0 whether or not this generation won.
+/// `claim-wake`: exits 0 whether or not this generation won. The handoff
+/// is read back after the claim to say who holds the wake; a prune may
+/// remove it in between, and a claim that won stands all the same (the
+/// JSON's `handoff` is then null, as the service's).
 pub async fn claim_wake(
     ctx: &Context,
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> CliResult<()> {
-    let (claimed, handoff) = claim_and_read(&ctx.store, id, generation)
+    let claimed = ctx
+        .store
+        .claim_interactive_handoff_wake(id, generation)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let handoff = ctx
+        .store
+        .get_interactive_handoff(id)
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&Claimed::new(
-            claimed,
-            generation,
-            Some(handoff),
-            ctx.store.now(),
-        ));
+        return emit_json(&Claimed::new(claimed, generation, handoff, ctx.store.now()));
     }
-    emit(&claim_message(claimed, generation, &handoff))
+    match handoff {
+        Some(handoff) => emit(&claim_message(claimed, generation, &handoff)),
+        None if claimed => emit(&format!(
+            "claimed: generation {generation} holds the wake of {id} (pruned since)\n"
+        )),
+        None => Err(ctx.missing_handoff(id)),
+    }
 }
 
 /// Claims the wake for `generation`, then reads the handoff as it is after
-/// the claim (to show who holds the wake).
+/// the claim (to show who holds the wake); the demo's claims.
 ///
 /// # Errors
 /// As `Store::claim_interactive_handoff_wake`; `NotFound` when the handoff
