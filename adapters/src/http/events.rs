@@ -91,13 +91,11 @@ impl ServiceEvents {
             heard: Instant::now(),
         };
         events.connect().await?;
-        while events.position.is_none() {
+        if events.position.is_none() {
+            // The stream's first event, an id alone, says where it starts.
             let limit = Instant::now() + super::client::CALL_TIMEOUT;
-            if let Some(event) = events.read_until(limit).await? {
-                // A service that sends no start event: its first event
-                // sets the position; nothing before it is passed on.
-                drop(event);
-            } else if events.position.is_none() {
+            events.read_until(limit, true).await?;
+            if events.position.is_none() {
                 return Err(StoreError::unavailable(
                     UnavailableKind::Unreachable,
                     format!(
@@ -129,11 +127,21 @@ impl ServiceEvents {
         Ok(())
     }
 
-    /// The next event that passes the filter, or `None` at `limit`.
-    async fn read_until(&mut self, limit: Instant) -> StoreResult<Option<HandoffEvent>> {
+    /// The next event that passes the filter, or `None` at `limit`; with
+    /// `start`, `None` as soon as the stream's start position is known (an
+    /// event before it, which this service never sends, is not passed on).
+    async fn read_until(
+        &mut self,
+        limit: Instant,
+        start: bool,
+    ) -> StoreResult<Option<HandoffEvent>> {
         loop {
             while let Some(line) = self.take_line()? {
-                if let Dispatched::Event(event) = self.line(&line)? {
+                let dispatched = self.line(&line)?;
+                if start && self.position.is_some() {
+                    return Ok(None);
+                }
+                if let Dispatched::Event(event) = dispatched {
                     return Ok(Some(*event));
                 }
             }
@@ -257,6 +265,6 @@ impl EventStream for ServiceEvents {
 
     async fn next_within(&mut self, within: Duration) -> StoreResult<Option<HandoffEvent>> {
         let limit = Instant::now() + within;
-        self.read_until(limit).await
+        self.read_until(limit, false).await
     }
 }

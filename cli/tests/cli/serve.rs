@@ -696,3 +696,47 @@ fn the_python_example_opens_waits_and_claims_through_the_service() {
         "the agent opened, the person finished"
     );
 }
+
+/// C24, C16: `watch` from now through the service starts at once and
+/// passes on the next event (the stream's first event, an id alone, says
+/// where it starts).
+#[test]
+fn watch_from_now_through_the_service_passes_on_the_next_event() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &[]);
+    let agent = serving.token("agent");
+    let url = format!("http://{}", serving.address);
+    let mut command =
+        sandbox.command(&["--store", url.as_str(), "watch", "--count", "1", "--json"]);
+    command
+        .env("LF_HANDOFF_TOKEN", serving.token("person"))
+        .stdout(Stdio::piped());
+    let mut watch = command.spawn().unwrap();
+    let cwd = sandbox.mkdir("work");
+    let started = Instant::now();
+    // Open handoffs until the watcher has one: it may connect after the
+    // first, and misses only what came before it connected.
+    let status = loop {
+        if let Some(status) = watch.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "watch from now passed on nothing in 20 s"
+        );
+        let request = wave_and_request(&serving, &agent, cwd.to_str().unwrap());
+        let (status, body) = serving.request("POST", "/v1/handoffs", Some(&agent), Some(&request));
+        assert_eq!(status, 201, "{body}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(status.success(), "{status:?}");
+    let mut out = String::new();
+    watch
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let event: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(event["kind"], "opened", "{out}");
+}
