@@ -11,20 +11,20 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::task::TaskSession;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{StorageConfig, Store};
+use lf_handoff_adapters::{StorageConfig, Store, StoreError, StoreResult};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
 use crate::args::{ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
-use crate::handoffs::claim_and_read;
 use crate::output::{
     deadline_phrase, descriptor_block, emit, emit_json, history_table, table, timestamp,
 };
@@ -553,4 +553,23 @@ impl Narrator {
             emit(&format!("\n{last}\n"))
         }
     }
+}
+
+/// Claims the wake for `generation`, then reads the handoff as it is after
+/// the claim (to show who holds the wake).
+///
+/// # Errors
+/// As `Store::claim_interactive_handoff_wake`; `NotFound` when the handoff
+/// was pruned in between.
+async fn claim_and_read(
+    store: &Store,
+    id: &InteractiveHandoffId,
+    generation: u32,
+) -> StoreResult<(bool, InteractiveHandoff)> {
+    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
+    let handoff = store
+        .get_interactive_handoff(id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
+    Ok((claimed, handoff))
 }

@@ -18,7 +18,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
 };
-use lf_handoff_adapters::{ListQuery, PruneOptions, Store, StoreError, StoreResult};
+use lf_handoff_adapters::{ListQuery, PruneOptions};
 use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
 use time::OffsetDateTime;
 
@@ -345,25 +345,6 @@ pub async fn claim_wake(
         )),
         None => Err(ctx.missing_handoff(id)),
     }
-}
-
-/// Claims the wake for `generation`, then reads the handoff as it is after
-/// the claim (to show who holds the wake); the demo's claims.
-///
-/// # Errors
-/// As `Store::claim_interactive_handoff_wake`; `NotFound` when the handoff
-/// was pruned in between.
-pub async fn claim_and_read(
-    store: &Store,
-    id: &InteractiveHandoffId,
-    generation: u32,
-) -> StoreResult<(bool, InteractiveHandoff)> {
-    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
-    let handoff = store
-        .get_interactive_handoff(id)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
-    Ok((claimed, handoff))
 }
 
 /// The human line of a claim.

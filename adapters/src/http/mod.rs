@@ -102,6 +102,14 @@ impl ServiceRegistry {
         }
     }
 
+    /// Creates a parent: `POST` of `body` to `path`; the answer (the
+    /// parent as stored) must be JSON, and is not kept.
+    async fn create(&self, path: &str, body: &impl serde::Serialize) -> StoreResult<()> {
+        self.json::<serde_json::Value>(&Call::post_json(path, body)?)
+            .await
+            .map(drop)
+    }
+
     async fn handoff(&self, call: &Call<'_>) -> StoreResult<InteractiveHandoff> {
         Ok(self.json::<HandoffJson>(call).await?.handoff)
     }
@@ -190,15 +198,11 @@ impl Registry for ServiceRegistry {
     }
 
     async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
-        self.json::<serde_json::Value>(&Call::post_json("/v1/waves", wave)?)
-            .await
-            .map(drop)
+        self.create("/v1/waves", wave).await
     }
 
     async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
-        self.json::<serde_json::Value>(&Call::post_json("/v1/projects", project)?)
-            .await
-            .map(drop)
+        self.create("/v1/projects", project).await
     }
 
     async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
@@ -206,9 +210,7 @@ impl Registry for ServiceRegistry {
             task: task.clone(),
             pr: pr.clone(),
         };
-        self.json::<serde_json::Value>(&Call::post_json("/v1/tasks", &body)?)
-            .await
-            .map(drop)
+        self.create("/v1/tasks", &body).await
     }
 
     async fn get_parent(
