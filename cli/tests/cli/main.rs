@@ -19,4 +19,5 @@ mod readme;
 mod serve;
 mod steps;
 mod support;
+mod tmux;
 mod wait;
