@@ -39,6 +39,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::handlers::app;
 use crate::metrics::Gauge;
+use crate::notify::{self, NotifyConfig};
 use crate::state::{AppState, Limits};
 use crate::tokens::{self, TokenTable};
 
@@ -59,7 +60,7 @@ pub struct TlsFiles {
 }
 
 /// How to serve.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// The address to listen on.
     pub listen: SocketAddr,
@@ -73,6 +74,8 @@ pub struct ServeConfig {
     pub behind_proxy: bool,
     /// The limits.
     pub limits: Limits,
+    /// Where to post notifications (C23), if anywhere.
+    pub notify: Option<NotifyConfig>,
 }
 
 impl ServeConfig {
@@ -84,6 +87,7 @@ impl ServeConfig {
             tls: None,
             behind_proxy: false,
             limits: Limits::default(),
+            notify: None,
         }
     }
 
@@ -93,6 +97,9 @@ impl ServeConfig {
     /// # Errors
     /// `InvalidInput` saying what to add.
     pub fn check(&self) -> StoreResult<()> {
+        if let Some(notify) = &self.notify {
+            notify.check()?;
+        }
         if self.listen.ip().is_loopback() {
             return Ok(());
         }
@@ -136,6 +143,7 @@ pub struct Server {
     tls: Option<TlsAcceptor>,
     tokens_file: Option<PathBuf>,
     run_tokens: Vec<RunToken>,
+    notify: Option<NotifyConfig>,
 }
 
 /// Checks `config`, reads its tokens (or makes this run's), loads TLS and
@@ -171,6 +179,7 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
         tls,
         tokens_file: config.tokens,
         run_tokens,
+        notify: config.notify,
     })
 }
 
@@ -278,6 +287,11 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSALS));
+        let deliveries = self
+            .notify
+            .clone()
+            .map(|notify| notify::start(notify, &self.state))
+            .unwrap_or_default();
         tokio::pin!(shutdown);
         loop {
             let stream = tokio::select! {
@@ -342,6 +356,15 @@ impl Server {
         {
             tracing::warn!(
                 "requests still in flight after {} s were cut",
+                limits.drain.as_secs()
+            );
+        }
+        // Each delivery gives its lease up, with the position it reached,
+        // so the next server goes on at once and repeats nothing.
+        let stopped = futures_util::future::join_all(deliveries);
+        if tokio::time::timeout(limits.drain, stopped).await.is_err() {
+            tracing::warn!(
+                "notifications still stopping after {} s were cut",
                 limits.drain.as_secs()
             );
         }

@@ -14,6 +14,7 @@ mod deadlines;
 mod handoffs;
 mod history;
 mod logging;
+mod notify;
 mod prune;
 mod readme;
 mod serve;
