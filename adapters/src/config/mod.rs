@@ -91,7 +91,7 @@ impl StorageConfig {
     /// An embedded sled store in the directory `path`. Only one process may
     /// open it at a time; every write is synced to disk before it returns.
     pub fn sled(path: impl Into<PathBuf>) -> Self {
-        Self::Sled(SledConfig { path: path.into() })
+        Self::Sled(SledConfig::new(path))
     }
 
     /// Parses a store URL (see the module docs).
@@ -461,7 +461,8 @@ mod tests {
         );
         for (url, needle) in [
             ("sled://relative/store", "sled:///abs/path/dir"),
-            ("sled:///tmp/store?cache=1", "sled stores take no options"),
+            ("sled:///tmp/store?cache=1", "not a size from 1MiB to 64GiB"),
+            ("sled:///tmp/store?journal=1", "sled stores take cache"),
             ("sled:///tmp/st%00re", "NUL"),
         ] {
             let err = StorageConfig::from_url(url).unwrap_err();

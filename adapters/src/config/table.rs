@@ -114,7 +114,7 @@ mod tests {
             toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
                 .unwrap_err();
         assert!(
-            err.to_string().contains("sled stores take no options"),
+            err.to_string().contains("sled stores take cache"),
             "{err}"
         );
     }

@@ -194,7 +194,10 @@ impl Shared {
 /// # Errors
 /// `Unavailable` when the directory is refused (see `files`), when another
 /// process holds it, or when sled fails.
-pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
+///
+/// `cache` is sled's page cache, in bytes, for a store this call opens; a
+/// store this process already has open keeps the cache it was opened with.
+pub(super) fn open(path: &Path, cache: u64) -> StoreResult<Arc<Shared>> {
     let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
     open.retain(|_, weak| weak.strong_count() > 0);
     if let Ok(dir) = std::fs::canonicalize(path) {
@@ -206,7 +209,7 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
     if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
         return Ok(shared);
     }
-    let shared = Arc::new(open_db(dir.clone())?);
+    let shared = Arc::new(open_db(dir.clone(), cache)?);
     // sled's lock is ours now: decide about the marker again (it may have
     // changed while the lock was awaited) and upgrade an older one, once
     // the index trees older formats lack are filled (and durable).
@@ -215,12 +218,12 @@ pub(super) fn open(path: &Path) -> StoreResult<Arc<Shared>> {
     Ok(shared)
 }
 
-fn open_db(dir: PathBuf) -> StoreResult<Shared> {
+fn open_db(dir: PathBuf, cache: u64) -> StoreResult<Shared> {
     // Read before sled opens (and creates) the log: another process can
     // only make an empty log non-empty, never the reverse, so a log that
     // holds data here belongs to an existing store.
     let sync = sync_at_open(&dir);
-    let db = lock_and_open(&dir)?;
+    let db = lock_and_open(&dir, cache)?;
     let log = OpenOptions::new()
         .read(true)
         .write(true)
@@ -282,13 +285,13 @@ pub(super) fn sync_at_open(dir: &Path) -> SyncAtOpen {
 /// ([`recovery::before_sled`]: repairs what a killed writer left, refuses
 /// damage), then lets sled open it; another process may take the lock in
 /// between, which is waited for like any other holder.
-fn lock_and_open(dir: &Path) -> StoreResult<Db> {
+fn lock_and_open(dir: &Path, cache: u64) -> StoreResult<Db> {
     let deadline = Instant::now() + LOCK_PATIENCE;
     let mut pause = FIRST_PAUSE;
     loop {
         let held = match recovery::before_sled(dir)? {
             Prepared::Locked(error) => locked(dir, error),
-            Prepared::Ready => match open_sled(dir)? {
+            Prepared::Ready => match open_sled(dir, cache)? {
                 Ok(db) => return Ok(db),
                 Err(error) if is_locked(&error) => locked(dir, error),
                 Err(error) => return Err(engine(dir, error)),
@@ -305,8 +308,8 @@ fn lock_and_open(dir: &Path) -> StoreResult<Db> {
 /// One `Config::open` of the store. sled asserts on some damage it meets
 /// while recovering; a panic is reported as a damaged store instead of
 /// unwinding into the caller.
-fn open_sled(dir: &Path) -> StoreResult<Result<Db, ::sled::Error>> {
-    let config = ::sled::Config::new().path(dir);
+fn open_sled(dir: &Path, cache: u64) -> StoreResult<Result<Db, ::sled::Error>> {
+    let config = ::sled::Config::new().path(dir).cache_capacity(cache);
     catch_unwind(AssertUnwindSafe(|| config.open())).map_err(|panic| {
         let detail = panic
             .downcast_ref::<String>()

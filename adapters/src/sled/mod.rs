@@ -249,7 +249,7 @@ use std::sync::Arc;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-pub use config::SledConfig;
+pub use config::{SledConfig, DEFAULT_SLED_CACHE};
 use handle::Shared;
 
 /// Both storage ports on one shared sled `Db`.
@@ -269,8 +269,9 @@ impl SledStore {
     /// process, or sled fails; nothing was changed.
     pub(crate) async fn open(config: &SledConfig) -> StoreResult<Self> {
         let path = config.path.clone();
+        let cache = config.cache;
         let shared = blocking(move || {
-            let shared = handle::open(&path)?;
+            let shared = handle::open(&path, cache)?;
             if shared
                 .trees
                 .counters

@@ -36,7 +36,7 @@ async fn stores() -> (TempDir, Store, SledStore) {
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await
         .unwrap();
-    let raw = SledStore::open(&SledConfig { path }).await.unwrap();
+    let raw = SledStore::open(&SledConfig::new(path)).await.unwrap();
     (dir, store, raw)
 }
 
@@ -635,11 +635,9 @@ fn at(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
     let (dir, store, first) = stores().await;
-    let second = SledStore::open(&SledConfig {
-        path: dir.path().join("store"),
-    })
-    .await
-    .unwrap();
+    let second = SledStore::open(&SledConfig::new(dir.path().join("store")))
+        .await
+        .unwrap();
     let template = open_on_new_wave(&store, dir.path()).await;
     let login = step("oauth-login@turn-17");
     for round in 0..10 {
@@ -911,7 +909,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     // What a crash in the middle of writing the new marker leaves behind.
     std::fs::write(path.join("lf-handoff-store.tmp"), "lf-handoff sled st").unwrap();
 
-    let raw = SledStore::open(&SledConfig { path: path.clone() })
+    let raw = SledStore::open(&SledConfig::new(path.clone()))
         .await
         .unwrap();
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
@@ -1057,11 +1055,9 @@ impl Clock for TestClock {
 async fn timed_stores() -> (TempDir, Store, Arc<SledStore>, Arc<TestClock>) {
     let dir = tempfile::tempdir().unwrap();
     let raw = Arc::new(
-        SledStore::open(&SledConfig {
-            path: dir.path().join("store"),
-        })
-        .await
-        .unwrap(),
+        SledStore::open(&SledConfig::new(dir.path().join("store")))
+            .await
+            .unwrap(),
     );
     let clock = Arc::new(TestClock(std::sync::Mutex::new(truncate_to_micros(
         OffsetDateTime::now_utc(),
@@ -1340,7 +1336,7 @@ async fn racing_writers_get_positions_in_commit_order_and_seqs_without_gaps() {
         task.await.unwrap().unwrap();
     }
 
-    let raw = SledStore::open(&SledConfig { path }).await.unwrap();
+    let raw = SledStore::open(&SledConfig::new(path)).await.unwrap();
     let events = all_events(&raw);
     // 1 + 4 x 5 opens, 20 attaches, 20 finishes and one racing finish.
     assert_eq!(events.len(), 62);
@@ -1820,7 +1816,7 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
         vec![opened.clone()]
     );
     assert_eq!(store.history(&opened.id).await.unwrap(), vec![]);
-    let raw = SledStore::open(&SledConfig { path: path.clone() })
+    let raw = SledStore::open(&SledConfig::new(path.clone()))
         .await
         .unwrap();
     let id_key = keys::handoff(&opened.id);
@@ -1927,7 +1923,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .await
         .unwrap();
     imported.import(out.as_slice(), None).await.unwrap();
-    let raw_copy = SledStore::open(&SledConfig { path: copy }).await.unwrap();
+    let raw_copy = SledStore::open(&SledConfig::new(copy)).await.unwrap();
     let trees = every_tree(&raw);
     for (tree, entries) in [
         (keys::DUE, 2),
@@ -1958,7 +1954,7 @@ async fn a_store_an_import_left_marked_is_refused_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     {
-        let raw = SledStore::open(&SledConfig { path: path.clone() })
+        let raw = SledStore::open(&SledConfig::new(path.clone()))
             .await
             .unwrap();
         raw.shared
@@ -1975,7 +1971,7 @@ async fn a_store_an_import_left_marked_is_refused_when_opened() {
         "did not finish (the process died",
     );
     assert_unavailable(
-        SledStore::open(&SledConfig { path }).await,
+        SledStore::open(&SledConfig::new(path)).await,
         UnavailableKind::Damaged,
         "delete the directory and run the import again",
     );
@@ -2303,7 +2299,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
 
     let store = open_store(&config).await.unwrap();
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
-    let raw = SledStore::open(&SledConfig { path: path.clone() })
+    let raw = SledStore::open(&SledConfig::new(path.clone()))
         .await
         .unwrap();
     assert_eq!(
@@ -2336,7 +2332,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     drop((store, raw));
     // Reopening finds the store upgraded: the trees are not filled again.
     let store = open_store(&config).await.unwrap();
-    let raw = SledStore::open(&SledConfig { path }).await.unwrap();
+    let raw = SledStore::open(&SledConfig::new(path)).await.unwrap();
     raw.shared.trees.by_home.clear().unwrap();
     drop((store, raw));
     let store = open_store(&config).await.unwrap();
