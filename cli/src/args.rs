@@ -250,7 +250,7 @@ pub struct ServeArgs {
     /// How long a server's hold on an endpoint's deliveries lasts
     /// unrenewed: after a crash, how soon another server (or the restarted
     /// one) takes over.
-    #[arg(long = "notify-lease", value_name = "DURATION", default_value = "15s", value_parser = parse_span)]
+    #[arg(long = "notify-lease", value_name = "DURATION", default_value = "30s", value_parser = parse_span)]
     pub notify_lease: Duration,
     /// How many times a message is posted before it is dropped (logged
     /// and counted in /metrics).

@@ -100,14 +100,14 @@ impl std::fmt::Debug for NotifyConfig {
 
 impl NotifyConfig {
     /// Posting to `endpoints` with the defaults: reminders 15 minutes
-    /// before a deadline, a 15 s lease, 8 attempts from 1 s to 60 s apart,
+    /// before a deadline, a 30 s lease, 8 attempts from 1 s to 60 s apart,
     /// 10 s per post, unsigned.
     pub fn new(endpoints: Vec<String>) -> Self {
         Self {
             endpoints,
             secret: None,
             before: Duration::from_secs(15 * 60),
-            lease: Duration::from_secs(15),
+            lease: Duration::from_secs(30),
             attempts: 8,
             first_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(60),
@@ -396,8 +396,10 @@ impl Delivery {
                     .get_interactive_handoff(&event.handoff_id)
                     .await?;
                 let message = self.message(kind, Some(&event), handoff);
-                if !self.post(&message).await {
-                    return self.give_up(cursor).await;
+                match self.post(&message, &mut cursor).await? {
+                    None => {}
+                    Some(Ended::Stopping) => return self.give_up(cursor).await,
+                    Some(Ended::Lost) => return Ok(Ended::Lost),
                 }
                 cursor.position = event.position;
                 if !self.swap(&mut cursor).await? {
@@ -434,8 +436,10 @@ impl Delivery {
         due.sort_by_key(|handoff| handoff.expires_at);
         for handoff in due {
             let message = self.message("deadline_near", None, Some(handoff));
-            if !self.post(&message).await {
-                return Ok(Some(self.give_up(cursor.clone()).await?));
+            match self.post(&message, cursor).await? {
+                None => {}
+                Some(Ended::Stopping) => return Ok(Some(self.give_up(cursor.clone()).await?)),
+                Some(Ended::Lost) => return Ok(Some(Ended::Lost)),
             }
         }
         cursor.reminded_until = now;
@@ -485,15 +489,22 @@ impl Delivery {
         }
     }
 
-    /// Posts `message` until it is taken or the attempts run out; `false`
-    /// when the service stops before it is taken (the message is then left
-    /// to the next server, and no retry waits).
-    async fn post(&mut self, message: &Message<'_>) -> bool {
+    /// Posts `message` until it is taken or the attempts run out
+    /// (`Ok(None)`: go on), keeping the lease while it tries: the lease is
+    /// renewed before a post that could outlast it and between the pauses
+    /// of a backoff. `Some` when delivery must end: the service stops
+    /// before the message is taken (it is then left to the next server,
+    /// and no retry waits), or another server took the cursor over.
+    async fn post(
+        &mut self,
+        message: &Message<'_>,
+        cursor: &mut DeliveryCursor,
+    ) -> StoreResult<Option<Ended>> {
         let body = match serde_json::to_vec(message) {
             Ok(body) => body,
             Err(error) => {
                 tracing::error!(endpoint = %self.label, "notifications: cannot write a message ({error})");
-                return true;
+                return Ok(None);
             }
         };
         let signature = self.config.secret.as_ref().map(|secret| {
@@ -504,6 +515,9 @@ impl Delivery {
         });
         let mut backoff = self.config.first_backoff;
         for attempt in 1..=self.config.attempts {
+            if !self.hold(cursor, self.config.timeout).await? {
+                return Ok(Some(Ended::Lost));
+            }
             let mut request = self
                 .client
                 .post(&self.url)
@@ -521,7 +535,7 @@ impl Delivery {
             let failure = match outcome {
                 Ok(response) if response.status().is_success() => {
                     self.state.metrics().notification(&self.label, "delivered");
-                    return true;
+                    return Ok(None);
                 }
                 Ok(response) => format!("answered {}", response.status()),
                 // The error's text may carry the URL: name the kind only.
@@ -536,7 +550,7 @@ impl Delivery {
                     key = %message.idempotency_key,
                     "notifications: the endpoint {failure}; message dropped after {attempt} attempts"
                 );
-                return true;
+                return Ok(None);
             }
             self.state.metrics().notification(&self.label, "retried");
             tracing::info!(
@@ -544,13 +558,34 @@ impl Delivery {
                 key = %message.idempotency_key,
                 "notifications: the endpoint {failure}; again in {backoff:?}"
             );
-            self.pause(backoff).await;
-            if *self.shutdown.borrow() {
-                return false;
+            // Pause in steps, renewing the lease between them.
+            let until = tokio::time::Instant::now() + backoff;
+            loop {
+                let left = until.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                self.pause(left.min(self.config.lease / 3)).await;
+                if *self.shutdown.borrow() {
+                    return Ok(Some(Ended::Stopping));
+                }
+                if !self.hold(cursor, self.config.lease / 3).await? {
+                    return Ok(Some(Ended::Lost));
+                }
             }
             backoff = (backoff * 2).min(self.config.max_backoff);
         }
-        true
+        Ok(None)
+    }
+
+    /// Renews the lease unless it still runs for `needed` and a third of
+    /// a lease more; `false` when another server took the cursor over.
+    async fn hold(&self, cursor: &mut DeliveryCursor, needed: Duration) -> StoreResult<bool> {
+        let left = cursor.lease_until - self.store.now();
+        if left > needed + self.config.lease / 3 {
+            return Ok(true);
+        }
+        self.swap(cursor).await
     }
 }
 

@@ -113,10 +113,7 @@ mod tests {
         let err =
             toml::from_str::<File>("[store]\nurl = \"sled:///tmp/s\"\nsynchronous = \"normal\"\n")
                 .unwrap_err();
-        assert!(
-            err.to_string().contains("sled stores take cache"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("sled stores take cache"), "{err}");
     }
 
     #[test]
