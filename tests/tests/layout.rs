@@ -1,0 +1,62 @@
+//! The workspace's shape, checked: no product source file grows past 800
+//! lines (its code before an inline `#[cfg(test)]` module; test files,
+//! `tests.rs` and `*_tests.rs`, are not product code). A file that needs
+//! more is split by what it owns, as `docs/ARCHITECTURE.md` maps them.
+
+use std::path::{Path, PathBuf};
+
+/// The longest product source file, in lines.
+const MAX_LINES: usize = 800;
+
+/// The crates whose `src/` is product code.
+const CRATES: &[&str] = &[
+    "domain",
+    "application",
+    "adapters",
+    "api",
+    "server",
+    "cli",
+    "harness",
+    "bench",
+];
+
+fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+fn is_test_file(path: &Path) -> bool {
+    let name = path.file_name().unwrap().to_string_lossy();
+    name == "tests.rs" || name.ends_with("_tests.rs")
+}
+
+#[test]
+fn no_product_source_file_is_longer_than_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for krate in CRATES {
+        sources(&root.join(krate).join("src"), &mut files);
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut long = Vec::new();
+    for file in files.iter().filter(|file| !is_test_file(file)) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let lines = text
+            .lines()
+            .take_while(|line| *line != "#[cfg(test)]")
+            .count();
+        if lines > MAX_LINES {
+            long.push(format!("{} ({lines} lines)", file.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "product files over {MAX_LINES} lines; split them by what they own: {long:#?}"
+    );
+}
