@@ -1,0 +1,150 @@
+//! `GET /v1/handoffs/{id}` requests per second through the service,
+//! against a bare handler of the same HTTP stack (issue 22).
+//!
+//! One store of the backend holds one handoff. Two servers of this process
+//! run the same connection loop (`Server::run_router`: hyper's HTTP/1.1
+//! connection, the same limits and TCP settings): one with the service's
+//! routes and layers (token check, request log line and metrics, the
+//! store's read, the JSON answer), the other with a bare axum handler on
+//! the same path answering the bytes the service answered first, with the
+//! same content type. The load generator ([`super::load`]) sends the same
+//! request (with the token) to each, from 1 and from 64 keep-alive
+//! connections, for a fixed time, taking turns; the ratio is
+//! service / bare.
+
+use std::time::Duration;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use axum::Router;
+use hyper::body::Bytes;
+use lf_handoff_adapters::open_store;
+use serde::Serialize;
+
+use super::load::{self, Connection, Load};
+use super::{Access, Service};
+use crate::backends::BenchBackend;
+use crate::error::{fail, BenchResult, Context};
+use crate::lifecycle::{create_waves, request};
+use crate::stats::ratio;
+
+/// How long the untimed warm-up of each server and connection count lasts.
+const WARM_UP: Duration = Duration::from_millis(300);
+
+/// The figures of one backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct GetRateFigures {
+    /// Bytes of the answer's body (the bare handler's too).
+    pub body_bytes: usize,
+    /// Rounds per connection count; each round runs each server once.
+    pub rounds: usize,
+    /// Seconds of each server's run in a round.
+    pub seconds: f64,
+    /// One row per connection count.
+    pub rows: Vec<GetRateRow>,
+}
+
+/// The rates at one connection count.
+#[derive(Debug, Clone, Serialize)]
+pub struct GetRateRow {
+    /// Keep-alive connections, one client task each.
+    pub connections: usize,
+    /// Requests answered by the service.
+    pub service_requests: u64,
+    /// Through the service, requests per second.
+    pub service_per_sec: f64,
+    /// Requests answered by the bare handler.
+    pub bare_requests: u64,
+    /// The bare handler, requests per second.
+    pub bare_per_sec: f64,
+    /// service / bare.
+    pub ratio: f64,
+}
+
+/// Measures the rates at each count of `connections`, `rounds` rounds of
+/// `seconds` per server.
+///
+/// # Errors
+/// When a server cannot start, a connection fails or an answer is wrong.
+pub async fn measure(
+    backend: &dyn BenchBackend,
+    access: &Access,
+    connections: &[usize],
+    seconds: f64,
+    rounds: usize,
+) -> BenchResult<GetRateFigures> {
+    let config = backend.new_store("serve-get").await?;
+    let store = open_store(&config).await.context("open store")?;
+    let waves = create_waves(&store, 1).await?;
+    let (handoff, _) = store
+        .open_interactive_handoff(request(&waves[0]))
+        .await
+        .context("open")?;
+    let path = format!("/v1/handoffs/{}", handoff.id.as_str());
+    let expect = handoff.id.as_str().as_bytes().to_vec();
+    let service = Service::start(store.clone(), access, None).await?;
+    let (status, body) = Connection::open(service.addr(), access.token())
+        .await?
+        .get_body(&path)
+        .await?;
+    if status != 200 {
+        return fail(format!("GET {path} answered {status}"));
+    }
+    let bare = Service::start(store, access, Some(bare_router(body.clone()))).await?;
+    let duration = Duration::from_secs_f64(seconds);
+    let mut rows = Vec::new();
+    for &clients in connections {
+        let run = |addr| load::run(addr, access.token(), &path, &expect, clients, duration);
+        let warm = |addr| load::run(addr, access.token(), &path, &expect, clients, WARM_UP);
+        warm(service.addr()).await?;
+        warm(bare.addr()).await?;
+        let (mut on_service, mut on_bare) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            if round % 2 == 0 {
+                on_service.push(run(service.addr()).await?);
+                on_bare.push(run(bare.addr()).await?);
+            } else {
+                on_bare.push(run(bare.addr()).await?);
+                on_service.push(run(service.addr()).await?);
+            }
+        }
+        let (service_requests, service_per_sec) = rate(&on_service);
+        let (bare_requests, bare_per_sec) = rate(&on_bare);
+        rows.push(GetRateRow {
+            connections: clients,
+            service_requests,
+            service_per_sec,
+            bare_requests,
+            bare_per_sec,
+            ratio: ratio(service_per_sec, bare_per_sec),
+        });
+    }
+    service.stop().await;
+    bare.stop().await;
+    backend.remove(&config).await;
+    Ok(GetRateFigures {
+        body_bytes: body.len(),
+        rounds,
+        seconds,
+        rows,
+    })
+}
+
+/// Requests and requests per second over all `loads`.
+fn rate(loads: &[Load]) -> (u64, f64) {
+    let requests: u64 = loads.iter().map(|load| load.requests).sum();
+    let seconds: f64 = loads.iter().map(|load| load.elapsed.as_secs_f64()).sum();
+    (requests, ratio(requests as f64, seconds))
+}
+
+/// The bare handler: `GET /v1/handoffs/{id}` answers `body` as JSON, and
+/// nothing else runs around it.
+fn bare_router(body: Bytes) -> Router {
+    Router::new().route(
+        "/v1/handoffs/{id}",
+        get(move || {
+            let body = body.clone();
+            async move { ([(CONTENT_TYPE, "application/json")], body) }
+        }),
+    )
+}
