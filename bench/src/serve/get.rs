@@ -7,18 +7,26 @@
 //! routes and layers (token check, request log line and metrics, the
 //! store's read, the JSON answer), the other with a bare axum handler on
 //! the same path answering the bytes the service answered first, with the
-//! same content type. The load generator ([`super::load`]) sends the same
-//! request (with the token) to each, from 1 and from 64 keep-alive
-//! connections, for a fixed time, taking turns; the ratio is
-//! service / bare.
+//! same content type. A third server, on the same loop, shows where the
+//! difference goes: a handler that reads the handoff from the store and
+//! answers its JSON as the service's handler does, without the service's
+//! layers (token, log line, metrics, panic guard). The load generator
+//! ([`super::load`]) sends the same request (with the token) to each, from
+//! 1 and from 64 keep-alive connections, for a fixed time, taking turns;
+//! the ratio is service / bare.
 
 use std::time::Duration;
 
+use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
+use axum::{Json, Router};
 use hyper::body::Bytes;
-use lf_handoff_adapters::open_store;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_api::HandoffJson;
 use serde::Serialize;
 
 use super::load::{self, Connection, Load};
@@ -57,6 +65,9 @@ pub struct GetRateRow {
     pub bare_requests: u64,
     /// The bare handler, requests per second.
     pub bare_per_sec: f64,
+    /// The store's read and the JSON answer without the service's layers,
+    /// requests per second.
+    pub read_only_per_sec: f64,
     /// service / bare.
     pub ratio: f64,
 }
@@ -90,7 +101,8 @@ pub async fn measure(
     if status != 200 {
         return fail(format!("GET {path} answered {status}"));
     }
-    let bare = Service::start(store, access, Some(bare_router(body.clone()))).await?;
+    let bare = Service::start(store.clone(), access, Some(bare_router(body.clone()))).await?;
+    let read_only = Service::start(store.clone(), access, Some(read_router(store))).await?;
     let duration = Duration::from_secs_f64(seconds);
     let mut rows = Vec::new();
     for &clients in connections {
@@ -98,29 +110,35 @@ pub async fn measure(
         let warm = |addr| load::run(addr, access.token(), &path, &expect, clients, WARM_UP);
         warm(service.addr()).await?;
         warm(bare.addr()).await?;
-        let (mut on_service, mut on_bare) = (Vec::new(), Vec::new());
+        warm(read_only.addr()).await?;
+        let (mut on_service, mut on_bare, mut on_read) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {
             if round % 2 == 0 {
                 on_service.push(run(service.addr()).await?);
                 on_bare.push(run(bare.addr()).await?);
+                on_read.push(run(read_only.addr()).await?);
             } else {
+                on_read.push(run(read_only.addr()).await?);
                 on_bare.push(run(bare.addr()).await?);
                 on_service.push(run(service.addr()).await?);
             }
         }
         let (service_requests, service_per_sec) = rate(&on_service);
         let (bare_requests, bare_per_sec) = rate(&on_bare);
+        let (_, read_only_per_sec) = rate(&on_read);
         rows.push(GetRateRow {
             connections: clients,
             service_requests,
             service_per_sec,
             bare_requests,
             bare_per_sec,
+            read_only_per_sec,
             ratio: ratio(service_per_sec, bare_per_sec),
         });
     }
     service.stop().await;
     bare.stop().await;
+    read_only.stop().await;
     backend.remove(&config).await;
     Ok(GetRateFigures {
         body_bytes: body.len(),
@@ -147,4 +165,22 @@ fn bare_router(body: Bytes) -> Router {
             async move { ([(CONTENT_TYPE, "application/json")], body) }
         }),
     )
+}
+
+/// The service's read without its layers: the handoff from `store`,
+/// answered as the service's handler answers it.
+fn read_router(store: Store) -> Router {
+    async fn read(State(store): State<Store>, Path(id): Path<String>) -> Response {
+        let Ok(id) = InteractiveHandoffId::parse(&id) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        match store.get_interactive_handoff(&id).await {
+            Ok(Some(handoff)) => Json(HandoffJson::new(handoff, store.now())).into_response(),
+            Ok(None) => StatusCode::NOT_FOUND.into_response(),
+            Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+        }
+    }
+    Router::new()
+        .route("/v1/handoffs/{id}", get(read))
+        .with_state(store)
 }
