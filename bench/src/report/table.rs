@@ -502,6 +502,11 @@ fn serve_tables(out: &mut String, backend: &BackendReport) {
                 ratio(row.read_only_per_sec, row.bare_per_sec)
             );
         }
+        let _ = writeln!(
+            out,
+            "  one caller: get through the http backend's Store {:.0}/s, through the library {:.0}/s",
+            get.client_store_per_sec, get.library_per_sec
+        );
     }
     if let Some(events) = &backend.serve_events {
         let _ = writeln!(

@@ -13,9 +13,11 @@
 //! layers (token, log line, metrics, panic guard). The load generator
 //! ([`super::load`]) sends the same request (with the token) to each, from
 //! 1 and from 64 keep-alive connections, for a fixed time, taking turns;
-//! the ratio is service / bare.
+//! the ratio is service / bare. Beside them, one caller at a time for the
+//! same time: the same read through the `http` backend's `Store` (the
+//! service's own client) and through the library.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::header::CONTENT_TYPE;
@@ -50,6 +52,11 @@ pub struct GetRateFigures {
     pub seconds: f64,
     /// One row per connection count.
     pub rows: Vec<GetRateRow>,
+    /// One caller: `get` through the `http` backend's `Store` against the
+    /// service, per second.
+    pub client_store_per_sec: f64,
+    /// One caller: `get` through the library, per second.
+    pub library_per_sec: f64,
 }
 
 /// The rates at one connection count.
@@ -102,7 +109,7 @@ pub async fn measure(
         return fail(format!("GET {path} answered {status}"));
     }
     let bare = Service::start(store.clone(), access, Some(bare_router(body.clone()))).await?;
-    let read_only = Service::start(store.clone(), access, Some(read_router(store))).await?;
+    let read_only = Service::start(store.clone(), access, Some(read_router(store.clone()))).await?;
     let duration = Duration::from_secs_f64(seconds);
     let mut rows = Vec::new();
     for &clients in connections {
@@ -136,6 +143,11 @@ pub async fn measure(
             ratio: ratio(service_per_sec, bare_per_sec),
         });
     }
+    let client = access.client(service.url()).await?;
+    let client_store_per_sec = gets_per_sec(&client, &handoff.id, duration * rounds as u32).await?;
+    drop(client);
+    let library_per_sec = gets_per_sec(&store, &handoff.id, duration * rounds as u32).await?;
+    drop(store);
     service.stop().await;
     bare.stop().await;
     read_only.stop().await;
@@ -145,7 +157,31 @@ pub async fn measure(
         rounds,
         seconds,
         rows,
+        client_store_per_sec,
+        library_per_sec,
     })
+}
+
+/// `get`s of `id` through `store` per second, one after another for
+/// `duration` (after a few untimed ones).
+async fn gets_per_sec(
+    store: &Store,
+    id: &InteractiveHandoffId,
+    duration: Duration,
+) -> BenchResult<f64> {
+    let started = Instant::now();
+    let mut count = 0_u64;
+    loop {
+        match store.get_interactive_handoff(id).await.context("get")? {
+            Some(handoff) if handoff.id == *id => {}
+            _ => return fail(format!("get {id} did not return the handoff")),
+        }
+        count += 1;
+        if started.elapsed() >= duration {
+            break;
+        }
+    }
+    Ok(ratio(count as f64, started.elapsed().as_secs_f64()))
 }
 
 /// Requests and requests per second over all `loads`.

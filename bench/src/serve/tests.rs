@@ -24,6 +24,7 @@ async fn lifecycle_and_get_rate_through_the_service_are_measured() {
     assert!(rates.body_bytes > 0);
     let connections: Vec<usize> = rates.rows.iter().map(|r| r.connections).collect();
     assert_eq!(connections, [1, 3]);
+    assert!(rates.client_store_per_sec > 0.0 && rates.library_per_sec > 0.0);
     for row in &rates.rows {
         assert!(row.service_requests > 0 && row.bare_requests > 0, "{row:?}");
         assert!(row.ratio > 0.0 && row.read_only_per_sec > 0.0, "{row:?}");
