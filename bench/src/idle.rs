@@ -211,12 +211,6 @@ struct ProcessCounts {
 impl ProcessCounts {
     fn now() -> Self {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        // Fields after the command name, which is in parentheses: state is
-        // field 3, utime 14 and stime 15 (1-based).
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-        let cpu_ticks = ticks(14).unwrap_or(0) + ticks(15).unwrap_or(0);
         let read_syscalls = std::fs::read_to_string("/proc/self/io")
             .unwrap_or_default()
             .lines()
@@ -224,10 +218,21 @@ impl ProcessCounts {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0);
         Self {
-            cpu_seconds: cpu_ticks as f64 / clock_ticks(),
+            cpu_seconds: cpu_seconds(&stat).unwrap_or(0.0),
             read_syscalls,
         }
     }
+}
+
+/// The CPU time (user + system), s, in a `/proc/PID/stat` line; `None`
+/// when the line does not hold it.
+pub(crate) fn cpu_seconds(stat: &str) -> Option<f64> {
+    // Fields after the command name, which is in parentheses: state is
+    // field 3, utime 14 and stime 15 (1-based).
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    Some((ticks(14)? + ticks(15)?) as f64 / clock_ticks())
 }
 
 /// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux).

@@ -27,7 +27,7 @@ use crate::stats::{ratio, Summary};
 /// Durable commits one lifecycle makes (open, attach, finish, claim).
 pub const COMMITS_PER_LIFECYCLE: u32 = 4;
 
-const STEPS: [&str; 4] = ["open", "attach", "finish", "claim_wake"];
+pub(crate) const STEPS: [&str; 4] = ["open", "attach", "finish", "claim_wake"];
 const SUMMARY: &str = "logged in; deploy re-run";
 
 /// The lifecycle figures of one backend.
@@ -62,15 +62,15 @@ pub struct StepFigures {
 
 /// Timings of each step, and the total time.
 #[derive(Default)]
-struct Side {
-    steps: [Vec<Duration>; 4],
-    lifecycles: Vec<Duration>,
+pub(crate) struct Side {
+    pub(crate) steps: [Vec<Duration>; 4],
+    pub(crate) lifecycles: Vec<Duration>,
     total: Duration,
-    count: usize,
+    pub(crate) count: usize,
 }
 
 impl Side {
-    fn record(&mut self, timings: [Duration; 4]) {
+    pub(crate) fn record(&mut self, timings: [Duration; 4]) {
         for (step, timing) in self.steps.iter_mut().zip(timings) {
             step.push(timing);
         }
@@ -80,7 +80,7 @@ impl Side {
         self.count += 1;
     }
 
-    fn per_sec(&self) -> f64 {
+    pub(crate) fn per_sec(&self) -> f64 {
         ratio(self.count as f64, self.total.as_secs_f64())
     }
 }

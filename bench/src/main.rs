@@ -25,7 +25,13 @@
 //!   raw ([`callers`]);
 //! - on PostgreSQL, the statements (round trips) per lifecycle on each
 //!   side with 16 callers, counted by `pg_stat_statements` on a server of
-//!   the benchmark's own ([`statements`]).
+//!   the benchmark's own ([`statements`]);
+//! - the service (issue 22, [`serve`]): the lifecycle through
+//!   `lf-handoff serve` against the library, `GET /v1/handoffs/{id}`
+//!   requests per second against a bare handler of the same HTTP stack,
+//!   a finish through one server to an event stream of another on one
+//!   PostgreSQL store, and what 1,000 idle event streams and 1,000 long
+//!   polls cost a server process (`--only serve` runs these alone).
 //!
 //! It prints a table, or with `--json` one JSON document. It asserts
 //! nothing about time; it fails only when a figure could not be measured
@@ -44,6 +50,7 @@ mod race;
 mod raw_sled;
 mod raw_sql;
 mod report;
+mod serve;
 mod statements;
 mod stats;
 mod wake;
@@ -104,15 +111,21 @@ struct Args {
     /// latency of a waiter), idle (the cost of 100 idle waiters), callers
     /// (1, 4 and 16 concurrent callers, store and raw), statements
     /// (PostgreSQL: statements per lifecycle, store and raw, on a server
-    /// of its own with pg_stat_statements).
+    /// of its own with pg_stat_statements), and the service's:
+    /// serve-lifecycle (through `lf-handoff serve` and through the
+    /// library), serve-get (GET requests per second, service and bare
+    /// handler), serve-events (PostgreSQL: a finish through one server to
+    /// an event stream of another), serve-idle (an `lf-handoff serve`
+    /// process holding idle event streams and long polls). `serve` names
+    /// the four.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,latency,race,wake,idle,callers,statements"
+        default_value = "fsync,lifecycle,latency,race,wake,idle,callers,statements,serve"
     )]
     phases: Vec<String>,
     /// Run only these phases (the same names as --phases; overrides it),
-    /// e.g. `--only wake,idle,callers`.
+    /// e.g. `--only wake,idle,callers` or `--only serve`.
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
     /// Finishes per waiter of the wake-latency figure.
@@ -130,6 +143,28 @@ struct Args {
     /// Lifecycles per side and caller count of the callers figure.
     #[arg(long, default_value_t = 192)]
     caller_lifecycles: usize,
+    /// Keep-alive connections of the service's GET rate figure.
+    #[arg(long, value_delimiter = ',', default_value = "1,64")]
+    serve_connections: Vec<usize>,
+    /// Seconds of each run of the GET rate figure (per server and round).
+    #[arg(long, default_value_t = 3.0)]
+    serve_seconds: f64,
+    /// Rounds of the GET rate figure; each runs the service and the bare
+    /// handler once, taking turns.
+    #[arg(long, default_value_t = 2)]
+    serve_rounds: usize,
+    /// Finishes of the event-stream figure across two servers.
+    #[arg(long, default_value_t = 40)]
+    serve_event_samples: usize,
+    /// Idle event streams held open against the server process.
+    #[arg(long, default_value_t = 1000)]
+    serve_idle_streams: usize,
+    /// Pending long polls held open against the server process.
+    #[arg(long, default_value_t = 1000)]
+    serve_idle_polls: usize,
+    /// Seconds of each idle window (nobody connected; everyone connected).
+    #[arg(long, default_value_t = 10.0)]
+    serve_idle_seconds: f64,
     /// The PostgreSQL server (default: `LF_HANDOFF_TEST_POSTGRES_URL`, else
     /// the local test server); every store is a fresh schema, dropped at
     /// the end.
@@ -142,7 +177,9 @@ struct Args {
 
 impl Args {
     fn runs(&self, phase: &str) -> bool {
-        self.phases.iter().any(|p| p == phase)
+        self.phases
+            .iter()
+            .any(|p| p == phase || (p == "serve" && phase.starts_with("serve-")))
     }
 }
 
@@ -183,6 +220,12 @@ fn main() -> ExitCode {
         args.wake_max_delay_ms = args.wake_max_delay_ms.min(600);
         args.idle_seconds = args.idle_seconds.min(1.0);
         args.caller_lifecycles = args.caller_lifecycles.min(64);
+        args.serve_seconds = args.serve_seconds.min(0.5);
+        args.serve_rounds = args.serve_rounds.min(1);
+        args.serve_event_samples = args.serve_event_samples.min(5);
+        args.serve_idle_streams = args.serve_idle_streams.min(100);
+        args.serve_idle_polls = args.serve_idle_polls.min(100);
+        args.serve_idle_seconds = args.serve_idle_seconds.min(1.0);
     }
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -382,7 +425,85 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
                 .push(format!("statements per lifecycle: {error}")),
         }
     }
+    serve_phases(backend, args, &mut report).await;
     report
+}
+
+/// The service's figures (issue 22).
+async fn serve_phases(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {
+    let name = backend.name();
+    let wanted = ["serve-lifecycle", "serve-get", "serve-events", "serve-idle"];
+    if !wanted.iter().any(|phase| args.runs(phase)) {
+        return;
+    }
+    let access = match serve::Access::create() {
+        Ok(access) => access,
+        Err(error) => {
+            report.errors.push(format!("the service's token: {error}"));
+            return;
+        }
+    };
+    if args.runs("serve-lifecycle") {
+        progress(
+            name,
+            "lifecycle through the service and through the library",
+        );
+        match serve::lifecycle::measure(backend, &access, args.lifecycles).await {
+            Ok(figures) => report.serve_lifecycle = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("lifecycle through the service: {error}")),
+        }
+    }
+    if args.runs("serve-get") {
+        progress(name, "GET requests per second, service and bare handler");
+        let measured = serve::get::measure(
+            backend,
+            &access,
+            &args.serve_connections,
+            args.serve_seconds,
+            args.serve_rounds.max(1),
+        )
+        .await;
+        match measured {
+            Ok(figures) => report.serve_get = Some(figures),
+            Err(error) => report.errors.push(format!("GET rate: {error}")),
+        }
+    }
+    if args.runs("serve-events") && name == "postgres" {
+        progress(
+            name,
+            "a finish through one server to another's event stream",
+        );
+        match serve::events::measure(backend, &access, args.serve_event_samples).await {
+            Ok(figures) => report.serve_events = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("events across servers: {error}")),
+        }
+    }
+    if args.runs("serve-idle") {
+        progress(
+            name,
+            "idle event streams and long polls on a server process",
+        );
+        let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+        let measured = serve::idle::measure(
+            backend,
+            &access,
+            cli.as_deref(),
+            args.serve_idle_streams,
+            args.serve_idle_polls,
+            args.serve_idle_seconds,
+        )
+        .await;
+        match measured {
+            Ok(figures) => report.serve_idle = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("idle clients of a server: {error}")),
+        }
+    }
 }
 
 async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {

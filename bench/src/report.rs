@@ -11,6 +11,10 @@ use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
 use crate::lifecycle::LifecycleFigures;
 use crate::race::RaceFigures;
+use crate::serve::events::EventFigures;
+use crate::serve::get::GetRateFigures;
+use crate::serve::idle::ServeIdleFigures;
+use crate::serve::lifecycle::ServeLifecycleFigures;
 use crate::statements::StatementFigures;
 use crate::stats::{ratio, Summary};
 use crate::{callers::CallerFigures, idle::IdleFigures, wake::WakeFigures};
@@ -35,6 +39,20 @@ pub const SQLITE_CALLERS_GOAL: f64 = 0.5;
 /// The idle goal on SQLite: 100 idle waiters on 100 handles cost this
 /// process at most this much CPU, ms per second.
 pub const SQLITE_IDLE_GOAL_MS: f64 = 10.0;
+
+/// The service's lifecycle goal: through the service at least this share
+/// of through the library (issue 22).
+pub const SERVE_LIFECYCLE_GOAL: f64 = 0.8;
+/// The service's GET goal: requests per second at least this share of a
+/// bare handler's on the same HTTP stack.
+pub const SERVE_GET_GOAL: f64 = 0.5;
+/// The goal of a finish to another server's event stream, ms (median).
+pub const SERVE_EVENTS_GOAL_MS: f64 = 20.0;
+/// The idle server's memory goal, MB (10^6 bytes) resident.
+pub const SERVE_IDLE_RSS_GOAL_MB: f64 = 100.0;
+/// The idle server's CPU goal, ms per second: one clock tick (10 ms) in a
+/// 10 s window, the smallest CPU time `/proc` shows above none.
+pub const SERVE_IDLE_CPU_GOAL_MS: f64 = 1.0;
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -124,6 +142,16 @@ pub struct BackendReport {
     pub callers: Option<CallerFigures>,
     /// Statements per lifecycle, store and raw (PostgreSQL, issue 23).
     pub statements: Option<StatementFigures>,
+    /// The lifecycle through the service and through the library (issue
+    /// 22).
+    pub serve_lifecycle: Option<ServeLifecycleFigures>,
+    /// `GET /v1/handoffs/{id}` per second, service and bare handler.
+    pub serve_get: Option<GetRateFigures>,
+    /// A finish through one server to another's event stream
+    /// (PostgreSQL).
+    pub serve_events: Option<EventFigures>,
+    /// Idle event streams and long polls on a server process.
+    pub serve_idle: Option<ServeIdleFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -288,6 +316,7 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
             );
         }
     }
+    serve_goals(&mut goals, backend);
     if let Some(ColdStart::Measured {
         ratio, raw_command, ..
     }) = &backend.cold_start
@@ -299,6 +328,52 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         );
     }
     goals.goals
+}
+
+/// The goals of the service's figures (issue 22).
+fn serve_goals(goals: &mut Goals<'_>, backend: &BackendReport) {
+    if let Some(lifecycle) = &backend.serve_lifecycle {
+        // As the library's lifecycle goal: the lower of the throughput
+        // ratio and the ratio of the median lifecycles.
+        let median = ratio(
+            lifecycle.library_lifecycle_median_us,
+            lifecycle.service_lifecycle_median_us,
+        );
+        goals.at_least(
+            "lifecycle service/library (lower of 2)".into(),
+            lifecycle.ratio.min(median),
+            SERVE_LIFECYCLE_GOAL,
+        );
+    }
+    if let Some(get) = &backend.serve_get {
+        for row in &get.rows {
+            goals.at_least(
+                format!("GET/s service/bare, {} conn", row.connections),
+                row.ratio,
+                SERVE_GET_GOAL,
+            );
+        }
+    }
+    if let Some(events) = &backend.serve_events {
+        goals.at_most(
+            "finish to other server's stream ms".into(),
+            events.latency.median_us / 1000.0,
+            SERVE_EVENTS_GOAL_MS,
+        );
+    }
+    if let Some(idle) = &backend.serve_idle {
+        let clients = format!("{}+{} idle", idle.streams, idle.long_polls);
+        goals.at_most(
+            format!("serve RSS MB, {clients}"),
+            idle.held.peak_rss_bytes as f64 / 1e6,
+            SERVE_IDLE_RSS_GOAL_MB,
+        );
+        goals.at_most(
+            format!("serve CPU ms/s, {clients}"),
+            idle.held.cpu_ms_per_sec,
+            SERVE_IDLE_CPU_GOAL_MS,
+        );
+    }
 }
 
 /// The goals of one backend, as they are added.

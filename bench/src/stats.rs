@@ -35,7 +35,7 @@ impl Summary {
 }
 
 /// The nearest-rank percentile of sorted values; 0 when empty.
-fn percentile(sorted: &[f64], pct: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], pct: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

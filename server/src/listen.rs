@@ -282,8 +282,23 @@ impl Server {
     /// # Errors
     /// None today; the result leaves room for failures of the loop.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> StoreResult<()> {
-        let limits = *self.state.limits();
         let router = app(self.state.clone());
+        self.run_router(router, shutdown).await
+    }
+
+    /// [`run`](Self::run) with `router` in place of the service's routes:
+    /// the same connection loop (limits, timeouts, TLS, drain) around
+    /// other handlers. The benchmark serves a bare handler with it, the
+    /// baseline of the service's request rate.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub async fn run_router(
+        self,
+        router: axum::Router,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> StoreResult<()> {
+        let limits = *self.state.limits();
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSALS));

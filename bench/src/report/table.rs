@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::{short, BackendReport, ColdStart, Growth, Report};
+use super::{
+    short, BackendReport, ColdStart, Growth, Report, SERVE_EVENTS_GOAL_MS, SERVE_GET_GOAL,
+    SERVE_IDLE_CPU_GOAL_MS, SERVE_IDLE_RSS_GOAL_MB, SERVE_LIFECYCLE_GOAL,
+};
 use crate::callers::CallerFigures;
 use crate::fsync::FsyncRate;
 use crate::idle::IdleFigures;
@@ -105,6 +108,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     if let Some(statements) = &backend.statements {
         statements_table(out, statements);
     }
+    serve_tables(out, backend);
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");
     }
@@ -141,41 +145,76 @@ fn lifecycle_table(out: &mut String, lifecycle: &LifecycleFigures, durable_bound
         "\n  lifecycle (open+attach+finish+claim_wake, {} fresh handoffs per side, one at a time)",
         lifecycle.lifecycles
     );
-    let _ = writeln!(
-        out,
-        "  {:<22} {:>10} {:>10} {:>10}",
-        "", "store", "raw", "store/raw"
-    );
-    let _ = writeln!(
-        out,
-        "  {:<22} {:>10.0} {:>10.0} {:>10.2}",
-        "lifecycles/s", lifecycle.store_per_sec, lifecycle.raw_per_sec, lifecycle.ratio
-    );
-    let _ = writeln!(
-        out,
-        "  {:<22} {:>10.0} {:>10.0} {:>10.2}",
-        "lifecycle median µs",
-        lifecycle.store_lifecycle_median_us,
-        lifecycle.raw_lifecycle_median_us,
-        ratio(
+    let rows = lifecycle_rows(
+        [
+            lifecycle.store_per_sec,
+            lifecycle.raw_per_sec,
+            lifecycle.ratio,
+        ],
+        [
+            lifecycle.store_lifecycle_median_us,
             lifecycle.raw_lifecycle_median_us,
-            lifecycle.store_lifecycle_median_us
-        )
+        ],
+        lifecycle
+            .steps
+            .iter()
+            .map(|step| (step.step, step.store.median_us, step.raw.median_us)),
     );
-    for step in &lifecycle.steps {
-        let _ = writeln!(
-            out,
-            "  {:<22} {:>10.0} {:>10.0} {:>10.2}",
-            format!("{} median µs", step.step),
-            step.store.median_us,
-            step.raw.median_us,
-            ratio(step.raw.median_us, step.store.median_us)
-        );
-    }
+    side_by_side(out, ["store", "raw", "store/raw"], &rows);
     if let Some(bound) = durable_bound {
         let _ = writeln!(
             out,
             "  durable bound: {COMMITS_PER_LIFECYCLE} synced commits per lifecycle at the overwrite fsync rate = at most {bound:.0} lifecycles/s"
+        );
+    }
+}
+
+/// The rows of a lifecycle comparison: lifecycles per second of both
+/// sides and their ratio, the median lifecycles, and each step's medians
+/// (`(step, first, second)`); the ratios of times are second / first.
+fn lifecycle_rows<'a>(
+    per_sec: [f64; 3],
+    medians: [f64; 2],
+    steps: impl Iterator<Item = (&'a str, f64, f64)>,
+) -> Vec<(String, f64, f64, f64)> {
+    let mut rows = vec![
+        (
+            "lifecycles/s".to_string(),
+            per_sec[0],
+            per_sec[1],
+            per_sec[2],
+        ),
+        (
+            "lifecycle median µs".to_string(),
+            medians[0],
+            medians[1],
+            ratio(medians[1], medians[0]),
+        ),
+    ];
+    rows.extend(steps.map(|(step, first, second)| {
+        (
+            format!("{step} median µs"),
+            first,
+            second,
+            ratio(second, first),
+        )
+    }));
+    rows
+}
+
+/// Two sides and their ratio, one row per figure: the figure's name, the
+/// two values (no decimals) and the ratio.
+fn side_by_side(out: &mut String, sides: [&str; 3], rows: &[(String, f64, f64, f64)]) {
+    let last = sides[2].chars().count().max(10);
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>last$}",
+        "", sides[0], sides[1], sides[2]
+    );
+    for (name, first, second, ratio) in rows {
+        let _ = writeln!(
+            out,
+            "  {name:<22} {first:>10.0} {second:>10.0} {ratio:>last$.2}"
         );
     }
 }
@@ -406,6 +445,114 @@ fn statements_table(out: &mut String, figures: &StatementFigures) {
                 out,
                 "  {side:<6} {:>6.2}  {}",
                 count.per_lifecycle, count.statement
+            );
+        }
+    }
+}
+
+/// The service's figures (issue 22), each with its goal.
+fn serve_tables(out: &mut String, backend: &BackendReport) {
+    if let Some(lifecycle) = &backend.serve_lifecycle {
+        let _ = writeln!(
+            out,
+            "\n  lifecycle through the service (http backend -> lf-handoff serve in this process -> \
+             store) and through the library, {} per side, one at a time; goal service/library >= {}",
+            lifecycle.lifecycles, SERVE_LIFECYCLE_GOAL
+        );
+        let rows = lifecycle_rows(
+            [
+                lifecycle.service_per_sec,
+                lifecycle.library_per_sec,
+                lifecycle.ratio,
+            ],
+            [
+                lifecycle.service_lifecycle_median_us,
+                lifecycle.library_lifecycle_median_us,
+            ],
+            lifecycle
+                .steps
+                .iter()
+                .map(|step| (step.step, step.service.median_us, step.library.median_us)),
+        );
+        side_by_side(out, ["service", "library", "service/library"], &rows);
+    }
+    if let Some(get) = &backend.serve_get {
+        let _ = writeln!(
+            out,
+            "\n  GET /v1/handoffs/{{id}} per second, keep-alive connections on loopback, {} round(s) \
+             of {:.1} s per server; bare = a handler answering the same {} bytes on the same \
+             connection loop; read = the store's read and JSON answer without the service's \
+             layers (token, log line, metrics), on the same loop; goal service/bare >= {}",
+            get.rounds, get.seconds, get.body_bytes, SERVE_GET_GOAL
+        );
+        let _ = writeln!(
+            out,
+            "  {:<12} {:>12} {:>12} {:>12} {:>12} {:>12}",
+            "connections", "service/s", "bare/s", "service/bare", "read/s", "read/bare"
+        );
+        for row in &get.rows {
+            let _ = writeln!(
+                out,
+                "  {:<12} {:>12.0} {:>12.0} {:>12.2} {:>12.0} {:>12.2}",
+                row.connections,
+                row.service_per_sec,
+                row.bare_per_sec,
+                row.ratio,
+                row.read_only_per_sec,
+                ratio(row.read_only_per_sec, row.bare_per_sec)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  one caller: get through the http backend's Store {:.0}/s, through the library {:.0}/s",
+            get.client_store_per_sec, get.library_per_sec
+        );
+    }
+    if let Some(events) = &backend.serve_events {
+        let _ = writeln!(
+            out,
+            "\n  finish through server A to a GET /v1/events client of server B, one store: \
+             median {:.1} ms, p95 {:.1} ms, max {:.1} ms ({} samples); goal median <= {} ms",
+            events.latency.median_us / 1000.0,
+            events.p95_us / 1000.0,
+            events.latency.max_us / 1000.0,
+            events.latency.samples,
+            SERVE_EVENTS_GOAL_MS
+        );
+    }
+    if let Some(idle) = &backend.serve_idle {
+        let _ = writeln!(
+            out,
+            "\n  lf-handoff serve process, {} idle event streams + {} pending long polls \
+             (open files limit {}{}); goals RSS <= {} MB, CPU <= {} ms/s",
+            idle.streams,
+            idle.long_polls,
+            idle.open_files_limit,
+            if idle.raised_open_files_limit {
+                ", raised by this run"
+            } else {
+                ""
+            },
+            SERVE_IDLE_RSS_GOAL_MB,
+            SERVE_IDLE_CPU_GOAL_MS
+        );
+        let _ = writeln!(
+            out,
+            "  {:<28} {:>8} {:>10} {:>8} {:>12}",
+            "", "seconds", "CPU ms/s", "RSS MB", "peak RSS MB"
+        );
+        for (label, window) in [
+            ("nobody connected", &idle.baseline),
+            ("every client connected", &idle.held),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {:<28} {:>8.1} {:>10.2} {:>8.1} {:>12.1}",
+                label,
+                window.seconds,
+                window.cpu_ms_per_sec,
+                window.rss_bytes as f64 / 1e6,
+                window.peak_rss_bytes as f64 / 1e6
             );
         }
     }
