@@ -3,6 +3,9 @@
 //! `tests.rs` and `*_tests.rs`, are not product code). A file that needs
 //! more is split by what it owns, as `docs/ARCHITECTURE.md` maps them.
 
+// Test code: panicking on a failed expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 /// The longest product source file, in lines.
