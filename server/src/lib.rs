@@ -38,6 +38,7 @@ mod error;
 mod extract;
 mod handlers;
 mod layers;
+pub mod links;
 mod listen;
 mod metrics;
 mod state;
