@@ -38,6 +38,8 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
             max_streams: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
             ..Limits::default()
         },
+        link_secret: args.link_secret,
+        public_url: args.public_url,
     };
     // Refused before the store is opened.
     serve_config.check().map_err(CliError::from)?;

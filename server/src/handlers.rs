@@ -54,6 +54,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .route_layer(from_fn_with_state(state.clone(), authorize))
+        .merge(crate::web::routes())
         .layer(CatchPanicLayer::custom(panicked))
         .layer(from_fn_with_state(state.clone(), observe))
         .with_state(state)

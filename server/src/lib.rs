@@ -44,9 +44,10 @@ mod metrics;
 mod state;
 mod streams;
 pub mod tokens;
+mod web;
 
 pub use error::ApiError;
 pub use handlers::app;
 pub use listen::{bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN};
 pub use metrics::{Gauge, Metrics};
-pub use state::{AppState, Limits};
+pub use state::{AppState, Limits, PersonSide};
