@@ -21,8 +21,9 @@
 //!   `POST` to the same URL acts as `link:NAME`. A finished handoff's link
 //!   shows its outcome, and a POST to it writes nothing.
 //! - **Headers**: a strict Content-Security-Policy (no inline script or
-//!   style), `Referrer-Policy: no-referrer` (a link's signature never
-//!   leaves in a `Referer`), `X-Frame-Options: DENY`, `nosniff`, and no
+//!   style), `Referrer-Policy: same-origin` (a link's signature never
+//!   leaves for another site in a `Referer`, and the browser still names
+//!   this origin in the `Origin` of its forms), `X-Frame-Options: DENY`, `nosniff`, and no
 //!   caching of pages.
 
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ async fn page_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, CSP),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
     ] {
@@ -267,8 +268,16 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
             return Err(refused());
         }
     }
+    let same_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|site| site.as_bytes() == b"same-origin");
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().map_err(|_| refused())?;
+        // A browser sends `null` when a referrer policy hides the page's
+        // address; then only its Sec-Fetch-Site speaks for it.
+        if origin == "null" {
+            return if same_site { Ok(()) } else { Err(refused()) };
+        }
         let host = headers
             .get(header::HOST)
             .and_then(|host| host.to_str().ok())
@@ -1087,5 +1096,11 @@ mod tests {
         assert!(check_origin(&headers(&[("origin", "http://h:1")])).is_err());
         assert!(check_origin(&headers(&[("sec-fetch-site", "cross-site")])).is_err());
         assert!(check_origin(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
+        assert!(check_origin(&headers(&[("origin", "null")])).is_err());
+        assert!(check_origin(&headers(&[
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin")
+        ]))
+        .is_ok());
     }
 }

@@ -108,7 +108,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     assert_eq!(anonymous.status, 200);
     assert!(anonymous.text.contains("action=\"/sign-in\""));
     assert_eq!(anonymous.header("content-security-policy"), CSP);
-    assert_eq!(anonymous.header("referrer-policy"), "no-referrer");
+    assert_eq!(anonymous.header("referrer-policy"), "same-origin");
     assert_eq!(anonymous.header("x-frame-options"), "DENY");
     assert!(!anonymous.text.contains("Log in to the staging console"));
 
@@ -360,7 +360,7 @@ async fn a_signed_link_shows_on_get_and_acts_once_on_post() {
         assert_eq!(shown.status, 200, "{}", shown.text);
         assert!(shown.text.contains("link for carol"));
         assert_eq!(shown.header("content-security-policy"), CSP);
-        assert_eq!(shown.header("referrer-policy"), "no-referrer");
+        assert_eq!(shown.header("referrer-policy"), "same-origin");
     }
     assert_eq!(served.snapshot().await, before, "a GET changes nothing");
 
