@@ -6,14 +6,15 @@
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
+use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::Store;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::links::LinkSecret;
+use crate::links::{link_expiry, LinkSecret};
 use crate::metrics::{Gauge, Metrics};
-use crate::tokens::TokenTable;
+use crate::tokens::{Caller, TokenTable};
+use lf_handoff_api::{HandoffJson, Scope};
 
 /// The limits that hold under abuse (C20), each with a clear error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +164,34 @@ impl AppState {
             .inner
             .public_url
             .set(url.trim_end_matches('/').to_string());
+    }
+
+    /// A signed link to `handoff` for `caller`, when its token may hand
+    /// links out (scope `person` or `operator`): valid until the
+    /// handoff's deadline, else for a day. `None` for other tokens, and
+    /// for a name too long to make the actor `link:NAME`.
+    pub fn link_for(&self, caller: &Caller, handoff: &InteractiveHandoff) -> Option<String> {
+        if !caller
+            .scopes
+            .iter()
+            .any(|scope| matches!(scope, Scope::Person | Scope::Operator))
+        {
+            return None;
+        }
+        let now = self.store().now();
+        let expires = link_expiry(handoff.expires_at, now, None);
+        let link = self
+            .link_secret()
+            .sign(&handoff.id, caller.name.as_str(), expires)
+            .ok()?;
+        Some(link.url(self.public_url().unwrap_or_default()))
+    }
+
+    /// `handoff` as the service answers `caller` with it: with a link
+    /// when `caller` may have one.
+    pub fn handoff_json(&self, caller: &Caller, handoff: InteractiveHandoff) -> HandoffJson {
+        let link = self.link_for(caller, &handoff);
+        HandoffJson::new(handoff, self.store().now()).with_link(link)
     }
 
     /// Whether the sign-in cookie is `Secure`.

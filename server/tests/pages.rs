@@ -399,6 +399,16 @@ async fn a_signed_link_shows_on_get_and_acts_once_on_post() {
     assert_eq!(history.last().unwrap().actor.as_str(), "link:carol");
 
     // The link now shows the outcome; a second POST writes nothing.
+    // (The link in a person's answer is one such link, made for them.)
+    let given = handoff(&served, &id).await["link"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let given = given.strip_prefix(&served.url).unwrap();
+    assert!(given.contains("for=alice"), "{given}");
+    let shown_given = page(&served, "GET", given, None, None, &[]).await;
+    assert_eq!(shown_given.status, 200);
+    assert!(shown_given.text.contains("link for alice"));
     let finished = served.snapshot().await;
     let outcome = page(&served, "GET", &link.path(), None, None, &[]).await;
     assert_eq!(outcome.status, 200);
