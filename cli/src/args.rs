@@ -198,6 +198,35 @@ pub enum Command {
     /// Make, list and revoke the tokens of `serve --tokens FILE`.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print a signed link where a person sees and answers a handoff in a
+    /// browser without signing in (served by `serve`; docs/API.md).
+    Link(LinkArgs),
+}
+
+/// `link`
+#[derive(Debug, Args)]
+pub struct LinkArgs {
+    /// The handoff id (ih_...).
+    pub id: InteractiveHandoffId,
+    /// Who the link is for: what its holder does is recorded as
+    /// `link:NAME`.
+    #[arg(long = "for", value_name = "NAME", default_value = "person")]
+    pub holder: String,
+    /// How long the link works (90s, 15m, 2h, 1d). Default: until the
+    /// handoff's deadline, or a day when it has none.
+    #[arg(long = "valid-for", value_name = "DURATION", value_parser = parse_span)]
+    pub valid_for: Option<std::time::Duration>,
+    /// The link secret of the `serve` that will answer the link (its
+    /// --link-secret, or `link-secret` beside its tokens file).
+    #[arg(
+        long = "link-secret",
+        value_name = "FILE",
+        env = "LF_HANDOFF_LINK_SECRET"
+    )]
+    pub link_secret: PathBuf,
+    /// The URL people reach that `serve` at (its --public-url).
+    #[arg(long = "public-url", value_name = "URL", env = "LF_HANDOFF_PUBLIC_URL")]
+    pub public_url: String,
 }
 
 /// `serve`

@@ -22,7 +22,7 @@ use lf_handoff_adapters::{ListQuery, PruneOptions};
 use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
 use time::OffsetDateTime;
 
-use crate::args::{Cutoff, ExtendArgs, ListArgs, OpenArgs, PruneArgs};
+use crate::args::{Cutoff, ExtendArgs, LinkArgs, ListArgs, OpenArgs, PruneArgs};
 use crate::context::Context;
 use crate::duration;
 use crate::error::{CliError, CliResult};
@@ -460,4 +460,46 @@ pub async fn history(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> 
         return Ok(());
     }
     emit(&history_table(&events))
+}
+
+/// `link --json`.
+#[derive(Debug, serde::Serialize)]
+struct LinkJson<'a> {
+    id: &'a InteractiveHandoffId,
+    link: String,
+    #[serde(rename = "for")]
+    holder: &'a str,
+    #[serde(with = "time::serde::rfc3339")]
+    expires: time::OffsetDateTime,
+}
+
+/// `link`: a signed link to a handoff that exists, made with the secret
+/// of the `serve` that will answer it.
+pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
+    use lf_handoff_server::links::{link_expiry, LinkSecret};
+    let url = args.public_url.trim_end_matches('/');
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(['?', '#']) {
+        return Err(CliError::from(
+            lf_handoff_adapters::StoreError::InvalidInput(format!(
+                "--public-url {url:?} is not an http:// or https:// URL without a query"
+            )),
+        ));
+    }
+    let secret = LinkSecret::load(&args.link_secret).map_err(CliError::from)?;
+    let handoff = load(ctx, &args.id).await?;
+    let now = ctx.store.now();
+    let expires = link_expiry(handoff.expires_at, now, args.valid_for);
+    let link = secret
+        .sign(&handoff.id, &args.holder, expires)
+        .map_err(CliError::from)?;
+    let text = link.url(url);
+    if ctx.json {
+        return emit_json(&LinkJson {
+            id: &handoff.id,
+            link: text,
+            holder: &args.holder,
+            expires: time::OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
+        });
+    }
+    emit(&format!("{text}\n"))
 }

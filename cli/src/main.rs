@@ -212,6 +212,7 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Proce
         Command::History { id } => handoffs::history(ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(ctx, &id, timeout).await?,
         Command::Watch(args) => watch::watch(ctx, &args).await?,
+        Command::Link(args) => handoffs::link(ctx, args).await?,
         Command::Demo
         | Command::Serve(_)
         | Command::Token(_)

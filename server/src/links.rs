@@ -121,6 +121,25 @@ impl LinkSecret {
         }
     }
 
+    /// The secret in the file at `path`, which must exist (what `lf-handoff
+    /// link` reads: it never makes a secret no server uses).
+    ///
+    /// # Errors
+    /// `NotFound` when there is no file; otherwise as
+    /// [`load_or_create`](Self::load_or_create).
+    pub fn load(path: &Path) -> StoreResult<Self> {
+        match fs::read_to_string(path) {
+            Ok(text) => Self::parse_file(path, &text),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound(format!(
+                    "there is no link secret at {}; `lf-handoff serve` makes it (--link-secret                      FILE, or link-secret beside its --tokens file)",
+                    path.display()
+                )))
+            }
+            Err(error) => Err(io_error(path, &error)),
+        }
+    }
+
     fn parse_file(path: &Path, text: &str) -> StoreResult<Self> {
         if crate::tokens::is_shared(path) {
             return Err(StoreError::InvalidInput(format!(
@@ -519,6 +538,11 @@ mod tests {
             .unwrap();
         let again = LinkSecret::load_or_create(&path).unwrap();
         assert!(again.verify(ID, &query(&link), now()).is_ok());
+        let read = LinkSecret::load(&path).unwrap();
+        assert!(read.verify(ID, &query(&link), now()).is_ok());
+        assert!(LinkSecret::load(&dir.path().join("none"))
+            .unwrap_err()
+            .is_not_found());
 
         fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
         let shared = LinkSecret::load_or_create(&path).unwrap_err();

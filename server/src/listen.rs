@@ -532,9 +532,12 @@ pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
         loop {
             tokio::select! {
                 _ = hangup.recv() => match reloader.reload() {
-                    Ok(count) => tracing::info!("SIGHUP: the tokens file was read again: {count} tokens"),
+                    Ok(count) => tracing::info!(
+                        "SIGHUP: the tokens file and the link secret were read again: {count} tokens"
+                    ),
                     Err(error) => tracing::warn!(
-                        "SIGHUP: the tokens file could not be read ({error}); the tokens in use stay"
+                        "SIGHUP: the tokens file or the link secret could not be read ({error}); \
+                         the tokens in use stay"
                     ),
                 },
                 _ = terminate.recv() => break,
