@@ -53,6 +53,7 @@
 
 mod changes;
 mod config;
+mod delivery_record;
 mod file_events;
 pub mod http;
 mod postgres;
@@ -64,9 +65,10 @@ pub use config::text::parse_duration;
 pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
-    archive, domain, ports, retries_total, watch, ArchiveSummary, ConflictKind, GenerateId,
-    ListQuery, PruneOptions, Store, StoreError, StorePorts, StoreResult, SystemClock,
-    UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ConflictKind,
+    DeliveryCursor, GenerateId, ListQuery, PruneOptions, Store, StoreError, StorePorts,
+    StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher,
+    DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod archive;
+pub mod delivery;
 mod error;
 mod local;
 pub mod ports;
@@ -43,6 +44,7 @@ pub use archive::{
     Archive, ArchiveItem, ArchiveReader, ArchiveRecord, ArchiveSink, ArchiveSource, ArchiveSummary,
     ArchiveWriter,
 };
+pub use delivery::{Deliveries, DeliveryCursor};
 pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use local::{PruneOptions, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};

@@ -20,6 +20,7 @@ use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 
 use crate::archive::{ArchiveSummary, Progress};
+use crate::delivery::DeliveryCursor;
 use crate::error::StoreResult;
 use crate::local::PruneOptions;
 use crate::ports::{ListQuery, PruneCount};
@@ -135,6 +136,17 @@ pub trait Registry: Debug + Send + Sync + 'static {
 
     /// See [`Store::watch`](crate::Store::watch).
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher>;
+
+    /// See [`Store::delivery_cursor`](crate::Store::delivery_cursor).
+    async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>>;
+
+    /// See [`Store::swap_delivery_cursor`](crate::Store::swap_delivery_cursor).
+    async fn swap_delivery_cursor(
+        &self,
+        endpoint: &str,
+        expected: Option<u64>,
+        cursor: &DeliveryCursor,
+    ) -> StoreResult<bool>;
 
     /// See [`Store::wait`](crate::Store::wait).
     async fn wait(

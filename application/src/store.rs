@@ -19,6 +19,7 @@ use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 
 use crate::archive::{ArchiveSummary, Progress};
+use crate::delivery::DeliveryCursor;
 use crate::error::StoreResult;
 use crate::local::{Local, PruneOptions, StorePorts};
 use crate::ports::{ListQuery, PruneCount};
@@ -324,6 +325,39 @@ impl Store {
     /// unreadable event.
     pub async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
         self.registry.history(id).await
+    }
+
+    // ----- the service's delivery cursors (C23) -----
+
+    /// The delivery cursor of notification endpoint `endpoint` (a key the
+    /// service derives from the endpoint; 1 to 128 bytes, no control
+    /// characters), if one was stored. For the service's notifier: an
+    /// orchestrator has no use for it.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a bad key (and on a store served over HTTP,
+    /// whose cursors belong to the server); `Unavailable` on storage
+    /// failure.
+    pub async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
+        self.registry.delivery_cursor(endpoint).await
+    }
+
+    /// Stores `cursor` as `endpoint`'s if the stored cursor's version is
+    /// still `expected` (`None`: none is stored), with the next version;
+    /// returns whether it did. Of racing swaps from one version exactly
+    /// one succeeds (see [`Deliveries`](crate::Deliveries)).
+    ///
+    /// # Errors
+    /// As [`delivery_cursor`](Self::delivery_cursor).
+    pub async fn swap_delivery_cursor(
+        &self,
+        endpoint: &str,
+        expected: Option<u64>,
+        cursor: &DeliveryCursor,
+    ) -> StoreResult<bool> {
+        self.registry
+            .swap_delivery_cursor(endpoint, expected, cursor)
+            .await
     }
 
     // ----- waiting (C16) -----

@@ -275,6 +275,27 @@ pub struct ServeArgs {
     /// listens on.
     #[arg(long = "public-url", value_name = "URL")]
     pub public_url: Option<String>,
+    /// Post a JSON message to this URL (a Slack or Mattermost incoming
+    /// webhook shows its `text`) for each opened handoff, each finish and
+    /// each deadline coming near (repeatable).
+    #[arg(long, value_name = "URL")]
+    pub notify: Vec<String>,
+    /// A file holding a shared secret: each message carries its
+    /// HMAC-SHA256 in the X-LF-Handoff-Signature header.
+    #[arg(long = "notify-secret-file", value_name = "FILE", requires = "notify")]
+    pub notify_secret_file: Option<PathBuf>,
+    /// How long before a deadline its reminder is posted.
+    #[arg(long = "notify-before", value_name = "DURATION", default_value = "15m", value_parser = parse_span)]
+    pub notify_before: Duration,
+    /// How long a server's hold on an endpoint's deliveries lasts
+    /// unrenewed: after a crash, how soon another server (or the restarted
+    /// one) takes over.
+    #[arg(long = "notify-lease", value_name = "DURATION", default_value = "15s", value_parser = parse_span)]
+    pub notify_lease: Duration,
+    /// How many times a message is posted before it is dropped (logged
+    /// and counted in /metrics).
+    #[arg(long = "notify-attempts", value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub notify_attempts: u32,
 }
 
 /// `token ...`

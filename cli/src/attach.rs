@@ -8,6 +8,11 @@
 //!   with the descriptor's environment added and its cwd set. The exit code
 //!   is then the command's own, signals reach it as if it had been started
 //!   directly, and no `lf-handoff` process lingers while a person works.
+//! - Inside tmux (`$TMUX` set), a command that attaches to a session of
+//!   the same tmux server switches this client to it
+//!   (`tmux switch-client -t SESSION`) instead of nesting a client, which
+//!   tmux refuses; one of another server runs nested with `TMUX` unset
+//!   ([`crate::tmux`]).
 //! - A remote home (`ssh://...`) prints the `ssh` command that attaches on
 //!   that host, every word quoted for a shell, instead of running anything.
 
@@ -22,7 +27,11 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
-use crate::output::{descriptor_block, emit, emit_json, note, printable, shell_line, shell_words};
+use crate::output::{
+    descriptor_block, descriptor_block_running, emit, emit_json, note, printable, shell_line,
+    shell_words,
+};
+use crate::tmux::{TmuxAttach, TmuxJoin};
 
 /// The JSON of `attach` on a remote home.
 #[derive(Debug, Serialize)]
@@ -50,9 +59,15 @@ pub async fn attach(
         .await
         .map_err(|e| ctx.fail(e))?;
     let descriptor = handoff.attach_descriptor();
+    let local = !matches!(handoff.home, WaveHome::Ssh { .. });
+    let join = TmuxAttach::parse(&descriptor.argv)
+        .filter(|_| local)
+        .and_then(|attach| Some((attach.join_from(std::env::var_os("TMUX").as_ref())?, attach)));
     if print {
         if ctx.json {
             emit_json(&descriptor)?;
+        } else if let Some((TmuxJoin::Switch(switch), _)) = &join {
+            emit(&descriptor_block_running(&descriptor, shell_words(switch)))?;
         } else {
             emit(&descriptor_block(&descriptor, &handoff.home))?;
         }
@@ -86,6 +101,20 @@ pub async fn attach(
             "handoff {id} has no attach command"
         )));
     };
+    if let Some((TmuxJoin::Switch(switch), attach)) = &join {
+        if !ctx.json {
+            note(&format!(
+                "{} waits in tmux session {}; switching this tmux client to it: {}",
+                handoff.id,
+                printable(attach.target()),
+                shell_words(switch)
+            ));
+        }
+        let (program, arguments) = switch.split_first().unwrap_or((program, arguments));
+        let mut command = Command::new(program);
+        command.args(arguments).current_dir(&descriptor.cwd);
+        return Ok(Some(command));
+    }
     if !ctx.json {
         note(&format!(
             "attaching to {}: {} (in {})",
@@ -93,12 +122,21 @@ pub async fn attach(
             shell_words(&descriptor.argv),
             printable(&descriptor.cwd.display().to_string())
         ));
+        if let Some((TmuxJoin::Nested, _)) = &join {
+            note(
+                "the session is on another tmux server than this terminal's: \
+                 its client runs nested in this pane",
+            );
+        }
     }
     let mut command = Command::new(program);
     command
         .args(arguments)
         .envs(&descriptor.environment)
         .current_dir(&descriptor.cwd);
+    if let Some((TmuxJoin::Nested, _)) = &join {
+        command.env_remove("TMUX");
+    }
     Ok(Some(command))
 }
 

@@ -43,6 +43,7 @@ mod output;
 mod parents;
 mod serve;
 mod store_select;
+mod tmux;
 mod token;
 mod wait;
 mod watch;

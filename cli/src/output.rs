@@ -237,6 +237,12 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
 /// The block `attach --print` shows: everything needed to join the work,
 /// environment values included, and a line to paste into a shell.
 pub fn descriptor_block(descriptor: &AttachDescriptor, home: &WaveHome) -> String {
+    descriptor_block_running(descriptor, shell_line(descriptor, home))
+}
+
+/// [`descriptor_block`] whose `run` line is `run` (what `attach` runs from
+/// where the person is, inside tmux a `switch-client`).
+pub fn descriptor_block_running(descriptor: &AttachDescriptor, run: String) -> String {
     let environment = if descriptor.environment.is_empty() {
         "-".to_string()
     } else {
@@ -257,7 +263,7 @@ pub fn descriptor_block(descriptor: &AttachDescriptor, home: &WaveHome) -> Strin
         ),
         ("environment", environment),
         ("command", shell_words(&descriptor.argv)),
-        ("run", shell_line(descriptor, home)),
+        ("run", run),
     ])
 }
 

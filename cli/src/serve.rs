@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use lf_handoff_adapters::{open_store, StorageConfig, UnavailableKind};
-use lf_handoff_server::{Limits, ServeConfig, TlsFiles};
+use lf_handoff_adapters::{open_store, StorageConfig, StoreError, UnavailableKind};
+use lf_handoff_server::{Limits, NotifyConfig, ServeConfig, TlsFiles};
 use tracing_subscriber::EnvFilter;
 
 use crate::args::ServeArgs;
@@ -22,6 +22,7 @@ use crate::error::{CliError, CliResult};
 /// tokens or TLS, an unreadable certificate); 3 for a missing tokens file;
 /// 5 when the store cannot be opened or the address bound.
 pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
+    let notify = notify_config(&args)?;
     let serve_config = ServeConfig {
         listen: args.listen,
         tokens: args.tokens,
@@ -40,6 +41,7 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
         },
         link_secret: args.link_secret,
         public_url: args.public_url,
+        notify,
     };
     // Refused before the store is opened.
     serve_config.check().map_err(CliError::from)?;
@@ -76,4 +78,33 @@ fn run(config: StorageConfig, serve_config: ServeConfig) -> CliResult<()> {
     // Tasks still holding the store (a stream the drain cut) end here.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result.map_err(CliError::from)
+}
+
+/// The notifications `--notify` and its options ask for, with the shared
+/// secret read from its file.
+fn notify_config(args: &ServeArgs) -> CliResult<Option<NotifyConfig>> {
+    if args.notify.is_empty() {
+        return Ok(None);
+    }
+    let mut notify = NotifyConfig::new(args.notify.clone());
+    notify.before = args.notify_before;
+    notify.lease = args.notify_lease;
+    notify.attempts = args.notify_attempts;
+    if let Some(path) = &args.notify_secret_file {
+        let secret = std::fs::read(path).map_err(|error| {
+            CliError::from(StoreError::InvalidInput(format!(
+                "--notify-secret-file {}: {error}",
+                path.display()
+            )))
+        })?;
+        let secret = secret.trim_ascii().to_vec();
+        if secret.len() < 16 {
+            return Err(CliError::from(StoreError::InvalidInput(format!(
+                "--notify-secret-file {}: a secret of at least 16 bytes is needed",
+                path.display()
+            ))));
+        }
+        notify.secret = Some(secret);
+    }
+    Ok(Some(notify))
 }

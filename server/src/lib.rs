@@ -41,6 +41,7 @@ mod layers;
 pub mod links;
 mod listen;
 mod metrics;
+pub mod notify;
 mod state;
 mod streams;
 pub mod tokens;
@@ -48,6 +49,10 @@ mod web;
 
 pub use error::ApiError;
 pub use handlers::app;
-pub use listen::{bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN};
+pub use listen::{
+    bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN,
+    NOTIFICATION_LINK_HOLDER,
+};
 pub use metrics::{Gauge, Metrics};
+pub use notify::NotifyConfig;
 pub use state::{AppState, Limits, PersonSide};

@@ -40,8 +40,13 @@ use tokio_rustls::TlsAcceptor;
 use crate::handlers::app;
 use crate::links::LinkSecret;
 use crate::metrics::Gauge;
+use crate::notify::{self, NotifyConfig};
 use crate::state::{AppState, Limits, PersonSide};
 use crate::tokens::{self, TokenTable};
+
+/// The name the links in notifications are made for: what is done through
+/// them is recorded as `link:notification`.
+pub const NOTIFICATION_LINK_HOLDER: &str = "notification";
 
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
@@ -60,7 +65,7 @@ pub struct TlsFiles {
 }
 
 /// How to serve.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ServeConfig {
     /// The address to listen on.
     pub listen: SocketAddr,
@@ -82,6 +87,8 @@ pub struct ServeConfig {
     /// (e.g. the proxy's `https://handoffs.example`); without one, the
     /// address it listens on.
     pub public_url: Option<String>,
+    /// Where to post notifications (C23), if anywhere.
+    pub notify: Option<NotifyConfig>,
 }
 
 impl ServeConfig {
@@ -95,6 +102,7 @@ impl ServeConfig {
             limits: Limits::default(),
             link_secret: None,
             public_url: None,
+            notify: None,
         }
     }
 
@@ -123,6 +131,9 @@ impl ServeConfig {
                     "--public-url {url:?} is not an http:// or https:// URL without a query"
                 )));
             }
+        }
+        if let Some(notify) = &self.notify {
+            notify.check()?;
         }
         if self.listen.ip().is_loopback() {
             return Ok(());
@@ -168,6 +179,7 @@ pub struct Server {
     tokens_file: Option<PathBuf>,
     link_file: Option<PathBuf>,
     run_tokens: Vec<RunToken>,
+    notify: Option<NotifyConfig>,
 }
 
 /// Checks `config`, reads its tokens (or makes this run's), loads TLS and
@@ -220,6 +232,7 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
         tokens_file: config.tokens,
         link_file,
         run_tokens,
+        notify: config.notify,
     })
 }
 
@@ -328,6 +341,21 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSALS));
+        let deliveries = self
+            .notify
+            .clone()
+            .map(|mut notify| {
+                // Every message carries the handoff's signed link (C21),
+                // for whoever follows it from the chat: `link:notification`.
+                if notify.links.is_none() {
+                    let state = self.state.clone();
+                    notify.links = Some(Arc::new(move |handoff| {
+                        state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
+                    }));
+                }
+                notify::start(notify, &self.state)
+            })
+            .unwrap_or_default();
         tokio::pin!(shutdown);
         loop {
             let stream = tokio::select! {
@@ -392,6 +420,15 @@ impl Server {
         {
             tracing::warn!(
                 "requests still in flight after {} s were cut",
+                limits.drain.as_secs()
+            );
+        }
+        // Each delivery gives its lease up, with the position it reached,
+        // so the next server goes on at once and repeats nothing.
+        let stopped = futures_util::future::join_all(deliveries);
+        if tokio::time::timeout(limits.drain, stopped).await.is_err() {
+            tracing::warn!(
+                "notifications still stopping after {} s were cut",
                 limits.drain.as_secs()
             );
         }

@@ -14,7 +14,10 @@
 //! - `lf_handoff_connections`: open now; `lf_handoff_connections_refused_total`:
 //!   turned away at the connection limit;
 //! - `lf_handoff_store_retries_total`: calls the store tried again after
-//!   finding its server unreachable (C18).
+//!   finding its server unreachable (C18);
+//! - `lf_handoff_notifications_total{endpoint, outcome}`: notification
+//!   posts (C23) delivered, retried and dropped, by endpoint scheme, host
+//!   and port (never its path, which may be a secret).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -56,6 +59,7 @@ pub struct Metrics {
     long_polls: AtomicI64,
     connections: AtomicI64,
     refused: AtomicU64,
+    notifications: Mutex<BTreeMap<(String, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -92,6 +96,17 @@ impl Metrics {
             Gauge::LongPolls => &self.long_polls,
             Gauge::Connections => &self.connections,
         }
+    }
+
+    /// Counts a notification post to the endpoint named `endpoint` (its
+    /// scheme, host and port) that ended as `outcome`: `delivered`,
+    /// `retried` or `dropped`.
+    pub fn notification(&self, endpoint: &str, outcome: &'static str) {
+        let mut counts = self
+            .notifications
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *counts.entry((endpoint.to_string(), outcome)).or_default() += 1;
     }
 
     /// Counts a connection turned away at the limit.
@@ -199,6 +214,25 @@ impl Metrics {
             family(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+        family(
+            &mut out,
+            "lf_handoff_notifications_total",
+            "counter",
+            "Notification posts by endpoint (scheme, host and port) and outcome: delivered, \
+             retried, dropped.",
+        );
+        let notifications = self
+            .notifications
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for ((endpoint, outcome), count) in notifications {
+            let _ = writeln!(
+                out,
+                "lf_handoff_notifications_total{{endpoint=\"{}\",outcome=\"{outcome}\"}} {count}",
+                escape_label(&endpoint)
+            );
+        }
         Ok(out)
     }
 
@@ -225,10 +259,19 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// A label value as the text format asks: backslash, quote and line
+/// feed escaped.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 fn labels(method: &str, route: &str, status: u16) -> String {
     // Route templates hold no quote or backslash; escape them all the
     // same, as the format asks.
-    let route = route.replace('\\', "\\\\").replace('"', "\\\"");
+    let route = escape_label(route);
     format!("method=\"{method}\",route=\"{route}\",status=\"{status}\"")
 }
 

@@ -178,12 +178,16 @@ impl AppState {
         {
             return None;
         }
+        self.link_named(caller.name.as_str(), handoff)
+    }
+
+    /// A signed link to `handoff` for `holder` (acting as `link:HOLDER`),
+    /// valid until the handoff's deadline, else for a day; `None` for a
+    /// name too long to make that actor.
+    pub fn link_named(&self, holder: &str, handoff: &InteractiveHandoff) -> Option<String> {
         let now = self.store().now();
         let expires = link_expiry(handoff.expires_at, now, None);
-        let link = self
-            .link_secret()
-            .sign(&handoff.id, caller.name.as_str(), expires)
-            .ok()?;
+        let link = self.link_secret().sign(&handoff.id, holder, expires).ok()?;
         Some(link.url(self.public_url().unwrap_or_default()))
     }
 

@@ -53,6 +53,7 @@ pub mod archive;
 pub mod backends;
 pub mod contract;
 pub mod deadlines;
+pub mod deliveries;
 pub mod failover;
 pub mod faults;
 pub mod fixtures;
@@ -272,6 +273,7 @@ macro_rules! conformance_tests {
         $crate::archive_scenarios!($backend());
         $crate::faults_scenarios!($backend());
         $crate::hostile_scenarios!($backend());
+        $crate::deliveries_scenarios!($backend());
     };
 }
 

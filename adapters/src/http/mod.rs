@@ -44,8 +44,9 @@ use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
-    this_process_actor, ArchiveSummary, ListQuery, PruneCount, PruneOptions, Registry, StoreError,
-    StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    this_process_actor, ArchiveSummary, DeliveryCursor, ListQuery, PruneCount, PruneOptions,
+    Registry, StoreError, StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher,
+    DEFAULT_RETRY_WINDOW,
 };
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
@@ -389,6 +390,19 @@ impl Registry for ServiceRegistry {
         self.json(&Call::get(&handoff_path(id, "/history"))).await
     }
 
+    async fn delivery_cursor(&self, _endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
+        Err(served_cursors())
+    }
+
+    async fn swap_delivery_cursor(
+        &self,
+        _endpoint: &str,
+        _expected: Option<u64>,
+        _cursor: &DeliveryCursor,
+    ) -> StoreResult<bool> {
+        Err(served_cursors())
+    }
+
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
         let position = match from {
             WatchFrom::After(position) => Some(position),
@@ -540,6 +554,16 @@ fn end_line(line: &[u8]) -> Option<ArchiveSummary> {
         end: ArchiveSummary,
     }
     serde_json::from_slice::<End>(line).ok().map(|end| end.end)
+}
+
+/// Delivery cursors are the server's own state: a served store does not
+/// hand them out, and a server does not deliver for a served store.
+fn served_cursors() -> StoreError {
+    StoreError::InvalidInput(
+        "delivery cursors belong to the server next to the store; a store served over HTTP \
+         does not give them out (run `serve --notify` against the store itself)"
+            .to_string(),
+    )
 }
 
 #[cfg(test)]

@@ -117,6 +117,7 @@ const STORE_TABLES: &[&str] = &[
     "handoff_watchers",
     "handoff_position_floor",
     "lf_handoff_meta",
+    "delivery_cursors",
 ];
 
 /// Behind a pooler in transaction mode without `listen_url`, how often

@@ -233,6 +233,7 @@
 
 mod archive;
 mod config;
+mod deliveries;
 mod error;
 mod files;
 mod handle;

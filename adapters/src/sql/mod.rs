@@ -44,6 +44,7 @@
 pub(crate) mod archive;
 pub(crate) mod columns;
 pub(crate) mod connections;
+mod deliveries;
 pub(crate) mod dialect;
 pub(crate) mod engine;
 pub(crate) mod events;

@@ -15,7 +15,8 @@
 //! the migration leaves the version it had.
 //!
 //! Release 0.1.0 wrote version 1. Version 2 (release 0.2.0) adds the step
-//! key (C12). Version 3 adds deadlines (C14) and the history (C15).
+//! key (C12). Version 3 (release 0.3.0) adds deadlines (C14) and the history
+//! (C15). Version 4 adds the service's delivery cursors (C23).
 //! Migrations only add: a column added to `handoffs` goes last, where
 //! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 //!
@@ -149,8 +150,18 @@ const MIGRATION_3: &[&str] = &[
     )",
 ];
 
+/// Migration 4: the service's delivery cursors (C23), one row per
+/// notification endpoint key: a JSON record and its version, swapped as
+/// `parents` rows are. Not registry data: export, import and prune leave
+/// it alone.
+const MIGRATION_4: &[&str] = &["CREATE TABLE delivery_cursors (
+        endpoint TEXT PRIMARY KEY,
+        version BIGINT NOT NULL,
+        record TEXT NOT NULL
+    )"];
+
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -347,6 +347,15 @@ pub(crate) const INSERT_PARENT: &str = "INSERT INTO parents (id, kind, wave_id, 
 pub(crate) const INSERT_TASK_PR: &str = "INSERT INTO task_prs (id, task_session_id, record) \
      VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING";
 
+pub(crate) const DELIVERY_CURSOR: &str =
+    "SELECT version, record FROM delivery_cursors WHERE endpoint = $1";
+
+pub(crate) const INSERT_DELIVERY_CURSOR: &str = "INSERT INTO delivery_cursors \
+     (endpoint, version, record) VALUES ($1, 1, $2) ON CONFLICT (endpoint) DO NOTHING";
+
+pub(crate) const SWAP_DELIVERY_CURSOR: &str = "UPDATE delivery_cursors \
+     SET version = version + 1, record = $3 WHERE endpoint = $1 AND version = $2";
+
 pub(crate) const PARENT_BY_ID: &str = "SELECT version, record FROM parents WHERE id = $1";
 
 pub(crate) const SWAP_PARENT: &str = "UPDATE parents SET version = version + 1, record = $3 \

@@ -1136,6 +1136,7 @@ fn the_shared_sql_code_names_no_backend() {
         ("archive.rs", include_str!("archive.rs")),
         ("columns.rs", include_str!("columns.rs")),
         ("connections.rs", include_str!("connections.rs")),
+        ("deliveries.rs", include_str!("deliveries.rs")),
         ("dialect.rs", include_str!("dialect.rs")),
         ("engine.rs", include_str!("engine.rs")),
         ("events.rs", include_str!("events.rs")),

@@ -49,6 +49,7 @@ use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 
 use crate::archive::{Archive, ArchiveSummary, Progress};
+use crate::delivery::{check_endpoint_key, Deliveries, DeliveryCursor};
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
     Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
@@ -87,6 +88,8 @@ pub struct StorePorts {
     pub events: Arc<dyn EventLog>,
     /// Export and import (C17).
     pub archive: Arc<dyn Archive>,
+    /// The service's delivery cursors (C23).
+    pub deliveries: Arc<dyn Deliveries>,
     /// The time source.
     pub clock: Arc<dyn Clock>,
     /// The handoff id source.
@@ -98,14 +101,15 @@ impl StorePorts {
     /// port, with the system clock and UUID v7 ids.
     pub fn of<S>(backend: &'static str, storage: Arc<S>) -> Self
     where
-        S: HandoffRepository + ParentRegistry + EventLog + Archive,
+        S: HandoffRepository + ParentRegistry + EventLog + Archive + Deliveries,
     {
         Self {
             backend,
             handoffs: storage.clone(),
             parents: storage.clone(),
             events: storage.clone(),
-            archive: storage,
+            archive: storage.clone(),
+            deliveries: storage,
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7Ids),
         }
@@ -122,6 +126,7 @@ pub(crate) struct Local {
     parents: Arc<dyn ParentRegistry>,
     pub(crate) events: Arc<dyn EventLog>,
     archive: Arc<dyn Archive>,
+    deliveries: Arc<dyn Deliveries>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
     backend: &'static str,
@@ -149,6 +154,7 @@ impl Local {
             parents: ports.parents,
             events: ports.events,
             archive: ports.archive,
+            deliveries: ports.deliveries,
             clock: ports.clock,
             ids: ports.ids,
             backend: ports.backend,
@@ -314,6 +320,31 @@ impl Registry for Local {
 
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
         Local::watch(self, from, filter).await
+    }
+
+    async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
+        check_endpoint_key(endpoint)?;
+        self.retry("reading a delivery cursor", || {
+            self.deliveries.delivery_cursor(endpoint)
+        })
+        .await
+    }
+
+    async fn swap_delivery_cursor(
+        &self,
+        endpoint: &str,
+        expected: Option<u64>,
+        cursor: &DeliveryCursor,
+    ) -> StoreResult<bool> {
+        check_endpoint_key(endpoint)?;
+        // A swap whose reply was lost and that is tried again finds the
+        // version it made and reports a lost swap: the service then reads
+        // the cursor again and finds its own lease.
+        self.retry("storing a delivery cursor", || {
+            self.deliveries
+                .swap_delivery_cursor(endpoint, expected, cursor)
+        })
+        .await
     }
 
     async fn wait(

@@ -249,6 +249,7 @@ impl Mocks {
             parents: Arc::new(self.parents),
             events: Arc::new(MockEventLog::new()),
             archive: self.archive,
+            deliveries: Arc::new(crate::delivery::MockDeliveries::new()),
             clock: Arc::new(self.clock),
             ids: Arc::new(ids),
         })

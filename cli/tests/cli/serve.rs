@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 use crate::support::{Run, Sandbox};
 
 /// A running `lf-handoff serve`.
-struct Serving {
-    child: Child,
-    address: String,
+pub(crate) struct Serving {
+    pub(crate) child: Child,
+    pub(crate) address: String,
     /// The lines it printed on stdout.
     banner: Vec<String>,
     log: std::path::PathBuf,
@@ -26,7 +26,7 @@ struct Serving {
 impl Serving {
     /// Starts `serve --listen 127.0.0.1:0` with `args` and waits for its
     /// banner (and, without a tokens file, its tokens).
-    fn start(sandbox: &Sandbox, args: &[&str]) -> Self {
+    pub(crate) fn start(sandbox: &Sandbox, args: &[&str]) -> Self {
         let log = sandbox.path(&format!("serve-{}.log", std::process::id()));
         let mut command = sandbox.command(&[&["serve", "--listen", "127.0.0.1:0"], args].concat());
         let mut child = command
@@ -67,7 +67,7 @@ impl Serving {
     }
 
     /// The run's token of `scope` from the banner.
-    fn token(&self, scope: &str) -> String {
+    pub(crate) fn token(&self, scope: &str) -> String {
         self.banner
             .iter()
             .find(|line| line.trim_start().starts_with(scope))
@@ -77,7 +77,7 @@ impl Serving {
     }
 
     /// One HTTP/1.1 request; the status and body.
-    fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,
@@ -114,7 +114,7 @@ impl Serving {
         (status, body)
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = std::process::Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
@@ -123,7 +123,7 @@ impl Serving {
     }
 
     /// Waits for the process to exit, at most `within`; its exit code.
-    fn exit_within(&mut self, within: Duration) -> Option<i32> {
+    pub(crate) fn exit_within(&mut self, within: Duration) -> Option<i32> {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -137,7 +137,7 @@ impl Serving {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap()
     }
 }
@@ -150,7 +150,7 @@ impl Drop for Serving {
 }
 
 /// A wave made through the service; returns the open request for it.
-fn wave_and_request(serving: &Serving, agent: &str, cwd: &str) -> Value {
+pub(crate) fn wave_and_request(serving: &Serving, agent: &str, cwd: &str) -> Value {
     let id = format!("wv_{}", uuid_like());
     let (status, body) = serving.request(
         "POST",

@@ -90,6 +90,8 @@ impl Sandbox {
             .env_remove("RUST_LOG")
             .env_remove("XDG_DATA_HOME")
             .env_remove("COLUMNS")
+            // A test run inside tmux must not change what `attach` does.
+            .env_remove("TMUX")
             .env("LF_HOME", self.path("lf"))
             .env("HOME", self.path("home"))
             .env("XDG_CONFIG_HOME", self.path("config"))
