@@ -11,7 +11,8 @@
 //!   onerror>` and a right-to-left override shows them as text: no alert,
 //!   no element injected.
 //! - With `LF_HANDOFF_SCREENSHOTS=DIR`, screenshots of the inbox and of a
-//!   handoff's page at desktop and phone width are written to DIR (the
+//!   handoff's page at desktop and phone width, and of the inbox in the
+//!   dark theme, are written to DIR (the
 //!   README's pictures: `LF_HANDOFF_SCREENSHOTS=docs/screenshots`; a
 //!   relative directory is taken from the repository's root).
 //!
@@ -522,6 +523,30 @@ async fn screenshots(browser: &Browser, served: &Served, dir: &Path) {
             .screenshot(dir, &format!("handoff-{suffix}.png"))
             .await;
     }
+    // The dark theme follows the system's setting.
+    browser
+        .post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setEmulatedMedia", "params": {
+                "features": [{"name": "prefers-color-scheme", "value": "dark"}]}}),
+        )
+        .await;
+    browser.size(1280, 720).await;
+    browser.go(&format!("{}/", served.url)).await;
+    browser
+        .until(
+            "the dark inbox",
+            "return getComputedStyle(document.body).backgroundColor === 'rgb(18, 21, 27)';",
+            json!([]),
+        )
+        .await;
+    browser.screenshot(dir, "inbox-dark.png").await;
+    browser
+        .post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": []}}),
+        )
+        .await;
     browser.size(1280, 900).await;
 }
 
