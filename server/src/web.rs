@@ -255,8 +255,10 @@ impl Form {
 }
 
 /// Refuses a POST another site's page sent: `Sec-Fetch-Site` other than
-/// `same-origin`, or an `Origin` that is not this service's `Host`.
-fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+/// `same-origin`, or an `Origin` that is neither this service's `Host` nor
+/// its public URL (`public`: what a proxy in front serves it as, when the
+/// proxy does not pass the browser's `Host` on).
+fn check_origin(headers: &HeaderMap, public: Option<&str>) -> Result<(), ApiError> {
     let refused = || {
         ApiError::plain(
             Category::Forbidden,
@@ -273,6 +275,9 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
         .is_some_and(|site| site.as_bytes() == b"same-origin");
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().map_err(|_| refused())?;
+        if public.is_some_and(|public| origin.eq_ignore_ascii_case(public)) {
+            return Ok(());
+        }
         // A browser sends `null` when a referrer policy hides the page's
         // address; then only its Sec-Fetch-Site speaks for it.
         if origin == "null" {
@@ -296,7 +301,7 @@ fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 /// The form of a POST: from this site, declared as a form, within the
 /// body limit.
 async fn read_form(state: &AppState, request: Request) -> Result<Form, ApiError> {
-    check_origin(request.headers())?;
+    check_origin(request.headers(), state.public_url())?;
     let media = crate::extract::media_type(request.headers());
     if media.as_deref() != Some("application/x-www-form-urlencoded") {
         return Err(ApiError::plain(
@@ -1081,6 +1086,10 @@ mod tests {
         assert_eq!(session_cookie(&headers), None);
     }
 
+    fn check_origin_of(headers: &HeaderMap) -> Result<(), ApiError> {
+        check_origin(headers, Some("https://handoffs.example"))
+    }
+
     #[test]
     fn a_post_from_another_site_is_refused() {
         let headers = |pairs: &[(&'static str, &'static str)]| {
@@ -1090,14 +1099,25 @@ mod tests {
             }
             map
         };
-        assert!(check_origin(&headers(&[("host", "h:1")])).is_ok());
-        assert!(check_origin(&headers(&[("host", "h:1"), ("origin", "http://h:1")])).is_ok());
-        assert!(check_origin(&headers(&[("host", "h:1"), ("origin", "http://evil")])).is_err());
-        assert!(check_origin(&headers(&[("origin", "http://h:1")])).is_err());
-        assert!(check_origin(&headers(&[("sec-fetch-site", "cross-site")])).is_err());
-        assert!(check_origin(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
-        assert!(check_origin(&headers(&[("origin", "null")])).is_err());
-        assert!(check_origin(&headers(&[
+        assert!(check_origin_of(&headers(&[("host", "h:1")])).is_ok());
+        assert!(check_origin_of(&headers(&[("host", "h:1"), ("origin", "http://h:1")])).is_ok());
+        assert!(check_origin_of(&headers(&[("host", "h:1"), ("origin", "http://evil")])).is_err());
+        assert!(check_origin_of(&headers(&[("origin", "http://h:1")])).is_err());
+        assert!(check_origin_of(&headers(&[("sec-fetch-site", "cross-site")])).is_err());
+        assert!(check_origin_of(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
+        assert!(check_origin_of(&headers(&[("origin", "null")])).is_err());
+        // Behind a proxy that passes another Host on: the public URL.
+        assert!(check_origin_of(&headers(&[
+            ("host", "127.0.0.1:7381"),
+            ("origin", "https://handoffs.example")
+        ]))
+        .is_ok());
+        assert!(check_origin_of(&headers(&[
+            ("host", "127.0.0.1:7381"),
+            ("origin", "https://handoffs.example.evil")
+        ]))
+        .is_err());
+        assert!(check_origin_of(&headers(&[
             ("origin", "null"),
             ("sec-fetch-site", "same-origin")
         ]))
