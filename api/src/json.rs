@@ -149,3 +149,19 @@ pub struct Health {
     /// The store's backend (`sqlite`, `sled`, `postgres`).
     pub backend: String,
 }
+
+/// The answer of `POST /v1/handoffs/{id}/link`: a signed link (C21).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LinkJson {
+    /// The handoff's id.
+    pub id: String,
+    /// The link: `{public URL}/h/{id}?for=...&exp=...&sig=...`.
+    pub link: String,
+    /// The name it was made for (`link:NAME` is the actor of what is done
+    /// with it).
+    #[serde(rename = "for")]
+    pub holder: String,
+    /// When it stops working.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires: OffsetDateTime,
+}

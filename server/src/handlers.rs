@@ -24,10 +24,11 @@ use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ListQuery, PruneOptions, StoreError};
 use lf_handoff_api::requests::{
-    self, ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason, Summary,
+    self, ClaimWake, CreateTask, Extend, LinkRequest, ListParams, OpenRequest, Prune, Reason,
+    Summary,
 };
 use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
-use lf_handoff_api::{openapi, Category, Claimed, Health, Opened, Pruned};
+use lf_handoff_api::{openapi, Category, Claimed, Health, LinkJson, Opened, Pruned};
 use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -84,6 +85,7 @@ fn handler(id: RouteId) -> MethodRouter<AppState> {
         RouteId::Back => post(back),
         RouteId::Fail => post(fail),
         RouteId::Extend => post(extend),
+        RouteId::Link => post(link),
         RouteId::ClaimWake => post(claim_wake),
         RouteId::History => get(history),
         RouteId::Wait => get(streams::wait),
@@ -407,6 +409,36 @@ async fn extend(
     let until = body.until(store.now())?;
     let handoff = store.extend_interactive_handoff(&id, until).await?;
     handoff_json(&state, &caller, handoff)
+}
+
+/// `POST /v1/handoffs/{id}/link`: a signed link to a handoff that exists,
+/// for the name asked (the token's by default).
+async fn link(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<LinkRequest>,
+) -> Answer {
+    let handoff_id = handoff_id(&id)?;
+    let valid_for = body.valid_for()?;
+    let holder = body
+        .holder
+        .clone()
+        .unwrap_or_else(|| caller.name.as_str().to_string());
+    let handoff = state
+        .store()
+        .get_interactive_handoff(&handoff_id)
+        .await?
+        .ok_or_else(|| missing("handoff", &id.0))?;
+    let now = state.store().now();
+    let expires = crate::links::link_expiry(handoff.expires_at, now, valid_for);
+    let link = state.link_secret().sign(&handoff.id, &holder, expires)?;
+    ok(&LinkJson {
+        id: handoff.id.to_string(),
+        link: link.url(state.public_url().unwrap_or_default()),
+        holder,
+        expires: OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
+    })
 }
 
 async fn claim_wake(

@@ -535,3 +535,66 @@ async fn hostile_text_is_shown_as_text() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let path = format!("/v1/handoffs/{id}/link");
+    let made = served
+        .post(
+            &path,
+            &served.operator,
+            &json!({"for": "dana", "valid_for": "2h"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text);
+    let made = made.json();
+    assert_eq!(made["id"], json!(id));
+    assert_eq!(made["for"], "dana");
+    let link = made["link"].as_str().unwrap();
+    let local = link.strip_prefix(&served.url).unwrap();
+    assert!(
+        local.starts_with(&format!("/h/{id}?for=dana&exp=")),
+        "{link}"
+    );
+    let expires = time::OffsetDateTime::parse(
+        made["expires"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let left = expires - served.store.now();
+    assert!(left > time::Duration::minutes(119) && left <= time::Duration::hours(2));
+    let shown = page(&served, "GET", local, None, None, &[]).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.text.contains("link for dana"));
+
+    // For the token's name by default.
+    let mine = served.post(&path, &served.person, &json!({})).await.json();
+    assert_eq!(mine["for"], "alice");
+
+    served
+        .post(&path, &served.agent, &json!({}))
+        .await
+        .error(403, "forbidden");
+    served
+        .post(&path, &served.person, &json!({"valid_for": "soon"}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(&path, &served.person, &json!({"for": " "}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(&path, &served.person, &json!({"colour": "red"}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(
+            "/v1/handoffs/ih_00000000-0000-4000-8000-000000000000/link",
+            &served.person,
+            &json!({}),
+        )
+        .await
+        .error(404, "not_found");
+}
