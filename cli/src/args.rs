@@ -217,16 +217,24 @@ pub struct LinkArgs {
     #[arg(long = "valid-for", value_name = "DURATION", value_parser = parse_span)]
     pub valid_for: Option<std::time::Duration>,
     /// The link secret of the `serve` that will answer the link (its
-    /// --link-secret, or `link-secret` beside its tokens file).
+    /// --link-secret, or `link-secret` beside its tokens file). Not needed
+    /// with an http:// or https:// store: the service makes the link.
     #[arg(
         long = "link-secret",
         value_name = "FILE",
-        env = "LF_HANDOFF_LINK_SECRET"
+        env = "LF_HANDOFF_LINK_SECRET",
+        requires = "public_url"
     )]
-    pub link_secret: PathBuf,
-    /// The URL people reach that `serve` at (its --public-url).
-    #[arg(long = "public-url", value_name = "URL", env = "LF_HANDOFF_PUBLIC_URL")]
-    pub public_url: String,
+    pub link_secret: Option<PathBuf>,
+    /// The URL people reach that `serve` at (its --public-url); with
+    /// --link-secret.
+    #[arg(
+        long = "public-url",
+        value_name = "URL",
+        env = "LF_HANDOFF_PUBLIC_URL",
+        requires = "link_secret"
+    )]
+    pub public_url: Option<String>,
 }
 
 /// `serve`

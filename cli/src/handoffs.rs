@@ -477,7 +477,13 @@ struct LinkJson<'a> {
 /// of the `serve` that will answer it.
 pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
     use lf_handoff_server::links::{link_expiry, LinkSecret};
-    let url = args.public_url.trim_end_matches('/');
+    let (Some(secret_file), Some(url)) = (&args.link_secret, &args.public_url) else {
+        return Err(CliError::usage(
+            "link needs --link-secret FILE and --public-url URL (the serve's), or an http:// or \
+             https:// store, whose service makes the link",
+        ));
+    };
+    let url = url.trim_end_matches('/');
     if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(['?', '#']) {
         return Err(CliError::from(
             lf_handoff_adapters::StoreError::InvalidInput(format!(
@@ -485,7 +491,7 @@ pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
             )),
         ));
     }
-    let secret = LinkSecret::load(&args.link_secret).map_err(CliError::from)?;
+    let secret = LinkSecret::load(secret_file).map_err(CliError::from)?;
     let handoff = load(ctx, &args.id).await?;
     let now = ctx.store.now();
     let expires = link_expiry(handoff.expires_at, now, args.valid_for);
@@ -502,4 +508,25 @@ pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
         });
     }
     emit(&format!("{text}\n"))
+}
+
+/// `link` over a service: the service signs the link with its secret.
+pub async fn link_through_service(
+    http: &lf_handoff_adapters::HttpConfig,
+    args: &LinkArgs,
+    json: bool,
+) -> CliResult<()> {
+    let request = lf_handoff_api::requests::LinkRequest {
+        holder: Some(args.holder.clone()),
+        valid_for: args
+            .valid_for
+            .map(|span| format!("{}s", span.as_secs().max(1))),
+    };
+    let made = lf_handoff_adapters::http::make_link(http, &args.id, &request)
+        .await
+        .map_err(CliError::from)?;
+    if json {
+        return emit_json(&made);
+    }
+    emit(&format!("{}\n", made.link))
 }

@@ -748,9 +748,18 @@ fn link_prints_a_signed_link_the_service_answers() {
     let sandbox = Sandbox::new();
     let tokens = sandbox.path("tokens");
     let tokens = tokens.to_str().unwrap();
-    sandbox.ok(&[
-        "token", "create", "alice", "--scope", "person", "--tokens", tokens,
-    ]);
+    let alice = sandbox
+        .ok(&[
+            "token", "create", "alice", "--scope", "person", "--tokens", tokens,
+        ])
+        .trim()
+        .to_string();
+    let bot = sandbox
+        .ok(&[
+            "token", "create", "bot", "--scope", "agent", "--tokens", tokens,
+        ])
+        .trim()
+        .to_string();
     let id = sandbox.handoff();
     let secret = sandbox.path("link-secret");
     let secret_arg = secret.to_str().unwrap();
@@ -822,6 +831,26 @@ fn link_prints_a_signed_link_the_service_answers() {
         None,
     );
     assert_eq!(status, 403);
+
+    // Over the service, without the secret: the service makes the link.
+    let over = through(
+        &sandbox,
+        &serving,
+        &alice,
+        &["link", &id, "--for", "erin", "--valid-for", "1h"],
+    );
+    assert_eq!(over.code, 0, "{}", over.stderr);
+    let link = over.stdout.trim();
+    assert!(
+        link.starts_with(&format!("{base}/h/{id}?for=erin&exp=")),
+        "{link}"
+    );
+    let (status, page) = serving.request("GET", &link[base.len()..], None, None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("link for erin"));
+    let refused = through(&sandbox, &serving, &bot, &["link", &id]);
+    assert_ne!(refused.code, 0, "an agent's token makes no link");
+    assert!(refused.stderr.contains("link"), "{}", refused.stderr);
     serving.signal("-TERM");
     assert_eq!(serving.exit_within(Duration::from_secs(15)), Some(0));
 }
