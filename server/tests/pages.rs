@@ -598,3 +598,77 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
         .await
         .error(404, "not_found");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_filters_by_status_parent_and_due() {
+    let served = Served::start().await;
+    let soon = served
+        .open(json!({"reason": "due soon", "expires_in": "30m"}))
+        .await["handoff"]
+        .clone();
+    let later = served
+        .open(json!({"reason": "due later", "expires_in": "3h"}))
+        .await["handoff"]
+        .clone();
+    let done = served.open(json!({"reason": "done already"})).await["handoff"].clone();
+    let done_id = done["id"].as_str().unwrap();
+    let reply = served
+        .post(
+            &format!("/v1/handoffs/{done_id}/complete"),
+            &served.person,
+            &json!({"summary": "ok"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let rows = |query: &'static str| {
+        let served = &served;
+        async move {
+            let shown = page(
+                served,
+                "GET",
+                &format!("/inbox/rows?{query}"),
+                Some(&served.person),
+                None,
+                &[],
+            )
+            .await;
+            assert_eq!(shown.status, 200, "{query}: {}", shown.text);
+            ["due soon", "due later", "done already"]
+                .into_iter()
+                .filter(|reason| shown.text.contains(reason))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(rows("").await, ["due soon", "due later"]);
+    assert_eq!(rows("due=soon").await, ["due soon"]);
+    assert_eq!(rows("status=finished").await, ["done already"]);
+    assert_eq!(
+        rows("status=all").await,
+        ["due soon", "due later", "done already"]
+    );
+    let parent = format!("wave:{}", later["parent"]["id"].as_str().unwrap());
+    let shown = page(
+        &served,
+        "GET",
+        &format!("/?parent={parent}"),
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert!(shown.text.contains("due later") && !shown.text.contains("due soon"));
+    // Newest first.
+    let all = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    assert!(all.text.find("due later").unwrap() < all.text.find("due soon").unwrap());
+    assert!(soon["expires_at"].is_string());
+    let bad = page(
+        &served,
+        "GET",
+        "/?parent=nonsense",
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+}
