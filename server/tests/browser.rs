@@ -28,6 +28,7 @@
 
 mod support;
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,7 +51,14 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Ends chromedriver and the browsers it started (its process group),
+    /// also when a scenario failed and no session was closed.
     fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -101,7 +109,10 @@ async fn start_driver(program: &Path) -> Driver {
         .local_addr()
         .unwrap()
         .port();
+    // A process group of its own, so dropping the driver ends the
+    // browsers it started too.
     let child = Command::new(program)
+        .process_group(0)
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
