@@ -21,6 +21,11 @@ pub struct HandoffJson {
     pub handoff: InteractiveHandoff,
     /// Whether it was due when it was printed.
     pub due: bool,
+    /// A signed link where a person sees and answers the handoff without
+    /// signing in (C21), made for the caller: only in the service's
+    /// answers to a token of scope `person` or `operator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
 }
 
 impl HandoffJson {
@@ -29,7 +34,14 @@ impl HandoffJson {
         Self {
             due: handoff.is_due(now),
             handoff,
+            link: None,
         }
+    }
+
+    /// The same, carrying `link`.
+    pub fn with_link(mut self, link: Option<String>) -> Self {
+        self.link = link;
+        self
     }
 }
 
@@ -136,4 +148,20 @@ pub struct Health {
     pub status: String,
     /// The store's backend (`sqlite`, `sled`, `postgres`).
     pub backend: String,
+}
+
+/// The answer of `POST /v1/handoffs/{id}/link`: a signed link (C21).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct LinkJson {
+    /// The handoff's id.
+    pub id: String,
+    /// The link: `{public URL}/h/{id}?for=...&exp=...&sig=...`.
+    pub link: String,
+    /// The name it was made for (`link:NAME` is the actor of what is done
+    /// with it).
+    #[serde(rename = "for")]
+    pub holder: String,
+    /// When it stops working.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires: OffsetDateTime,
 }

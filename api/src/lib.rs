@@ -34,5 +34,5 @@ pub mod routes;
 pub mod strict;
 
 pub use error::{Category, ErrorBody, ErrorResponse};
-pub use json::{Claimed, Counts, HandoffJson, Health, Opened, Pruned, WaitJson};
+pub use json::{Claimed, Counts, HandoffJson, Health, LinkJson, Opened, Pruned, WaitJson};
 pub use routes::{Access, Method, Route, RouteId, Scope, ROUTES};

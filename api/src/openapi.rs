@@ -24,8 +24,10 @@ use utoipa::openapi::{OpenApi, OpenApiBuilder, Ref, RefOr, Required};
 use utoipa::ToSchema;
 
 use crate::error::ErrorResponse;
-use crate::json::{Claimed, Counts, HandoffJson, Health, Opened, Pruned, WaitJson};
-use crate::requests::{ClaimWake, CreateTask, Extend, OpenRequest, Prune, Reason, Summary};
+use crate::json::{Claimed, Counts, HandoffJson, Health, LinkJson, Opened, Pruned, WaitJson};
+use crate::requests::{
+    ClaimWake, CreateTask, Extend, LinkRequest, OpenRequest, Prune, Reason, Summary,
+};
 use crate::routes::{content_type, Access, Body, Method, Route, ROUTES};
 
 /// The name of the bearer token's security scheme in the document.
@@ -95,6 +97,8 @@ fn components() -> utoipa::openapi::Components {
     add::<Summary>(&mut schemas);
     add::<Reason>(&mut schemas);
     add::<Extend>(&mut schemas);
+    add::<LinkRequest>(&mut schemas);
+    add::<LinkJson>(&mut schemas);
     add::<ClaimWake>(&mut schemas);
     add::<Claimed>(&mut schemas);
     add::<HandoffEvent>(&mut schemas);

@@ -159,6 +159,34 @@ impl Extend {
     }
 }
 
+/// `POST /v1/handoffs/{id}/link`: who a signed link (C21) is for and how
+/// long it works; both optional (`{}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkRequest {
+    /// The name the link is for: what its holder does is recorded as
+    /// `link:NAME`. Default: the token's name.
+    #[serde(default, rename = "for")]
+    pub holder: Option<String>,
+    /// How long the link works (`90s`, `2h`, `1d`). Default: until the
+    /// handoff's deadline, else a day.
+    #[serde(default)]
+    pub valid_for: Option<String>,
+}
+
+impl LinkRequest {
+    /// `valid_for` as a duration.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a `valid_for` that is not a duration.
+    pub fn valid_for(&self) -> StoreResult<Option<Duration>> {
+        self.valid_for
+            .as_deref()
+            .map(|text| duration::parse(text).map_err(|e| invalid(format!("valid_for: {e}"))))
+            .transpose()
+    }
+}
+
 /// `POST /v1/handoffs/{id}/claim-wake`: the claiming body's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -191,6 +191,7 @@ pub enum RouteId {
     Back,
     Fail,
     Extend,
+    Link,
     ClaimWake,
     History,
     Wait,
@@ -541,6 +542,11 @@ pub const ROUTES: &[Route] = &[
             "`fail --reason`.", OK_HANDOFF),
         Body::Json("Reason"), true),
     with_body(
+        plain(R::Link, Post, "/v1/handoffs/{id}/link", Access::Scopes(CENSUS), "Make a signed link",
+            "`link --for --valid-for`: a link where a person sees and answers the handoff without signing in (C21). Body `{}` for a link for the token's name until the deadline.",
+            &[ok(Body::Json("LinkJson"))]),
+        Body::Json("LinkRequest"), false),
+    with_body(
         plain(R::Extend, Post, "/v1/handoffs/{id}/extend", Access::Scopes(PERSON), "Move a handoff's deadline",
             "`extend --until` or `--by` (from the service's clock now).", OK_HANDOFF),
         Body::Json("Extend"), true),
@@ -615,7 +621,7 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 31);
+        assert_eq!(ids.len(), 32);
     }
 
     #[test]
@@ -645,7 +651,7 @@ mod tests {
             assert!(allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Person));
         }
-        for id in [R::List, R::History, R::Events] {
+        for id in [R::List, R::History, R::Events, R::Link] {
             assert!(allowed(id, Scope::Person) && allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Agent));
         }

@@ -198,6 +198,43 @@ pub enum Command {
     /// Make, list and revoke the tokens of `serve --tokens FILE`.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Print a signed link where a person sees and answers a handoff in a
+    /// browser without signing in (served by `serve`; docs/API.md).
+    Link(LinkArgs),
+}
+
+/// `link`
+#[derive(Debug, Args)]
+pub struct LinkArgs {
+    /// The handoff id (ih_...).
+    pub id: InteractiveHandoffId,
+    /// Who the link is for: what its holder does is recorded as
+    /// `link:NAME`.
+    #[arg(long = "for", value_name = "NAME", default_value = "person")]
+    pub holder: String,
+    /// How long the link works (90s, 15m, 2h, 1d). Default: until the
+    /// handoff's deadline, or a day when it has none.
+    #[arg(long = "valid-for", value_name = "DURATION", value_parser = parse_span)]
+    pub valid_for: Option<std::time::Duration>,
+    /// The link secret of the `serve` that will answer the link (its
+    /// --link-secret, or `link-secret` beside its tokens file). Not needed
+    /// with an http:// or https:// store: the service makes the link.
+    #[arg(
+        long = "link-secret",
+        value_name = "FILE",
+        env = "LF_HANDOFF_LINK_SECRET",
+        requires = "public_url"
+    )]
+    pub link_secret: Option<PathBuf>,
+    /// The URL people reach that `serve` at (its --public-url); with
+    /// --link-secret.
+    #[arg(
+        long = "public-url",
+        value_name = "URL",
+        env = "LF_HANDOFF_PUBLIC_URL",
+        requires = "link_secret"
+    )]
+    pub public_url: Option<String>,
 }
 
 /// `serve`
@@ -235,6 +272,17 @@ pub struct ServeArgs {
     /// How many event streams and long polls are open at once.
     #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_streams: u64,
+    /// The file holding the secret that signs the person's links (created,
+    /// mode 0600, when missing; replace it and send SIGHUP to invalidate
+    /// every link). Default: `link-secret` beside the tokens file; without
+    /// a tokens file, a secret of this run only.
+    #[arg(long = "link-secret", value_name = "FILE")]
+    pub link_secret: Option<PathBuf>,
+    /// The URL people reach the service at, which links start with (e.g.
+    /// a proxy's https://handoffs.example). Default: the address it
+    /// listens on.
+    #[arg(long = "public-url", value_name = "URL")]
+    pub public_url: Option<String>,
     /// Post a JSON message to this URL (a Slack or Mattermost incoming
     /// webhook shows its `text`) for each opened handoff, each finish and
     /// each deadline coming near (repeatable).

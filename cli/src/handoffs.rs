@@ -22,7 +22,7 @@ use lf_handoff_adapters::{ListQuery, PruneOptions};
 use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
 use time::OffsetDateTime;
 
-use crate::args::{Cutoff, ExtendArgs, ListArgs, OpenArgs, PruneArgs};
+use crate::args::{Cutoff, ExtendArgs, LinkArgs, ListArgs, OpenArgs, PruneArgs};
 use crate::context::Context;
 use crate::duration;
 use crate::error::{CliError, CliResult};
@@ -460,4 +460,73 @@ pub async fn history(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> 
         return Ok(());
     }
     emit(&history_table(&events))
+}
+
+/// `link --json`.
+#[derive(Debug, serde::Serialize)]
+struct LinkJson<'a> {
+    id: &'a InteractiveHandoffId,
+    link: String,
+    #[serde(rename = "for")]
+    holder: &'a str,
+    #[serde(with = "time::serde::rfc3339")]
+    expires: time::OffsetDateTime,
+}
+
+/// `link`: a signed link to a handoff that exists, made with the secret
+/// of the `serve` that will answer it.
+pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
+    use lf_handoff_server::links::{link_expiry, LinkSecret};
+    let (Some(secret_file), Some(url)) = (&args.link_secret, &args.public_url) else {
+        return Err(CliError::usage(
+            "link needs --link-secret FILE and --public-url URL (the serve's), or an http:// or \
+             https:// store, whose service makes the link",
+        ));
+    };
+    let url = url.trim_end_matches('/');
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(['?', '#']) {
+        return Err(CliError::from(
+            lf_handoff_adapters::StoreError::InvalidInput(format!(
+                "--public-url {url:?} is not an http:// or https:// URL without a query"
+            )),
+        ));
+    }
+    let secret = LinkSecret::load(secret_file).map_err(CliError::from)?;
+    let handoff = load(ctx, &args.id).await?;
+    let now = ctx.store.now();
+    let expires = link_expiry(handoff.expires_at, now, args.valid_for);
+    let link = secret
+        .sign(&handoff.id, &args.holder, expires)
+        .map_err(CliError::from)?;
+    let text = link.url(url);
+    if ctx.json {
+        return emit_json(&LinkJson {
+            id: &handoff.id,
+            link: text,
+            holder: &args.holder,
+            expires: time::OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
+        });
+    }
+    emit(&format!("{text}\n"))
+}
+
+/// `link` over a service: the service signs the link with its secret.
+pub async fn link_through_service(
+    http: &lf_handoff_adapters::HttpConfig,
+    args: &LinkArgs,
+    json: bool,
+) -> CliResult<()> {
+    let request = lf_handoff_api::requests::LinkRequest {
+        holder: Some(args.holder.clone()),
+        valid_for: args
+            .valid_for
+            .map(|span| format!("{}s", span.as_secs().max(1))),
+    };
+    let made = lf_handoff_adapters::http::make_link(http, &args.id, &request)
+        .await
+        .map_err(CliError::from)?;
+    if json {
+        return emit_json(&made);
+    }
+    emit(&format!("{}\n", made.link))
 }

@@ -133,6 +133,17 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     if let Command::Serve(args) = cli.command {
         return serve::serve(config, args).await.map(|()| None);
     }
+    // Over a service without a secret file of its own, the service makes
+    // the link.
+    if let (Command::Link(args), lf_handoff_adapters::StorageConfig::Http(http)) =
+        (&cli.command, &config)
+    {
+        if args.link_secret.is_none() {
+            return handoffs::link_through_service(http, args, cli.json)
+                .await
+                .map(|()| None);
+        }
+    }
     // Files are checked before the store is opened.
     let export_target = match &cli.command {
         Command::Export { output, force } => {
@@ -213,6 +224,7 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Proce
         Command::History { id } => handoffs::history(ctx, &id).await?,
         Command::Wait { id, timeout } => wait::wait(ctx, &id, timeout).await?,
         Command::Watch(args) => watch::watch(ctx, &args).await?,
+        Command::Link(args) => handoffs::link(ctx, args).await?,
         Command::Demo
         | Command::Serve(_)
         | Command::Token(_)

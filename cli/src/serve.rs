@@ -39,6 +39,8 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
             max_streams: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
             ..Limits::default()
         },
+        link_secret: args.link_secret,
+        public_url: args.public_url,
         notify,
     };
     // Refused before the store is opened.

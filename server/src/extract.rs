@@ -156,7 +156,7 @@ pub fn stalled(timeout: Duration) -> ApiError {
 }
 
 /// The whole body of `request`, within the JSON body limits of `state`.
-async fn whole_body(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
+pub(crate) async fn whole_body(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
     let (parts, body) = request.into_parts();
     let limits = state.limits();
     read_body(

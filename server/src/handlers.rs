@@ -22,12 +22,13 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{ListQuery, PruneOptions, Store, StoreError};
+use lf_handoff_adapters::{ListQuery, PruneOptions, StoreError};
 use lf_handoff_api::requests::{
-    self, ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason, Summary,
+    self, ClaimWake, CreateTask, Extend, LinkRequest, ListParams, OpenRequest, Prune, Reason,
+    Summary,
 };
 use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
-use lf_handoff_api::{openapi, Category, Claimed, HandoffJson, Health, Opened, Pruned};
+use lf_handoff_api::{openapi, Category, Claimed, Health, LinkJson, Opened, Pruned};
 use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -36,6 +37,7 @@ use crate::extract::{IdParam, JsonBody, NoBody, Who};
 use crate::layers::{authorize, observe, panicked};
 use crate::state::AppState;
 use crate::streams;
+use crate::tokens::Caller;
 
 /// A handler's answer.
 type Answer = Result<Response, ApiError>;
@@ -54,6 +56,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .route_layer(from_fn_with_state(state.clone(), authorize))
+        .merge(crate::web::routes())
         .layer(CatchPanicLayer::custom(panicked))
         .layer(from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -82,6 +85,7 @@ fn handler(id: RouteId) -> MethodRouter<AppState> {
         RouteId::Back => post(back),
         RouteId::Fail => post(fail),
         RouteId::Extend => post(extend),
+        RouteId::Link => post(link),
         RouteId::ClaimWake => post(claim_wake),
         RouteId::History => get(history),
         RouteId::Wait => get(streams::wait),
@@ -233,7 +237,7 @@ async fn get_task_pr(State(state): State<AppState>, id: IdParam) -> Answer {
 
 async fn record_body(
     state: &AppState,
-    caller: &crate::tokens::Caller,
+    caller: &Caller,
     reference: InteractiveHandoffParent,
     process: ChildProcessGeneration,
 ) -> Answer {
@@ -299,7 +303,7 @@ async fn open(
         status,
         &Opened {
             created,
-            handoff: HandoffJson::new(handoff, store.now()),
+            handoff: state.handoff_json(&caller, handoff),
         },
     ))
 }
@@ -310,11 +314,15 @@ async fn list(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answe
     ok(&rows)
 }
 
-async fn list_records(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
-    let (handoffs, now) = listed(&state, query.as_deref()).await?;
+async fn list_records(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    RawQuery(query): RawQuery,
+) -> Answer {
+    let (handoffs, _) = listed(&state, query.as_deref()).await?;
     let records: Vec<_> = handoffs
         .into_iter()
-        .map(|handoff| HandoffJson::new(handoff, now))
+        .map(|handoff| state.handoff_json(&caller, handoff))
         .collect();
     ok(&records)
 }
@@ -332,14 +340,14 @@ async fn listed(
     Ok((handoffs, store.now()))
 }
 
-fn handoff_json(store: &Store, handoff: InteractiveHandoff) -> Answer {
-    ok(&HandoffJson::new(handoff, store.now()))
+fn handoff_json(state: &AppState, caller: &Caller, handoff: InteractiveHandoff) -> Answer {
+    ok(&state.handoff_json(caller, handoff))
 }
 
-async fn get_handoff(State(state): State<AppState>, id: IdParam) -> Answer {
+async fn get_handoff(State(state): State<AppState>, Who(caller): Who, id: IdParam) -> Answer {
     let handoff_id = handoff_id(&id)?;
     match state.store().get_interactive_handoff(&handoff_id).await? {
-        Some(handoff) => handoff_json(state.store(), handoff),
+        Some(handoff) => handoff_json(&state, &caller, handoff),
         None => Err(missing("handoff", &id.0)),
     }
 }
@@ -348,19 +356,19 @@ async fn attach(State(state): State<AppState>, Who(caller): Who, id: IdParam, _:
     let id = handoff_id(&id)?;
     let store = state.store_as(&caller.name);
     let handoff = store.attach_interactive_handoff(&id).await?;
-    handoff_json(&store, handoff)
+    handoff_json(&state, &caller, handoff)
 }
 
 async fn finish(
     state: &AppState,
-    caller: &crate::tokens::Caller,
+    caller: &Caller,
     id: &IdParam,
     outcome: InteractiveHandoffOutcome,
 ) -> Answer {
     let id = handoff_id(id)?;
     let store = state.store_as(&caller.name);
     let handoff = store.finish_interactive_handoff(&id, &outcome).await?;
-    handoff_json(&store, handoff)
+    handoff_json(state, caller, handoff)
 }
 
 async fn complete(
@@ -400,7 +408,37 @@ async fn extend(
     let store = state.store_as(&caller.name);
     let until = body.until(store.now())?;
     let handoff = store.extend_interactive_handoff(&id, until).await?;
-    handoff_json(&store, handoff)
+    handoff_json(&state, &caller, handoff)
+}
+
+/// `POST /v1/handoffs/{id}/link`: a signed link to a handoff that exists,
+/// for the name asked (the token's by default).
+async fn link(
+    State(state): State<AppState>,
+    Who(caller): Who,
+    id: IdParam,
+    JsonBody(body): JsonBody<LinkRequest>,
+) -> Answer {
+    let handoff_id = handoff_id(&id)?;
+    let valid_for = body.valid_for()?;
+    let holder = body
+        .holder
+        .clone()
+        .unwrap_or_else(|| caller.name.as_str().to_string());
+    let handoff = state
+        .store()
+        .get_interactive_handoff(&handoff_id)
+        .await?
+        .ok_or_else(|| missing("handoff", &id.0))?;
+    let now = state.store().now();
+    let expires = crate::links::link_expiry(handoff.expires_at, now, valid_for);
+    let link = state.link_secret().sign(&handoff.id, &holder, expires)?;
+    ok(&LinkJson {
+        id: handoff.id.to_string(),
+        link: link.url(state.public_url().unwrap_or_default()),
+        holder,
+        expires: OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
+    })
 }
 
 async fn claim_wake(

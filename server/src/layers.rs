@@ -7,7 +7,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, Method as HttpMethod};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use lf_handoff_api::routes::{find, Access, Method};
+use lf_handoff_api::routes::{find, Access, Method, RouteId};
 use lf_handoff_api::{Category, ErrorResponse};
 
 use crate::error::{error_response, ApiError};
@@ -30,12 +30,25 @@ pub async fn authorize(
     if route.access == Access::Public {
         return next.run(request).await;
     }
-    let Some(token) = bearer(request.headers()) else {
-        return ApiError::plain(
-            Category::Unauthorized,
-            "this route needs a token: send Authorization: Bearer lfh_...",
-        )
-        .into_response();
+    // The inbox's script reads with the sign-in cookie; the cookie
+    // authorises these reads only, never a change (the pages' forms carry
+    // an anti-forgery token instead).
+    let cookie_reads = matches!(
+        route.id,
+        RouteId::Events | RouteId::ListRecords | RouteId::Get | RouteId::History
+    );
+    let token = match bearer(request.headers()) {
+        Some(token) => token,
+        None => match crate::web::session_cookie(request.headers()) {
+            Some(cookie) if cookie_reads => cookie,
+            _ => {
+                return ApiError::plain(
+                    Category::Unauthorized,
+                    "this route needs a token: send Authorization: Bearer lfh_...",
+                )
+                .into_response()
+            }
+        },
     };
     let tokens = state.tokens();
     let Some(caller) = tokens.authenticate(token) else {

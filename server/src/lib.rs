@@ -38,16 +38,21 @@ mod error;
 mod extract;
 mod handlers;
 mod layers;
+pub mod links;
 mod listen;
 mod metrics;
 pub mod notify;
 mod state;
 mod streams;
 pub mod tokens;
+mod web;
 
 pub use error::ApiError;
 pub use handlers::app;
-pub use listen::{bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN};
+pub use listen::{
+    bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN,
+    NOTIFICATION_LINK_HOLDER,
+};
 pub use metrics::{Gauge, Metrics};
 pub use notify::NotifyConfig;
-pub use state::{AppState, Limits};
+pub use state::{AppState, Limits, PersonSide};

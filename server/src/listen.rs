@@ -38,10 +38,15 @@ use tokio_rustls::rustls;
 use tokio_rustls::TlsAcceptor;
 
 use crate::handlers::app;
+use crate::links::LinkSecret;
 use crate::metrics::Gauge;
 use crate::notify::{self, NotifyConfig};
-use crate::state::{AppState, Limits};
+use crate::state::{AppState, Limits, PersonSide};
 use crate::tokens::{self, TokenTable};
+
+/// The name the links in notifications are made for: what is done through
+/// them is recorded as `link:notification`.
+pub const NOTIFICATION_LINK_HOLDER: &str = "notification";
 
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
@@ -74,6 +79,14 @@ pub struct ServeConfig {
     pub behind_proxy: bool,
     /// The limits.
     pub limits: Limits,
+    /// The file holding the secret that signs links (created, mode 0600,
+    /// when missing). Without one: `link-secret` beside the tokens file,
+    /// or, without a tokens file either, a secret of this run only.
+    pub link_secret: Option<PathBuf>,
+    /// The URL people reach the service at, which links start with
+    /// (e.g. the proxy's `https://handoffs.example`); without one, the
+    /// address it listens on.
+    pub public_url: Option<String>,
     /// Where to post notifications (C23), if anywhere.
     pub notify: Option<NotifyConfig>,
 }
@@ -87,16 +100,38 @@ impl ServeConfig {
             tls: None,
             behind_proxy: false,
             limits: Limits::default(),
+            link_secret: None,
+            public_url: None,
             notify: None,
         }
     }
 
+    /// The link secret's file: `link_secret`, else `link-secret` beside
+    /// the tokens file, else none (a secret of this run only).
+    pub fn link_secret_file(&self) -> Option<PathBuf> {
+        self.link_secret.clone().or_else(|| {
+            self.tokens
+                .as_ref()
+                .map(|tokens| tokens.with_file_name("link-secret"))
+        })
+    }
+
     /// Refuses what C20 forbids: a non-loopback address without a tokens
-    /// file, or without TLS unless behind a proxy.
+    /// file, or without TLS unless behind a proxy; and a public URL that
+    /// is not `http://` or `https://`.
     ///
     /// # Errors
     /// `InvalidInput` saying what to add.
     pub fn check(&self) -> StoreResult<()> {
+        if let Some(url) = &self.public_url {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.contains(['?', '#'])
+            {
+                return Err(StoreError::InvalidInput(format!(
+                    "--public-url {url:?} is not an http:// or https:// URL without a query"
+                )));
+            }
+        }
         if let Some(notify) = &self.notify {
             notify.check()?;
         }
@@ -142,6 +177,7 @@ pub struct Server {
     state: AppState,
     tls: Option<TlsAcceptor>,
     tokens_file: Option<PathBuf>,
+    link_file: Option<PathBuf>,
     run_tokens: Vec<RunToken>,
     notify: Option<NotifyConfig>,
 }
@@ -160,6 +196,15 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
         None => run_tokens(store.now())?,
     };
     let tls = config.tls.as_ref().map(tls_acceptor).transpose()?;
+    let link_file = config.link_secret_file();
+    let links = match &link_file {
+        Some(path) => LinkSecret::load_or_create(path)?,
+        None => LinkSecret::random()?,
+    };
+    let person = PersonSide {
+        links,
+        secure_cookies: tls.is_some() || config.behind_proxy,
+    };
     let listener = TcpListener::bind(config.listen).await.map_err(|error| {
         StoreError::unavailable(
             UnavailableKind::of_io_error(&error),
@@ -172,12 +217,20 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
             format!("cannot read the bound address: {error}"),
         )
     })?;
+    let state = AppState::new(store, table, config.limits, person);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    state.set_public_url(
+        config
+            .public_url
+            .unwrap_or_else(|| format!("{scheme}://{local_addr}")),
+    );
     Ok(Server {
         listener,
         local_addr,
-        state: AppState::new(store, table, config.limits),
+        state,
         tls,
         tokens_file: config.tokens,
+        link_file,
         run_tokens,
         notify: config.notify,
     })
@@ -271,6 +324,7 @@ impl Server {
     pub fn reloader(&self) -> Reloader {
         Reloader {
             path: self.tokens_file.clone(),
+            link_file: self.link_file.clone(),
             state: self.state.clone(),
         }
     }
@@ -305,7 +359,17 @@ impl Server {
         let deliveries = self
             .notify
             .clone()
-            .map(|notify| notify::start(notify, &self.state))
+            .map(|mut notify| {
+                // Every message carries the handoff's signed link (C21),
+                // for whoever follows it from the chat: `link:notification`.
+                if notify.links.is_none() {
+                    let state = self.state.clone();
+                    notify.links = Some(Arc::new(move |handoff| {
+                        state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
+                    }));
+                }
+                notify::start(notify, &self.state)
+            })
             .unwrap_or_default();
         tokio::pin!(shutdown);
         loop {
@@ -392,17 +456,23 @@ impl Server {
 #[derive(Debug, Clone)]
 pub struct Reloader {
     path: Option<PathBuf>,
+    link_file: Option<PathBuf>,
     state: AppState,
 }
 
 impl Reloader {
-    /// Reads the tokens file again and accepts its tokens from now on.
-    /// Returns how many it holds; with no tokens file, the run's tokens
-    /// stay.
+    /// Reads the tokens file again and accepts its tokens from now on,
+    /// and reads the link secret's file again (a rotated secret makes
+    /// every older link and form stop working). Returns how many tokens
+    /// it holds; with no tokens file, the run's tokens stay.
     ///
     /// # Errors
-    /// As reading the file; the tokens in use stay.
+    /// As reading either file; what cannot be read stays as it was.
     pub fn reload(&self) -> StoreResult<usize> {
+        if let Some(path) = &self.link_file {
+            self.state
+                .replace_link_secret(LinkSecret::load_or_create(path)?);
+        }
         let Some(path) = &self.path else {
             return Ok(self.state.tokens().len());
         };
@@ -514,9 +584,12 @@ pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
         loop {
             tokio::select! {
                 _ = hangup.recv() => match reloader.reload() {
-                    Ok(count) => tracing::info!("SIGHUP: the tokens file was read again: {count} tokens"),
+                    Ok(count) => tracing::info!(
+                        "SIGHUP: the tokens file and the link secret were read again: {count} tokens"
+                    ),
                     Err(error) => tracing::warn!(
-                        "SIGHUP: the tokens file could not be read ({error}); the tokens in use stay"
+                        "SIGHUP: the tokens file or the link secret could not be read ({error}); \
+                         the tokens in use stay"
                     ),
                 },
                 _ = terminate.recv() => break,

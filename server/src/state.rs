@@ -3,16 +3,18 @@
 //! state of its own beyond the store (C19), so several servers on one
 //! PostgreSQL store are one service.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
+use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::Store;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
+use crate::links::{link_expiry, LinkSecret};
 use crate::metrics::{Gauge, Metrics};
-use crate::tokens::TokenTable;
+use crate::tokens::{Caller, TokenTable};
+use lf_handoff_api::{HandoffJson, Scope};
 
 /// The limits that hold under abuse (C20), each with a clear error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,12 +70,25 @@ struct Shared {
     metrics: Metrics,
     streams: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
+    links: RwLock<Arc<LinkSecret>>,
+    public_url: OnceLock<String>,
+    secure_cookies: bool,
+}
+
+/// What the person's pages and links need (C21, C22).
+#[derive(Debug)]
+pub struct PersonSide {
+    /// The secret that signs links and anti-forgery tokens.
+    pub links: LinkSecret,
+    /// Whether the sign-in cookie is `Secure` (the browser reaches the
+    /// service over TLS, its own or a proxy's).
+    pub secure_cookies: bool,
 }
 
 impl AppState {
     /// The state of a service over `store`, accepting the tokens of
-    /// `tokens`, within `limits`.
-    pub fn new(store: Store, tokens: TokenTable, limits: Limits) -> Self {
+    /// `tokens`, within `limits`, signing links with `person.links`.
+    pub fn new(store: Store, tokens: TokenTable, limits: Limits, person: PersonSide) -> Self {
         let (shutdown, _) = watch::channel(false);
         Self {
             inner: Arc::new(Shared {
@@ -83,6 +98,9 @@ impl AppState {
                 limits,
                 metrics: Metrics::default(),
                 shutdown,
+                links: RwLock::new(Arc::new(person.links)),
+                public_url: OnceLock::new(),
+                secure_cookies: person.secure_cookies,
             }),
         }
     }
@@ -113,6 +131,76 @@ impl AppState {
             .tokens
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+    }
+
+    /// The secret that signs links and anti-forgery tokens now.
+    pub fn link_secret(&self) -> Arc<LinkSecret> {
+        self.inner
+            .links
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Signs with `secret` from now on (SIGHUP after a rotation): every
+    /// link and form made with the old one stops working.
+    pub fn replace_link_secret(&self, secret: LinkSecret) {
+        *self
+            .inner
+            .links
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(secret);
+    }
+
+    /// The URL links start with (`--public-url`, else the address the
+    /// service listens on), once it is known.
+    pub fn public_url(&self) -> Option<&str> {
+        self.inner.public_url.get().map(String::as_str)
+    }
+
+    /// Sets the URL links start with (once; later calls change nothing).
+    pub fn set_public_url(&self, url: String) {
+        let _ = self
+            .inner
+            .public_url
+            .set(url.trim_end_matches('/').to_string());
+    }
+
+    /// A signed link to `handoff` for `caller`, when its token may hand
+    /// links out (scope `person` or `operator`): valid until the
+    /// handoff's deadline, else for a day. `None` for other tokens, and
+    /// for a name too long to make the actor `link:NAME`.
+    pub fn link_for(&self, caller: &Caller, handoff: &InteractiveHandoff) -> Option<String> {
+        if !caller
+            .scopes
+            .iter()
+            .any(|scope| matches!(scope, Scope::Person | Scope::Operator))
+        {
+            return None;
+        }
+        self.link_named(caller.name.as_str(), handoff)
+    }
+
+    /// A signed link to `handoff` for `holder` (acting as `link:HOLDER`),
+    /// valid until the handoff's deadline, else for a day; `None` for a
+    /// name too long to make that actor.
+    pub fn link_named(&self, holder: &str, handoff: &InteractiveHandoff) -> Option<String> {
+        let now = self.store().now();
+        let expires = link_expiry(handoff.expires_at, now, None);
+        let link = self.link_secret().sign(&handoff.id, holder, expires).ok()?;
+        Some(link.url(self.public_url().unwrap_or_default()))
+    }
+
+    /// `handoff` as the service answers `caller` with it: with a link
+    /// when `caller` may have one.
+    pub fn handoff_json(&self, caller: &Caller, handoff: InteractiveHandoff) -> HandoffJson {
+        let link = self.link_for(caller, &handoff);
+        HandoffJson::new(handoff, self.store().now()).with_link(link)
+    }
+
+    /// Whether the sign-in cookie is `Secure`.
+    pub fn secure_cookies(&self) -> bool {
+        self.inner.secure_cookies
     }
 
     /// The limits.

@@ -33,7 +33,7 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{Store, StoreError, Waited, WatchFilter, WatchFrom};
 use lf_handoff_api::requests::{last_event_id, EventParams, WaitParams};
 use lf_handoff_api::routes::content_type;
-use lf_handoff_api::{Category, Counts, ErrorResponse, HandoffJson, WaitJson};
+use lf_handoff_api::{Category, Counts, ErrorResponse, WaitJson};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc;
 
@@ -85,7 +85,7 @@ pub async fn wait(
     };
     Ok(Json(WaitJson {
         ended,
-        handoff: HandoffJson::new(handoff, store.now()),
+        handoff: state.handoff_json(&caller, handoff),
     })
     .into_response())
 }

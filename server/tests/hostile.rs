@@ -382,7 +382,7 @@ async fn unknown_routes_ids_methods_and_queries_are_4xx_with_the_error_object() 
             404,
             "not_found",
         ),
-        ("GET", "/".to_string(), None, 404, "not_found"),
+        ("GET", "/nope".to_string(), None, 404, "not_found"),
         (
             "GET",
             "/v1/handoffs/x/y/z".to_string(),

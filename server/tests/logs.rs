@@ -52,6 +52,7 @@ async fn the_log_has_one_line_per_request_and_no_token() {
     let person = served.person.clone();
     served.get(&format!("/v1/handoffs/{id}"), &person).await;
     served.get(&format!("/?token={person}"), &person).await;
+    served.get(&format!("/nope?token={person}"), &person).await;
     served.get(&format!("/v1/handoffs/{person}"), &person).await;
     served
         .get(&format!("/v1/handoffs?after={person}"), &person)
@@ -85,6 +86,7 @@ async fn the_log_has_one_line_per_request_and_no_token() {
         "route=/v1/handoffs status=201",
         "route=/v1/handoffs/{id} status=200",
         "route=unmatched status=404",
+        "route=/ status=303",
         "route=/v1/handoffs/{id} status=400",
         "route=/v1/handoffs status=400",
         "route=/v1/handoffs status=401",

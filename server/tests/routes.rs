@@ -202,7 +202,25 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
         .await;
     let records: Vec<HandoffJson> =
         serde_json::from_value(documented(RouteId::ListRecords, &reply)).unwrap();
-    assert_eq!(records, vec![read.clone()]);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].handoff, read.handoff);
+    // A person's answer carries a signed link; an agent's does not.
+    assert!(read.link.is_none());
+    let link = records[0].link.as_deref().unwrap();
+    assert!(
+        link.starts_with(&format!("{}/h/{id}?for=alice&exp=", served.url)),
+        "{link}"
+    );
+    let reply = served
+        .post(
+            &format!("/v1/handoffs/{id}/link"),
+            person,
+            &json!({"for": "dana", "valid_for": "1h"}),
+        )
+        .await;
+    let made: lf_handoff_api::LinkJson =
+        serde_json::from_value(documented(RouteId::Link, &reply)).unwrap();
+    assert_eq!(made.holder, "dana");
     let reply = served
         .get(
             "/v1/handoff-records?created_before=2000-01-01T00:00:00Z",

@@ -61,6 +61,7 @@ fn request(served: &Served, route: &Route, ids: &Ids) -> (String, Option<(&'stat
         RouteId::Complete | RouteId::Back => json_body(json!({"summary": "done"})),
         RouteId::Fail => json_body(json!({"reason": "no"})),
         RouteId::Extend => json_body(json!({"by": "1h"})),
+        RouteId::Link => json_body(json!({})),
         RouteId::ClaimWake => json_body(json!({"generation": 1})),
         RouteId::Prune => json_body(json!({"finished_before": now, "dry_run": true})),
         RouteId::Import => Some(("application/x-ndjson", b"{}\n".to_vec())),

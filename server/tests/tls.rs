@@ -44,6 +44,25 @@ async fn a_service_with_a_certificate_answers_over_https_only() {
         .unwrap();
     assert_eq!(reply.status().as_u16(), 200);
     assert_eq!(reply.text().await.unwrap(), "[]");
+    // Under TLS the person's sign-in cookie is Secure too.
+    let no_redirects = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap(),
+        )
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed = no_redirects
+        .get(format!("https://localhost:{port}/?token={person}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(signed.status().as_u16(), 303);
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap();
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
     // Plain HTTP to the TLS port gets no answer.
     let plain = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))

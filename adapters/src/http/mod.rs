@@ -116,6 +116,28 @@ impl ServiceRegistry {
     }
 }
 
+/// A signed link (C21) to handoff `id` from the service `config` names
+/// (`POST /v1/handoffs/{id}/link`): what `lf-handoff link` asks a
+/// service for, since the link secret is the service's.
+///
+/// # Errors
+/// As the service answers (`NotFound` for an unknown handoff, `Forbidden`
+/// for a token that may not make links, `InvalidInput` for a bad name or
+/// time), or `Unavailable` when it cannot be reached.
+pub async fn make_link(
+    config: &HttpConfig,
+    id: &InteractiveHandoffId,
+    request: &lf_handoff_api::requests::LinkRequest,
+) -> StoreResult<lf_handoff_api::LinkJson> {
+    let client = Client::new(config)?;
+    client
+        .json(
+            &Call::post_json(&handoff_path(id, "/link"), request)?,
+            DEFAULT_RETRY_WINDOW,
+        )
+        .await
+}
+
 /// `/v1/handoffs/{id}` and what follows it.
 fn handoff_path(id: &InteractiveHandoffId, rest: &str) -> String {
     format!("/v1/handoffs/{}{rest}", segment(id.as_str()))

@@ -351,6 +351,22 @@ fn a_graceful_restart_repeats_nothing_and_messages_are_signed() {
         let output = python.wait_with_output().unwrap();
         assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), signature);
     }
+    // Each message carries the handoff's signed link (C21), which the
+    // service answers: `link:notification` for whoever follows it.
+    let last = ids.last().unwrap();
+    let message = received
+        .iter()
+        .find(|m| m.body["handoff"]["id"] == json!(last))
+        .expect("a message of the last handoff");
+    let link = message.body["link"].as_str().expect("a link").to_string();
+    let base = format!("http://{}", serving.address);
+    assert!(
+        link.starts_with(&format!("{base}/h/{last}?for=notification&exp=")),
+        "{link}"
+    );
+    let (status, page) = serving.request("GET", &link[base.len()..], None, None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("link for notification"));
     let log = serving.log();
     assert!(
         !log.contains("SECRET-PATH"),

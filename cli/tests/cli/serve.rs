@@ -285,8 +285,9 @@ fn without_a_tokens_file_serve_prints_a_token_of_each_scope_and_never_logs_them(
     let request = wave_and_request(&serving, &agent, &cwd);
     let (status, body) = serving.request("POST", "/v1/handoffs", Some(&agent), Some(&request));
     assert_eq!(status, 201, "{body}");
+    // The sign-in URL signs the person in: a redirect to the inbox.
     let (status, _) = serving.request("GET", &format!("/?token={person}"), None, None);
-    assert_eq!(status, 404);
+    assert_eq!(status, 303);
     let (status, _) = serving.request("POST", "/v1/expire", Some(&operator), None);
     assert_eq!(status, 200);
     let (status, _) = serving.request("POST", "/v1/expire", Some(&person), None);
@@ -739,4 +740,117 @@ fn watch_from_now_through_the_service_passes_on_the_next_event() {
         .unwrap();
     let event: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(event["kind"], "opened", "{out}");
+}
+
+#[test]
+fn link_prints_a_signed_link_the_service_answers() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let sandbox = Sandbox::new();
+    let tokens = sandbox.path("tokens");
+    let tokens = tokens.to_str().unwrap();
+    let alice = sandbox
+        .ok(&[
+            "token", "create", "alice", "--scope", "person", "--tokens", tokens,
+        ])
+        .trim()
+        .to_string();
+    let bot = sandbox
+        .ok(&[
+            "token", "create", "bot", "--scope", "agent", "--tokens", tokens,
+        ])
+        .trim()
+        .to_string();
+    let id = sandbox.handoff();
+    let secret = sandbox.path("link-secret");
+    let secret_arg = secret.to_str().unwrap();
+    // Before serve made the secret, there is none to sign with.
+    sandbox.fails(
+        &[
+            "link",
+            &id,
+            "--link-secret",
+            secret_arg,
+            "--public-url",
+            "http://127.0.0.1:1",
+        ],
+        3,
+        "not_found",
+    );
+    let mut serving = Serving::start(&sandbox, &["--tokens", tokens]);
+    // The default secret file: beside the tokens file, private.
+    let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let base = format!("http://{}", serving.address);
+    let printed = sandbox.ok(&[
+        "link",
+        &id,
+        "--for",
+        "carol",
+        "--valid-for",
+        "2h",
+        "--link-secret",
+        secret_arg,
+        "--public-url",
+        &base,
+    ]);
+    let link = printed.trim();
+    assert!(
+        link.starts_with(&format!("{base}/h/{id}?for=carol&exp=")),
+        "{link}"
+    );
+    let (status, page) = serving.request("GET", &link[base.len()..], None, None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("link for carol"));
+    let json = sandbox.json(&[
+        "link",
+        &id,
+        "--link-secret",
+        secret_arg,
+        "--public-url",
+        &base,
+        "--json",
+    ]);
+    assert_eq!(json["for"], "person");
+    assert!(json["link"].as_str().unwrap().starts_with(&base));
+    sandbox.fails(
+        &[
+            "link",
+            &id,
+            "--link-secret",
+            secret_arg,
+            "--public-url",
+            "ftp://x",
+        ],
+        2,
+        "invalid_input",
+    );
+    let (status, _) = serving.request(
+        "GET",
+        &link[base.len()..].replace("for=carol", "for=mallory"),
+        None,
+        None,
+    );
+    assert_eq!(status, 403);
+
+    // Over the service, without the secret: the service makes the link.
+    let over = through(
+        &sandbox,
+        &serving,
+        &alice,
+        &["link", &id, "--for", "erin", "--valid-for", "1h"],
+    );
+    assert_eq!(over.code, 0, "{}", over.stderr);
+    let link = over.stdout.trim();
+    assert!(
+        link.starts_with(&format!("{base}/h/{id}?for=erin&exp=")),
+        "{link}"
+    );
+    let (status, page) = serving.request("GET", &link[base.len()..], None, None);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("link for erin"));
+    let refused = through(&sandbox, &serving, &bot, &["link", &id]);
+    assert_ne!(refused.code, 0, "an agent's token makes no link");
+    assert!(refused.stderr.contains("link"), "{}", refused.stderr);
+    serving.signal("-TERM");
+    assert_eq!(serving.exit_within(Duration::from_secs(15)), Some(0));
 }

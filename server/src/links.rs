@@ -1,0 +1,599 @@
+//! Signed links a person can act on (contract C21), and the secret that
+//! signs them.
+//!
+//! A link is `/h/{id}?for=NAME&exp=UNIX_SECONDS&sig=SIGNATURE`: the
+//! signature is HMAC-SHA256, keyed with the link secret, over
+//!
+//! ```text
+//! lf-handoff link v1 LF {id} LF {for} LF {exp}
+//! ```
+//!
+//! (LF a newline; neither an id nor a name may hold one, so the message is
+//! unambiguous), in base64url without padding. The name the link was made
+//! for is signed too, because the link's holder is recorded as the actor
+//! `link:NAME` of what they do with it. A link is refused when its
+//! signature does not verify (a wrong or rotated secret, any changed
+//! field) or when its time has passed; comparisons are constant-time
+//! (`ring::hmac::verify`).
+//!
+//! The secret is 32 random bytes kept as 64 hex digits on one line of a
+//! file the server creates with mode 0600 ([`LinkSecret::load_or_create`]);
+//! a file others can read is refused. Rotating the secret (replacing the
+//! file, e.g. deleting it and restarting or reloading) invalidates every
+//! link made with the old one.
+//!
+//! The same secret keys the inbox's anti-forgery tokens
+//! ([`LinkSecret::form_token`]), under a different message prefix, so a
+//! link's signature is never a valid form token or the other way round.
+
+use std::fs;
+use std::io::{self, Write as _};
+use std::path::Path;
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::interactive_handoff::Actor;
+use lf_handoff_adapters::{StoreError, StoreResult, UnavailableKind};
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+use time::OffsetDateTime;
+
+/// What the actor of a change made through a link starts with.
+pub const LINK_ACTOR_PREFIX: &str = "link:";
+
+/// How long a link is valid when the handoff has no deadline and no time
+/// is asked for.
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How many random bytes a secret holds (256 bits).
+const SECRET_BYTES: usize = 32;
+
+/// What every signed link message starts with.
+const LINK_DOMAIN: &str = "lf-handoff link v1";
+
+/// What every anti-forgery message starts with.
+const FORM_DOMAIN: &str = "lf-handoff form v1";
+
+/// The key that signs links and anti-forgery tokens. Its bytes are never
+/// shown (its `Debug` says only that it is a secret).
+pub struct LinkSecret {
+    key: hmac::Key,
+}
+
+impl std::fmt::Debug for LinkSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LinkSecret(..)")
+    }
+}
+
+impl LinkSecret {
+    /// A secret of these bytes (at least 32).
+    ///
+    /// # Errors
+    /// `InvalidInput` for fewer than 32 bytes.
+    pub fn from_bytes(bytes: &[u8]) -> StoreResult<Self> {
+        if bytes.len() < SECRET_BYTES {
+            return Err(StoreError::InvalidInput(format!(
+                "a link secret needs at least {SECRET_BYTES} bytes; this one has {}",
+                bytes.len()
+            )));
+        }
+        Ok(Self {
+            key: hmac::Key::new(hmac::HMAC_SHA256, bytes),
+        })
+    }
+
+    /// A new random secret, kept nowhere (a run without a secret file:
+    /// its links end with the process).
+    ///
+    /// # Errors
+    /// `Unavailable` when the system has no randomness to give.
+    pub fn random() -> StoreResult<Self> {
+        Self::from_bytes(&random_bytes()?)
+    }
+
+    /// The secret in the file at `path`; when there is no file, a new
+    /// random secret written there first (mode 0600, created only if
+    /// still missing, so two servers starting at once agree).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a file others than its owner may read, or one
+    /// that does not hold 64 hex digits; `Unavailable` when it cannot be
+    /// read or written.
+    pub fn load_or_create(path: &Path) -> StoreResult<Self> {
+        match fs::read_to_string(path) {
+            Ok(text) => Self::parse_file(path, &text),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                let bytes = random_bytes()?;
+                match write_new(path, &hex(&bytes)) {
+                    Ok(()) => Self::from_bytes(&bytes),
+                    // Another process made it first: use theirs.
+                    Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                        let text = fs::read_to_string(path).map_err(|e| io_error(path, &e))?;
+                        Self::parse_file(path, &text)
+                    }
+                    Err(error) => Err(io_error(path, &error)),
+                }
+            }
+            Err(error) => Err(io_error(path, &error)),
+        }
+    }
+
+    /// The secret in the file at `path`, which must exist (what `lf-handoff
+    /// link` reads: it never makes a secret no server uses).
+    ///
+    /// # Errors
+    /// `NotFound` when there is no file; otherwise as
+    /// [`load_or_create`](Self::load_or_create).
+    pub fn load(path: &Path) -> StoreResult<Self> {
+        match fs::read_to_string(path) {
+            Ok(text) => Self::parse_file(path, &text),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound(format!(
+                    "there is no link secret at {}; `lf-handoff serve` makes it (--link-secret                      FILE, or link-secret beside its --tokens file)",
+                    path.display()
+                )))
+            }
+            Err(error) => Err(io_error(path, &error)),
+        }
+    }
+
+    fn parse_file(path: &Path, text: &str) -> StoreResult<Self> {
+        if crate::tokens::is_shared(path) {
+            return Err(StoreError::InvalidInput(format!(
+                "the link secret {} may be read by others than its owner; make it private \
+                 (chmod 600 {}), or delete it to make a new one (every link made with it stops \
+                 working)",
+                path.display(),
+                path.display()
+            )));
+        }
+        let bytes = unhex(text.trim()).ok_or_else(|| {
+            StoreError::InvalidInput(format!(
+                "the link secret {} does not hold 64 hex digits; delete it to make a new one \
+                 (every link made with it stops working)",
+                path.display()
+            ))
+        })?;
+        Self::from_bytes(&bytes)
+    }
+
+    /// A link to handoff `id` for the person `holder`, valid until
+    /// `expires` (cut to whole seconds).
+    ///
+    /// # Errors
+    /// `InvalidInput` when `link:` and `holder` is not a valid actor name
+    /// (blank, a control character, over 200 bytes).
+    pub fn sign(
+        &self,
+        id: &InteractiveHandoffId,
+        holder: &str,
+        expires: OffsetDateTime,
+    ) -> StoreResult<SignedLink> {
+        let actor = link_actor(holder)?;
+        let expires = expires.unix_timestamp();
+        let tag = hmac::sign(
+            &self.key,
+            link_message(id.as_str(), holder, expires).as_bytes(),
+        );
+        Ok(SignedLink {
+            id: id.clone(),
+            holder: holder.to_string(),
+            actor,
+            expires,
+            signature: URL_SAFE_NO_PAD.encode(tag.as_ref()),
+        })
+    }
+
+    /// What the link `/h/{id}?{query}` grants at `now`.
+    ///
+    /// # Errors
+    /// [`LinkRefusal`]: a query without its three fields, a signature that
+    /// does not verify, or a time that has passed. The signature is
+    /// checked first, so an expired link says so only when it is genuine.
+    pub fn verify(
+        &self,
+        id: &str,
+        query: &str,
+        now: OffsetDateTime,
+    ) -> Result<LinkGrant, LinkRefusal> {
+        let (mut holder, mut expires, mut signature) = (None, None, None);
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            let slot = match key.as_ref() {
+                "for" => &mut holder,
+                "exp" => &mut expires,
+                "sig" => &mut signature,
+                _ => continue,
+            };
+            if slot.replace(value.into_owned()).is_some() {
+                return Err(LinkRefusal::Malformed(format!("{key} is given twice")));
+            }
+        }
+        let (Some(holder), Some(expires), Some(signature)) = (holder, expires, signature) else {
+            return Err(LinkRefusal::Malformed(
+                "a link carries for, exp and sig".into(),
+            ));
+        };
+        let expires: i64 = expires
+            .parse()
+            .map_err(|_| LinkRefusal::Malformed("exp is not a whole number of seconds".into()))?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature.as_bytes())
+            .map_err(|_| LinkRefusal::BadSignature)?;
+        hmac::verify(
+            &self.key,
+            link_message(id, &holder, expires).as_bytes(),
+            &signature,
+        )
+        .map_err(|_| LinkRefusal::BadSignature)?;
+        let id = InteractiveHandoffId::parse(id).map_err(|_| LinkRefusal::BadSignature)?;
+        let actor = link_actor(&holder).map_err(|_| LinkRefusal::BadSignature)?;
+        let expires_at = OffsetDateTime::from_unix_timestamp(expires)
+            .map_err(|_| LinkRefusal::Malformed("exp is out of range".into()))?;
+        if now.unix_timestamp() >= expires {
+            return Err(LinkRefusal::Expired(expires_at));
+        }
+        Ok(LinkGrant {
+            id,
+            holder,
+            actor,
+            expires: expires_at,
+        })
+    }
+
+    /// The anti-forgery token of the session whose cookie is `session`:
+    /// what every form of the inbox carries and every POST must send back.
+    pub fn form_token(&self, session: &str) -> String {
+        let tag = hmac::sign(&self.key, format!("{FORM_DOMAIN}\n{session}").as_bytes());
+        URL_SAFE_NO_PAD.encode(tag.as_ref())
+    }
+
+    /// Whether `presented` is the anti-forgery token of `session`,
+    /// compared in constant time.
+    pub fn check_form_token(&self, session: &str, presented: &str) -> bool {
+        let Ok(presented) = URL_SAFE_NO_PAD.decode(presented.as_bytes()) else {
+            return false;
+        };
+        hmac::verify(
+            &self.key,
+            format!("{FORM_DOMAIN}\n{session}").as_bytes(),
+            &presented,
+        )
+        .is_ok()
+    }
+}
+
+/// When a link made at `now` stops working: `now + valid_for` when asked,
+/// else the handoff's `deadline` when it has one still ahead, else
+/// [`DEFAULT_VALIDITY`] from now.
+pub fn link_expiry(
+    deadline: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+    valid_for: Option<Duration>,
+) -> OffsetDateTime {
+    match (valid_for, deadline) {
+        (Some(valid_for), _) => now.saturating_add(time::Duration::saturating_seconds_f64(
+            valid_for.as_secs_f64(),
+        )),
+        (None, Some(deadline)) if deadline > now => deadline,
+        _ => now.saturating_add(time::Duration::seconds(
+            i64::try_from(DEFAULT_VALIDITY.as_secs()).unwrap_or(i64::MAX),
+        )),
+    }
+}
+
+/// A signed link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedLink {
+    /// The handoff.
+    pub id: InteractiveHandoffId,
+    /// The name it was made for.
+    pub holder: String,
+    /// The actor of what is done with it: `link:` and the name.
+    pub actor: Actor,
+    /// When it stops working, in Unix seconds.
+    pub expires: i64,
+    signature: String,
+}
+
+impl SignedLink {
+    /// The path and query: `/h/{id}?for=...&exp=...&sig=...`.
+    pub fn path(&self) -> String {
+        let query = form_urlencoded::Serializer::new(String::new())
+            .append_pair("for", &self.holder)
+            .append_pair("exp", &self.expires.to_string())
+            .append_pair("sig", &self.signature)
+            .finish();
+        format!("/h/{}?{query}", self.id.as_str())
+    }
+
+    /// The absolute URL under `base` (`https://host:port`, no trailing
+    /// slash needed).
+    pub fn url(&self, base: &str) -> String {
+        format!("{}{}", base.trim_end_matches('/'), self.path())
+    }
+}
+
+/// What a verified link grants: acting on one handoff, as `link:NAME`,
+/// until a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkGrant {
+    /// The handoff.
+    pub id: InteractiveHandoffId,
+    /// The name the link was made for.
+    pub holder: String,
+    /// `link:` and the name: the actor of what is done with it.
+    pub actor: Actor,
+    /// When it stops working.
+    pub expires: OffsetDateTime,
+}
+
+/// Why a link is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkRefusal {
+    /// The query lacks a field, or one is not of its form.
+    Malformed(String),
+    /// The signature does not verify: the link was changed, or made with
+    /// another (or a rotated) secret.
+    BadSignature,
+    /// A genuine link whose time has passed (at this time).
+    Expired(OffsetDateTime),
+}
+
+impl std::fmt::Display for LinkRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Malformed(why) => write!(f, "this is not a whole link: {why}"),
+            Self::BadSignature => f.write_str(
+                "this link's signature is not valid: it was changed, or the service's link \
+                 secret has been rotated since it was made",
+            ),
+            Self::Expired(at) => write!(f, "this link expired at {}", crate::links::rfc3339(*at)),
+        }
+    }
+}
+
+/// `time` as RFC 3339, or its Unix seconds if it cannot be written so.
+pub(crate) fn rfc3339(time: OffsetDateTime) -> String {
+    time.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| time.unix_timestamp().to_string())
+}
+
+fn link_actor(holder: &str) -> StoreResult<Actor> {
+    if holder.contains(['\n', '\r']) || holder.trim().is_empty() {
+        return Err(StoreError::InvalidInput(
+            "a link's name must not be blank or hold a line break".into(),
+        ));
+    }
+    Actor::parse(&format!("{LINK_ACTOR_PREFIX}{holder}"))
+        .map_err(|e| StoreError::InvalidInput(format!("the link's name: {e}")))
+}
+
+fn link_message(id: &str, holder: &str, expires: i64) -> String {
+    format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}")
+}
+
+fn random_bytes() -> StoreResult<[u8; SECRET_BYTES]> {
+    let mut bytes = [0_u8; SECRET_BYTES];
+    SystemRandom::new().fill(&mut bytes).map_err(|_| {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            "the system gave no random bytes for the link secret",
+        )
+    })?;
+    Ok(bytes)
+}
+
+/// Creates `path` with mode 0600 and `text` in it; fails with
+/// `AlreadyExists` when it is there.
+fn write_new(path: &Path, text: &str) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(format!("{text}\n").as_bytes())?;
+    file.sync_all()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() != SECRET_BYTES * 2 || !text.is_ascii() {
+        return None;
+    }
+    (0..SECRET_BYTES)
+        .map(|i| u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).ok())
+        .collect()
+}
+
+fn io_error(path: &Path, error: &io::Error) -> StoreError {
+    StoreError::unavailable(
+        UnavailableKind::of_io_error(error),
+        format!(
+            "cannot read or write the link secret {}: {error}",
+            path.display()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::*;
+
+    const ID: &str = "ih_0b4f3c2a-6e1d-4c3b-9a8f-2d1e0c9b8a7f";
+
+    fn now() -> OffsetDateTime {
+        time::macros::datetime!(2026-12-03 18:00:00 UTC)
+    }
+
+    fn id() -> InteractiveHandoffId {
+        InteractiveHandoffId::parse(ID).unwrap()
+    }
+
+    fn query(link: &SignedLink) -> String {
+        link.path().split_once('?').unwrap().1.to_string()
+    }
+
+    #[test]
+    fn a_link_verifies_until_it_expires_and_names_its_holder() {
+        let secret = LinkSecret::random().unwrap();
+        let expires = now() + time::Duration::hours(1);
+        let link = secret.sign(&id(), "alice & bob", expires).unwrap();
+        assert!(link
+            .path()
+            .starts_with(&format!("/h/{ID}?for=alice+%26+bob&exp=")));
+        assert_eq!(
+            link.url("https://inbox.example/"),
+            format!("https://inbox.example{}", link.path())
+        );
+        let grant = secret.verify(ID, &query(&link), now()).unwrap();
+        assert_eq!(grant.id, id());
+        assert_eq!(grant.holder, "alice & bob");
+        assert_eq!(grant.actor.as_str(), "link:alice & bob");
+        assert_eq!(grant.expires, expires);
+        assert_eq!(
+            secret.verify(ID, &query(&link), expires),
+            Err(LinkRefusal::Expired(expires))
+        );
+    }
+
+    #[test]
+    fn a_changed_link_or_another_secret_is_refused() {
+        let secret = LinkSecret::random().unwrap();
+        let link = secret
+            .sign(&id(), "alice", now() + time::Duration::hours(1))
+            .unwrap();
+        let good = query(&link);
+        let other_id = "ih_1b4f3c2a-6e1d-4c3b-9a8f-2d1e0c9b8a7f";
+        assert_eq!(
+            secret.verify(other_id, &good, now()),
+            Err(LinkRefusal::BadSignature)
+        );
+        let later = good.replace(
+            &format!("exp={}", link.expires),
+            &format!("exp={}", link.expires + 3600),
+        );
+        assert_eq!(
+            secret.verify(ID, &later, now()),
+            Err(LinkRefusal::BadSignature)
+        );
+        let mallory = good.replace("for=alice", "for=mallory");
+        assert_eq!(
+            secret.verify(ID, &mallory, now()),
+            Err(LinkRefusal::BadSignature)
+        );
+        // A rotated secret invalidates every link.
+        let rotated = LinkSecret::random().unwrap();
+        assert_eq!(
+            rotated.verify(ID, &good, now()),
+            Err(LinkRefusal::BadSignature)
+        );
+        // An expired and tampered link is refused for its signature.
+        assert_eq!(
+            secret.verify(ID, &later, now() + time::Duration::days(9)),
+            Err(LinkRefusal::BadSignature)
+        );
+        for broken in [
+            "",
+            "for=alice",
+            &format!("{good}&sig=x"),
+            &good.replace("exp=", "exp=x"),
+            &good.replace("sig=", "sig=%%%"),
+        ] {
+            assert!(secret.verify(ID, broken, now()).is_err(), "{broken}");
+        }
+    }
+
+    #[test]
+    fn a_name_that_is_no_actor_is_refused() {
+        let secret = LinkSecret::random().unwrap();
+        let until = now() + time::Duration::hours(1);
+        for bad in [" ", "a\nb", "a\u{7}", &"x".repeat(200)] {
+            assert!(secret
+                .sign(&id(), bad, until)
+                .unwrap_err()
+                .is_invalid_input());
+        }
+    }
+
+    #[test]
+    fn the_secret_file_is_made_private_and_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("link-secret");
+        let first = LinkSecret::load_or_create(&path).unwrap();
+        let mode = fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let link = first
+            .sign(&id(), "alice", now() + time::Duration::hours(1))
+            .unwrap();
+        let again = LinkSecret::load_or_create(&path).unwrap();
+        assert!(again.verify(ID, &query(&link), now()).is_ok());
+        let read = LinkSecret::load(&path).unwrap();
+        assert!(read.verify(ID, &query(&link), now()).is_ok());
+        assert!(LinkSecret::load(&dir.path().join("none"))
+            .unwrap_err()
+            .is_not_found());
+
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let shared = LinkSecret::load_or_create(&path).unwrap_err();
+        assert!(shared.is_invalid_input(), "{shared}");
+        assert!(shared.message().contains("chmod 600"), "{shared}");
+
+        fs::write(&path, "not hex\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(LinkSecret::load_or_create(&path)
+            .unwrap_err()
+            .is_invalid_input());
+
+        // Rotation: a new file, and the old links stop working.
+        fs::remove_file(&path).unwrap();
+        let rotated = LinkSecret::load_or_create(&path).unwrap();
+        assert_eq!(
+            rotated.verify(ID, &query(&link), now()),
+            Err(LinkRefusal::BadSignature)
+        );
+        assert!(LinkSecret::from_bytes(&[0; 16]).is_err());
+    }
+
+    #[test]
+    fn form_tokens_belong_to_their_session() {
+        let secret = LinkSecret::random().unwrap();
+        let token = secret.form_token("session-a");
+        assert!(secret.check_form_token("session-a", &token));
+        assert!(!secret.check_form_token("session-b", &token));
+        assert!(!secret.check_form_token("session-a", ""));
+        assert!(!secret.check_form_token("session-a", "%%"));
+        assert!(!LinkSecret::random()
+            .unwrap()
+            .check_form_token("session-a", &token));
+    }
+
+    #[test]
+    fn a_link_lasts_until_the_deadline_or_a_day() {
+        let deadline = now() + time::Duration::hours(3);
+        assert_eq!(link_expiry(Some(deadline), now(), None), deadline);
+        assert_eq!(
+            link_expiry(None, now(), None),
+            now() + time::Duration::hours(24)
+        );
+        assert_eq!(
+            link_expiry(Some(deadline), now(), Some(Duration::from_secs(60))),
+            now() + time::Duration::minutes(1)
+        );
+        // A deadline already passed: a day, so the outcome can be seen.
+        assert_eq!(
+            link_expiry(Some(now()), now(), None),
+            now() + time::Duration::hours(24)
+        );
+    }
+}

@@ -1,0 +1,1126 @@
+//! The person's pages (contracts C21, C22): the inbox at `/`, one page per
+//! handoff, and the pages of signed links. Server-rendered HTML (askama
+//! templates in `server/templates`, which escape every value unless told
+//! otherwise, and nothing here tells them otherwise but the list the same
+//! templates rendered), one stylesheet and one small script served from
+//! the binary, and every action a plain `<form method=post>`.
+//!
+//! - **Sign-in**: `GET /?token=...` (the URL `serve` prints) or the
+//!   sign-in form's `POST /sign-in` checks a token of scope `person` and
+//!   sets it as the `lfh_session` cookie (HttpOnly, SameSite=Strict,
+//!   Secure when the browser reaches the service over TLS), then
+//!   redirects to `/`, so the token leaves the address bar. The cookie is
+//!   checked against the token table on every request: a revoked token's
+//!   cookie stops working once the tokens file is read again (SIGHUP).
+//! - **Anti-forgery**: every form carries `csrf`, the HMAC of the cookie
+//!   (or, on a link's page, of the link) under the link secret, checked in
+//!   constant time on every POST; a POST whose `Origin` is another site's,
+//!   or whose `Sec-Fetch-Site` is not `same-origin`, is refused first.
+//! - **Links**: `GET /h/{id}?for&exp&sig` shows the handoff and the forms
+//!   and never changes anything (mail and chat scanners open links);
+//!   `POST` to the same URL acts as `link:NAME`. A finished handoff's link
+//!   shows its outcome, and a POST to it writes nothing.
+//! - **Headers**: a strict Content-Security-Policy (no inline script or
+//!   style), `Referrer-Policy: same-origin` (a link's signature never
+//!   leaves for another site in a `Referer`, and the browser still names
+//!   this origin in the `Origin` of its forms), `X-Frame-Options: DENY`, `nosniff`, and no
+//!   caching of pages.
+
+use std::collections::BTreeMap;
+
+use askama::Template;
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::map_response;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::interactive_handoff::{
+    Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, InteractiveHandoffStatus,
+};
+use lf_handoff_adapters::{ListQuery, StoreError};
+use lf_handoff_api::requests::{self, Extend, Reason, Summary};
+use lf_handoff_api::{Category, Scope};
+use time::OffsetDateTime;
+
+use crate::error::ApiError;
+use crate::extract::whole_body;
+use crate::links::{rfc3339, LinkGrant, LinkRefusal};
+use crate::state::AppState;
+use crate::tokens::Caller;
+
+/// The sign-in cookie's name.
+pub const COOKIE: &str = "lfh_session";
+
+/// The pages' Content-Security-Policy: nothing but this origin's script,
+/// style and connections; no inline script; no framing.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src \
+                       'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+                       base-uri 'none'";
+
+/// How many handoffs the inbox shows at most.
+const PAGE: usize = 500;
+
+/// A deadline this close (or passed) is urgent, and `due=soon` shows it.
+const SOON: time::Duration = time::Duration::hours(1);
+
+/// The last stretch before a deadline, shown as urgent.
+const URGENT: time::Duration = time::Duration::minutes(15);
+
+const STYLE: &str = include_str!("../static/inbox.css");
+const SCRIPT: &str = include_str!("../static/inbox.js");
+
+/// The pages' routes, with their headers.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(inbox))
+        .route("/inbox/rows", get(inbox_rows))
+        .route("/inbox/{id}", get(handoff_page).post(handoff_action))
+        .route("/h/{id}", get(link_page).post(link_action))
+        .route("/sign-in", post(sign_in))
+        .route("/sign-out", post(sign_out))
+        .route("/static/inbox.css", get(style))
+        .route("/static/inbox.js", get(script))
+        .layer(map_response(page_headers))
+}
+
+async fn page_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=300"),
+            ),
+        ],
+        text,
+    )
+        .into_response()
+}
+
+async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+// ---------------------------------------------------------------------
+// Sessions
+
+/// The value of the sign-in cookie, if the request carries one.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty())
+}
+
+/// A signed-in person: their token (the cookie) and who it names.
+struct Session {
+    cookie: String,
+    caller: Caller,
+}
+
+/// The person the token `token` names, when it holds the scope `person`.
+fn person(state: &AppState, token: &str) -> Option<Caller> {
+    state
+        .tokens()
+        .authenticate(token)
+        .filter(|caller| caller.scopes.contains(&Scope::Person))
+        .cloned()
+}
+
+fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
+    let cookie = session_cookie(headers)?;
+    person(state, cookie).map(|caller| Session {
+        cookie: cookie.to_string(),
+        caller,
+    })
+}
+
+fn cookie_header(state: &AppState, value: &str, max_age: Option<u32>) -> HeaderValue {
+    let mut text = format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
+    if state.secure_cookies() {
+        text.push_str("; Secure");
+    }
+    if let Some(age) = max_age {
+        text.push_str(&format!("; Max-Age={age}"));
+    }
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn redirect(to: &str) -> Response {
+    let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+}
+
+/// Signs in with `token`: the cookie and a redirect to the inbox, or the
+/// sign-in page saying why not.
+fn sign_in_with(state: &AppState, token: &str) -> Response {
+    if person(state, token).is_none() {
+        return sign_in_page(
+            StatusCode::UNAUTHORIZED,
+            Some(
+                "that token is not a person's token this service accepts (unknown, revoked, or \
+                 without the scope person)"
+                    .into(),
+            ),
+        );
+    }
+    let mut response = redirect("/");
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie_header(state, token, None));
+    response
+}
+
+async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    match form.get("token") {
+        Some(token) => sign_in_with(&state, token.trim()),
+        None => sign_in_page(StatusCode::BAD_REQUEST, Some("paste a token".into())),
+    }
+}
+
+async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
+    let Some(session) = session(&state, request.headers()) else {
+        return redirect("/");
+    };
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    if let Err(error) = check_csrf(&state, &session.cookie, &form) {
+        return error_page(error);
+    }
+    let mut response = redirect("/");
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie_header(&state, "", Some(0)));
+    response
+}
+
+// ---------------------------------------------------------------------
+// Forms
+
+/// A form's fields, each given at most once.
+#[derive(Debug, Default)]
+struct Form(BTreeMap<String, String>);
+
+impl Form {
+    fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let mut fields = BTreeMap::new();
+        for (key, value) in form_urlencoded::parse(body) {
+            if fields
+                .insert(key.clone().into_owned(), value.into_owned())
+                .is_some()
+            {
+                return Err(ApiError::invalid(format!("the form gives {key} twice")));
+            }
+        }
+        Ok(Self(fields))
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+}
+
+/// Refuses a POST another site's page sent: `Sec-Fetch-Site` other than
+/// `same-origin`, or an `Origin` that is neither this service's `Host` nor
+/// its public URL (`public`: what a proxy in front serves it as, when the
+/// proxy does not pass the browser's `Host` on).
+fn check_origin(headers: &HeaderMap, public: Option<&str>) -> Result<(), ApiError> {
+    let refused = || {
+        ApiError::plain(
+            Category::Forbidden,
+            "this form was sent from another site; nothing was changed",
+        )
+    };
+    if let Some(site) = headers.get("sec-fetch-site") {
+        if site.as_bytes() != b"same-origin" {
+            return Err(refused());
+        }
+    }
+    let same_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|site| site.as_bytes() == b"same-origin");
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().map_err(|_| refused())?;
+        if public.is_some_and(|public| origin.eq_ignore_ascii_case(public)) {
+            return Ok(());
+        }
+        // A browser sends `null` when a referrer policy hides the page's
+        // address; then only its Sec-Fetch-Site speaks for it.
+        if origin == "null" {
+            return if same_site { Ok(()) } else { Err(refused()) };
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .ok_or_else(refused)?;
+        let origin_host = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"))
+            .ok_or_else(refused)?;
+        if !origin_host.eq_ignore_ascii_case(host) {
+            return Err(refused());
+        }
+    }
+    Ok(())
+}
+
+/// The form of a POST: from this site, declared as a form, within the
+/// body limit.
+async fn read_form(state: &AppState, request: Request) -> Result<Form, ApiError> {
+    check_origin(request.headers(), state.public_url())?;
+    let media = crate::extract::media_type(request.headers());
+    if media.as_deref() != Some("application/x-www-form-urlencoded") {
+        return Err(ApiError::plain(
+            Category::UnsupportedMediaType,
+            "send the page's form (application/x-www-form-urlencoded)",
+        ));
+    }
+    let body = whole_body(request, state).await?;
+    Form::parse(&body)
+}
+
+fn check_csrf(state: &AppState, session: &str, form: &Form) -> Result<(), ApiError> {
+    let presented = form.get("csrf").unwrap_or_default();
+    if state.link_secret().check_form_token(session, presented) {
+        Ok(())
+    } else {
+        Err(ApiError::plain(
+            Category::Forbidden,
+            "this form's anti-forgery token is not valid (an old page, or a form from elsewhere); \
+             nothing was changed: reload the page and send it again",
+        ))
+    }
+}
+
+/// What a link's forms are tied to (their anti-forgery token's session).
+fn link_session(query: &str) -> String {
+    format!("link\n{query}")
+}
+
+/// Carries out the form's action on handoff `id` as `actor`; the notice
+/// to show.
+async fn act(
+    state: &AppState,
+    actor: &Actor,
+    id: &InteractiveHandoffId,
+    form: &Form,
+) -> Result<&'static str, ApiError> {
+    let store = state.store_as(actor);
+    let text = || form.get("text").unwrap_or_default().to_string();
+    let (outcome, notice) = match form.get("action") {
+        Some("complete") => (
+            requests::completed(Summary { summary: text() }),
+            "Completed.",
+        ),
+        Some("back") => (
+            requests::handed_back(Summary { summary: text() }),
+            "Handed back.",
+        ),
+        Some("fail") => (requests::failed(Reason { reason: text() }), "Failed."),
+        Some("extend") => {
+            let until = Extend {
+                until: None,
+                by: Some(form.get("by").unwrap_or_default().trim().to_string()),
+            }
+            .until(store.now())?;
+            store.extend_interactive_handoff(id, until).await?;
+            return Ok("The deadline was moved.");
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "the form's action is not complete, back, fail or extend",
+            ))
+        }
+    };
+    store.finish_interactive_handoff(id, &outcome).await?;
+    Ok(notice)
+}
+
+// ---------------------------------------------------------------------
+// Views
+
+/// A deadline as shown.
+#[derive(Debug)]
+struct Deadline {
+    at: String,
+    unix_ms: i128,
+    text: String,
+    urgent: bool,
+}
+
+/// A handoff as a row of the inbox (and the head of its page).
+#[derive(Debug)]
+struct Row {
+    id: String,
+    href: String,
+    reason: String,
+    reason_short: String,
+    status: &'static str,
+    status_text: &'static str,
+    parent: String,
+    step: Option<String>,
+    home: String,
+    created: String,
+    age: String,
+    deadline: Option<Deadline>,
+    attached_by: Option<String>,
+}
+
+fn row(handoff: &InteractiveHandoff, attached_by: Option<String>, now: OffsetDateTime) -> Row {
+    let reason_short: String = handoff.reason.chars().take(80).collect();
+    Row {
+        id: handoff.id.to_string(),
+        href: format!("/inbox/{}", handoff.id),
+        reason: handoff.reason.clone(),
+        reason_short,
+        status: handoff.status.as_str(),
+        status_text: handoff.status.describe(),
+        parent: handoff.parent.to_string(),
+        step: handoff.step.as_ref().map(ToString::to_string),
+        home: handoff.home.to_string(),
+        created: rfc3339(handoff.created_at),
+        age: span(now - handoff.created_at),
+        deadline: handoff.expires_at.map(|at| {
+            let left = at - now;
+            Deadline {
+                at: rfc3339(at),
+                unix_ms: at.unix_timestamp_nanos() / 1_000_000,
+                text: if left.is_positive() {
+                    format!("due in {}", span(left))
+                } else {
+                    format!("overdue by {}", span(-left))
+                },
+                urgent: left < URGENT,
+            }
+        }),
+        attached_by,
+    }
+}
+
+/// `span` as `45s`, `12m`, `3h 5m` or `2d 3h`.
+fn span(span: time::Duration) -> String {
+    let seconds = span.whole_seconds().max(0);
+    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86_400);
+    match () {
+        () if seconds < 60 => format!("{seconds}s"),
+        () if minutes < 60 => format!("{minutes}m"),
+        () if hours < 48 => format!("{hours}h {}m", minutes % 60),
+        () => format!("{days}d {}h", hours % 24),
+    }
+}
+
+/// The name of whoever attached last, from a handoff's history.
+fn attached_by(
+    history: &[lf_handoff_adapters::domain::interactive_handoff::HandoffEvent],
+) -> Option<String> {
+    history
+        .iter()
+        .rev()
+        .find(|event| event.kind == HandoffEventKind::Attached)
+        .map(|event| event.actor.to_string())
+}
+
+/// `argv` as one shell line, each word quoted when it needs to be.
+fn shell_line(argv: &[String]) -> String {
+    let word = |word: &String| {
+        let plain = !word.is_empty()
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+        if plain {
+            word.clone()
+        } else {
+            format!("'{}'", word.replace('\'', r"'\''"))
+        }
+    };
+    argv.iter().map(word).collect::<Vec<_>>().join(" ")
+}
+
+/// One choice of a select.
+#[derive(Debug)]
+struct Choice {
+    value: &'static str,
+    label: &'static str,
+    selected: bool,
+}
+
+/// The inbox's filters, as given.
+#[derive(Debug, Default)]
+struct Filter {
+    status: String,
+    parent: String,
+    due: String,
+}
+
+const STATUSES: [(&str, &str); 5] = [
+    ("active", "waiting or attached"),
+    ("waiting", "waiting"),
+    ("attached", "attached"),
+    ("finished", "finished"),
+    ("all", "all"),
+];
+
+impl Filter {
+    fn parse(query: &str) -> (Self, Option<String>) {
+        let mut filter = Self::default();
+        let mut token = None;
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            let value = value.trim().to_string();
+            match key.as_ref() {
+                "status" => filter.status = value,
+                "parent" => filter.parent = value,
+                "due" => filter.due = value,
+                "token" => token = Some(value),
+                _ => {}
+            }
+        }
+        (filter, token)
+    }
+
+    fn status(&self) -> &str {
+        if self.status.is_empty() {
+            "active"
+        } else {
+            &self.status
+        }
+    }
+
+    fn is_filtered(&self) -> bool {
+        self.status() != "active" || !self.parent.is_empty() || !self.due.is_empty()
+    }
+
+    fn query_string(&self) -> String {
+        form_urlencoded::Serializer::new(String::new())
+            .append_pair("status", self.status())
+            .append_pair("parent", &self.parent)
+            .append_pair("due", &self.due)
+            .finish()
+    }
+
+    fn choices(&self) -> Vec<Choice> {
+        STATUSES
+            .iter()
+            .map(|(value, label)| Choice {
+                value,
+                label,
+                selected: *value == self.status(),
+            })
+            .collect()
+    }
+
+    fn list_query(&self) -> Result<ListQuery, ApiError> {
+        use InteractiveHandoffStatus as S;
+        let (active_only, statuses) = match self.status() {
+            "active" => (true, vec![]),
+            "waiting" => (false, vec![S::Waiting]),
+            "attached" => (false, vec![S::Attached]),
+            "finished" => (
+                false,
+                vec![S::Completed, S::HandedBack, S::Failed, S::Expired],
+            ),
+            "all" => (false, vec![]),
+            other => {
+                return Err(ApiError::invalid(format!(
+                    "status {other:?} is not active, waiting, attached, finished or all"
+                )))
+            }
+        };
+        if !matches!(self.due.as_str(), "" | "soon") {
+            return Err(ApiError::invalid("due is empty (any) or soon"));
+        }
+        let parent = if self.parent.is_empty() {
+            None
+        } else {
+            Some(
+                InteractiveHandoffParent::parse(&self.parent)
+                    .map_err(|e| ApiError::invalid(format!("parent: {e}")))?,
+            )
+        };
+        Ok(ListQuery {
+            parent,
+            active_only,
+            statuses,
+            limit: Some(PAGE),
+            ..ListQuery::default()
+        })
+    }
+}
+
+#[derive(Template)]
+#[template(path = "rows.html")]
+struct RowsView {
+    rows: Vec<Row>,
+    filtered: bool,
+}
+
+#[derive(Template)]
+#[template(path = "inbox.html")]
+struct InboxView {
+    person: String,
+    csrf: String,
+    statuses: Vec<Choice>,
+    filter: Filter,
+    filter_query: String,
+    error: Option<String>,
+    rows_html: String,
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInView {
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "message.html")]
+struct MessageView {
+    heading: &'static str,
+    message: String,
+}
+
+/// One event of a handoff's page.
+#[derive(Debug)]
+struct EventRow {
+    at: String,
+    at_text: String,
+    kind: &'static str,
+    actor: String,
+    detail: Option<String>,
+}
+
+/// An outcome as shown: its heading and text.
+#[derive(Debug)]
+struct OutcomeView {
+    heading: String,
+    text: String,
+}
+
+#[derive(Template)]
+#[template(path = "handoff.html")]
+struct HandoffView {
+    row: Row,
+    active: bool,
+    outcome: Option<OutcomeView>,
+    cwd: String,
+    provider: String,
+    environment: Vec<(String, String)>,
+    attach_command: String,
+    attach_argv: String,
+    history: Vec<EventRow>,
+    action_url: String,
+    csrf: String,
+    link_holder: Option<String>,
+    notice: Option<String>,
+    error: Option<String>,
+}
+
+fn html(status: StatusCode, rendered: Result<String, askama::Error>) -> Response {
+    match rendered {
+        Ok(text) => (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::error!("a page could not be rendered: {error}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page could not be rendered (a bug, logged)",
+            )
+                .into_response()
+        }
+    }
+}
+
+fn sign_in_page(status: StatusCode, error: Option<String>) -> Response {
+    html(status, SignInView { error }.render())
+}
+
+fn message_page(status: StatusCode, heading: &'static str, message: String) -> Response {
+    html(status, MessageView { heading, message }.render())
+}
+
+/// An error as a page, with the status the API gives it.
+fn error_page(error: ApiError) -> Response {
+    let status =
+        StatusCode::from_u16(error.0.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let heading = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::FORBIDDEN => "Refused",
+        StatusCode::UNAUTHORIZED => "Sign in again",
+        status if status.is_server_error() => "The service failed",
+        _ => "Not done",
+    };
+    message_page(status, heading, error.0.error.message)
+}
+
+async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
+    let store = state.store();
+    let query = filter.list_query()?;
+    let mut handoffs = store.list_interactive_handoffs(query).await?;
+    let now = store.now();
+    handoffs.reverse();
+    if filter.due == "soon" {
+        handoffs.retain(|h| h.expires_at.is_some_and(|at| at - now < SOON));
+    }
+    let mut rows = Vec::with_capacity(handoffs.len());
+    for handoff in &handoffs {
+        let who = match handoff.attached_at {
+            Some(_) => attached_by(&store.history(&handoff.id).await?),
+            None => None,
+        };
+        rows.push(row(handoff, who, now));
+    }
+    Ok(rows)
+}
+
+async fn inbox(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let (filter, token) = Filter::parse(query.as_deref().unwrap_or_default());
+    if let Some(token) = token {
+        return sign_in_with(&state, &token);
+    }
+    let Some(session) = session(&state, &headers) else {
+        return match session_cookie(&headers) {
+            Some(_) => {
+                let mut page = sign_in_page(
+                    StatusCode::UNAUTHORIZED,
+                    Some("your sign-in is no longer valid (the token was revoked?)".into()),
+                );
+                page.headers_mut()
+                    .insert(header::SET_COOKIE, cookie_header(&state, "", Some(0)));
+                page
+            }
+            None => sign_in_page(StatusCode::OK, None),
+        };
+    };
+    let (status, error, rows) = match rows(&state, &filter).await {
+        Ok(rows) => (StatusCode::OK, None, rows),
+        Err(error) => (
+            StatusCode::from_u16(error.0.status()).unwrap_or(StatusCode::BAD_REQUEST),
+            Some(error.0.error.message),
+            Vec::new(),
+        ),
+    };
+    let rows_html = match (RowsView {
+        filtered: filter.is_filtered(),
+        rows,
+    })
+    .render()
+    {
+        Ok(text) => text,
+        Err(error) => return html(StatusCode::OK, Err(error)),
+    };
+    let view = InboxView {
+        person: session.caller.name.to_string(),
+        csrf: state.link_secret().form_token(&session.cookie),
+        statuses: filter.choices(),
+        filter_query: filter.query_string(),
+        filter,
+        error,
+        rows_html,
+    };
+    html(status, view.render())
+}
+
+/// The list alone, for the script to replace the inbox's with.
+async fn inbox_rows(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if session(&state, &headers).is_none() {
+        return error_page(ApiError::plain(Category::Unauthorized, "sign in first"));
+    }
+    let (filter, _) = Filter::parse(query.as_deref().unwrap_or_default());
+    match rows(&state, &filter).await {
+        Ok(rows) => html(
+            StatusCode::OK,
+            RowsView {
+                filtered: filter.is_filtered(),
+                rows,
+            }
+            .render(),
+        ),
+        Err(error) => error_page(error),
+    }
+}
+
+/// How a handoff's page is reached: signed in, or through a link.
+struct Access {
+    action_url: String,
+    csrf: String,
+    link_holder: Option<String>,
+}
+
+async fn handoff_view(
+    state: &AppState,
+    id: &InteractiveHandoffId,
+    access: Access,
+    notice: Option<String>,
+    error: Option<String>,
+) -> Result<HandoffView, ApiError> {
+    let store = state.store();
+    let handoff = store
+        .get_interactive_handoff(id)
+        .await?
+        .ok_or_else(|| pruned(id))?;
+    let history = store.history(id).await?;
+    let now = store.now();
+    let outcome = handoff.outcome.as_ref().map(|outcome| OutcomeView {
+        heading: match outcome {
+            InteractiveHandoffOutcome::Completed { .. } => "Completed".into(),
+            InteractiveHandoffOutcome::HandedBack { .. } => "Handed back".into(),
+            InteractiveHandoffOutcome::Failed { .. } => "Failed".into(),
+            InteractiveHandoffOutcome::Expired => "Expired: its deadline passed".into(),
+        },
+        text: outcome.text().to_string(),
+    });
+    let events = history
+        .iter()
+        .map(|event| EventRow {
+            at: rfc3339(event.at),
+            at_text: event
+                .at
+                .format(time::macros::format_description!(
+                    "[year]-[month]-[day] [hour]:[minute]:[second] UTC"
+                ))
+                .unwrap_or_else(|_| rfc3339(event.at)),
+            kind: event.kind.as_str(),
+            actor: event.actor.to_string(),
+            detail: event.detail.clone(),
+        })
+        .collect();
+    Ok(HandoffView {
+        row: row(&handoff, attached_by(&history), now),
+        active: handoff.is_active(),
+        outcome,
+        cwd: handoff.cwd.display().to_string(),
+        provider: handoff.provider.clone(),
+        environment: handoff
+            .environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        attach_command: format!("lf-handoff attach {}", handoff.id),
+        attach_argv: shell_line(&handoff.attach_argv),
+        history: events,
+        action_url: access.action_url,
+        csrf: access.csrf,
+        link_holder: access.link_holder,
+        notice,
+        error,
+    })
+}
+
+fn pruned(id: &InteractiveHandoffId) -> ApiError {
+    ApiError::from(StoreError::NotFound(format!(
+        "handoff {id} does not exist (it may have been pruned after it finished)"
+    )))
+}
+
+fn handoff_id(id: &str) -> Result<InteractiveHandoffId, ApiError> {
+    InteractiveHandoffId::parse(id).map_err(|e| ApiError::from(StoreError::from(e)))
+}
+
+/// The `done` notice of a page reached after an action.
+fn notice_of(query: Option<&str>) -> Option<String> {
+    let query = query?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "done")
+        .map(|(_, value)| match value.as_ref() {
+            "complete" => "Completed.".to_string(),
+            "back" => "Handed back.".to_string(),
+            "fail" => "Failed.".to_string(),
+            _ => "The deadline was moved.".to_string(),
+        })
+}
+
+async fn handoff_page(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let Some(session) = session(&state, &headers) else {
+        return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
+    };
+    let id = match handoff_id(&id) {
+        Ok(id) => id,
+        Err(error) => return error_page(error),
+    };
+    let access = Access {
+        action_url: format!("/inbox/{id}"),
+        csrf: state.link_secret().form_token(&session.cookie),
+        link_holder: None,
+    };
+    match handoff_view(&state, &id, access, notice_of(query.as_deref()), None).await {
+        Ok(view) => html(StatusCode::OK, view.render()),
+        Err(error) => error_page(error),
+    }
+}
+
+/// Acts on a handoff's page, then shows it (after a redirect, so a reload
+/// does not send the form again), or shows it with the error.
+async fn finish_page(
+    state: &AppState,
+    id: &InteractiveHandoffId,
+    actor: &Actor,
+    form: &Form,
+    access: Access,
+) -> Response {
+    let store = state.store();
+    let finished = match store.get_interactive_handoff(id).await {
+        Ok(Some(handoff)) => !handoff.is_active(),
+        Ok(None) => return error_page(pruned(id)),
+        Err(error) => return error_page(error.into()),
+    };
+    let result = if finished {
+        Err(ApiError::plain(
+            Category::Conflict,
+            "this handoff is already finished; nothing was changed",
+        ))
+    } else {
+        act(state, actor, id, form).await
+    };
+    match result {
+        Ok(_) => {
+            let done = form.get("action").unwrap_or_default();
+            let separator = if access.action_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            let to = format!("{}{separator}done={done}", access.action_url);
+            redirect(&to)
+        }
+        Err(error) => {
+            let status = StatusCode::from_u16(error.0.status()).unwrap_or(StatusCode::BAD_REQUEST);
+            match handoff_view(state, id, access, None, Some(error.0.error.message)).await {
+                Ok(view) => html(status, view.render()),
+                Err(error) => error_page(error),
+            }
+        }
+    }
+}
+
+async fn handoff_action(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Response {
+    let Some(session) = session(&state, request.headers()) else {
+        return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
+    };
+    let id = match handoff_id(&id) {
+        Ok(id) => id,
+        Err(error) => return error_page(error),
+    };
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    if let Err(error) = check_csrf(&state, &session.cookie, &form) {
+        return error_page(error);
+    }
+    let access = Access {
+        action_url: format!("/inbox/{id}"),
+        csrf: state.link_secret().form_token(&session.cookie),
+        link_holder: None,
+    };
+    finish_page(&state, &id, &session.caller.name, &form, access).await
+}
+
+/// The link's query without the `done` notice an action adds.
+fn link_query(query: Option<&str>) -> String {
+    let query = query.unwrap_or_default();
+    let mut kept = form_urlencoded::Serializer::new(String::new());
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key != "done" {
+            kept.append_pair(&key, &value);
+        }
+    }
+    kept.finish()
+}
+
+fn verify_link(state: &AppState, id: &str, query: &str) -> Result<LinkGrant, LinkRefusal> {
+    let now = state.store().now();
+    state.link_secret().verify(id, query, now)
+}
+
+/// The page of a refused link.
+fn refused_link(refusal: &LinkRefusal) -> Response {
+    let status = match refusal {
+        LinkRefusal::Malformed(_) => StatusCode::BAD_REQUEST,
+        LinkRefusal::BadSignature | LinkRefusal::Expired(_) => StatusCode::FORBIDDEN,
+    };
+    message_page(
+        status,
+        "This link does not work",
+        format!("{refusal}; nothing was changed"),
+    )
+}
+
+fn link_access(state: &AppState, grant: &LinkGrant, query: &str) -> Access {
+    Access {
+        action_url: format!("/h/{}?{query}", grant.id),
+        csrf: state.link_secret().form_token(&link_session(query)),
+        link_holder: Some(grant.holder.clone()),
+    }
+}
+
+/// `GET /h/{id}?...`: the handoff and its forms; changes nothing.
+async fn link_page(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let notice = notice_of(query.as_deref());
+    let query = link_query(query.as_deref());
+    let grant = match verify_link(&state, &id, &query) {
+        Ok(grant) => grant,
+        Err(refusal) => return refused_link(&refusal),
+    };
+    let access = link_access(&state, &grant, &query);
+    match handoff_view(&state, &grant.id, access, notice, None).await {
+        Ok(view) => html(StatusCode::OK, view.render()),
+        Err(error) => error_page(error),
+    }
+}
+
+/// `POST /h/{id}?...`: acts as `link:NAME`.
+async fn link_action(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    request: Request,
+) -> Response {
+    let query = link_query(query.as_deref());
+    let grant = match verify_link(&state, &id, &query) {
+        Ok(grant) => grant,
+        Err(refusal) => return refused_link(&refusal),
+    };
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    if let Err(error) = check_csrf(&state, &link_session(&query), &form) {
+        return error_page(error);
+    }
+    let access = link_access(&state, &grant, &query);
+    finish_page(&state, &grant.id, &grant.actor, &form, access).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_as_people_say_them() {
+        assert_eq!(span(time::Duration::seconds(45)), "45s");
+        assert_eq!(span(time::Duration::minutes(12)), "12m");
+        assert_eq!(span(time::Duration::minutes(185)), "3h 5m");
+        assert_eq!(span(time::Duration::hours(51)), "2d 3h");
+        assert_eq!(span(time::Duration::seconds(-5)), "0s");
+    }
+
+    #[test]
+    fn a_command_line_is_quoted_where_it_needs_to_be() {
+        let argv = ["tmux", "attach-session", "-t", "agent one", "it's"].map(String::from);
+        assert_eq!(
+            shell_line(&argv),
+            r"tmux attach-session -t 'agent one' 'it'\''s'"
+        );
+    }
+
+    #[test]
+    fn the_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; lfh_session=lfh_x ; b=2"),
+        );
+        assert_eq!(session_cookie(&headers), Some("lfh_x"));
+        headers.insert(header::COOKIE, HeaderValue::from_static("lfh_session="));
+        assert_eq!(session_cookie(&headers), None);
+    }
+
+    fn check_origin_of(headers: &HeaderMap) -> Result<(), ApiError> {
+        check_origin(headers, Some("https://handoffs.example"))
+    }
+
+    #[test]
+    fn a_post_from_another_site_is_refused() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, HeaderValue::from_static(value));
+            }
+            map
+        };
+        assert!(check_origin_of(&headers(&[("host", "h:1")])).is_ok());
+        assert!(check_origin_of(&headers(&[("host", "h:1"), ("origin", "http://h:1")])).is_ok());
+        assert!(check_origin_of(&headers(&[("host", "h:1"), ("origin", "http://evil")])).is_err());
+        assert!(check_origin_of(&headers(&[("origin", "http://h:1")])).is_err());
+        assert!(check_origin_of(&headers(&[("sec-fetch-site", "cross-site")])).is_err());
+        assert!(check_origin_of(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
+        assert!(check_origin_of(&headers(&[("origin", "null")])).is_err());
+        // Behind a proxy that passes another Host on: the public URL.
+        assert!(check_origin_of(&headers(&[
+            ("host", "127.0.0.1:7381"),
+            ("origin", "https://handoffs.example")
+        ]))
+        .is_ok());
+        assert!(check_origin_of(&headers(&[
+            ("host", "127.0.0.1:7381"),
+            ("origin", "https://handoffs.example.evil")
+        ]))
+        .is_err());
+        assert!(check_origin_of(&headers(&[
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin")
+        ]))
+        .is_ok());
+    }
+}

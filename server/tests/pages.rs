@@ -1,0 +1,674 @@
+//! The person's pages (C21, C22) through HTTP: sign-in and its cookie,
+//! the anti-forgery token and the origin check on every form, signed
+//! links (a GET changes nothing, a POST acts once as `link:NAME`, a
+//! tampered, expired or rotated link or a pruned handoff is refused), an
+//! oversized summary, and hostile text shown as text.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_server::links::LinkSecret;
+use lf_handoff_server::tokens::{self, TokenTable};
+use serde_json::{json, Value};
+use support::Served;
+
+/// The exact policy every page carries.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// One answer of a page.
+#[derive(Debug)]
+struct Page {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    text: String,
+}
+
+impl Page {
+    fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The first form's anti-forgery token.
+    fn csrf(&self) -> String {
+        let start = self
+            .text
+            .find("name=\"csrf\" value=\"")
+            .unwrap_or_else(|| panic!("no form on {}", self.text))
+            + "name=\"csrf\" value=\"".len();
+        let end = self.text[start..].find('"').unwrap();
+        self.text[start..start + end].to_string()
+    }
+}
+
+/// A browser-like client that does not follow redirects, with an
+/// optional cookie and extra headers.
+async fn page(
+    served: &Served,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    form: Option<&[(&str, &str)]>,
+    extra: &[(&str, &str)],
+) -> Page {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = client.request(method, format!("{}{path}", served.url));
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("lfh_session={cookie}"));
+    }
+    if let Some(form) = form {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        request = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    Page {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        text: response.text().await.unwrap(),
+    }
+}
+
+async fn history_len(served: &Served, id: &str) -> usize {
+    let id = InteractiveHandoffId::parse(id).unwrap();
+    served.store.history(&id).await.unwrap().len()
+}
+
+async fn handoff(served: &Served, id: &str) -> Value {
+    served
+        .get(&format!("/v1/handoffs/{id}"), &served.person)
+        .await
+        .json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
+    let served = Served::start().await;
+    let opened = served
+        .open(json!({"reason": "Log in to the staging console"}))
+        .await;
+    let id = opened["handoff"]["id"].as_str().unwrap().to_string();
+
+    // Without a cookie: the sign-in form, with the policy.
+    let anonymous = page(&served, "GET", "/", None, None, &[]).await;
+    assert_eq!(anonymous.status, 200);
+    assert!(anonymous.text.contains("action=\"/sign-in\""));
+    assert_eq!(anonymous.header("content-security-policy"), CSP);
+    assert_eq!(anonymous.header("referrer-policy"), "same-origin");
+    assert_eq!(anonymous.header("x-frame-options"), "DENY");
+    assert!(!anonymous.text.contains("Log in to the staging console"));
+
+    // The printed sign-in URL: a cookie, and the token leaves the URL.
+    let signed = page(
+        &served,
+        "GET",
+        &format!("/?token={}", served.person),
+        None,
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(signed.status, 303);
+    assert_eq!(signed.header("location"), "/");
+    let cookie = signed.header("set-cookie");
+    assert!(
+        cookie.starts_with(&format!("lfh_session={};", served.person)),
+        "{cookie}"
+    );
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    assert!(
+        !cookie.contains("Secure"),
+        "plain HTTP on loopback: {cookie}"
+    );
+
+    let inbox = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    assert_eq!(inbox.status, 200, "{}", inbox.text);
+    assert!(inbox.text.contains("Log in to the staging console"));
+    assert!(inbox.text.contains(&format!("href=\"/inbox/{id}\"")));
+    assert!(
+        !inbox.text.contains(&served.person),
+        "the token is never in the page"
+    );
+    let rows = page(
+        &served,
+        "GET",
+        "/inbox/rows?status=finished",
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(rows.status, 200);
+    assert!(rows.text.contains("Nothing waits with these filters"));
+    let filtered = page(
+        &served,
+        "GET",
+        "/?status=nonsense",
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(filtered.status, 400);
+    assert!(filtered.text.contains("is not active, waiting"));
+
+    // The sign-in form works too; another scope's or an unknown token
+    // does not.
+    let form = page(
+        &served,
+        "POST",
+        "/sign-in",
+        None,
+        Some(&[("token", &served.person)]),
+        &[],
+    )
+    .await;
+    assert_eq!(form.status, 303);
+    for token in [&served.agent, &served.operator, &served.wrong] {
+        let refused = page(&served, "GET", &format!("/?token={token}"), None, None, &[]).await;
+        assert_eq!(refused.status, 401);
+        assert!(refused.header("set-cookie").is_empty());
+        let refused = page(&served, "GET", "/", Some(token), None, &[]).await;
+        assert_eq!(refused.status, 401, "a cookie of another scope");
+    }
+
+    // The script's reads take the cookie; a change through the API does
+    // not.
+    let read = served
+        .client
+        .get(format!("{}/v1/handoffs/{id}", served.url))
+        .header("cookie", format!("lfh_session={}", served.person))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status().as_u16(), 200);
+    let before = history_len(&served, &id).await;
+    let change = served
+        .client
+        .post(format!("{}/v1/handoffs/{id}/complete", served.url))
+        .header("cookie", format!("lfh_session={}", served.person))
+        .json(&json!({"summary": "done"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(change.status().as_u16(), 401);
+    assert_eq!(history_len(&served, &id).await, before);
+
+    // A revoked token's cookie stops working once the file is read again.
+    let path = served.dir.path().join("tokens");
+    tokens::revoke(&path, "alice").unwrap();
+    served
+        .state
+        .replace_tokens(TokenTable::new(tokens::read_file(&path).unwrap()).unwrap());
+    let revoked = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    assert_eq!(revoked.status, 401);
+    assert!(revoked.text.contains("no longer valid"));
+    assert!(revoked.header("set-cookie").contains("Max-Age=0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forms_need_their_anti_forgery_token_and_this_origin() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let path = format!("/inbox/{id}");
+    let cookie = Some(served.person.as_str());
+    let shown = page(&served, "GET", &path, cookie, None, &[]).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    assert_eq!(shown.header("content-security-policy"), CSP);
+    assert!(shown.text.contains(&format!("lf-handoff attach {id}")));
+    let csrf = shown.csrf();
+    let before = history_len(&served, &id).await;
+
+    let back = |csrf: &'static str| [("csrf", csrf), ("action", "back"), ("text", "done")];
+    for (what, form, extra) in [
+        (
+            "no token",
+            vec![("action", "back"), ("text", "done")],
+            vec![],
+        ),
+        ("a wrong token", back("AAAA").to_vec(), vec![]),
+        (
+            "another site's origin",
+            vec![
+                ("csrf", csrf.as_str()),
+                ("action", "back"),
+                ("text", "done"),
+            ],
+            vec![("origin", "http://evil.example")],
+        ),
+        (
+            "a cross-site fetch",
+            vec![
+                ("csrf", csrf.as_str()),
+                ("action", "back"),
+                ("text", "done"),
+            ],
+            vec![("sec-fetch-site", "cross-site")],
+        ),
+    ] {
+        let refused = page(&served, "POST", &path, cookie, Some(&form), &extra).await;
+        assert_eq!(refused.status, 403, "{what}: {}", refused.text);
+        assert!(refused.text.contains("nothing was changed"), "{what}");
+    }
+    // Without the cookie: sign in first.
+    let anonymous = page(
+        &served,
+        "POST",
+        &path,
+        None,
+        Some(&[("csrf", &csrf), ("action", "back"), ("text", "x")]),
+        &[],
+    )
+    .await;
+    assert_eq!(anonymous.status, 401);
+    // An unknown action, and a summary over the limit of a text (64 KiB).
+    let odd = page(
+        &served,
+        "POST",
+        &path,
+        cookie,
+        Some(&[("csrf", &csrf), ("action", "delete")]),
+        &[],
+    )
+    .await;
+    assert_eq!(odd.status, 400);
+    let long = "x".repeat(70_000);
+    let oversized = page(
+        &served,
+        "POST",
+        &path,
+        cookie,
+        Some(&[("csrf", &csrf), ("action", "back"), ("text", &long)]),
+        &[],
+    )
+    .await;
+    assert_eq!(oversized.status, 400, "{}", &oversized.text[..200]);
+    assert_eq!(
+        history_len(&served, &id).await,
+        before,
+        "nothing was written"
+    );
+
+    // The right token, from this origin: handed back, as the person.
+    let done = page(
+        &served,
+        "POST",
+        &path,
+        cookie,
+        Some(&[
+            ("csrf", &csrf),
+            ("action", "back"),
+            ("text", "Logged in; go on"),
+        ]),
+        &[("origin", &served.url), ("sec-fetch-site", "same-origin")],
+    )
+    .await;
+    assert_eq!(done.status, 303, "{}", done.text);
+    assert_eq!(done.header("location"), format!("{path}?done=back"));
+    let record = handoff(&served, &id).await;
+    assert_eq!(record["status"], "handed_back");
+    assert_eq!(record["outcome"]["summary"], "Logged in; go on");
+    let id_typed = InteractiveHandoffId::parse(&id).unwrap();
+    let history = served.store.history(&id_typed).await.unwrap();
+    assert_eq!(history.last().unwrap().actor.as_str(), "alice");
+    let after = page(
+        &served,
+        "GET",
+        &format!("{path}?done=back"),
+        cookie,
+        None,
+        &[],
+    )
+    .await;
+    assert!(after.text.contains("Handed back."));
+    assert!(after.text.contains("Logged in; go on"));
+    assert!(
+        !after.text.contains("name=\"action\""),
+        "no forms once finished"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_link_shows_on_get_and_acts_once_on_post() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let typed = InteractiveHandoffId::parse(&id).unwrap();
+    let secret = served.state.link_secret();
+    let now = served.store.now();
+    let link = secret
+        .sign(&typed, "carol", now + time::Duration::hours(1))
+        .unwrap();
+    let before = served.snapshot().await;
+
+    // GET, as a mail scanner would, twice: nothing changes.
+    for _ in 0..2 {
+        let shown = page(&served, "GET", &link.path(), None, None, &[]).await;
+        assert_eq!(shown.status, 200, "{}", shown.text);
+        assert!(shown.text.contains("link for carol"));
+        assert_eq!(shown.header("content-security-policy"), CSP);
+        assert_eq!(shown.header("referrer-policy"), "same-origin");
+    }
+    assert_eq!(served.snapshot().await, before, "a GET changes nothing");
+
+    let shown = page(&served, "GET", &link.path(), None, None, &[]).await;
+    let csrf = shown.csrf();
+    // The inbox's token is no link token, and the other way round.
+    let wrong = page(
+        &served,
+        "POST",
+        &link.path(),
+        None,
+        Some(&[("csrf", "AAAA"), ("action", "complete"), ("text", "x")]),
+        &[],
+    )
+    .await;
+    assert_eq!(wrong.status, 403);
+    assert_eq!(served.snapshot().await, before);
+
+    let done = page(
+        &served,
+        "POST",
+        &link.path(),
+        None,
+        Some(&[
+            ("csrf", &csrf),
+            ("action", "complete"),
+            ("text", "Approved"),
+        ]),
+        &[],
+    )
+    .await;
+    assert_eq!(done.status, 303, "{}", done.text);
+    let record = handoff(&served, &id).await;
+    assert_eq!(record["status"], "completed");
+    let history = served.store.history(&typed).await.unwrap();
+    assert_eq!(history.last().unwrap().actor.as_str(), "link:carol");
+
+    // The link now shows the outcome; a second POST writes nothing.
+    // (The link in a person's answer is one such link, made for them.)
+    let given = handoff(&served, &id).await["link"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let given = given.strip_prefix(&served.url).unwrap();
+    assert!(given.contains("for=alice"), "{given}");
+    let shown_given = page(&served, "GET", given, None, None, &[]).await;
+    assert_eq!(shown_given.status, 200);
+    assert!(shown_given.text.contains("link for alice"));
+    let finished = served.snapshot().await;
+    let outcome = page(&served, "GET", &link.path(), None, None, &[]).await;
+    assert_eq!(outcome.status, 200);
+    assert!(outcome.text.contains("Completed") && outcome.text.contains("Approved"));
+    let again = page(
+        &served,
+        "POST",
+        &link.path(),
+        None,
+        Some(&[("csrf", &csrf), ("action", "fail"), ("text", "no")]),
+        &[],
+    )
+    .await;
+    assert_eq!(again.status, 409);
+    assert!(again.text.contains("already finished; nothing was changed"));
+    assert!(again.text.contains("Approved"));
+    assert_eq!(served.snapshot().await, finished);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_expired_rotated_and_pruned_links_are_refused() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let typed = InteractiveHandoffId::parse(&id).unwrap();
+    let now = served.store.now();
+    let secret = served.state.link_secret();
+    let good = secret
+        .sign(&typed, "carol", now + time::Duration::hours(1))
+        .unwrap();
+    let before = served.snapshot().await;
+
+    let tampered = good.path().replace("for=carol", "for=mallory");
+    let expired = secret
+        .sign(&typed, "carol", now - time::Duration::seconds(1))
+        .unwrap()
+        .path();
+    for (what, path, status, words) in [
+        ("tampered", tampered.as_str(), 403, "signature is not valid"),
+        ("expired", expired.as_str(), 403, "expired at"),
+        (
+            "cut",
+            &format!("/h/{id}?for=carol"),
+            400,
+            "not a whole link",
+        ),
+    ] {
+        for method in ["GET", "POST"] {
+            let refused = page(
+                &served,
+                method,
+                path,
+                None,
+                Some(&[("csrf", "x"), ("action", "complete"), ("text", "x")]),
+                &[],
+            )
+            .await;
+            assert_eq!(refused.status, status, "{what} {method}: {}", refused.text);
+            assert!(refused.text.contains(words), "{what}: {}", refused.text);
+        }
+    }
+    assert_eq!(served.snapshot().await, before);
+
+    // A link to a handoff that is not there (pruned): a clear 404.
+    let gone = InteractiveHandoffId::parse("ih_00000000-0000-4000-8000-000000000000").unwrap();
+    let pruned = secret
+        .sign(&gone, "carol", now + time::Duration::hours(1))
+        .unwrap();
+    let missing = page(&served, "GET", &pruned.path(), None, None, &[]).await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.text.contains("may have been pruned"));
+
+    // Rotating the secret invalidates every link.
+    served
+        .state
+        .replace_link_secret(LinkSecret::random().unwrap());
+    let rotated = page(&served, "GET", &good.path(), None, None, &[]).await;
+    assert_eq!(rotated.status, 403);
+    assert!(rotated.text.contains("rotated"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_text_is_shown_as_text() {
+    let served = Served::start().await;
+    let hostile = "<script>alert(1)</script> \"><img src=x onerror=alert(2)> \u{202e}gnp.exe";
+    let opened = served
+        .open(json!({
+            "reason": hostile,
+            "environment": {"HOSTILE": hostile},
+            "step": "<b>step</b>",
+        }))
+        .await;
+    let id = opened["handoff"]["id"].as_str().unwrap().to_string();
+    let cookie = Some(served.person.as_str());
+    let link = served
+        .state
+        .link_secret()
+        .sign(
+            &InteractiveHandoffId::parse(&id).unwrap(),
+            "<i>carol</i>",
+            served.store.now() + time::Duration::hours(1),
+        )
+        .unwrap();
+    for path in [
+        "/".to_string(),
+        format!("/inbox/{id}"),
+        "/inbox/rows".into(),
+        link.path(),
+    ] {
+        let shown = page(&served, "GET", &path, cookie, None, &[]).await;
+        assert_eq!(shown.status, 200, "{path}: {}", shown.text);
+        for raw in ["<script>alert", "<img src=x", "<b>step", "<i>carol"] {
+            assert!(!shown.text.contains(raw), "{path} holds {raw}");
+        }
+        assert!(
+            shown
+                .text
+                .contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+            "{path}: {}",
+            shown.text
+        );
+        assert!(
+            shown.text.contains("\u{202e}gnp.exe"),
+            "{path}: shown as it is, as text"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let path = format!("/v1/handoffs/{id}/link");
+    let made = served
+        .post(
+            &path,
+            &served.operator,
+            &json!({"for": "dana", "valid_for": "2h"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text);
+    let made = made.json();
+    assert_eq!(made["id"], json!(id));
+    assert_eq!(made["for"], "dana");
+    let link = made["link"].as_str().unwrap();
+    let local = link.strip_prefix(&served.url).unwrap();
+    assert!(
+        local.starts_with(&format!("/h/{id}?for=dana&exp=")),
+        "{link}"
+    );
+    let expires = time::OffsetDateTime::parse(
+        made["expires"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let left = expires - served.store.now();
+    assert!(left > time::Duration::minutes(119) && left <= time::Duration::hours(2));
+    let shown = page(&served, "GET", local, None, None, &[]).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.text.contains("link for dana"));
+
+    // For the token's name by default.
+    let mine = served.post(&path, &served.person, &json!({})).await.json();
+    assert_eq!(mine["for"], "alice");
+
+    served
+        .post(&path, &served.agent, &json!({}))
+        .await
+        .error(403, "forbidden");
+    served
+        .post(&path, &served.person, &json!({"valid_for": "soon"}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(&path, &served.person, &json!({"for": " "}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(&path, &served.person, &json!({"colour": "red"}))
+        .await
+        .error(400, "invalid_input");
+    served
+        .post(
+            "/v1/handoffs/ih_00000000-0000-4000-8000-000000000000/link",
+            &served.person,
+            &json!({}),
+        )
+        .await
+        .error(404, "not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_filters_by_status_parent_and_due() {
+    let served = Served::start().await;
+    let soon = served
+        .open(json!({"reason": "due soon", "expires_in": "30m"}))
+        .await["handoff"]
+        .clone();
+    let later = served
+        .open(json!({"reason": "due later", "expires_in": "3h"}))
+        .await["handoff"]
+        .clone();
+    let done = served.open(json!({"reason": "done already"})).await["handoff"].clone();
+    let done_id = done["id"].as_str().unwrap();
+    let reply = served
+        .post(
+            &format!("/v1/handoffs/{done_id}/complete"),
+            &served.person,
+            &json!({"summary": "ok"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    let rows = |query: &'static str| {
+        let served = &served;
+        async move {
+            let shown = page(
+                served,
+                "GET",
+                &format!("/inbox/rows?{query}"),
+                Some(&served.person),
+                None,
+                &[],
+            )
+            .await;
+            assert_eq!(shown.status, 200, "{query}: {}", shown.text);
+            ["due soon", "due later", "done already"]
+                .into_iter()
+                .filter(|reason| shown.text.contains(reason))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(rows("").await, ["due soon", "due later"]);
+    assert_eq!(rows("due=soon").await, ["due soon"]);
+    assert_eq!(rows("status=finished").await, ["done already"]);
+    assert_eq!(
+        rows("status=all").await,
+        ["due soon", "due later", "done already"]
+    );
+    let parent = format!("wave:{}", later["parent"]["id"].as_str().unwrap());
+    let shown = page(
+        &served,
+        "GET",
+        &format!("/?parent={parent}"),
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert!(shown.text.contains("due later") && !shown.text.contains("due soon"));
+    // Newest first.
+    let all = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    assert!(all.text.find("due later").unwrap() < all.text.find("due soon").unwrap());
+    assert!(soon["expires_at"].is_string());
+    let bad = page(
+        &served,
+        "GET",
+        "/?parent=nonsense",
+        Some(&served.person),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+}
