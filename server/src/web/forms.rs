@@ -1,0 +1,248 @@
+//! Sessions and forms of the person's pages: the sign-in cookie, the
+//! sign-in and sign-out routes, a form's parse, its origin and
+//! anti-forgery checks, and the actions a form carries out.
+
+use super::*;
+
+/// The value of the sign-in cookie, if the request carries one.
+pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim())
+        .filter(|value| !value.is_empty())
+}
+
+/// A signed-in person: their token (the cookie) and who it names.
+pub(super) struct Session {
+    pub(super) cookie: String,
+    pub(super) caller: Caller,
+}
+
+/// The person the token `token` names, when it holds the scope `person`.
+pub(super) fn person(state: &AppState, token: &str) -> Option<Caller> {
+    state
+        .tokens()
+        .authenticate(token)
+        .filter(|caller| caller.scopes.contains(&Scope::Person))
+        .cloned()
+}
+
+pub(super) fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
+    let cookie = session_cookie(headers)?;
+    person(state, cookie).map(|caller| Session {
+        cookie: cookie.to_string(),
+        caller,
+    })
+}
+
+pub(super) fn cookie_header(state: &AppState, value: &str, max_age: Option<u32>) -> HeaderValue {
+    let mut text = format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
+    if state.secure_cookies() {
+        text.push_str("; Secure");
+    }
+    if let Some(age) = max_age {
+        text.push_str(&format!("; Max-Age={age}"));
+    }
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+pub(super) fn redirect(to: &str) -> Response {
+    let location = HeaderValue::from_str(to).unwrap_or_else(|_| HeaderValue::from_static("/"));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+}
+
+/// Signs in with `token`: the cookie and a redirect to the inbox, or the
+/// sign-in page saying why not.
+pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
+    if person(state, token).is_none() {
+        return sign_in_page(
+            StatusCode::UNAUTHORIZED,
+            Some(
+                "that token is not a person's token this service accepts (unknown, revoked, or \
+                 without the scope person)"
+                    .into(),
+            ),
+        );
+    }
+    let mut response = redirect("/");
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie_header(state, token, None));
+    response
+}
+
+pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    match form.get("token") {
+        Some(token) => sign_in_with(&state, token.trim()),
+        None => sign_in_page(StatusCode::BAD_REQUEST, Some("paste a token".into())),
+    }
+}
+
+pub(super) async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
+    let Some(session) = session(&state, request.headers()) else {
+        return redirect("/");
+    };
+    let form = match read_form(&state, request).await {
+        Ok(form) => form,
+        Err(error) => return error_page(error),
+    };
+    if let Err(error) = check_csrf(&state, &session.cookie, &form) {
+        return error_page(error);
+    }
+    let mut response = redirect("/");
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie_header(&state, "", Some(0)));
+    response
+}
+
+// ---------------------------------------------------------------------
+// Forms
+
+/// A form's fields, each given at most once.
+#[derive(Debug, Default)]
+pub(super) struct Form(pub(super) BTreeMap<String, String>);
+
+impl Form {
+    pub(super) fn parse(body: &[u8]) -> Result<Self, ApiError> {
+        let mut fields = BTreeMap::new();
+        for (key, value) in form_urlencoded::parse(body) {
+            if fields
+                .insert(key.clone().into_owned(), value.into_owned())
+                .is_some()
+            {
+                return Err(ApiError::invalid(format!("the form gives {key} twice")));
+            }
+        }
+        Ok(Self(fields))
+    }
+
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+}
+
+/// Refuses a POST another site's page sent: `Sec-Fetch-Site` other than
+/// `same-origin`, or an `Origin` that is neither this service's `Host` nor
+/// its public URL (`public`: what a proxy in front serves it as, when the
+/// proxy does not pass the browser's `Host` on).
+pub(super) fn check_origin(headers: &HeaderMap, public: Option<&str>) -> Result<(), ApiError> {
+    let refused = || {
+        ApiError::plain(
+            Category::Forbidden,
+            "this form was sent from another site; nothing was changed",
+        )
+    };
+    if let Some(site) = headers.get("sec-fetch-site") {
+        if site.as_bytes() != b"same-origin" {
+            return Err(refused());
+        }
+    }
+    let same_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|site| site.as_bytes() == b"same-origin");
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().map_err(|_| refused())?;
+        if public.is_some_and(|public| origin.eq_ignore_ascii_case(public)) {
+            return Ok(());
+        }
+        // A browser sends `null` when a referrer policy hides the page's
+        // address; then only its Sec-Fetch-Site speaks for it.
+        if origin == "null" {
+            return if same_site { Ok(()) } else { Err(refused()) };
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .ok_or_else(refused)?;
+        let origin_host = origin
+            .strip_prefix("https://")
+            .or_else(|| origin.strip_prefix("http://"))
+            .ok_or_else(refused)?;
+        if !origin_host.eq_ignore_ascii_case(host) {
+            return Err(refused());
+        }
+    }
+    Ok(())
+}
+
+/// The form of a POST: from this site, declared as a form, within the
+/// body limit.
+pub(super) async fn read_form(state: &AppState, request: Request) -> Result<Form, ApiError> {
+    check_origin(request.headers(), state.public_url())?;
+    let media = crate::extract::media_type(request.headers());
+    if media.as_deref() != Some("application/x-www-form-urlencoded") {
+        return Err(ApiError::plain(
+            Category::UnsupportedMediaType,
+            "send the page's form (application/x-www-form-urlencoded)",
+        ));
+    }
+    let body = whole_body(request, state).await?;
+    Form::parse(&body)
+}
+
+pub(super) fn check_csrf(state: &AppState, session: &str, form: &Form) -> Result<(), ApiError> {
+    let presented = form.get("csrf").unwrap_or_default();
+    if state.link_secret().check_form_token(session, presented) {
+        Ok(())
+    } else {
+        Err(ApiError::plain(
+            Category::Forbidden,
+            "this form's anti-forgery token is not valid (an old page, or a form from elsewhere); \
+             nothing was changed: reload the page and send it again",
+        ))
+    }
+}
+
+/// What a link's forms are tied to (their anti-forgery token's session).
+pub(super) fn link_session(query: &str) -> String {
+    format!("link\n{query}")
+}
+
+/// Carries out the form's action on handoff `id` as `actor`; the notice
+/// to show.
+pub(super) async fn act(
+    state: &AppState,
+    actor: &Actor,
+    id: &InteractiveHandoffId,
+    form: &Form,
+) -> Result<&'static str, ApiError> {
+    let store = state.store_as(actor);
+    let text = || form.get("text").unwrap_or_default().to_string();
+    let (outcome, notice) = match form.get("action") {
+        Some("complete") => (
+            requests::completed(Summary { summary: text() }),
+            "Completed.",
+        ),
+        Some("back") => (
+            requests::handed_back(Summary { summary: text() }),
+            "Handed back.",
+        ),
+        Some("fail") => (requests::failed(Reason { reason: text() }), "Failed."),
+        Some("extend") => {
+            let until = Extend {
+                until: None,
+                by: Some(form.get("by").unwrap_or_default().trim().to_string()),
+            }
+            .until(store.now())?;
+            store.extend_interactive_handoff(id, until).await?;
+            return Ok("The deadline was moved.");
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "the form's action is not complete, back, fail or extend",
+            ))
+        }
+    };
+    store.finish_interactive_handoff(id, &outcome).await?;
+    Ok(notice)
+}
