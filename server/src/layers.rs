@@ -83,8 +83,12 @@ fn route_of(
     matched: Option<&MatchedPath>,
 ) -> Option<&'static lf_handoff_api::Route> {
     let method = match *method {
-        HttpMethod::GET => Method::Get,
+        // axum answers HEAD with the GET handler (the body dropped), so a
+        // HEAD is checked as the GET it runs.
+        HttpMethod::GET | HttpMethod::HEAD => Method::Get,
         HttpMethod::POST => Method::Post,
+        // No route of the table takes another method: the router answers
+        // 405 without running a handler.
         _ => return None,
     };
     find(method, matched?.as_str())

@@ -112,6 +112,22 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     assert_eq!(anonymous.header("x-frame-options"), "DENY");
     assert!(!anonymous.text.contains("Log in to the staging console"));
 
+    // The sign-in URL followed from another site's page is refused (it
+    // would sign the person in as the link's maker), and sets no cookie.
+    for site in ["cross-site", "same-site"] {
+        let forged = page(
+            &served,
+            "GET",
+            &format!("/?token={}", served.person),
+            None,
+            None,
+            &[("sec-fetch-site", site)],
+        )
+        .await;
+        assert_eq!(forged.status, 403, "{site}");
+        assert!(forged.headers.get("set-cookie").is_none(), "{site}");
+    }
+
     // The printed sign-in URL: a cookie, and the token leaves the URL.
     let signed = page(
         &served,

@@ -261,3 +261,47 @@ async fn a_token_with_several_scopes_may_do_what_each_allows_and_names_itself_in
     assert_eq!(reply.status().as_u16(), 401);
     served.stop().await;
 }
+
+/// A HEAD of a GET route runs the GET's handler (the body dropped), so it
+/// is refused as the GET is: without a token, with a wrong one or of a
+/// scope the GET does not allow (it once ran reads, and an export, for
+/// anyone); another method is 405 and runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_request_is_authorized_as_its_get_and_other_methods_run_nothing() {
+    let served = Served::start().await;
+    let ids = setup(&served).await;
+    let before = served.snapshot().await;
+    let mut checked = 0;
+    for route in ROUTES.iter().filter(|route| route.method.as_str() == "GET") {
+        if route.access == Access::Public || route.id == RouteId::Events {
+            continue;
+        }
+        let (path, _) = request(&served, route, &ids);
+        for token in [None, Some(served.wrong.as_str())] {
+            let reply = served.send("HEAD", &path, token, None, Vec::new()).await;
+            assert_eq!(reply.status, 401, "HEAD {path} with {token:?}");
+        }
+        for scope in Scope::ALL {
+            if route.access.allows(Some(&[scope])) {
+                continue;
+            }
+            let reply = served
+                .send("HEAD", &path, Some(served.token(scope)), None, Vec::new())
+                .await;
+            assert_eq!(reply.status, 403, "HEAD {path} as {scope}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 10, "{checked} routes");
+    for method in ["PUT", "DELETE", "PATCH"] {
+        let path = format!("/v1/handoffs/{}", ids.handoff);
+        let reply = served.send(method, &path, None, None, Vec::new()).await;
+        assert_eq!(reply.status, 405, "{method} {path}");
+    }
+    assert_eq!(
+        served.snapshot().await,
+        before,
+        "a refused request wrote something"
+    );
+    served.stop().await;
+}

@@ -158,6 +158,22 @@ async fn inbox(
 ) -> Response {
     let (filter, token) = Filter::parse(query.as_deref().unwrap_or_default());
     if let Some(token) = token {
+        // The sign-in URL is opened from a terminal or typed (the browser
+        // says `Sec-Fetch-Site: none`); another site's link to it would sign
+        // the person in as whoever made that link (login forgery).
+        let from_another_site = headers
+            .get("sec-fetch-site")
+            .is_some_and(|site| matches!(site.as_bytes(), b"cross-site" | b"same-site"));
+        if from_another_site {
+            return sign_in_page(
+                StatusCode::FORBIDDEN,
+                Some(
+                    "a sign-in link followed from another site is refused; open the URL `serve` \
+                     printed yourself, or paste your token below"
+                        .into(),
+                ),
+            );
+        }
         return sign_in_with(&state, &token);
     }
     let Some(session) = session(&state, &headers) else {
