@@ -37,6 +37,7 @@
 mod error;
 mod extract;
 mod handlers;
+mod hex;
 mod layers;
 pub mod links;
 mod listen;

@@ -40,6 +40,8 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use time::OffsetDateTime;
 
+use crate::hex;
+
 /// What the actor of a change made through a link starts with.
 pub const LINK_ACTOR_PREFIX: &str = "link:";
 
@@ -107,7 +109,7 @@ impl LinkSecret {
             Ok(text) => Self::parse_file(path, &text),
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 let bytes = random_bytes()?;
-                match write_new(path, &hex(&bytes)) {
+                match write_new(path, &hex::encode(&bytes)) {
                     Ok(()) => Self::from_bytes(&bytes),
                     // Another process made it first: use theirs.
                     Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
@@ -150,7 +152,7 @@ impl LinkSecret {
                 path.display()
             )));
         }
-        let bytes = unhex(text.trim()).ok_or_else(|| {
+        let bytes = hex::decode::<SECRET_BYTES>(text.trim()).ok_or_else(|| {
             StoreError::InvalidInput(format!(
                 "the link secret {} does not hold 64 hex digits; delete it to make a new one \
                  (every link made with it stops working)",
@@ -397,19 +399,6 @@ fn write_new(path: &Path, text: &str) -> io::Result<()> {
         .open(path)?;
     file.write_all(format!("{text}\n").as_bytes())?;
     file.sync_all()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() != SECRET_BYTES * 2 || !text.is_ascii() {
-        return None;
-    }
-    (0..SECRET_BYTES)
-        .map(|i| u8::from_str_radix(&text[i * 2..i * 2 + 2], 16).ok())
-        .collect()
 }
 
 fn io_error(path: &Path, error: &io::Error) -> StoreError {

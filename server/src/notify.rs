@@ -47,6 +47,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
+use crate::hex;
 use crate::state::AppState;
 
 /// The header carrying the body's HMAC-SHA256 under the shared secret:
@@ -163,7 +164,7 @@ pub fn label(url: &str) -> String {
 /// The key of an endpoint's cursor: the SHA-256 of its URL, in hex.
 fn cursor_key(url: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, url.as_bytes());
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest.as_ref())
 }
 
 /// This process's name in the leases it holds: host, process id and a
@@ -209,7 +210,6 @@ pub fn start(config: NotifyConfig, state: &AppState) -> Vec<tokio::task::JoinHan
                 config: config.clone(),
                 client: client.clone(),
                 state: state.clone(),
-                store: state.store().clone(),
                 shutdown: state.shutdown_signal(),
             };
             tokio::spawn(delivery.run())
@@ -226,7 +226,6 @@ struct Delivery {
     config: Arc<NotifyConfig>,
     client: reqwest::Client,
     state: AppState,
-    store: Store,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -262,6 +261,10 @@ struct Message<'a> {
 }
 
 impl Delivery {
+    fn store(&self) -> &Store {
+        self.state.store()
+    }
+
     async fn run(mut self) {
         tracing::info!(endpoint = %self.label, "notifications: delivering");
         while !*self.shutdown.borrow() {
@@ -294,13 +297,13 @@ impl Delivery {
     /// The cursor with this process's lease on it, or `None` after waiting
     /// for another server's lease to run out.
     async fn take_lease(&mut self) -> StoreResult<Option<DeliveryCursor>> {
-        let now = self.store.now();
+        let now = self.store().now();
         let lease_until = now + self.config.lease;
-        let (expected, mut cursor) = match self.store.delivery_cursor(&self.key).await? {
+        let (expected, mut cursor) = match self.store().delivery_cursor(&self.key).await? {
             None => {
                 // A new endpoint starts from now, not from the whole log.
                 let start = self
-                    .store
+                    .store()
                     .watch(WatchFrom::Now, WatchFilter::default())
                     .await?
                     .position();
@@ -325,46 +328,51 @@ impl Delivery {
         };
         cursor.holder.clone_from(&self.holder);
         cursor.lease_until = lease_until;
-        if self
-            .store
-            .swap_delivery_cursor(&self.key, expected, &cursor)
+        Ok(self
+            .store_over(expected, &mut cursor)
             .await?
-        {
-            cursor.version = expected.map_or(1, |v| v + 1);
-            Ok(Some(cursor))
-        } else {
-            Ok(None)
-        }
+            .then_some(cursor))
     }
 
-    /// Stores `cursor` renewed; `false` when another server swapped first.
-    async fn swap(&self, cursor: &mut DeliveryCursor) -> StoreResult<bool> {
-        let expected = cursor.version;
-        cursor.lease_until = self.store.now() + self.config.lease;
+    /// Stores `cursor` over the version `expected` (`None`: none stored
+    /// yet); on success `cursor.version` is the version stored. `false`
+    /// when another server swapped first.
+    async fn store_over(
+        &self,
+        expected: Option<u64>,
+        cursor: &mut DeliveryCursor,
+    ) -> StoreResult<bool> {
         let won = self
-            .store
-            .swap_delivery_cursor(&self.key, Some(expected), cursor)
+            .store()
+            .swap_delivery_cursor(&self.key, expected, cursor)
             .await?;
         if won {
-            cursor.version = expected + 1;
+            cursor.version = expected.map_or(1, |version| version + 1);
         }
         Ok(won)
+    }
+
+    /// Stores `cursor` with its lease renewed; `false` when another server
+    /// swapped first.
+    async fn swap(&self, cursor: &mut DeliveryCursor) -> StoreResult<bool> {
+        cursor.lease_until = self.store().now() + self.config.lease;
+        self.store_over(Some(cursor.version), cursor).await
     }
 
     /// Delivers while this process holds the lease.
     async fn deliver(&mut self, mut cursor: DeliveryCursor) -> StoreResult<Ended> {
         let mut watcher = self
-            .store
+            .store()
             .watch(WatchFrom::After(cursor.position), WatchFilter::default())
             .await?;
         // Renew well before the lease runs out; look for deadlines as often.
         let tick = (self.config.lease / 3).max(Duration::from_millis(300));
-        let mut next_check = self.store.now();
+        let mut next_check = self.store().now();
         loop {
             if *self.shutdown.borrow() {
                 return self.give_up(cursor).await;
             }
-            let now = self.store.now();
+            let now = self.store().now();
             if now >= next_check {
                 next_check = now + tick;
                 if let Some(ended) = self.remind(&mut cursor).await? {
@@ -392,7 +400,7 @@ impl Delivery {
                     continue;
                 };
                 let handoff = self
-                    .store
+                    .store()
                     .get_interactive_handoff(&event.handoff_id)
                     .await?;
                 let message = self.message(kind, Some(&event), handoff);
@@ -413,10 +421,10 @@ impl Delivery {
     /// `reminded_until`, then moves it to now (stored by the caller's
     /// swap). `Some` when delivery must end.
     async fn remind(&mut self, cursor: &mut DeliveryCursor) -> StoreResult<Option<Ended>> {
-        let now = self.store.now();
+        let now = self.store().now();
         let lead = self.config.before;
         let active = self
-            .store
+            .store()
             .list_interactive_handoffs(ListQuery {
                 active_only: true,
                 ..ListQuery::default()
@@ -449,11 +457,8 @@ impl Delivery {
     /// Gives the lease up (the service is stopping), keeping the position
     /// reached, so another server or the next start goes on at once.
     async fn give_up(&self, mut cursor: DeliveryCursor) -> StoreResult<Ended> {
-        let expected = cursor.version;
         cursor.lease_until = OffsetDateTime::UNIX_EPOCH;
-        self.store
-            .swap_delivery_cursor(&self.key, Some(expected), &cursor)
-            .await?;
+        self.store_over(Some(cursor.version), &mut cursor).await?;
         Ok(Ended::Stopping)
     }
 
@@ -463,7 +468,7 @@ impl Delivery {
         event: Option<&'e HandoffEvent>,
         handoff: Option<InteractiveHandoff>,
     ) -> Message<'e> {
-        let now = self.store.now();
+        let now = self.store().now();
         let link = handoff
             .as_ref()
             .and_then(|handoff| self.config.links.as_ref().and_then(|links| links(handoff)));
@@ -510,8 +515,7 @@ impl Delivery {
         let signature = self.config.secret.as_ref().map(|secret| {
             let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
             let tag = hmac::sign(&key, &body);
-            let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-            format!("sha256={hex}")
+            format!("sha256={}", hex::encode(tag.as_ref()))
         });
         let mut backoff = self.config.first_backoff;
         for attempt in 1..=self.config.attempts {
@@ -581,7 +585,7 @@ impl Delivery {
     /// Renews the lease unless it still runs for `needed` and a third of
     /// a lease more; `false` when another server took the cursor over.
     async fn hold(&self, cursor: &mut DeliveryCursor, needed: Duration) -> StoreResult<bool> {
-        let left = cursor.lease_until - self.store.now();
+        let left = cursor.lease_until - self.store().now();
         if left > needed + self.config.lease / 3 {
             return Ok(true);
         }

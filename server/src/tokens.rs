@@ -34,6 +34,8 @@ use ring::{digest, hmac, rand};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use crate::hex;
+
 /// What every token starts with.
 pub const TOKEN_PREFIX: &str = "lfh_";
 
@@ -75,7 +77,7 @@ impl TokenEntry {
             .unwrap_or_else(|_| self.created.unix_timestamp().to_string());
         format!(
             "{HASH_PREFIX}{}\t{}\t{created}\t{}",
-            hex(&self.hash),
+            hex::encode(&self.hash),
             scopes.join(","),
             self.caller.name.as_str()
         )
@@ -128,21 +130,6 @@ fn sha256(token: &str) -> [u8; 32] {
     let mut out = [0_u8; 32];
     out.copy_from_slice(digest::digest(&digest::SHA256, token.as_bytes()).as_ref());
     out
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
-    let mut out = [0_u8; 32];
-    for (index, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[index * 2..index * 2 + 2], 16).ok()?;
-    }
-    Some(out)
 }
 
 /// The tokens a server accepts: each entry's hash, looked up in constant
@@ -251,7 +238,7 @@ fn parse_line(line: &str) -> Result<TokenEntry, String> {
     };
     let hash = hash
         .strip_prefix(HASH_PREFIX)
-        .and_then(unhex)
+        .and_then(hex::decode::<32>)
         .ok_or("the hash is not sha256: and 64 hex digits")?;
     let scopes = scopes
         .split(',')
