@@ -74,7 +74,7 @@ pub use postgres::{
     Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,
     DEFAULT_POSTGRES_SCHEMA,
 };
-pub use sled::{SledConfig, DEFAULT_SLED_CACHE};
+pub use sled::{SledConfig, SledHold, DEFAULT_SLED_CACHE, SLED_LINGER};
 pub use sqlite::{SqliteConfig, Synchronous, DEFAULT_BUSY_TIMEOUT, MAX_BUSY_TIMEOUT};
 
 use std::sync::Arc;

@@ -39,8 +39,20 @@ use crate::registry::Registry;
 /// before it reads again: the bound on what a lost signal can cost.
 pub const SAFETY_RECHECK: Duration = Duration::from_secs(5);
 
-/// How long a wait pauses between reads while its server is unreachable.
+/// How long a wait or a watch pauses between reads while its server is
+/// unreachable or another process holds the store ([`rides_out`]).
 const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether a wait or a watch waits out `error` instead of ending: a server
+/// that is down longer than the retry window, or a store another process
+/// holds (sled, whose command line opens the store only while it reads,
+/// finds it held while the person's command runs).
+fn rides_out(error: &StoreError) -> bool {
+    matches!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::Unreachable | UnavailableKind::Locked)
+    )
+}
 
 /// How soon a watcher reads again when events are pending
 /// ([`EventBatch::pending`]); the pause doubles up to [`PENDING_LONGEST`].
@@ -243,10 +255,23 @@ impl EventStream for LogWatcher {
                 }
             }
             let (log, after) = (&self.log, self.position);
-            let batch = crate::retry::retry(self.store.retry_window(), "reading events", || {
+            let read = crate::retry::retry(self.store.retry_window(), "reading events", || {
                 log.events_after(after, WATCH_BATCH)
             })
-            .await?;
+            .await;
+            let batch = match read {
+                Ok(batch) => batch,
+                Err(error) if rides_out(&error) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    tracing::info!("a watch waits for the store: {error}");
+                    tokio::time::sleep(left.min(UNREACHABLE_PAUSE)).await;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             if let Some(bad) = batch
                 .events
                 .iter()
@@ -370,11 +395,11 @@ impl Local {
             };
             let handoff = match read {
                 Ok(handoff) => handoff,
-                // The server is down for longer than the retry window: a
-                // wait rides it out up to its own timeout.
+                // The server is down for longer than the retry window, or
+                // another process holds the store: a wait rides it out up
+                // to its own timeout.
                 Err(error)
-                    if error.unavailable_kind() == Some(UnavailableKind::Unreachable)
-                        && until.is_none_or(|until| Instant::now() < until) =>
+                    if rides_out(&error) && until.is_none_or(|until| Instant::now() < until) =>
                 {
                     tracing::info!("waiting on: {error}");
                     changes.changed(UNREACHABLE_PAUSE).await?;

@@ -49,12 +49,15 @@ pub struct Context {
 
 impl Context {
     /// Opens the store `config` names, naming `actor` (when given) in the
-    /// history of the changes made through it.
+    /// history of the changes made through it. The store is opened shared
+    /// with other processes (`StorageConfig::shared_with_other_processes`):
+    /// a command that waits must not keep the person's commands out.
     ///
     /// # Errors
     /// Exit 5 (or 2) as `open_store` reports.
     pub async fn open(config: &StorageConfig, json: bool, actor: Option<Actor>) -> CliResult<Self> {
-        let mut store = open_store(config).await.map_err(CliError::from)?;
+        let shared = config.clone().shared_with_other_processes();
+        let mut store = open_store(&shared).await.map_err(CliError::from)?;
         if let Some(actor) = actor {
             store = store.with_actor(actor);
         }

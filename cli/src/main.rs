@@ -155,23 +155,6 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
         _ => None,
     };
-    // sled lets one process open a store: these two hold it only while
-    // they read, so other commands can run meanwhile.
-    if let lf_handoff_adapters::StorageConfig::Sled(_) = &config {
-        match &cli.command {
-            Command::Wait { id, timeout } => {
-                return wait::wait_reopening(&config, cli.json, id, *timeout)
-                    .await
-                    .map(|()| None)
-            }
-            Command::Watch(args) => {
-                return watch::watch_reopening(&config, cli.json, args)
-                    .await
-                    .map(|()| None)
-            }
-            _ => {}
-        }
-    }
     let ctx = Context::open(&config, cli.json, actor).await?;
     if let Some(target) = export_target {
         return archive::export(&ctx, target).await.map(|()| None);

@@ -13,28 +13,25 @@
 //! shell, with the event as one JSON line on its standard input; a program
 //! that cannot start or fails is reported on stderr and watching goes on.
 //!
-//! On SQLite and PostgreSQL it sleeps on the store's change signal; on
-//! sled, which one process may open at a time, it opens the store only
-//! while it reads (as `wait` does), so other commands can run meanwhile.
+//! It sleeps on the store's change signal (C16). The command line opens
+//! every store shared with other processes
+//! (`StorageConfig::shared_with_other_processes`), so on sled, which one
+//! process may open at a time, the store is held only while it reads and
+//! other commands run meanwhile.
 
 use lf_handoff_adapters::WatchFrom;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::Stdio;
-use std::time::Duration;
 
 use lf_handoff_adapters::domain::interactive_handoff::HandoffEvent;
-use lf_handoff_adapters::{StorageConfig, UnavailableKind, WatchFilter, Watcher};
+use lf_handoff_adapters::{UnavailableKind, WatchFilter};
 use tokio::io::AsyncWriteExt;
 
 use crate::args::WatchArgs;
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 use crate::output::{note, printable, status_change, timestamp};
-use crate::wait::open_unless_locked;
-
-/// How long a sled watch keeps the store closed between reads.
-const SLED_PAUSE: Duration = Duration::from_millis(250);
 
 /// Why a watch stopped without an error.
 enum Stop {
@@ -75,57 +72,6 @@ pub async fn watch(ctx: &Context, args: &WatchArgs) -> CliResult<()> {
         }
     };
     finish(outcome, Some(resume))
-}
-
-/// [`watch`] on a store one process may open at a time (sled): opened for
-/// each read, closed for [`SLED_PAUSE`] between reads.
-///
-/// # Errors
-/// As [`watch`].
-pub async fn watch_reopening(
-    config: &StorageConfig,
-    json: bool,
-    args: &WatchArgs,
-) -> CliResult<()> {
-    let mut from = args.from;
-    let mut printed = 0_u64;
-    let outcome = 'watching: loop {
-        let store = match open_unless_locked(config).await {
-            Ok(store) => store,
-            Err(error) => break Err(error),
-        };
-        if let Some(store) = store {
-            let opened = match from {
-                Some(from) => store.watch(WatchFrom::After(from), filter(args)).await,
-                None => store.watch(WatchFrom::Now, filter(args)).await,
-            };
-            let mut watcher: Watcher = match opened {
-                Ok(watcher) => watcher,
-                Err(error) => break Err(CliError::from(error)),
-            };
-            from = Some(watcher.position());
-            loop {
-                match watcher.next_within(Duration::ZERO).await {
-                    Ok(Some(event)) => match pass_on(&event, args, json, &mut printed).await {
-                        Ok(stop) => {
-                            from = Some(watcher.position());
-                            if let Some(stop) = stop {
-                                break 'watching Ok(stop);
-                            }
-                        }
-                        Err(error) => break 'watching Err(error),
-                    },
-                    Ok(None) => {
-                        from = Some(watcher.position());
-                        break;
-                    }
-                    Err(error) => break 'watching Err(CliError::from(error)),
-                }
-            }
-        }
-        tokio::time::sleep(SLED_PAUSE).await;
-    };
-    finish(outcome, from)
 }
 
 fn filter(args: &WatchArgs) -> WatchFilter {

@@ -66,6 +66,12 @@ mod sled {
     lf_handoff_conformance::sled_scenarios!(lf_handoff_conformance::backends::sled());
 }
 
+// sled as the command line opens it: each store held only while calls
+// run (`SledHold::DuringCalls`).
+mod sled_during_calls {
+    lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sled_during_calls);
+}
+
 // The Store-level scenarios through `lf-handoff serve` (C24), on each
 // backend: a server per store, reached with the http backend.
 mod served_sqlite {

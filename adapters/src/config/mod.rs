@@ -116,6 +116,25 @@ impl StorageConfig {
         }
     }
 
+    /// The same store, opened so that other processes can use it whenever
+    /// this one runs no call: for short-lived and waiting processes such as
+    /// the command line, whose `wait` may park for an hour while a person
+    /// finishes the handoff from another terminal.
+    ///
+    /// Only sled needs it, since it lets one process open a store at a
+    /// time: its store is then held only while calls run and for
+    /// [`SLED_LINGER`](crate::SLED_LINGER) after
+    /// ([`SledHold::DuringCalls`](crate::SledHold::DuringCalls)). SQLite,
+    /// PostgreSQL and a served store are shared between processes anyway
+    /// and are returned unchanged.
+    #[must_use]
+    pub fn shared_with_other_processes(mut self) -> Self {
+        if let Self::Sled(sled) = &mut self {
+            sled.hold = crate::SledHold::DuringCalls;
+        }
+        self
+    }
+
     /// The backend's name: `sqlite`, `sled`, `postgres` or `http`.
     pub fn backend(&self) -> &'static str {
         match self {

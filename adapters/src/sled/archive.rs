@@ -56,8 +56,8 @@ enum Exported {
 impl Archive for SledStore {
     async fn export(&self, sink: &mut dyn ArchiveSink) -> StoreResult<ArchiveSummary> {
         let (sender, mut receiver) = mpsc::channel(CHANNEL);
-        let shared = self.shared.clone();
-        let reader = tokio::task::spawn_blocking(move || read_all(&shared, &sender));
+        let lease = self.hold.lease().await?;
+        let reader = tokio::task::spawn_blocking(move || read_all(&lease.shared, &sender));
         let mut outcome = Ok(None);
         while let Some(item) = receiver.recv().await {
             match item {
@@ -85,8 +85,8 @@ impl Archive for SledStore {
 
     async fn import(&self, source: &mut dyn ArchiveSource) -> StoreResult<ArchiveSummary> {
         let (sender, receiver) = mpsc::channel(CHANNEL);
-        let shared = self.shared.clone();
-        let writer = tokio::task::spawn_blocking(move || load_all(&shared, receiver));
+        let lease = self.hold.lease().await?;
+        let writer = tokio::task::spawn_blocking(move || load_all(&lease.shared, receiver));
         loop {
             let item = match source.next_item() {
                 Ok(item) => item,

@@ -51,6 +51,10 @@ const MARKER_TITLE: &str = "lf-handoff sled store";
 pub(super) const LOG: &str = "db";
 /// sled's settings file inside the store directory.
 pub(super) const SLED_CONF: &str = "conf";
+/// The file every write of this build touches once it is durable, so that
+/// other processes' watchers and waiters wake (see `handle::Signal`). It
+/// holds no data.
+pub(super) const SIGNAL: &str = "lf-handoff-signal";
 /// The sled on-disk version this build reads, as `conf` records it.
 const SLED_VERSION: &str = "0.34";
 

@@ -35,7 +35,7 @@ use ::sled::{Db, IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
 use super::error::{engine, io, is_locked, locked, settle, Abort};
-use super::files::{self, LOG};
+use super::files::{self, LOG, SIGNAL};
 use super::recovery::{self, Prepared};
 use super::repository::fill_list_indexes;
 use super::trees::{Trees, TxTrees};
@@ -67,6 +67,42 @@ pub(super) struct Shared {
     /// exclusively ([`Shared::quiet`]), so no write starts or is halfway
     /// while it reads or loads the trees.
     gate: RwLock<()>,
+    /// Touched after every durable write, for other processes' watchers.
+    signal: Signal,
+}
+
+/// The store's signal file ([`SIGNAL`]): every write, once durable, writes
+/// one byte into it, which the kernel announces to whoever watches the
+/// directory (inotify). A process that holds the store only during calls
+/// (`SledHold::DuringCalls`, the command line) cannot subscribe to sled's
+/// trees between its calls, so its watchers and waiters wake on that
+/// notification and then open the store and read.
+///
+/// Best effort: a store whose directory refuses the file (read-only) still
+/// works, its watchers in other processes wake only on their safety
+/// re-check; and a write is never failed for its signal. The byte is not
+/// synced: the file carries no data, only the notification.
+#[derive(Debug)]
+struct Signal(Option<File>);
+
+impl Signal {
+    fn open(dir: &Path) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(dir.join(SIGNAL));
+        Self(file.ok())
+    }
+
+    fn send(&self) {
+        use std::os::unix::fs::FileExt;
+        if let Some(file) = &self.0 {
+            let _ = file.write_at(&[1], 0);
+        }
+    }
 }
 
 impl fmt::Debug for Shared {
@@ -135,6 +171,7 @@ impl Shared {
         let result = write();
         if result.is_ok() {
             self.writes.fetch_sub(1, Ordering::SeqCst);
+            self.signal.send();
         }
         result
     }
@@ -161,6 +198,7 @@ impl Shared {
         self.writes.fetch_add(1, Ordering::SeqCst);
         let result = write()?;
         self.writes.fetch_sub(1, Ordering::SeqCst);
+        self.signal.send();
         result
     }
 
@@ -234,6 +272,7 @@ fn open_db(dir: PathBuf, cache: u64) -> StoreResult<Shared> {
         log,
         writes: AtomicUsize::new(0),
         gate: RwLock::new(()),
+        signal: Signal::open(&dir),
         db,
         dir,
     };

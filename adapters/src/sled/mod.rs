@@ -13,11 +13,19 @@
 //! up to one second for the lock first, so reopening right after the last
 //! handle dropped works.
 //!
+//! A handle holds the store while it is open ([`SledHold::WhileOpen`]), or
+//! only while its calls run and [`SLED_LINGER`] after
+//! ([`SledHold::DuringCalls`], `hold=calls`, what the command line uses:
+//! see `hold`), so that processes can take turns. Every durable write
+//! touches the store's signal file, which wakes the watchers and waiters
+//! of processes that hold the store during calls (see `watch`).
+//!
 //! # Files
 //!
 //! ```text
 //! dir/                 mode 0700 when lf-handoff creates it
 //!   lf-handoff-store   marker: "lf-handoff sled store\nformat 3\n"
+//!   lf-handoff-signal  one byte, written after every durable write (no data)
 //!   conf, db, snap.*   sled's settings, log and snapshots
 //!   blobs/             sled's large values (unused: records are small)
 //! ```
@@ -237,6 +245,7 @@ mod deliveries;
 mod error;
 mod files;
 mod handle;
+mod hold;
 mod keys;
 mod log_audit;
 mod record;
@@ -245,17 +254,16 @@ mod registry;
 mod repository;
 mod trees;
 
-use std::sync::Arc;
-
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-pub use config::{SledConfig, DEFAULT_SLED_CACHE};
+pub use config::{SledConfig, SledHold, DEFAULT_SLED_CACHE, SLED_LINGER};
 use handle::Shared;
 
-/// Both storage ports on one shared sled `Db`.
+/// Both storage ports on one sled `Db`, shared with this process's other
+/// handles on the store and held as [`SledHold`] says.
 #[derive(Debug)]
 pub(crate) struct SledStore {
-    shared: Arc<Shared>,
+    hold: hold::Hold,
     /// The change signal of watchers and waiters in this process (C16).
     feed: crate::changes::ChangeFeed,
 }
@@ -268,31 +276,15 @@ impl SledStore {
     /// `Unavailable` when the directory is refused, locked by another
     /// process, or sled fails; nothing was changed.
     pub(crate) async fn open(config: &SledConfig) -> StoreResult<Self> {
-        let path = config.path.clone();
-        let cache = config.cache;
-        let shared = blocking(move || {
-            let shared = handle::open(&path, cache)?;
-            if shared
-                .trees
-                .counters
-                .contains_key(keys::IMPORTING)
-                .map_err(|e| shared.engine(e))?
-            {
-                return Err(StoreError::damaged(format!(
-                    "an import into {} is running or did not finish (the process died, or \
-                     emptying the store after a failed import failed), so the store may hold \
-                     part of a registry; delete the directory and run the import again",
-                    shared.dir.display()
-                )));
+        let hold = hold::Hold::open(config).await?;
+        let source = match &hold {
+            hold::Hold::Kept(shared) => {
+                watch::Subscription::source(shared.trees.events.clone(), shared.dir.clone())
             }
-            Ok(shared)
-        })
-        .await?;
-        let feed = crate::changes::ChangeFeed::new(watch::Subscription::source(
-            shared.trees.events.clone(),
-            shared.dir.clone(),
-        ));
-        Ok(Self { shared, feed })
+            hold::Hold::Lent(_) => watch::SignalFile::source(hold.dir().to_owned()),
+        };
+        let feed = crate::changes::ChangeFeed::new(source);
+        Ok(Self { hold, feed })
     }
 
     /// Runs `operation` on tokio's blocking pool: sled calls and syncs block.
@@ -301,8 +293,16 @@ impl SledStore {
         T: Send + 'static,
         F: FnOnce(&Shared) -> StoreResult<T> + Send + 'static,
     {
-        let shared = self.shared.clone();
-        blocking(move || operation(&shared)).await
+        self.hold.run(operation).await
+    }
+
+    /// The open store of a handle that keeps it open, for tests.
+    #[cfg(test)]
+    fn shared(&self) -> std::sync::Arc<Shared> {
+        match &self.hold {
+            hold::Hold::Kept(shared) => shared.clone(),
+            hold::Hold::Lent(_) => panic!("a store held during calls has no open store to show"),
+        }
     }
 }
 
@@ -327,6 +327,8 @@ where
     })?
 }
 
+#[cfg(test)]
+mod hold_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn finish(handoff: &InteractiveHandoff) -> InteractiveHandoff {
 /// A decision to store `next(record)` that, while it is being decided,
 /// lets another writer store the record again (same value, next version).
 fn racing(raw: &SledStore, next: fn(&InteractiveHandoff) -> InteractiveHandoff) -> Decision {
-    let shared = raw.shared.clone();
+    let shared = raw.shared().clone();
     Arc::new(move |current| {
         let key = keys::handoff(&current.id);
         let stored = shared.trees.handoffs.get(&key).unwrap().unwrap();
@@ -186,7 +186,7 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     let opened = open_on_new_wave(&store, dir.path()).await;
     let key = keys::handoff(&opened.id);
     let stored = raw
-        .shared
+        .shared()
         .trees
         .handoffs
         .get(&key)
@@ -204,7 +204,7 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
     ] {
         let mut changed = stored.clone();
         changed[0] = format;
-        raw.shared
+        raw.shared()
             .trees
             .handoffs
             .insert(&key, changed.clone())
@@ -221,7 +221,7 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
             needle,
         );
         assert_eq!(
-            raw.shared.trees.handoffs.get(&key).unwrap().unwrap(),
+            raw.shared().trees.handoffs.get(&key).unwrap().unwrap(),
             changed
         );
     }
@@ -236,7 +236,7 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
     let mut broken = first.clone();
     broken.status = InteractiveHandoffStatus::Completed; // no outcome: breaks I1
     let key = keys::handoff(&first.id);
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(&key, record::encode(1, &broken).unwrap())
@@ -247,7 +247,7 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
         "stored",
     );
 
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(&key, record::encode(1, &second).unwrap())
@@ -258,7 +258,7 @@ async fn a_record_that_fails_validation_or_sits_under_another_id_is_refused() {
         &format!("the record holds handoff {}", second.id),
     );
 
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(&key, &b"\x01\x00"[..])
@@ -280,7 +280,7 @@ async fn lists_read_only_the_records_their_index_names() {
         .await
         .unwrap();
     // Damage the finished record: only lists that must read it may fail.
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
@@ -324,7 +324,7 @@ async fn lists_read_only_the_records_their_index_names() {
 async fn an_index_entry_without_its_record_is_refused() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .remove(keys::handoff(&opened.id))
@@ -401,7 +401,7 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     assert_eq!((stored.version, &stored.value), (4, &finished));
     assert!(active(&raw, &opened.parent).await.unwrap().is_none());
     assert!(raw
-        .shared
+        .shared()
         .trees
         .slots
         .get(keys::parent(&opened.parent))
@@ -460,9 +460,9 @@ async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
         active(&raw, &opened.parent).await.unwrap().unwrap().value,
         second
     );
-    assert_eq!(raw.shared.trees.active.len(), 1);
-    assert_eq!(raw.shared.trees.by_created.len(), 2);
-    assert_eq!(raw.shared.trees.by_parent.len(), 2);
+    assert_eq!(raw.shared().trees.active.len(), 1);
+    assert_eq!(raw.shared().trees.by_created.len(), 2);
+    assert_eq!(raw.shared().trees.by_parent.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -547,7 +547,7 @@ async fn only_a_new_store_syncs_its_log_when_it_opens() {
 async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
-    let shared = raw.shared.clone();
+    let shared = raw.shared().clone();
     tokio::task::spawn_blocking(move || {
         let key = keys::handoff(&opened.id);
         let read = || {
@@ -660,7 +660,7 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         assert_eq!(outcomes, InsertOutcome::StepTaken, "round {round}");
         assert_eq!(
             first
-                .shared
+                .shared()
                 .trees
                 .steps
                 .get(keys::step(&parent, &login))
@@ -719,7 +719,7 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         );
     }
     // A handoff without a step has no entry.
-    assert_eq!(first.shared.trees.steps.len(), 20);
+    assert_eq!(first.shared().trees.steps.len(), 20);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -743,7 +743,7 @@ async fn a_transition_keeps_the_step() {
         .await;
     assert_unavailable(moved, UnavailableKind::Other, "keeps its step");
     assert_eq!(raw.load(&opened.id).await.unwrap().unwrap().value, opened);
-    assert_eq!(raw.shared.trees.steps.len(), 1);
+    assert_eq!(raw.shared().trees.steps.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -785,7 +785,7 @@ async fn a_damaged_step_index_is_refused() {
             format!("for step \"a\" of {parent}, but it belongs to {parent} at step \"b\""),
         ),
     ] {
-        raw.shared.trees.steps.insert(&entry, holder).unwrap();
+        raw.shared().trees.steps.insert(&entry, holder).unwrap();
         assert_unavailable(
             at_step(&raw, &parent, &key).await,
             UnavailableKind::Damaged,
@@ -815,17 +815,17 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     let id_key = keys::handoff(&opened.id);
     let parent_key = keys::parent(&opened.parent);
     let parent = raw.load_parent(&opened.parent).await.unwrap().unwrap();
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(&id_key, format_1(1, &opened))
         .unwrap();
-    raw.shared
+    raw.shared()
         .trees
         .parents
         .insert(&parent_key, format_1(1, &parent.value))
         .unwrap();
-    let (format, _, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
+    let (format, _, json) = stored_parts(&raw.shared().trees.handoffs, &id_key);
     assert_eq!(format, 1);
     assert!(json.get("step").is_none());
 
@@ -842,11 +842,11 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         active(&raw, &opened.parent).await.unwrap().unwrap().version,
         1
     );
-    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 1);
+    assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 1);
 
     // The next write of each stores format 3, at the next version.
     let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
-    let (format, version, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
+    let (format, version, json) = stored_parts(&raw.shared().trees.handoffs, &id_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(json["step"], serde_json::Value::Null);
     assert_eq!(
@@ -867,12 +867,12 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         .await
         .unwrap();
     assert!(created);
-    assert_eq!(stored_parts(&raw.shared.trees.parents, &parent_key).0, 1);
+    assert_eq!(stored_parts(&raw.shared().trees.parents, &parent_key).0, 1);
     assert_eq!(
         raw.swap_parent(1, &parent.value).await.unwrap(),
         lf_handoff_application::ports::SwapOutcome::Swapped
     );
-    let (format, version, _) = stored_parts(&raw.shared.trees.parents, &parent_key);
+    let (format, version, _) = stored_parts(&raw.shared().trees.parents, &parent_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(
         at_step(&raw, &opened.parent, &step("s"))
@@ -916,11 +916,11 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     assert!(!path.join("lf-handoff-store.tmp").exists());
     // No record was rewritten: every one is still format 1.
     let formats: Vec<u8> = raw
-        .shared
+        .shared()
         .trees
         .handoffs
         .iter()
-        .chain(raw.shared.trees.parents.iter())
+        .chain(raw.shared().trees.parents.iter())
         .map(|entry| entry.unwrap().1[0])
         .collect();
     assert_eq!(formats.len(), 5 + 5);
@@ -938,7 +938,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
         .unwrap();
     store.attach_interactive_handoff(&waiting.id).await.unwrap();
     let (format, version, _) =
-        stored_parts(&raw.shared.trees.handoffs, &keys::handoff(&waiting.id));
+        stored_parts(&raw.shared().trees.handoffs, &keys::handoff(&waiting.id));
     assert_eq!((format, version), (3, 2));
     drop((store, raw));
 
@@ -1097,7 +1097,7 @@ async fn open_expiring(
 
 /// Every stored event, in position order, checked against its key.
 fn all_events(raw: &SledStore) -> Vec<HandoffEvent> {
-    raw.shared
+    raw.shared()
         .trees
         .events
         .iter()
@@ -1111,7 +1111,7 @@ fn all_events(raw: &SledStore) -> Vec<HandoffEvent> {
 
 /// The store's last position, as its counter holds it.
 fn last_position(raw: &SledStore) -> Option<u64> {
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .get(keys::POSITION)
@@ -1121,7 +1121,7 @@ fn last_position(raw: &SledStore) -> Option<u64> {
 
 /// The ids `handoffs_due` holds, in key order.
 fn due_entries(raw: &SledStore) -> Vec<lf_handoff_domain::id::InteractiveHandoffId> {
-    raw.shared
+    raw.shared()
         .trees
         .due
         .iter()
@@ -1221,7 +1221,7 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     assert_eq!(kinds(&other_history), [K::Opened]);
     assert_eq!((other_history[0].seq, other_history[0].position), (1, 3));
     assert_eq!(all_events(&raw).len(), 5);
-    assert_eq!(raw.shared.trees.history.len(), 5);
+    assert_eq!(raw.shared().trees.history.len(), 5);
     assert_eq!(last_position(&raw), Some(5));
 
     // The event names the actor the caller passed.
@@ -1386,7 +1386,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
         [b.id.clone(), a.id.clone(), d.id.clone()]
     );
     assert_eq!(
-        raw.shared
+        raw.shared()
             .trees
             .due
             .get(keys::due(start + minutes(10), &a.id))
@@ -1394,7 +1394,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
         Some(::sled::IVec::default())
     );
     // The deadline is stored in the record.
-    let (_, _, json) = stored_parts(&raw.shared.trees.handoffs, &keys::handoff(&a.id));
+    let (_, _, json) = stored_parts(&raw.shared().trees.handoffs, &keys::handoff(&a.id));
     assert_eq!(
         serde_json::from_value::<InteractiveHandoff>(json)
             .unwrap()
@@ -1435,7 +1435,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
         [a.id.clone(), b.id.clone(), d.id.clone()]
     );
     assert!(raw
-        .shared
+        .shared()
         .trees
         .due
         .get(keys::due(start + minutes(10), &a.id))
@@ -1511,7 +1511,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
     // Entries left behind, as a reader walking the index sees them when a
     // record finishes or moves its deadline meanwhile: one whose record is
     // not due is skipped, and a handoff is named once.
-    raw.shared
+    raw.shared()
         .trees
         .due
         .insert(
@@ -1519,7 +1519,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
             &[][..],
         )
         .unwrap();
-    raw.shared
+    raw.shared()
         .trees
         .due
         .insert(keys::due(start, &kept.id), &[][..])
@@ -1534,7 +1534,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
     );
     // An entry naming no record is damage.
     let unknown: lf_handoff_domain::id::InteractiveHandoffId = GenerateId::new();
-    raw.shared
+    raw.shared()
         .trees
         .due
         .insert(keys::due(start, &unknown), &[][..])
@@ -1544,7 +1544,11 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
         UnavailableKind::Damaged,
         &format!("index handoffs_due names handoff {unknown}, which is not stored"),
     );
-    raw.shared.trees.due.insert(&b"short"[..], &[][..]).unwrap();
+    raw.shared()
+        .trees
+        .due
+        .insert(&b"short"[..], &[][..])
+        .unwrap();
     assert_unavailable(
         raw.due(start + Duration::minutes(5), 10).await,
         UnavailableKind::Damaged,
@@ -1558,14 +1562,14 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     let opened = open_on_new_wave(&store, dir.path()).await;
     let id_key = keys::handoff(&opened.id);
     // As a build without history stored it: format 2, no events.
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(&id_key, format_2(1, &opened))
         .unwrap();
-    raw.shared.trees.events.clear().unwrap();
-    raw.shared.trees.history.clear().unwrap();
-    raw.shared
+    raw.shared().trees.events.clear().unwrap();
+    raw.shared().trees.history.clear().unwrap();
+    raw.shared()
         .trees
         .counters
         .remove(keys::seq_counter(&opened.id))
@@ -1586,7 +1590,7 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     assert_eq!(kinds(&history), [HandoffEventKind::Attached]);
     // Its first event; the position counter went on from where it was.
     assert_eq!((history[0].seq, history[0].position), (1, 2));
-    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 3);
+    assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 3);
 
     // A record of format 1 or 2 that names a deadline was not written by
     // the build it claims.
@@ -1595,7 +1599,7 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     for format in [1u8, 2] {
         let mut bytes = record::encode(1, &with_deadline).unwrap();
         bytes[0] = format;
-        raw.shared.trees.handoffs.insert(&id_key, bytes).unwrap();
+        raw.shared().trees.handoffs.insert(&id_key, bytes).unwrap();
         assert_unavailable(
             store.get_interactive_handoff(&opened.id).await,
             UnavailableKind::Damaged,
@@ -1611,9 +1615,9 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
     store.attach_interactive_handoff(&opened.id).await.unwrap();
     let other = open_on_new_wave(&store, dir.path()).await;
     let event_key = keys::event(2);
-    let good = raw.shared.trees.events.get(event_key).unwrap().unwrap();
+    let good = raw.shared().trees.events.get(event_key).unwrap().unwrap();
     let other_event = raw
-        .shared
+        .shared()
         .trees
         .events
         .get(keys::event(3))
@@ -1642,11 +1646,11 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
             "the event holds position 3",
         ),
     ] {
-        raw.shared.trees.events.insert(event_key, bytes).unwrap();
+        raw.shared().trees.events.insert(event_key, bytes).unwrap();
         assert_unavailable(raw.history(&opened.id).await, kind, needle);
         assert_unavailable(store.history(&opened.id).await, kind, needle);
     }
-    raw.shared
+    raw.shared()
         .trees
         .events
         .insert(event_key, good.clone())
@@ -1678,16 +1682,16 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
             "it holds event 4 where event 3 belongs".to_string(),
         ),
     ] {
-        let saved = raw.shared.trees.history.get(&key).unwrap();
-        raw.shared.trees.history.insert(&key, value).unwrap();
+        let saved = raw.shared().trees.history.get(&key).unwrap();
+        raw.shared().trees.history.insert(&key, value).unwrap();
         assert_unavailable(
             raw.history(&opened.id).await,
             UnavailableKind::Damaged,
             &needle,
         );
         match saved {
-            Some(saved) => raw.shared.trees.history.insert(&key, saved).unwrap(),
-            None => raw.shared.trees.history.remove(&key).unwrap(),
+            Some(saved) => raw.shared().trees.history.insert(&key, saved).unwrap(),
+            None => raw.shared().trees.history.remove(&key).unwrap(),
         };
     }
     assert_eq!(raw.history(&opened.id).await.unwrap().len(), 2);
@@ -1703,7 +1707,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     let events = all_events(&raw);
 
     // Position 2 is taken: it is never given again.
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::POSITION, &1u64.to_be_bytes()[..])
@@ -1713,13 +1717,13 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         UnavailableKind::Damaged,
         "position 2 is taken",
     );
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::POSITION, &2u64.to_be_bytes()[..])
         .unwrap();
     // So is the handoff's seq 2.
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &1u64.to_be_bytes()[..])
@@ -1730,7 +1734,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         "event 2 is stored",
     );
     // A counter that is not eight bytes.
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &b"two"[..])
@@ -1747,7 +1751,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     let parent = new_wave(&store, dir.path()).await;
     let version = raw.load_parent(&parent).await.unwrap().unwrap().version;
     let fresh = at(&opened, &parent, None);
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::seq_counter(&fresh.id), &3u64.to_be_bytes()[..])
@@ -1760,7 +1764,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
     assert_eq!(raw.load(&fresh.id).await.unwrap(), None);
     assert_eq!(all_events(&raw), events);
 
-    raw.shared
+    raw.shared()
         .trees
         .counters
         .insert(keys::seq_counter(&opened.id), &2u64.to_be_bytes()[..])
@@ -1820,13 +1824,13 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
         .await
         .unwrap();
     let id_key = keys::handoff(&opened.id);
-    assert_eq!(stored_parts(&raw.shared.trees.handoffs, &id_key).0, 2);
+    assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 2);
 
     let finished = store
         .finish_interactive_handoff(&opened.id, &done())
         .await
         .unwrap();
-    let (format, version, json) = stored_parts(&raw.shared.trees.handoffs, &id_key);
+    let (format, version, json) = stored_parts(&raw.shared().trees.handoffs, &id_key);
     assert_eq!((format, version), (3, 2));
     assert_eq!(json["expires_at"], serde_json::Value::Null);
     let history = store.history(&opened.id).await.unwrap();
@@ -1849,12 +1853,12 @@ type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Every tree of the store `raw` opened, by name, with every entry.
 fn every_tree(raw: &SledStore) -> BTreeMap<Vec<u8>, Entries> {
-    raw.shared
+    raw.shared()
         .db
         .tree_names()
         .into_iter()
         .map(|name| {
-            let tree = raw.shared.db.open_tree(&name).unwrap();
+            let tree = raw.shared().db.open_tree(&name).unwrap();
             let entries = tree
                 .iter()
                 .map(|entry| {
@@ -1941,7 +1945,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     }
     assert_eq!(every_tree(&raw_copy), trees);
     assert!(raw_copy
-        .shared
+        .shared()
         .trees
         .counters
         .get(keys::IMPORTING)
@@ -1957,12 +1961,12 @@ async fn a_store_an_import_left_marked_is_refused_when_opened() {
         let raw = SledStore::open(&SledConfig::new(path.clone()))
             .await
             .unwrap();
-        raw.shared
+        raw.shared()
             .trees
             .counters
             .insert(keys::IMPORTING, &b"in progress"[..])
             .unwrap();
-        raw.shared.make_durable().unwrap();
+        raw.shared().make_durable().unwrap();
     }
     let refused = open_store(&StorageConfig::sled(path.clone())).await;
     assert_unavailable(
@@ -1985,7 +1989,7 @@ fn entries_naming(
     raw: &SledStore,
     id: &lf_handoff_domain::id::InteractiveHandoffId,
 ) -> Vec<String> {
-    let shared = &raw.shared;
+    let shared = &raw.shared();
     let needle = id.as_str().as_bytes();
     let contains = |bytes: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
     let mut found = Vec::new();
@@ -2032,7 +2036,7 @@ fn filed_statuses(
         .into_iter()
         .filter(|status| {
             let prefix = keys::by_status_prefix(*status);
-            raw.shared
+            raw.shared()
                 .trees
                 .by_status
                 .scan_prefix(&prefix)
@@ -2062,12 +2066,12 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
         .await
         .unwrap();
     let id = opened.id.clone();
-    let prunable = |raw: &SledStore| raw.shared.trees.prunable.iter().count();
+    let prunable = |raw: &SledStore| raw.shared().trees.prunable.iter().count();
     assert_eq!(
         filed_statuses(&raw, &id),
         [InteractiveHandoffStatus::Waiting]
     );
-    assert_eq!(raw.shared.trees.by_home.iter().count(), 1);
+    assert_eq!(raw.shared().trees.by_home.iter().count(), 1);
     assert_eq!(prunable(&raw), 0);
 
     clock.advance(Duration::seconds(1));
@@ -2097,7 +2101,7 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
     assert!(store.claim_interactive_handoff_wake(&id, 1).await.unwrap());
     let finished_at = finished.terminal_at.unwrap();
     assert_eq!(
-        raw.shared
+        raw.shared()
             .trees
             .prunable
             .iter()
@@ -2105,8 +2109,8 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
             .collect::<Vec<_>>(),
         vec![keys::prunable(finished_at, &id)]
     );
-    assert_eq!(raw.shared.trees.by_home.iter().count(), 1);
-    assert_eq!(raw.shared.trees.by_status.iter().count(), 1);
+    assert_eq!(raw.shared().trees.by_home.iter().count(), 1);
+    assert_eq!(raw.shared().trees.by_status.iter().count(), 1);
 
     // The cutoff is exclusive: finished at the cutoff is not before it.
     let none = lf_handoff_application::ports::PruneCount::default();
@@ -2143,7 +2147,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         .finish_interactive_handoff(&finished.id, &done())
         .await
         .unwrap();
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
@@ -2192,7 +2196,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     }
     // An entry left without its record is damage; one that went with its
     // record (a prune while the list read) is skipped.
-    raw.shared
+    raw.shared()
         .trees
         .handoffs
         .remove(keys::handoff(&finished.id))
@@ -2210,19 +2214,19 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     let entry = keys::by_home(&finished.home, finished.created_at, &finished.id);
     assert_unavailable(
         super::repository::named_record(
-            &raw.shared,
-            &raw.shared.trees.by_home,
+            &raw.shared(),
+            &raw.shared().trees.by_home,
             &entry,
             &finished.id,
         ),
         UnavailableKind::Damaged,
         "not stored",
     );
-    raw.shared.trees.by_home.remove(&entry).unwrap();
+    raw.shared().trees.by_home.remove(&entry).unwrap();
     assert_eq!(
         super::repository::named_record(
-            &raw.shared,
-            &raw.shared.trees.by_home,
+            &raw.shared(),
+            &raw.shared().trees.by_home,
             &entry,
             &finished.id
         )
@@ -2310,10 +2314,10 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
         filed_statuses(&raw, &claimed.id),
         [InteractiveHandoffStatus::Completed]
     );
-    assert_eq!(raw.shared.trees.by_status.iter().count(), 2);
-    assert_eq!(raw.shared.trees.by_home.iter().count(), 2);
+    assert_eq!(raw.shared().trees.by_status.iter().count(), 2);
+    assert_eq!(raw.shared().trees.by_home.iter().count(), 2);
     assert_eq!(
-        raw.shared
+        raw.shared()
             .trees
             .prunable
             .iter()
@@ -2333,7 +2337,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     // Reopening finds the store upgraded: the trees are not filled again.
     let store = open_store(&config).await.unwrap();
     let raw = SledStore::open(&SledConfig::new(path)).await.unwrap();
-    raw.shared.trees.by_home.clear().unwrap();
+    raw.shared().trees.by_home.clear().unwrap();
     drop((store, raw));
     let store = open_store(&config).await.unwrap();
     assert!(store

@@ -2,20 +2,33 @@
 //!
 //! Events are keyed by position (big-endian) in `handoff_events`, and
 //! sled runs the writes that raise the position counter one at a time, so
-//! positions become visible in order and every event read is final. The
-//! change signal is sled's own subscription to that tree, in this process
-//! only: sled lets one process open a store, so a watcher in another
-//! process (the command line's `wait` and `watch`) opens the store only
-//! while it reads, and reads again after a pause.
+//! positions become visible in order and every event read is final.
+//!
+//! The change signal of a store held while open is sled's own
+//! subscription to that tree ([`Subscription`]): sled lets one process
+//! open a store, so every write comes from this process. A store held
+//! only during calls (`SledHold::DuringCalls`, the command line) may be
+//! written by other processes between its calls: its signal is the
+//! store's signal file ([`SignalFile`]), which every write touches once it
+//! is durable.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use lf_handoff_application::{Changes, EventBatch, EventLog, StoreResult, UnavailableKind};
 
+use super::files::SIGNAL;
 use super::{keys, record, SledStore};
 use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK};
+use crate::file_events::FileWatch;
+
+/// How often a [`SignalFile`] wakes its watchers when the kernel gives no
+/// file notifications (not Linux, or past the inotify limits): each wake
+/// opens the store and reads.
+const SIGNAL_POLL: Duration = Duration::from_secs(1);
 
 #[async_trait]
 impl EventLog for SledStore {
@@ -104,17 +117,82 @@ impl ChangeSource for Subscription {
                     )
                 }
                 Err(_) => {
-                    if identity.is_none() || FileIdentity::of(&self.dir) != identity {
-                        return out.fail(
-                            UnavailableKind::Io,
-                            format!(
-                                "{} was deleted or replaced while it was watched",
-                                self.dir.display()
-                            ),
-                        );
+                    if replaced(&self.dir, identity.as_ref(), out) {
+                        return;
                     }
                 }
             }
         }
     }
+}
+
+/// The signal of a store held only during calls: a file notification for
+/// the store's signal file, which every write of this build touches once
+/// it is durable (`handle::Signal`), from this process or another. Each
+/// notification wakes the watchers, which then open the store and read
+/// (waiting for the writer's process to let it go). Every [`FILE_CHECK`]
+/// the directory is looked at, as for [`Subscription`]. Without file
+/// notifications the watchers are woken every [`SIGNAL_POLL`]; a write of
+/// an older build, which touches no signal file, reaches them at their
+/// own safety re-check.
+#[derive(Debug)]
+pub(super) struct SignalFile {
+    pub dir: PathBuf,
+}
+
+impl SignalFile {
+    pub(super) fn source(dir: PathBuf) -> Arc<dyn ChangeSource> {
+        Arc::new(Self { dir })
+    }
+}
+
+#[async_trait]
+impl ChangeSource for SignalFile {
+    async fn run(&self, out: &Arc<Notifier>) {
+        let identity = FileIdentity::of(&self.dir);
+        let files = FileWatch::new(&self.dir, &[OsString::from(SIGNAL)]);
+        // A write before the watch began sent no notification it saw.
+        out.bump();
+        while out.wanted() {
+            let watched = files.as_ref().filter(|files| files.alive());
+            let pause = if watched.is_some() {
+                FILE_CHECK
+            } else {
+                SIGNAL_POLL
+            };
+            let notified = async {
+                match watched {
+                    Some(files) => files.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            match tokio::time::timeout(pause, notified).await {
+                Ok(()) => out.bump(),
+                Err(_) => {
+                    if replaced(&self.dir, identity.as_ref(), out) {
+                        return;
+                    }
+                    if watched.is_none() {
+                        out.bump();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the store's directory is gone or another one (not the one of
+/// `identity`); the watchers are then told so through `out`.
+fn replaced(dir: &std::path::Path, identity: Option<&FileIdentity>, out: &Notifier) -> bool {
+    if identity.is_some() && FileIdentity::of(dir).as_ref() == identity {
+        return false;
+    }
+    out.fail(
+        UnavailableKind::Io,
+        format!(
+            "{} was deleted or replaced while it was watched",
+            dir.display()
+        ),
+    );
+    true
 }

@@ -8,5 +8,5 @@ pub mod sqlite;
 
 pub use postgres::{postgres, PostgresBackend};
 pub use served::{served_postgres, served_sled, served_sqlite, ServedBackend};
-pub use sled::{sled, SledBackend};
+pub use sled::{sled, sled_during_calls, SledBackend};
 pub use sqlite::{sqlite, SqliteBackend};

@@ -44,6 +44,9 @@ pub struct SledBackend {
     /// The stores this process holds open for that case; closed by
     /// `cleanup`.
     held: Mutex<Vec<Store>>,
+    /// Open the stores under test held only during calls, as the command
+    /// line does (`SledHold::DuringCalls`).
+    during_calls: bool,
 }
 
 impl SledBackend {
@@ -63,6 +66,15 @@ pub async fn sled() -> Result<Box<dyn Backend>, String> {
     Ok(Box::new(SledBackend::default()))
 }
 
+/// The sled backend with its stores held only while calls run, as the
+/// command line opens them (`StorageConfig::shared_with_other_processes`).
+pub async fn sled_during_calls() -> Result<Box<dyn Backend>, String> {
+    Ok(Box::new(SledBackend {
+        during_calls: true,
+        ..SledBackend::default()
+    }))
+}
+
 /// The exit code the worker uses for `Unavailable`, as the CLI does.
 pub const EXIT_UNAVAILABLE: i32 = 5;
 
@@ -72,7 +84,12 @@ impl Backend for SledBackend {
     }
 
     fn config(&self, location: PathBuf) -> StorageConfig {
-        StorageConfig::sled(location)
+        let config = StorageConfig::sled(location);
+        if self.during_calls {
+            config.shared_with_other_processes()
+        } else {
+            config
+        }
     }
 
     fn shares_across_processes(&self) -> bool {
