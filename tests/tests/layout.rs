@@ -63,3 +63,36 @@ fn no_product_source_file_is_longer_than_800_lines() {
         "product files over {MAX_LINES} lines; split them by what they own: {long:#?}"
     );
 }
+
+/// The command line names no storage backend: it opens whatever the
+/// store URL says through `open_store`, and waits and watches through the
+/// library on every backend, so a backend's knowledge stays in
+/// `adapters`. (The served registry, `StorageConfig::Http`, is not a
+/// storage engine: the command line asks it for links and refuses to
+/// serve it again.)
+#[test]
+fn the_command_line_names_no_storage_backend() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    sources(&root.join("cli").join("src"), &mut files);
+    assert!(files.len() > 10, "found only {} files", files.len());
+    let mut named = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            for variant in ["Sled", "Postgres", "Sqlite"] {
+                if line.contains(&format!("StorageConfig::{variant}"))
+                    || line.contains(&format!("{variant}Config"))
+                    || line.contains(&format!("{variant}Hold"))
+                {
+                    named.push(format!("{}:{}: {line}", file.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "the command line names a backend:\n{}",
+        named.join("\n")
+    );
+}
