@@ -34,7 +34,8 @@
 //!
 //! Every storage backend implements the same storage ports
 //! ([`ports::HandoffRepository`], [`ports::ParentRegistry`], the event log
-//! [`watch::EventLog`] and export and import [`archive::Archive`]), which
+//! [`watch::EventLog`], export and import [`archive::Archive`] and the
+//! notifiers' delivery cursors [`delivery::Deliveries`]), which
 //! [`open_ports`] returns as one [`StorePorts`], and passes the same
 //! conformance suite (the `lf-handoff-conformance` crate).
 //!

@@ -6,9 +6,10 @@
 //! their wakes.
 //!
 //! The path of every command is config -> `open_store` -> `Store` ->
-//! output. The binary depends on `lf-handoff-adapters` alone and opens
-//! whatever backend the store URL names, so a new backend needs no change
-//! here.
+//! output. The binary reaches stores through `lf-handoff-adapters` alone
+//! (it also links `lf-handoff-server` for `serve` and `lf-handoff-api` for
+//! the service's JSON shapes) and opens whatever backend the store URL
+//! names, so a new backend needs no change here.
 //!
 //! ## Design decisions
 //!

@@ -152,9 +152,9 @@
 //!   process-wide lock held exclusively for the microseconds the
 //!   transaction body runs; the sync comes after it is released), so a
 //!   lost race is seen by the engine, never through a read-then-write gap.
-//!   Earlier builds changed a record whose index entries stay (attach,
-//!   claim) with a compare-and-swap of its bytes alone; that cannot append
-//!   the event, so every change is now a transaction.
+//!   Every change is a transaction, even one whose index entries stay
+//!   (attach, claim): a compare-and-swap of the record alone could not
+//!   append its event.
 //! - **History is written with its change (C15).** The insert appends the
 //!   `opened` event and every stored transition the event
 //!   `recorded_change` names, by the caller's actor, in the same

@@ -15,7 +15,8 @@
 //!   `events.rs`: a history event's.
 //! - `statements.rs`: the SQL text both backends run.
 //! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
-//!   import (C17), the third; `watch.rs`: the event log (C16).
+//!   import (C17), the third; `watch.rs`: the event log (C16);
+//!   `deliveries.rs`: the notifiers' delivery cursors (C23).
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
 //!   migrations.
 //!
