@@ -239,9 +239,16 @@ impl<C: Connection> DerefMut for Lease<'_, C> {
 }
 
 impl<C: Connection> Drop for Lease<'_, C> {
+    /// Gives the connection back, unless it failed or is still inside a
+    /// transaction: a transaction dropped without its end (a cancelled
+    /// call, an error between `BEGIN` and `COMMIT`) is rolled back by sqlx
+    /// only lazily, and a connection that still counts one would refuse the
+    /// next caller's `BEGIN` ("begin_with at non-zero transaction depth",
+    /// seen once under load). Such a connection is closed instead; a new
+    /// one is opened when needed.
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            if !self.broken {
+            if !self.broken && !conn.is_in_transaction() {
                 self.owner.give(conn);
             }
         }
@@ -321,6 +328,30 @@ mod tests {
             lease.failed(&sqlx::Error::RowNotFound);
         }
         assert!(marked(&mut pool.acquire().await.unwrap()).await);
+    }
+
+    #[tokio::test]
+    async fn a_connection_left_inside_a_transaction_is_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 1, None);
+        {
+            let mut lease = pool.acquire().await.unwrap();
+            mark(&mut lease).await;
+            let tx = sqlx::Connection::begin_with(&mut *lease, "BEGIN IMMEDIATE")
+                .await
+                .unwrap();
+            // Its end never runs, as when the call is cancelled at the
+            // wrong moment.
+            std::mem::forget(tx);
+        }
+        let mut lease = pool.acquire().await.unwrap();
+        assert!(!marked(&mut lease).await);
+        sqlx::Connection::begin_with(&mut *lease, "BEGIN IMMEDIATE")
+            .await
+            .unwrap()
+            .commit()
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
