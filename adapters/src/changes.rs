@@ -9,6 +9,26 @@
 //! subscription ([`Subscription`], the application's
 //! [`Changes`](lf_handoff_application::Changes)) sees every bump after it
 //! subscribed at least once, several bumps as one.
+//!
+//! **The safety check.** A signal can be missed: a PostgreSQL `LISTEN`
+//! connection that died without a word (a firewall dropping an idle
+//! connection), a file notification the kernel dropped. So a source
+//! that depends on one also reads, every [`RECHECK`], one cheap mark of
+//! the store that moves whenever a change commits, and bumps when it
+//! moved since its last reading (SQLite: `PRAGMA data_version`;
+//! PostgreSQL: the last final event's position, a change's event being
+//! written with it (C15)). Its first reading (after each reconnection)
+//! bumps too: a change committed before it is one the readers then read.
+//! A change any signal missed thus wakes the readers within [`RECHECK`]
+//! of becoming readable, at the cost of one read per store, not one per
+//! watcher or waiter; the readers' own re-read
+//! ([`SAFETY_RECHECK`](lf_handoff_application::SAFETY_RECHECK)) is only
+//! a last resort. sled's source for a store held while open needs no
+//! mark: its signal is sled's own subscription to the tree every write of
+//! the store goes through, in the one process that may open the store,
+//! polled again every [`FILE_CHECK`]. A store held only during calls is
+//! signalled by a file every write touches; reading a mark would need the
+//! store opened, so that source wakes its readers every [`RECHECK`].
 
 use std::fmt::{self, Debug};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,13 +46,41 @@ struct Signal {
     failure: Option<(UnavailableKind, String)>,
 }
 
+/// How often a source whose signal can be missed reads its store's mark
+/// (see the module docs): the bound on what a missed signal costs.
+pub(crate) const RECHECK: Duration = Duration::from_secs(5);
+
 /// A backend's way of noticing changes, run by a [`ChangeFeed`].
 #[async_trait]
 pub(crate) trait ChangeSource: Debug + Send + Sync + 'static {
     /// Watches the store and reports through `out` until
     /// [`Notifier::wanted`] turns false (checked at least every second or
-    /// so), then returns.
+    /// so), then returns. A change its signal misses is reported within
+    /// [`RECHECK`] of becoming readable (see the module docs).
     async fn run(&self, out: &Arc<Notifier>);
+}
+
+/// The last reading of a store's mark (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Mark {
+    seen: Option<i64>,
+}
+
+impl Mark {
+    /// Takes `value`, read now: bumps `out` when it differs from the last
+    /// reading, or is the first since [`forget`](Self::forget).
+    pub(crate) fn read(&mut self, value: i64, out: &Notifier) {
+        if self.seen != Some(value) {
+            out.bump();
+        }
+        self.seen = Some(value);
+    }
+
+    /// Forgets the last reading (the connection it was read on broke):
+    /// the next one bumps.
+    pub(crate) fn forget(&mut self) {
+        self.seen = None;
+    }
 }
 
 /// The sending side of a feed, as a [`ChangeSource`] sees it.

@@ -27,6 +27,7 @@ mod postgres {
             an_upgrade_blocked_by_another_session_is_locked_and_changes_nothing,
             terminated_sessions_are_ridden_out_by_the_next_call,
             events_held_back_by_a_running_writer_come_once_it_ends,
+            a_write_without_a_notification_wakes_a_waiter_within_the_recheck,
             a_url_whose_first_host_is_down_uses_the_next,
         ],
     );

@@ -17,8 +17,8 @@ use sqlx::postgres::PgConnectOptions;
 
 use super::text::inline;
 use super::watch::{Notifications, Rechecks, REGISTER, UNREGISTER};
-use super::{Pooler, Server, REWRITTEN_CAPACITY};
-use crate::changes::ChangeSource;
+use super::{Pooler, Server, RECHECK_EVERY, REWRITTEN_CAPACITY};
+use crate::changes::{ChangeSource, RECHECK};
 use crate::sql::archive::ArchiveDialect;
 use crate::sql::columns::{COLUMN_COUNT, EVENTS_COLUMN, ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN};
 use crate::sql::engine::Param;
@@ -97,6 +97,18 @@ const EVENT_HORIZON: &str = "WITH locks AS MATERIALIZED (\
            AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted)), \
       (SELECT pg_snapshot_xmax(s)::text::bigint FROM snap)) * 1048576 AS n";
 
+/// The store's mark for the change signal's safety check (C16): the last
+/// final event's position, in one statement. Every change commits an
+/// event (C15), and the events that become final are all above those
+/// final before, so the mark moves whenever a change becomes readable
+/// (prune, which only removes events, may move it too).
+static LAST_FINAL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT COALESCE(MAX(position), 0) AS n FROM handoff_events \
+         WHERE position < ({EVENT_HORIZON})"
+    )
+});
+
 /// 1 when an event is held at or above position `$1`, else 0 (C16).
 const EVENTS_FROM: &str =
     "SELECT COUNT(*) AS n FROM (SELECT 1 FROM handoff_events WHERE position >= $1 LIMIT 1) AS held";
@@ -151,12 +163,20 @@ impl Dialect for Server {
     /// Listens on the server the hosts choose (not on `_options`, the
     /// URL's first host's): those of `listen_url` when the URL gives one,
     /// else the store's own, unless they are behind a pooler in
-    /// transaction mode, which cannot hold a `LISTEN`: then watchers read
-    /// again every [`RECHECK_EVERY`](super::RECHECK_EVERY).
+    /// transaction mode, which cannot hold a `LISTEN`: then the store's
+    /// mark is read every [`RECHECK_EVERY`](super::RECHECK_EVERY) instead.
     fn change_source(&self, _options: &PgConnectOptions) -> Arc<dyn ChangeSource> {
+        let mark = self.qualified(&LAST_FINAL);
         let hosts = match (&self.listen, self.pooler) {
             (Some(listen), _) => listen.clone(),
-            (None, Pooler::Transaction) => return Arc::new(Rechecks),
+            (None, Pooler::Transaction) => {
+                return Arc::new(Rechecks {
+                    hosts: self.hosts.clone(),
+                    server: self.to_string(),
+                    mark,
+                    every: RECHECK_EVERY,
+                })
+            }
             (None, _) => self.hosts.clone(),
         };
         Arc::new(Notifications {
@@ -164,6 +184,8 @@ impl Dialect for Server {
             server: self.to_string(),
             register: REGISTER.iter().map(|sql| self.qualified(sql)).collect(),
             unregister: self.qualified(UNREGISTER),
+            mark,
+            recheck: RECHECK,
         })
     }
 

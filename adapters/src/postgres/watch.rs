@@ -1,15 +1,20 @@
 //! PostgreSQL's change signal (C16): [`Notifications`], `LISTEN` on a
 //! connection of its own; behind a pooler in transaction mode without a
-//! `listen_url`, [`Rechecks`].
+//! `listen_url`, [`Rechecks`]. Both read the store's mark (the last final
+//! event's position, `dialect::LAST_FINAL`) on a connection of their own:
+//! [`Notifications`] every [`RECHECK`](crate::changes::RECHECK), for a
+//! notification it missed, [`Rechecks`] every
+//! [`RECHECK_EVERY`](super::RECHECK_EVERY) in place of notifications.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection as _, Executor as _, Row as _};
 
 use super::hosts::Hosts;
-use super::RECHECK_EVERY;
-use crate::changes::{ChangeSource, Notifier};
+use crate::changes::{ChangeSource, Mark, Notifier};
 
 /// The channel a write's notification goes to (C16).
 const CHANNEL: &str = "lf_handoff_events";
@@ -26,18 +31,70 @@ pub(super) const REGISTER: [&str; 2] = [
 /// Ends the watch of session `$1`.
 pub(super) const UNREGISTER: &str = "DELETE FROM handoff_watchers WHERE pid = $1";
 
+/// How long a reading of the mark may take before its connection is
+/// taken for broken (and made again).
+const MARK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Reads the store's mark with `sql` (`dialect::LAST_FINAL`, naming the
+/// store's schema) on `conn`, as a simple query (nothing prepared, as a
+/// pooler in transaction mode needs), within [`MARK_PATIENCE`].
+async fn read_mark(conn: &mut PgConnection, sql: &str, server: &str) -> Result<i64, sqlx::Error> {
+    // A text without arguments runs as a simple query.
+    match tokio::time::timeout(MARK_PATIENCE, conn.fetch_one(sql)).await {
+        Ok(row) => row?.try_get(0),
+        Err(_) => Err(sqlx::Error::Protocol(format!(
+            "reading the change mark on {server} took longer than {} s",
+            MARK_PATIENCE.as_secs()
+        ))),
+    }
+}
+
 /// The change signal behind a pooler in transaction mode without
-/// `listen_url`: no session can hold a `LISTEN`, so the feed wakes its
-/// watchers every [`RECHECK_EVERY`], and each reads the store again.
+/// `listen_url`: no session can hold a `LISTEN`, so the feed reads the
+/// store's mark every [`RECHECK_EVERY`](super::RECHECK_EVERY) on a
+/// connection of its own, and wakes its watchers when it moved (and
+/// when the connection fails, so they find out what is wrong).
 #[derive(Debug)]
-pub(super) struct Rechecks;
+pub(super) struct Rechecks {
+    /// The store's servers, through the pooler.
+    pub hosts: Arc<Hosts>,
+    pub server: String,
+    /// `dialect::LAST_FINAL`, naming the store's schema.
+    pub mark: String,
+    /// How often the mark is read: `RECHECK_EVERY`.
+    pub every: Duration,
+}
 
 #[async_trait]
 impl ChangeSource for Rechecks {
     async fn run(&self, out: &Arc<Notifier>) {
+        let mut conn: Option<PgConnection> = None;
+        let mut mark = Mark::default();
         while out.wanted() {
-            tokio::time::sleep(RECHECK_EVERY).await;
-            out.bump();
+            let made = match conn.take() {
+                Some(made) => Ok(made),
+                None => self.hosts.connect().await,
+            };
+            let read = match made {
+                Ok(mut made) => {
+                    let read = read_mark(&mut made, &self.mark, &self.server).await;
+                    conn = read.is_ok().then_some(made);
+                    read
+                }
+                Err(error) => Err(error),
+            };
+            match read {
+                Ok(value) => mark.read(value, out),
+                Err(error) => {
+                    tracing::debug!("reading the change mark on {}: {error}", self.server);
+                    mark.forget();
+                    out.bump();
+                }
+            }
+            tokio::time::sleep(self.every).await;
+        }
+        if let Some(made) = conn {
+            made.close().await.ok();
         }
     }
 }
@@ -50,6 +107,14 @@ impl ChangeSource for Rechecks {
 /// each registration. A lost connection is made again, with a wake, so
 /// the watchers catch up; while the server is unreachable the feed keeps
 /// trying, and the watchers' own reads report it.
+///
+/// The safety check: the store's mark is read once the session is
+/// registered (which wakes the watchers: what committed before it is
+/// theirs to read), then every `recheck` on a second connection, waking
+/// the watchers when it moved. A notification lost any way (a listening
+/// connection that died without a word, a write that began before the
+/// registration and ran for long) so costs at most `recheck`. A mark
+/// that cannot be read makes the session again.
 #[derive(Debug)]
 pub(super) struct Notifications {
     /// The servers to listen on: the one that accepts writes (where writes
@@ -59,6 +124,10 @@ pub(super) struct Notifications {
     /// [`REGISTER`] and [`UNREGISTER`], naming the store's schema.
     pub register: Vec<String>,
     pub unregister: String,
+    /// `dialect::LAST_FINAL`, naming the store's schema.
+    pub mark: String,
+    /// How often the mark is read: [`RECHECK`](crate::changes::RECHECK).
+    pub recheck: Duration,
 }
 
 /// When, after a registration, the feed wakes its watchers again.
@@ -83,7 +152,13 @@ impl Notifications {
         let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
             .fetch_one(&mut listener)
             .await?;
-        out.bump();
+        // The first reading wakes the watchers (after the registration,
+        // so a write committed after it either notifies or moves the mark).
+        let mut mark = Mark::default();
+        let mut checker = pool.acquire().await?;
+        let first = read_mark(&mut checker, &self.mark, &self.server).await?;
+        mark.read(first, out);
+        let mut recheck_at = tokio::time::Instant::now() + self.recheck;
         let server = self.server.clone();
         let forward = out.clone();
         let mut listening = tokio::spawn(async move {
@@ -109,7 +184,8 @@ impl Notifications {
             let tick = late
                 .last()
                 .copied()
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1));
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(1))
+                .min(recheck_at);
             tokio::select! {
                 ended = &mut listening => {
                     return match ended {
@@ -124,8 +200,18 @@ impl Notifications {
                     }
                     if !out.wanted() {
                         listening.abort();
-                        sqlx::query(&self.unregister).bind(pid).execute(&pool).await?;
+                        sqlx::query(&self.unregister).bind(pid).execute(&mut *checker).await?;
                         return Ok(());
+                    }
+                    if recheck_at <= tokio::time::Instant::now() {
+                        match read_mark(&mut checker, &self.mark, &self.server).await {
+                            Ok(value) => mark.read(value, out),
+                            Err(error) => {
+                                listening.abort();
+                                return Err(error);
+                            }
+                        }
+                        recheck_at = tokio::time::Instant::now() + self.recheck;
                     }
                 }
             }

@@ -22,7 +22,7 @@ use lf_handoff_application::{Changes, EventBatch, EventLog, StoreResult, Unavail
 
 use super::files::SIGNAL;
 use super::{keys, record, SledStore};
-use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK};
+use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK, RECHECK};
 use crate::file_events::FileWatch;
 
 /// How often a [`SignalFile`] wakes its watchers when the kernel gives no
@@ -131,10 +131,12 @@ impl ChangeSource for Subscription {
 /// it is durable (`handle::Signal`), from this process or another. Each
 /// notification wakes the watchers, which then open the store and read
 /// (waiting for the writer's process to let it go). Every [`FILE_CHECK`]
-/// the directory is looked at, as for [`Subscription`]. Without file
-/// notifications the watchers are woken every [`SIGNAL_POLL`]; a write of
-/// an older build, which touches no signal file, reaches them at their
-/// own safety re-check.
+/// the directory is looked at, as for [`Subscription`]. A notification
+/// can be missed, and reading a mark of the store would need it opened,
+/// so the watchers are also woken every [`RECHECK`] (the safety check of
+/// `changes`); a write of an older build, which touches no signal file,
+/// reaches them then. Without file notifications they are woken every
+/// [`SIGNAL_POLL`].
 #[derive(Debug)]
 pub(super) struct SignalFile {
     pub dir: PathBuf,
@@ -153,7 +155,12 @@ impl ChangeSource for SignalFile {
         let files = FileWatch::new(&self.dir, &[OsString::from(SIGNAL)]);
         // A write before the watch began sent no notification it saw.
         out.bump();
+        let mut woken = std::time::Instant::now();
         while out.wanted() {
+            if woken.elapsed() >= RECHECK {
+                woken = std::time::Instant::now();
+                out.bump();
+            }
             let watched = files.as_ref().filter(|files| files.alive());
             let pause = if watched.is_some() {
                 FILE_CHECK
@@ -167,7 +174,10 @@ impl ChangeSource for SignalFile {
                 }
             };
             match tokio::time::timeout(pause, notified).await {
-                Ok(()) => out.bump(),
+                Ok(()) => {
+                    woken = std::time::Instant::now();
+                    out.bump();
+                }
                 Err(_) => {
                     if replaced(&self.dir, identity.as_ref(), out) {
                         return;

@@ -28,7 +28,7 @@ use std::sync::LazyLock;
 use super::error::is_unique_index_violation;
 use super::watch::DataVersion;
 use super::SqliteFile;
-use crate::changes::{ChangeSource, FILE_CHECK};
+use crate::changes::{ChangeSource, FILE_CHECK, RECHECK};
 use crate::sql::archive::ArchiveDialect;
 use crate::sql::columns::ID_COLUMN;
 use crate::sql::engine::{Driver as _, Param, Statement};
@@ -117,6 +117,7 @@ impl Dialect for SqliteFile {
             path: self.path.clone(),
             options: options.clone(),
             look_every: FILE_CHECK,
+            recheck: RECHECK,
         })
     }
 

@@ -6,13 +6,13 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_application::{GenerateId as _, Store, StoreError, UnavailableKind};
+use lf_handoff_application::{Changes, GenerateId as _, Store, StoreError, UnavailableKind};
 use lf_handoff_domain::id::WaveId;
 use lf_handoff_domain::wave::Wave;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use super::watch::{watch_files, DataVersion, CHASE_FOR};
+use super::watch::{watch_files, DataVersion, Schedule, CHASE_FOR, DATA_VERSION_POLL};
 use crate::changes::ChangeFeed;
 use crate::{open_store, StorageConfig};
 
@@ -132,6 +132,22 @@ fn write_from_another_process(path: &Path, test: &str) {
     );
 }
 
+/// The change signal of the store at `path` alone, its value read every
+/// `recheck` without a notification and its files looked at once an
+/// hour, with a subscription whose first wake (the baseline's) is taken.
+async fn signal_of(path: &Path, recheck: Duration) -> (ChangeFeed, Box<dyn Changes>) {
+    let feed = ChangeFeed::new(Arc::new(DataVersion {
+        path: path.to_path_buf(),
+        options: SqliteConnectOptions::new().filename(path),
+        look_every: Duration::from_secs(3600),
+        recheck,
+    }));
+    let mut changes = feed.subscribe();
+    // The first reading is the baseline, and wakes once.
+    assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
+    (feed, changes)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_of_another_process_wakes_a_watch_through_the_file_notification() {
     let this_test = format!(
@@ -160,17 +176,10 @@ async fn a_commit_of_another_process_wakes_a_watch_through_the_file_notification
         "this machine gives no file notifications (inotify) for {}",
         path.display()
     );
-    // The change signal alone (without the readers' own re-read every few
-    // seconds), its files looked at once an hour: only a notification can
-    // wake it within the test.
-    let feed = ChangeFeed::new(Arc::new(DataVersion {
-        path: path.clone(),
-        options: SqliteConnectOptions::new().filename(&path),
-        look_every: Duration::from_secs(3600),
-    }));
-    let mut changes = feed.subscribe();
-    // The first reading is the baseline, and wakes once.
-    assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
+    // The change signal alone (without the readers' own re-read), its
+    // value read without a notification once an hour: only a
+    // notification can wake it within the test.
+    let (_feed, mut changes) = signal_of(&path, Duration::from_secs(3600)).await;
 
     write_from_another_process(&path, &this_test);
     assert!(
@@ -205,4 +214,58 @@ async fn a_commit_of_another_process_wakes_a_watch_through_the_file_notification
         "a commit after a truncating checkpoint did not wake the watch"
     );
     drop(store);
+}
+
+#[test]
+fn the_value_is_read_at_once_then_after_notifications_and_every_recheck_without() {
+    let recheck = Duration::from_secs(5);
+    let start = Instant::now();
+    let mut schedule = Schedule::new(start, true, recheck);
+    // The baseline at once; then, with no notification, the safety read.
+    assert_eq!(schedule.next, start);
+    schedule.read(start, true);
+    assert_eq!(schedule.next, start + recheck);
+    // A notification brings the next read close, and reads go on at
+    // growing gaps for a while after it, then fall back to the recheck.
+    let notified = start + Duration::from_secs(1);
+    schedule.notified(notified);
+    assert!(schedule.next <= notified + Duration::from_millis(1));
+    let mut at = schedule.next;
+    let mut reads = 0;
+    while at < notified + CHASE_FOR + recheck {
+        schedule.read(at, true);
+        reads += 1;
+        if schedule.next - at == recheck {
+            break;
+        }
+        at = schedule.next;
+    }
+    assert!(at >= notified + CHASE_FOR, "the reads stopped at {at:?}");
+    assert!(reads < 20, "{reads} reads after one notification");
+    assert_eq!(schedule.next, at + recheck);
+    // A failed read is tried again after a pause.
+    schedule.read(at, false);
+    assert!(schedule.next < at + Duration::from_secs(1) + Duration::from_millis(1));
+    // Without notifications the value is polled.
+    schedule.unwatched(at);
+    assert_eq!(schedule.next, at);
+    schedule.read(at, true);
+    assert_eq!(schedule.next, at + DATA_VERSION_POLL);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_store_wakes_nobody_and_a_commit_wakes_its_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = store_at(&path, "30s").await;
+    store.create_wave(&wave(dir.path())).await.unwrap();
+    // The value read every 100 ms without a notification.
+    let (_feed, mut changes) = signal_of(&path, Duration::from_millis(100)).await;
+    // Let the reads that follow the baseline's notifications (if any) end.
+    tokio::time::sleep(CHASE_FOR + Duration::from_millis(200)).await;
+    changes.changed(Duration::ZERO).await.unwrap();
+    // Ten safety reads of a store nobody writes wake nobody.
+    assert!(!changes.changed(Duration::from_secs(1)).await.unwrap());
+    store.create_wave(&wave(dir.path())).await.unwrap();
+    assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
 }

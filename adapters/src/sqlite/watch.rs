@@ -9,7 +9,7 @@ use lf_handoff_application::UnavailableKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::changes::{ChangeSource, FileIdentity, Notifier};
+use crate::changes::{ChangeSource, FileIdentity, Mark, Notifier};
 use crate::file_events::FileWatch;
 
 /// How often `PRAGMA data_version` is read when the kernel gives no file
@@ -43,16 +43,19 @@ pub(super) const CHASE_FOR: Duration = Duration::from_secs(2);
 /// value [`SETTLE`] later and again at growing gaps from [`CHASE_GAP`],
 /// until [`CHASE_FOR`] after the last notification: the notification
 /// comes as the commit's frames are written, before its sync ends and it
-/// becomes visible. The connection is made at the first notification, so
-/// a store nobody writes costs its watchers no connection and no reads.
+/// becomes visible.
 ///
 /// Every [`FILE_CHECK`](crate::changes::FILE_CHECK) the files are looked
 /// at: a store deleted or replaced while watched ends its watchers with
 /// `Unavailable` (`io`), and a change of either file's size or
-/// modification time that no notification announced is taken as one. The readers' own re-read
-/// (`SAFETY_RECHECK` of the application, 5 s) bounds what a change both
-/// missed can cost. Without file notifications (not Linux, or past the
-/// kernel's inotify limits) the value is read every [`DATA_VERSION_POLL`].
+/// modification time that no notification announced is taken as one. And
+/// every [`RECHECK`](crate::changes::RECHECK) (5 s) without a
+/// notification the value is read anyway, the feed's safety check: a
+/// commit that both missed wakes the readers then. So the source holds
+/// its connection while anyone watches, and an idle store costs one read
+/// of the value every 5 s, whatever the number of watchers. Without file
+/// notifications (not Linux, or past the kernel's inotify limits) the
+/// value is read every [`DATA_VERSION_POLL`].
 #[derive(Debug)]
 pub(super) struct DataVersion {
     pub path: PathBuf,
@@ -60,61 +63,79 @@ pub(super) struct DataVersion {
     /// How often the files are looked at:
     /// [`FILE_CHECK`](crate::changes::FILE_CHECK), but in tests.
     pub look_every: Duration,
+    /// How often the value is read without a notification:
+    /// [`RECHECK`](crate::changes::RECHECK), but in tests.
+    pub recheck: Duration,
 }
 
 /// When to read `PRAGMA data_version` next.
 #[derive(Debug)]
-struct Schedule {
-    /// The next read, if one is due.
-    next: Option<Instant>,
+pub(super) struct Schedule {
+    /// The next read.
+    pub next: Instant,
     /// The last read.
     last: Option<Instant>,
     /// After notifications: until when reads go on, and the next gap.
     chase: Option<(Instant, Duration)>,
     /// While no connection can be made: the pause before the next try.
     retry: Duration,
+    /// Whether file notifications arrive (else the value is polled).
+    watched: bool,
+    /// The gap between reads while notifications arrive and none came.
+    recheck: Duration,
 }
 
 impl Schedule {
-    /// A read at once when the files are not watched; none until a
-    /// notification when they are.
-    fn new(now: Instant, watched: bool) -> Self {
+    /// A read at once, the baseline (which wakes the readers once: a
+    /// commit made before the watch began sent no notification).
+    pub fn new(now: Instant, watched: bool, recheck: Duration) -> Self {
         Self {
-            next: (!watched).then_some(now),
+            next: now,
             last: None,
             chase: None,
             retry: DATA_VERSION_POLL,
+            watched,
+            recheck,
         }
     }
 
     /// The files changed at `now`.
-    fn notified(&mut self, now: Instant) {
+    pub fn notified(&mut self, now: Instant) {
         self.chase = Some((now + CHASE_FOR, CHASE_GAP));
         let soonest = self
             .last
             .map_or(now + SETTLE, |last| (now + SETTLE).max(last + CHASE_GAP));
-        self.next = Some(self.next.map_or(soonest, |next| next.min(soonest)));
+        self.next = self.next.min(soonest);
     }
 
-    /// The value was read at `now`: on a working connection or not
-    /// (`connected`), with file notifications arriving or not (`watched`).
-    fn read(&mut self, now: Instant, connected: bool, watched: bool) {
+    /// File notifications stopped at `now` (the watch ended): the value
+    /// is polled from then on.
+    pub fn unwatched(&mut self, now: Instant) {
+        if self.watched {
+            self.watched = false;
+            self.next = self.next.min(now);
+        }
+    }
+
+    /// The value was read at `now`, on a working connection or not
+    /// (`connected`).
+    pub fn read(&mut self, now: Instant, connected: bool) {
         self.last = Some(now);
         if !connected {
             self.retry = (self.retry * 2).min(Duration::from_secs(1));
-            self.next = Some(now + self.retry);
+            self.next = now + self.retry;
             return;
         }
         self.retry = DATA_VERSION_POLL;
         self.next = match self.chase {
-            _ if !watched => Some(now + DATA_VERSION_POLL),
+            _ if !self.watched => now + DATA_VERSION_POLL,
             Some((until, gap)) if now < until => {
                 self.chase = Some((until, gap * 2));
-                Some(now + gap)
+                now + gap
             }
             _ => {
                 self.chase = None;
-                None
+                now + self.recheck
             }
         };
     }
@@ -160,20 +181,18 @@ impl ChangeSource for DataVersion {
             return out.fail(UnavailableKind::Io, gone());
         }
         let mut conn = None;
-        let mut seen: Option<i64> = None;
+        let mut mark = Mark::default();
         let mut checked = Instant::now();
-        let mut schedule = Schedule::new(checked, files.is_some());
-        if files.is_some() {
-            // A commit made before the watch began sent no notification:
-            // the readers read once more now.
-            out.bump();
-        }
+        let mut schedule = Schedule::new(checked, files.is_some(), self.recheck);
         while out.wanted() {
             let now = Instant::now();
             let watched = files.as_ref().is_some_and(FileWatch::alive);
-            if schedule.next.is_some_and(|next| now >= next) {
-                let connected = self.read(&mut conn, &mut seen, out).await;
-                schedule.read(now, connected, watched);
+            if !watched {
+                schedule.unwatched(now);
+            }
+            if now >= schedule.next {
+                let connected = self.read(&mut conn, &mut mark, out).await;
+                schedule.read(now, connected);
             }
             if now.duration_since(checked) >= self.look_every {
                 checked = now;
@@ -189,13 +208,7 @@ impl ChangeSource for DataVersion {
                 }
                 looked = look;
             }
-            if !watched && schedule.next.is_none() {
-                // The watch ended: poll from now on.
-                schedule.next = Some(now);
-            }
-            let wake = schedule.next.map_or(checked + self.look_every, |next| {
-                next.min(checked + self.look_every)
-            });
+            let wake = schedule.next.min(checked + self.look_every);
             let notified = async {
                 match files.as_ref().filter(|files| files.alive()) {
                     Some(files) => files.changed().await,
@@ -215,13 +228,13 @@ impl ChangeSource for DataVersion {
 
 impl DataVersion {
     /// Reads `PRAGMA data_version` on `conn` (connecting first when it is
-    /// `None`), waking the readers when it differs from `seen` (always on
-    /// a new connection's first read); false when no connection could be
-    /// made or the read failed.
+    /// `None`), waking the readers when it differs from the last reading
+    /// (always on a new connection's first read); false when no
+    /// connection could be made or the read failed.
     async fn read(
         &self,
         conn: &mut Option<SqliteConnection>,
-        seen: &mut Option<i64>,
+        mark: &mut Mark,
         out: &Notifier,
     ) -> bool {
         if conn.is_none() {
@@ -247,10 +260,7 @@ impl DataVersion {
                 // The first reading is the baseline; a commit between a
                 // subscription (or a notification) and it is covered by
                 // one wake then.
-                if *seen != Some(version) {
-                    out.bump();
-                }
-                *seen = Some(version);
+                mark.read(version, out);
                 true
             }
             Err(_) => {
@@ -258,7 +268,7 @@ impl DataVersion {
                 // readers once, and try a new connection after a pause.
                 out.bump();
                 *conn = None;
-                *seen = None;
+                mark.forget();
                 false
             }
         }

@@ -507,7 +507,7 @@ pub mod scenarios {
     /// session holding a lock on `handoff_events` with a transaction id)
     /// is held back, never passed on early; when that writer ends without
     /// a notification (it rolls back), the watcher reads again by itself,
-    /// well before its 5 s recheck.
+    /// within moments.
     pub async fn events_held_back_by_a_running_writer_come_once_it_ends(backend: &PostgresBackend) {
         let dir = tempfile::tempdir().unwrap();
         let store = open_store(&backend.config(dir.path().join("unused")))
@@ -536,6 +536,54 @@ pub mod scenarios {
             .unwrap()
             .expect("the held-back event comes once the writer ended, before the 5 s recheck");
         assert_eq!(event.handoff_id, opened.id);
+    }
+
+    /// C16: a notification that never comes (here the watching session's
+    /// registration is removed, so writes send none) costs a waiter the
+    /// feed's safety check, a few seconds, not the waiter's own re-read
+    /// minutes later: the feed reads the store's mark every 5 s and wakes
+    /// its waiters when it moved.
+    pub async fn a_write_without_a_notification_wakes_a_waiter_within_the_recheck(
+        backend: &PostgresBackend,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_store(&backend.config(dir.path().join("unused")))
+            .await
+            .unwrap();
+        let opened = open_on_new_wave(&store, dir.path()).await;
+        let waiter = {
+            let (store, id) = (store.clone(), opened.id.clone());
+            tokio::spawn(async move { store.wait(&id, Some(Duration::from_secs(60))).await })
+        };
+        // The feed has registered and sent its late wakes.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let schema = backend.schema().to_string();
+        backend
+            .execute(&format!("DELETE FROM \"{schema}\".handoff_watchers"))
+            .await;
+        let writer = open_store(&backend.config(dir.path().join("unused")))
+            .await
+            .unwrap();
+        writer
+            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0))
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let waited = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("the waiter was not woken by the mark within 30 s")
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(waited, lf_handoff_adapters::Waited::Ended(_)),
+            "{waited:?}"
+        );
+        // The mark is read every 5 s; a loaded machine may add a little.
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "woken after {:?}",
+            started.elapsed()
+        );
     }
 
     /// A store from a newer version is refused and not one relation or row
