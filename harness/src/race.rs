@@ -33,6 +33,7 @@ use tokio::sync::Barrier;
 use lf_handoff_conformance::fixtures::outcome;
 
 use crate::problems::Problems;
+use crate::program::each_backend;
 use crate::requests::wave_request;
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
@@ -326,14 +327,13 @@ impl RaceFigures {
 /// backend's figures as it finishes. `exe` is the binary that acts as a
 /// worker when given [`WORKER_ARG`].
 pub async fn run(options: &RaceOptions, exe: &Path) -> Vec<RaceFigures> {
-    let mut rng = Rng::new(options.seed);
-    let mut all = Vec::new();
-    for backend in &options.backends {
-        let figures = run_backend(backend, options, exe, rng.fork()).await;
-        print!("{}", figures.report());
-        all.push(figures);
-    }
-    all
+    each_backend(
+        &options.backends,
+        options.seed,
+        RaceFigures::report,
+        |backend, rng| run_backend(backend, options, exe, rng),
+    )
+    .await
 }
 
 async fn run_backend(
