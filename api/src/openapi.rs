@@ -225,27 +225,25 @@ fn operation(route: &Route) -> utoipa::openapi::path::Operation {
     operation.responses(responses.build()).build()
 }
 
+/// The tag of each group of paths, by the paths' beginnings; a route
+/// that none begins is tagged `service`.
+const TAGS: &[(&str, &[&str])] = &[
+    ("handoffs", &["/v1/handoffs"]),
+    (
+        "parents",
+        &["/v1/waves", "/v1/projects", "/v1/tasks", "/v1/task-prs"],
+    ),
+    ("events", &["/v1/events"]),
+    (
+        "upkeep",
+        &["/v1/expire", "/v1/prune", "/v1/export", "/v1/import"],
+    ),
+];
+
 fn tag(route: &Route) -> &'static str {
-    let path = route.path;
-    if path.starts_with("/v1/handoffs") {
-        "handoffs"
-    } else if path.starts_with("/v1/waves")
-        || path.starts_with("/v1/projects")
-        || path.starts_with("/v1/tasks")
-        || path.starts_with("/v1/task-prs")
-    {
-        "parents"
-    } else if path.starts_with("/v1/events") {
-        "events"
-    } else if path.starts_with("/v1/expire")
-        || path.starts_with("/v1/prune")
-        || path.starts_with("/v1/export")
-        || path.starts_with("/v1/import")
-    {
-        "upkeep"
-    } else {
-        "service"
-    }
+    TAGS.iter()
+        .find(|(_, starts)| starts.iter().any(|start| route.path.starts_with(start)))
+        .map_or("service", |(tag, _)| tag)
 }
 
 fn string() -> RefOr<Schema> {

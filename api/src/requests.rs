@@ -245,55 +245,57 @@ impl ListParams {
     /// `InvalidInput` naming the parameter that is unknown, given twice
     /// (but `status`) or malformed.
     pub fn parse(query: &str) -> StoreResult<Self> {
-        let mut params = Self::default();
-        let mut seen = Vec::new();
-        for (key, value) in pairs(query)? {
-            if key != "status" {
-                once(&mut seen, &key)?;
-            }
-            match key.as_str() {
-                "parent" => params.parent = Some(parent(&value)?),
-                "active" => params.active = boolean("active", &value)?,
-                "status" => {
-                    params
-                        .status
-                        .push(InteractiveHandoffStatus::parse(&value).ok_or_else(|| {
-                            let names: Vec<&str> = InteractiveHandoffStatus::ALL
-                                .iter()
-                                .map(|status| status.as_str())
-                                .collect();
-                            invalid(format!(
-                                "status {value:?} is unknown: use {}",
-                                names.join(", ")
-                            ))
-                        })?)
+        parse_query(
+            query,
+            LIST_PARAMETERS,
+            &["status"],
+            |params: &mut Self, key, value| {
+                match key {
+                    "parent" => params.parent = Some(parent(&value)?),
+                    "active" => params.active = boolean("active", &value)?,
+                    "status" => {
+                        params
+                            .status
+                            .push(InteractiveHandoffStatus::parse(&value).ok_or_else(|| {
+                                let names: Vec<&str> = InteractiveHandoffStatus::ALL
+                                    .iter()
+                                    .map(|status| status.as_str())
+                                    .collect();
+                                invalid(format!(
+                                    "status {value:?} is unknown: use {}",
+                                    names.join(", ")
+                                ))
+                            })?)
+                    }
+                    "home" => {
+                        params.home = Some(
+                            WaveHome::parse(&value).map_err(|e| invalid(format!("home: {e}")))?,
+                        )
+                    }
+                    "older_than" => {
+                        params.older_than = Some(
+                            duration::parse(&value)
+                                .map_err(|e| invalid(format!("older_than: {e}")))?,
+                        )
+                    }
+                    "created_before" => {
+                        params.created_before = Some(
+                            OffsetDateTime::parse(&value, &Rfc3339)
+                                .map_err(|e| invalid(format!("created_before: {e}")))?,
+                        )
+                    }
+                    "after" => {
+                        params.after = Some(
+                            InteractiveHandoffId::parse(&value)
+                                .map_err(|e| invalid(format!("after: {e}")))?,
+                        )
+                    }
+                    "limit" => params.limit = Some(limit(&value)?),
+                    _ => return Ok(false),
                 }
-                "home" => {
-                    params.home =
-                        Some(WaveHome::parse(&value).map_err(|e| invalid(format!("home: {e}")))?)
-                }
-                "older_than" => {
-                    params.older_than = Some(
-                        duration::parse(&value).map_err(|e| invalid(format!("older_than: {e}")))?,
-                    )
-                }
-                "created_before" => {
-                    params.created_before = Some(
-                        OffsetDateTime::parse(&value, &Rfc3339)
-                            .map_err(|e| invalid(format!("created_before: {e}")))?,
-                    )
-                }
-                "after" => {
-                    params.after = Some(
-                        InteractiveHandoffId::parse(&value)
-                            .map_err(|e| invalid(format!("after: {e}")))?,
-                    )
-                }
-                "limit" => params.limit = Some(limit(&value)?),
-                other => return Err(unknown_parameter(other, LIST_PARAMETERS)),
-            }
-        }
-        Ok(params)
+                Ok(true)
+            },
+        )
     }
 
     /// The query string (without the `?`) that [`parse`](Self::parse)
@@ -383,17 +385,19 @@ impl EventParams {
     /// `InvalidInput` naming the parameter that is unknown, repeated or
     /// malformed.
     pub fn parse(query: &str) -> StoreResult<Self> {
-        let mut params = Self::default();
-        let mut seen = Vec::new();
-        for (key, value) in pairs(query)? {
-            once(&mut seen, &key)?;
-            match key.as_str() {
-                "from" => params.from = Some(position("from", &value)?),
-                "parent" => params.parent = Some(parent(&value)?),
-                other => return Err(unknown_parameter(other, "from, parent")),
-            }
-        }
-        Ok(params)
+        parse_query(
+            query,
+            "from, parent",
+            &[],
+            |params: &mut Self, key, value| {
+                match key {
+                    "from" => params.from = Some(position("from", &value)?),
+                    "parent" => params.parent = Some(parent(&value)?),
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            },
+        )
     }
 
     /// The query string (without the `?`).
@@ -432,16 +436,13 @@ impl WaitParams {
     /// `InvalidInput` for an unknown parameter, or a timeout that is not a
     /// duration or is longer than [`MAX_WAIT`].
     pub fn parse(query: &str) -> StoreResult<Self> {
-        let mut params = Self::default();
-        let mut seen = Vec::new();
-        for (key, value) in pairs(query)? {
-            once(&mut seen, &key)?;
-            match key.as_str() {
-                "timeout" => params.timeout = timeout(&value)?,
-                other => return Err(unknown_parameter(other, "timeout")),
+        parse_query(query, "timeout", &[], |params: &mut Self, key, value| {
+            if key != "timeout" {
+                return Ok(false);
             }
-        }
-        Ok(params)
+            params.timeout = timeout(&value)?;
+            Ok(true)
+        })
     }
 
     /// The query string (without the `?`), the timeout in milliseconds.
@@ -492,14 +493,33 @@ fn pairs(query: &str) -> StoreResult<Vec<(String, String)>> {
     Ok(out)
 }
 
-fn once(seen: &mut Vec<String>, key: &str) -> StoreResult<()> {
-    if seen.iter().any(|k| k == key) {
-        return Err(invalid(format!(
-            "query parameter {key:?} is given twice; give it once"
-        )));
+/// The parameters of a query string (without the `?`), read into a `T`
+/// from its default: `set` takes each decoded pair in turn and answers
+/// false for a name it does not know, which is refused naming the `known`
+/// ones; a parameter given twice is refused too, unless it is one of
+/// `repeatable`.
+fn parse_query<T: Default>(
+    query: &str,
+    known: &str,
+    repeatable: &[&str],
+    mut set: impl FnMut(&mut T, &str, String) -> StoreResult<bool>,
+) -> StoreResult<T> {
+    let mut params = T::default();
+    let mut seen: Vec<String> = Vec::new();
+    for (key, value) in pairs(query)? {
+        if !repeatable.contains(&key.as_str()) {
+            if seen.contains(&key) {
+                return Err(invalid(format!(
+                    "query parameter {key:?} is given twice; give it once"
+                )));
+            }
+            seen.push(key.clone());
+        }
+        if !set(&mut params, &key, value)? {
+            return Err(unknown_parameter(&key, known));
+        }
     }
-    seen.push(key.to_string());
-    Ok(())
+    Ok(params)
 }
 
 fn boolean(name: &str, text: &str) -> StoreResult<bool> {

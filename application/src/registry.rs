@@ -24,7 +24,34 @@ use crate::delivery::DeliveryCursor;
 use crate::error::StoreResult;
 use crate::local::PruneOptions;
 use crate::ports::{ListQuery, PruneCount};
+use crate::retry::DEFAULT_RETRY_WINDOW;
+use crate::system::this_process_actor;
 use crate::watch::{Waited, WatchFilter, WatchFrom, Watcher};
+
+/// What a handle of a registry carries of its own, whatever the registry
+/// runs on: the actor it names in the history and how long it retries a
+/// call that finds the backend unreachable. Every registry embeds one, and
+/// [`Registry::with_actor`] and [`Registry::with_retry_window`] make a
+/// handle with one of them changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleSettings {
+    /// The actor named in the history of the changes made through the
+    /// handle.
+    pub actor: Actor,
+    /// How long a call that finds the backend unreachable is retried.
+    pub retry_window: Duration,
+}
+
+impl Default for HandleSettings {
+    /// This process as the actor ([`this_process_actor`]), retrying for
+    /// [`DEFAULT_RETRY_WINDOW`].
+    fn default() -> Self {
+        Self {
+            actor: this_process_actor(),
+            retry_window: DEFAULT_RETRY_WINDOW,
+        }
+    }
+}
 
 /// whatever the registry runs on.
 /// A [`Store`](crate::Store) is a facade over one `Arc<dyn Registry>`. Two
@@ -47,18 +74,39 @@ pub trait Registry: Debug + Send + Sync + 'static {
     /// The backend's name (`sqlite`, `sled`, `postgres`, `http`).
     fn backend(&self) -> &'static str;
 
+    /// This handle's own settings: its actor and retry window.
+    fn settings(&self) -> &HandleSettings;
+
+    /// This registry, with `settings` for the handle it returns (other
+    /// handles keep theirs).
+    fn with_settings(&self, settings: HandleSettings) -> Arc<dyn Registry>;
+
     /// The actor this handle names in the history.
-    fn actor(&self) -> &Actor;
+    fn actor(&self) -> &Actor {
+        &self.settings().actor
+    }
 
     /// This registry, naming `actor` in the history of the changes made
     /// through the handle it returns.
-    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry>;
+    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+        self.with_settings(HandleSettings {
+            actor,
+            ..self.settings().clone()
+        })
+    }
 
     /// How long a call that finds the backend unreachable is retried.
-    fn retry_window(&self) -> Duration;
+    fn retry_window(&self) -> Duration {
+        self.settings().retry_window
+    }
 
     /// This registry, retrying for `window` through the handle it returns.
-    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry>;
+    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
+        self.with_settings(HandleSettings {
+            retry_window: window,
+            ..self.settings().clone()
+        })
+    }
 
     /// The registry's clock reading.
     fn now(&self) -> OffsetDateTime;

@@ -105,41 +105,49 @@ pub async fn measure(
     let max_delay_ms = max_delay_ms.max(MIN_DELAY_MS + 1);
     let cross_process = backend.name() != "sled";
     let mut waiters = Vec::new();
-    let rows: Vec<(String, BenchResult<Vec<Duration>>)> = if cross_process {
-        let mut rows = Vec::new();
-        for mode in [Mode::StoreWait, Mode::Poll] {
-            let name = match mode {
-                Mode::StoreWait => "Store::wait, other process",
-                Mode::Poll => "polling get (50 ms doubling to 1 s), other process",
-            };
-            let result = child_samples(&store, &config, mode, samples, max_delay_ms).await;
-            rows.push((name.to_string(), result));
-        }
-        let cli_row = match cli.filter(|path| path.is_file()) {
-            Some(cli) => cli_samples(&store, &config, &cli, samples, max_delay_ms).await,
-            None => fail(
-                "CLI not built; build it with `cargo build --release -p lf-handoff-cli` \
-                 (or pass --cli PATH)",
-            ),
-        };
-        rows.push(("`lf-handoff wait ID` process".to_string(), cli_row));
-        rows
+    // The two waiters of the store, in a child process or (sled) in a
+    // task of this one, then the command line's.
+    let names = if cross_process {
+        [
+            "Store::wait, other process",
+            "polling get (50 ms doubling to 1 s), other process",
+        ]
     } else {
-        let mut rows = Vec::new();
-        for mode in [Mode::StoreWait, Mode::Poll] {
-            let name = match mode {
-                Mode::StoreWait => "Store::wait, second handle, same process",
-                Mode::Poll => "polling get (50 ms doubling to 1 s), same process",
-            };
-            let result = task_samples(&store, &config, mode, samples, max_delay_ms).await;
-            rows.push((name.to_string(), result));
-        }
-        rows.push((
-            "`lf-handoff wait ID` process".to_string(),
-            fail("sled allows one process per store; this one holds it"),
-        ));
-        rows
+        [
+            "Store::wait, second handle, same process",
+            "polling get (50 ms doubling to 1 s), same process",
+        ]
     };
+    let mut rows: Vec<(String, BenchResult<Vec<Duration>>)> = Vec::new();
+    for (mode, name) in [Mode::StoreWait, Mode::Poll].into_iter().zip(names) {
+        let result = if cross_process {
+            match ChildWaiter::spawn(&config, mode) {
+                Ok(mut waiter) => timed(&store, &mut waiter, samples, max_delay_ms).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            match TaskWaiter::open(&config, mode).await {
+                Ok(mut waiter) => timed(&store, &mut waiter, samples, max_delay_ms).await,
+                Err(error) => Err(error),
+            }
+        };
+        rows.push((name.to_string(), result));
+    }
+    let cli_row = if !cross_process {
+        fail("sled allows one process per store; this one holds it")
+    } else if let Some(cli) = cli.filter(|path| path.is_file()) {
+        let mut waiter = CliWaiter {
+            cli: &cli,
+            config: &config,
+        };
+        timed(&store, &mut waiter, samples, max_delay_ms).await
+    } else {
+        fail(
+            "CLI not built; build it with `cargo build --release -p lf-handoff-cli` \
+             (or pass --cli PATH)",
+        )
+    };
+    rows.push(("`lf-handoff wait ID` process".to_string(), cli_row));
     for (waiter, result) in rows {
         waiters.push(match result {
             Ok(timings) => WakeRow {
@@ -212,15 +220,17 @@ fn plan(samples: usize, max_delay_ms: u64) -> Vec<Duration> {
         .collect()
 }
 
-/// A child process and the lines it prints, each with when it was read.
+/// A wake child (of `mode`) and the lines it prints, each with when it was
+/// read.
 struct ChildWaiter {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::UnboundedReceiver<(Instant, String)>,
+    mode: Mode,
 }
 
 impl ChildWaiter {
-    fn spawn(config: &StorageConfig) -> BenchResult<Self> {
+    fn spawn(config: &StorageConfig, mode: Mode) -> BenchResult<Self> {
         let exe = std::env::current_exe().context("this program's path")?;
         let mut child = Command::new(exe)
             .arg(CHILD_ARG)
@@ -237,6 +247,7 @@ impl ChildWaiter {
             child,
             stdin,
             lines: read_lines(stdout),
+            mode,
         })
     }
 
@@ -297,25 +308,40 @@ async fn expect_line(
     }
 }
 
-async fn child_samples(
+/// A waiter that samples hand their handoffs to.
+trait Waiter {
+    /// What a wait in progress is followed through.
+    type Waiting;
+
+    /// Starts waiting for `id` to end.
+    async fn start(&mut self, id: &InteractiveHandoffId) -> BenchResult<Self::Waiting>;
+
+    /// When the waiter reported that `id` ended.
+    async fn ended(
+        &mut self,
+        waiting: Self::Waiting,
+        id: &InteractiveHandoffId,
+    ) -> BenchResult<Instant>;
+}
+
+/// The latencies of `waiter`: for each delay of the [`plan`], a fresh
+/// active handoff handed to the waiter, the delay, then the finish and
+/// the time from just before it to the waiter's report. The first sample
+/// is not timed (the waiter's store handle opens then).
+async fn timed(
     store: &Store,
-    config: &StorageConfig,
-    mode: Mode,
+    waiter: &mut impl Waiter,
     samples: usize,
     max_delay_ms: u64,
 ) -> BenchResult<Vec<Duration>> {
-    let mut child = ChildWaiter::spawn(config)?;
     let mut timings = Vec::with_capacity(samples);
-    // One untimed sample first: the child's store handle opens then.
-    let plan = plan(samples, max_delay_ms);
-    for (n, delay) in plan.into_iter().enumerate() {
+    for (n, delay) in plan(samples, max_delay_ms).into_iter().enumerate() {
         let id = active_handoff(store).await?;
-        child.send(&format!("{} {id}", mode.word()))?;
-        expect_line(&mut child.lines, &format!("ready {id}")).await?;
+        let waiting = waiter.start(&id).await?;
         tokio::time::sleep(delay).await;
         let start = Instant::now();
         finish(store, &id).await?;
-        let at = expect_line(&mut child.lines, &format!("ended {id}")).await?;
+        let at = waiter.ended(waiting, &id).await?;
         if n > 0 {
             timings.push(at.saturating_duration_since(start));
         }
@@ -323,20 +349,37 @@ async fn child_samples(
     Ok(timings)
 }
 
-async fn cli_samples(
-    store: &Store,
-    config: &StorageConfig,
-    cli: &std::path::Path,
-    samples: usize,
-    max_delay_ms: u64,
-) -> BenchResult<Vec<Duration>> {
-    let mut timings = Vec::with_capacity(samples);
-    let plan = plan(samples, max_delay_ms);
-    for (n, delay) in plan.into_iter().enumerate() {
-        let id = active_handoff(store).await?;
-        let mut child = Command::new(cli)
+/// The wake child: told the handoff, it answers `ready` when it waits.
+impl Waiter for ChildWaiter {
+    type Waiting = ();
+
+    async fn start(&mut self, id: &InteractiveHandoffId) -> BenchResult<()> {
+        self.send(&format!("{} {id}", self.mode.word()))?;
+        expect_line(&mut self.lines, &format!("ready {id}")).await?;
+        Ok(())
+    }
+
+    async fn ended(&mut self, (): (), id: &InteractiveHandoffId) -> BenchResult<Instant> {
+        expect_line(&mut self.lines, &format!("ended {id}")).await
+    }
+}
+
+/// A fresh `lf-handoff wait ID` process per handoff.
+struct CliWaiter<'a> {
+    cli: &'a std::path::Path,
+    config: &'a StorageConfig,
+}
+
+impl Waiter for CliWaiter<'_> {
+    type Waiting = (
+        std::process::Child,
+        mpsc::UnboundedReceiver<(Instant, String)>,
+    );
+
+    async fn start(&mut self, id: &InteractiveHandoffId) -> BenchResult<Self::Waiting> {
+        let mut child = Command::new(self.cli)
             .arg("--store")
-            .arg(config.url())
+            .arg(self.config.url())
             .arg("wait")
             .arg(id.as_str())
             .arg("--timeout")
@@ -345,16 +388,20 @@ async fn cli_samples(
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .context(format!("start {}", cli.display()))?;
+            .context(format!("start {}", self.cli.display()))?;
         let Some(stdout) = child.stdout.take() else {
             return fail("the CLI has no stdout pipe");
         };
-        let mut lines = read_lines(stdout);
         // The CLI cannot say when it is waiting; the delay (at least
         // 300 ms) covers its start (a few ms, see the cold start).
-        tokio::time::sleep(delay).await;
-        let start = Instant::now();
-        finish(store, &id).await?;
+        Ok((child, read_lines(stdout)))
+    }
+
+    async fn ended(
+        &mut self,
+        (child, mut lines): Self::Waiting,
+        _: &InteractiveHandoffId,
+    ) -> BenchResult<Instant> {
         let deadline = Instant::now() + REPORT_PATIENCE;
         let mut first = None;
         while first.is_none() {
@@ -376,46 +423,47 @@ async fn cli_samples(
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
-        let Some(at) = first else {
-            return fail("`lf-handoff wait` printed nothing");
-        };
-        if n > 0 {
-            timings.push(at.saturating_duration_since(start));
+        match first {
+            Some(at) => Ok(at),
+            None => fail("`lf-handoff wait` printed nothing"),
         }
     }
-    Ok(timings)
 }
 
 /// sled: the waiter is a task with a second handle of this process.
-async fn task_samples(
-    store: &Store,
-    config: &StorageConfig,
+struct TaskWaiter {
+    store: Store,
     mode: Mode,
-    samples: usize,
-    max_delay_ms: u64,
-) -> BenchResult<Vec<Duration>> {
-    let waiter = open_store(config).await.context("open a second handle")?;
-    let mut timings = Vec::with_capacity(samples);
-    let plan = plan(samples, max_delay_ms);
-    for (n, delay) in plan.into_iter().enumerate() {
-        let id = active_handoff(store).await?;
-        let (store_b, id_b) = (waiter.clone(), id.clone());
-        let task = tokio::spawn(async move {
-            wait_once(&store_b, &id_b, mode).await?;
-            Ok::<Instant, crate::error::Failure>(Instant::now())
-        });
-        tokio::time::sleep(delay).await;
-        let start = Instant::now();
-        finish(store, &id).await?;
-        let at = tokio::time::timeout(REPORT_PATIENCE, task)
+}
+
+impl TaskWaiter {
+    async fn open(config: &StorageConfig, mode: Mode) -> BenchResult<Self> {
+        let store = open_store(config).await.context("open a second handle")?;
+        Ok(Self { store, mode })
+    }
+}
+
+impl Waiter for TaskWaiter {
+    type Waiting = tokio::task::JoinHandle<BenchResult<Instant>>;
+
+    async fn start(&mut self, id: &InteractiveHandoffId) -> BenchResult<Self::Waiting> {
+        let (store, id, mode) = (self.store.clone(), id.clone(), self.mode);
+        Ok(tokio::spawn(async move {
+            wait_once(&store, &id, mode).await?;
+            Ok(Instant::now())
+        }))
+    }
+
+    async fn ended(
+        &mut self,
+        task: Self::Waiting,
+        _: &InteractiveHandoffId,
+    ) -> BenchResult<Instant> {
+        tokio::time::timeout(REPORT_PATIENCE, task)
             .await
             .context("the waiting task took too long")?
-            .context("waiting task")??;
-        if n > 0 {
-            timings.push(at.saturating_duration_since(start));
-        }
+            .context("waiting task")?
     }
-    Ok(timings)
 }
 
 /// Waits for `id` to end, by `Store::wait` or by the polling loop.

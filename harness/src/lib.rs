@@ -37,6 +37,7 @@ pub mod check;
 pub mod crash;
 pub mod crash_child;
 pub mod kills;
+pub mod problems;
 pub mod program;
 pub mod race;
 pub mod requests;

@@ -1,5 +1,6 @@
 //! What both harness binaries share: the async runtime, argument parsers,
-//! acting as their own child process, and the exit status.
+//! acting as their own child process, a run over each backend, and the
+//! exit status.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use lf_handoff_adapters::parse_duration;
 
-use crate::target::parse_backends;
+use crate::rng::Rng;
+use crate::target::{parse_backends, Placement};
 
 /// The exit status of a run whose checks failed.
 pub const EXIT_FAILED: u8 = 1;
@@ -39,6 +41,49 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// The message of [`parse_duration`].
 pub fn duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.to_string())
+}
+
+/// Where a run makes its stores: the `--dir` and `--postgres-url`
+/// arguments both harnesses take.
+#[derive(Debug, clap::Args)]
+pub struct PlacementArgs {
+    /// Directory in which each run's temporary store is made.
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
+    pub dir: PathBuf,
+    /// PostgreSQL server in which each run makes (and then drops) a fresh
+    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
+    /// postgres://postgres@127.0.0.1:5432/test].
+    #[arg(long)]
+    pub postgres_url: Option<String>,
+}
+
+impl PlacementArgs {
+    /// The [`Placement`] these arguments name.
+    pub fn placement(&self) -> Placement {
+        Placement::new(self.dir.clone(), self.postgres_url.clone())
+    }
+}
+
+/// Runs `run_backend` on each of `backends` in turn, each with its own
+/// random source forked from `seed`'s, printing each backend's `report`
+/// as it finishes; returns the figures in the order of `backends`.
+pub async fn each_backend<T, Fut>(
+    backends: &[&'static str],
+    seed: u64,
+    report: fn(&T) -> String,
+    mut run_backend: impl FnMut(&'static str, Rng) -> Fut,
+) -> Vec<T>
+where
+    Fut: Future<Output = T>,
+{
+    let mut rng = Rng::new(seed);
+    let mut all = Vec::new();
+    for &backend in backends {
+        let figures = run_backend(backend, rng.fork()).await;
+        print!("{}", report(&figures));
+        all.push(figures);
+    }
+    all
 }
 
 /// When this process was started with `role` as its first argument, runs

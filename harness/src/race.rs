@@ -32,6 +32,8 @@ use tokio::sync::Barrier;
 
 use lf_handoff_conformance::fixtures::outcome;
 
+use crate::problems::Problems;
+use crate::program::each_backend;
 use crate::requests::wave_request;
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
@@ -41,9 +43,6 @@ pub const WORKER_ARG: &str = "__race-worker";
 
 /// The most racers a run may have.
 pub const MAX_RACERS: usize = 64;
-
-/// How many problem messages a run keeps for its report.
-const KEPT_PROBLEMS: usize = 20;
 
 /// How racers are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +251,7 @@ pub struct RaceFigures {
     /// True when the time limit stopped the run before every handoff ran.
     pub stopped_by_time_limit: bool,
     /// The first problems found, described.
-    pub problems: Vec<String>,
+    pub problems: Problems,
 }
 
 impl RaceFigures {
@@ -272,15 +271,9 @@ impl RaceFigures {
         self.open.one_winner + self.finish.one_winner + self.claim.one_winner
     }
 
-    fn problem(&mut self, message: String) {
-        if self.problems.len() < KEPT_PROBLEMS {
-            self.problems.push(message);
-        }
-    }
-
     fn fail(&mut self, message: String) {
-        self.errors += 1;
-        self.problem(format!("error: {message}"));
+        self.problems
+            .count(&mut self.errors, format!("error: {message}"));
     }
 
     /// The report, one `[backend] label: value` line per figure.
@@ -325,9 +318,7 @@ impl RaceFigures {
                 0.0
             }
         );
-        for problem in &self.problems {
-            out += &format!("[{b}] {problem}\n");
-        }
+        self.problems.report(&mut out, &format!("[{b}] "));
         out
     }
 }
@@ -336,14 +327,13 @@ impl RaceFigures {
 /// backend's figures as it finishes. `exe` is the binary that acts as a
 /// worker when given [`WORKER_ARG`].
 pub async fn run(options: &RaceOptions, exe: &Path) -> Vec<RaceFigures> {
-    let mut rng = Rng::new(options.seed);
-    let mut all = Vec::new();
-    for backend in &options.backends {
-        let figures = run_backend(backend, options, exe, rng.fork()).await;
-        print!("{}", figures.report());
-        all.push(figures);
-    }
-    all
+    each_backend(
+        &options.backends,
+        options.seed,
+        RaceFigures::report,
+        |backend, rng| run_backend(backend, options, exe, rng),
+    )
+    .await
 }
 
 async fn run_backend(
@@ -532,7 +522,7 @@ async fn judge_open(
     if one {
         figures.open.wrong_stored += 1;
     }
-    figures.problem(format!(
+    figures.problems.describe(format!(
         "open race on {parent}: answers {answers:?}, {} handoffs stored",
         stored.len()
     ));
@@ -568,7 +558,7 @@ async fn judge_finish(
         }
         figures.finish.wrong_stored += 1;
     }
-    figures.problem(format!(
+    figures.problems.describe(format!(
         "finish race on {id}: answers {answers:?}, stored {:?}",
         stored.outcome
     ));
@@ -603,7 +593,7 @@ async fn judge_claim(
         }
         figures.claim.wrong_stored += 1;
     }
-    figures.problem(format!(
+    figures.problems.describe(format!(
         "claim race on {id}: answers {answers:?}, stored claim {:?}",
         stored.wake_claimed_by_generation
     ));

@@ -31,6 +31,7 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::problems::Problems;
 use crate::rng::Rng;
 
 /// The first argument that makes the harness binary open a store and print
@@ -71,7 +72,7 @@ pub struct UpgradeFigures {
     /// Reopens that failed, unreadable formats, harness failures. Must be 0.
     pub errors: u64,
     /// The first problems, described.
-    pub problems: Vec<String>,
+    pub problems: Problems,
 }
 
 impl UpgradeFigures {
@@ -81,19 +82,12 @@ impl UpgradeFigures {
     }
 
     fn fail(&mut self, message: String) {
-        self.errors += 1;
-        self.problem(message);
+        self.problems.count(&mut self.errors, message);
     }
 
     fn lose(&mut self, message: String) {
-        self.lost += 1;
-        self.problem(format!("lost: {message}"));
-    }
-
-    fn problem(&mut self, message: String) {
-        if self.problems.len() < 20 {
-            self.problems.push(message);
-        }
+        self.problems
+            .count(&mut self.lost, format!("lost: {message}"));
     }
 
     /// The report: the figures line, then the problems.
@@ -108,9 +102,7 @@ impl UpgradeFigures {
             "[{b}] upgrade kills: {} killed ({versions}), {} finished first, {} records lost\n",
             self.killed, self.finished, self.lost
         );
-        for problem in &self.problems {
-            out += &format!("[{b}] upgrade: {problem}\n");
-        }
+        self.problems.report(&mut out, &format!("[{b}] upgrade: "));
         out
     }
 }

@@ -44,14 +44,14 @@ use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
-    this_process_actor, ArchiveSummary, DeliveryCursor, ListQuery, PruneCount, PruneOptions,
-    Registry, StoreError, StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher,
+    ArchiveSummary, DeliveryCursor, HandleSettings, ListQuery, PruneCount, PruneOptions, Registry,
+    StoreError, StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher,
     DEFAULT_RETRY_WINDOW,
 };
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    check_person_outcome, Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffListRow,
+    check_person_outcome, HandoffEvent, InteractiveHandoff, InteractiveHandoffListRow,
     InteractiveHandoffOutcome, InteractiveHandoffParent, OpenHandoff,
 };
 use lf_handoff_domain::parent::Parent;
@@ -68,8 +68,7 @@ use events::ServiceEvents;
 #[derive(Debug, Clone)]
 pub(crate) struct ServiceRegistry {
     client: Shared,
-    actor: Actor,
-    retry_window: Duration,
+    settings: HandleSettings,
 }
 
 impl ServiceRegistry {
@@ -82,13 +81,12 @@ impl ServiceRegistry {
     pub(crate) fn open(config: &HttpConfig) -> StoreResult<Arc<dyn Registry>> {
         Ok(Arc::new(Self {
             client: Arc::new(Client::new(config)?),
-            actor: this_process_actor(),
-            retry_window: DEFAULT_RETRY_WINDOW,
+            settings: HandleSettings::default(),
         }))
     }
 
     async fn json<T: serde::de::DeserializeOwned>(&self, call: &Call<'_>) -> StoreResult<T> {
-        self.client.json(call, self.retry_window).await
+        self.client.json(call, self.settings.retry_window).await
     }
 
     /// `Some(T)`, or `None` when the service says the thing does not exist.
@@ -194,24 +192,13 @@ impl Registry for ServiceRegistry {
         "http"
     }
 
-    fn actor(&self) -> &Actor {
-        &self.actor
+    fn settings(&self) -> &HandleSettings {
+        &self.settings
     }
 
-    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+    fn with_settings(&self, settings: HandleSettings) -> Arc<dyn Registry> {
         Arc::new(Self {
-            actor,
-            ..self.clone()
-        })
-    }
-
-    fn retry_window(&self) -> Duration {
-        self.retry_window
-    }
-
-    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
-        Arc::new(Self {
-            retry_window: window,
+            settings,
             ..self.clone()
         })
     }
@@ -430,8 +417,13 @@ impl Registry for ServiceRegistry {
             WatchFrom::After(position) => Some(position),
             WatchFrom::Now => None,
         };
-        let events =
-            ServiceEvents::open(self.client.clone(), self.retry_window, position, filter).await?;
+        let events = ServiceEvents::open(
+            self.client.clone(),
+            self.settings.retry_window,
+            position,
+            filter,
+        )
+        .await?;
         Ok(Watcher::new(Box::new(events)))
     }
 
@@ -493,7 +485,7 @@ impl Registry for ServiceRegistry {
         progress: Option<Progress<'_>>,
     ) -> StoreResult<ArchiveSummary> {
         let call = Call::get("/v1/export").timeout(None);
-        let response = self.client.send(&call, self.retry_window).await?;
+        let response = self.client.send(&call, self.settings.retry_window).await?;
         let mut body = response.bytes_stream();
         let mut last_line = Vec::new();
         let mut ended = false;

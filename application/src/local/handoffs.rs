@@ -63,7 +63,7 @@ impl Local {
         // lost may have committed: the next round then finds it, and the
         // domain replays it (C3, C12), as created by this call.
         let mut tried = Vec::new();
-        let mut retries = Retries::new(self.retry_window);
+        let mut retries = Retries::new(self.settings.retry_window);
         let mut lost = 0;
         while lost < MAX_RACE_ATTEMPTS {
             let ParentWithActive {
@@ -95,7 +95,7 @@ impl Local {
                     tried.push(created.id.clone());
                     match self
                         .handoffs
-                        .insert(&created, parent.version, &self.actor)
+                        .insert(&created, parent.version, &self.settings.actor)
                         .await
                     {
                         Ok(InsertOutcome::Inserted) => return Ok((created, true)),

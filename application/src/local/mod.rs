@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     OpenHandoff,
 };
 use lf_handoff_domain::parent::Parent;
@@ -55,8 +55,8 @@ use crate::ports::{
     Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
     TransitionOutcome,
 };
-use crate::registry::Registry;
-use crate::retry::{retry, DEFAULT_RETRY_WINDOW};
+use crate::registry::{HandleSettings, Registry};
+use crate::retry::retry;
 use crate::system::{SystemClock, UuidV7Ids};
 use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
 
@@ -130,16 +130,15 @@ pub(crate) struct Local {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
     backend: &'static str,
-    actor: Actor,
-    retry_window: Duration,
+    settings: HandleSettings,
 }
 
 impl fmt::Debug for Local {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Local")
             .field("backend", &self.backend)
-            .field("actor", &self.actor)
-            .field("retry_window", &self.retry_window)
+            .field("actor", &self.settings.actor)
+            .field("retry_window", &self.settings.retry_window)
             .field("handoffs", &self.handoffs)
             .finish_non_exhaustive()
     }
@@ -158,8 +157,7 @@ impl Local {
             clock: ports.clock,
             ids: ports.ids,
             backend: ports.backend,
-            actor: crate::system::this_process_actor(),
-            retry_window: DEFAULT_RETRY_WINDOW,
+            settings: HandleSettings::default(),
         }
     }
 
@@ -170,7 +168,7 @@ impl Local {
     where
         Fut: Future<Output = StoreResult<T>>,
     {
-        retry(self.retry_window, what, call).await
+        retry(self.settings.retry_window, what, call).await
     }
 
     /// The load / decide / compare-and-swap loop shared by every transition
@@ -184,7 +182,8 @@ impl Local {
         for _ in 0..MAX_RACE_ATTEMPTS {
             match self
                 .retry("changing the handoff", || {
-                    self.handoffs.transition(id, decide.clone(), &self.actor)
+                    self.handoffs
+                        .transition(id, decide.clone(), &self.settings.actor)
                 })
                 .await?
             {
@@ -205,24 +204,13 @@ impl Registry for Local {
         self.backend
     }
 
-    fn actor(&self) -> &Actor {
-        &self.actor
+    fn settings(&self) -> &HandleSettings {
+        &self.settings
     }
 
-    fn with_actor(&self, actor: Actor) -> Arc<dyn Registry> {
+    fn with_settings(&self, settings: HandleSettings) -> Arc<dyn Registry> {
         Arc::new(Self {
-            actor,
-            ..self.clone()
-        })
-    }
-
-    fn retry_window(&self) -> Duration {
-        self.retry_window
-    }
-
-    fn with_retry_window(&self, window: Duration) -> Arc<dyn Registry> {
-        Arc::new(Self {
-            retry_window: window,
+            settings,
             ..self.clone()
         })
     }

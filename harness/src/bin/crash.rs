@@ -11,8 +11,9 @@ use lf_handoff_conformance::upgrade::Release;
 use lf_handoff_harness::crash::{self, CrashFigures, CrashOptions};
 use lf_handoff_harness::crash_child::{self, CHILD_ARG};
 use lf_handoff_harness::kills::{self, KillFigures, KillOptions};
-use lf_handoff_harness::program::{act_as, backends_and_exe, duration_arg, runtime, verdict};
-use lf_handoff_harness::target::Placement;
+use lf_handoff_harness::program::{
+    act_as, backends_and_exe, duration_arg, runtime, verdict, PlacementArgs,
+};
 use lf_handoff_harness::upgrade::{self, UpgradeFigures};
 
 /// Kill a process running handoff lifecycles with SIGKILL at random moments,
@@ -50,14 +51,8 @@ struct Args {
     /// No new trial starts on a backend after this long on it, e.g. 10m.
     #[arg(long, default_value = "10m", value_parser = duration_arg)]
     time_limit: Duration,
-    /// Directory in which each run's temporary store is made.
-    #[arg(long, default_value_os_t = std::env::temp_dir())]
-    dir: PathBuf,
-    /// PostgreSQL server in which each run makes (and then drops) a fresh
-    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
-    /// postgres://postgres@127.0.0.1:5432/test].
-    #[arg(long)]
-    postgres_url: Option<String>,
+    #[command(flatten)]
+    placement: PlacementArgs,
     /// Parents whose bodies play the crash story of step keys and wake
     /// hand-overs, one lane each in every child (0: none).
     #[arg(long, default_value_t = 2)]
@@ -141,7 +136,7 @@ fn main() -> ExitCode {
         min_acks: args.min_acks,
         max_delay: args.max_delay,
         time_limit: args.time_limit,
-        placement: Placement::new(args.dir.clone(), args.postgres_url.clone()),
+        placement: args.placement.placement(),
         verbose: args.verbose,
         fake_acks: args.self_test_fake_acks,
         story_parents: args.story_parents,
@@ -214,7 +209,7 @@ fn kill_options(args: &Args, options: &CrashOptions, exe: &std::path::Path) -> K
         seed: options.seed,
         max_delay: options.max_delay,
         time_limit: options.time_limit,
-        base_dir: args.dir.clone(),
+        base_dir: args.placement.dir.clone(),
         cli,
         strace,
         verbose: options.verbose,

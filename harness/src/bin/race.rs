@@ -2,16 +2,14 @@
 //! handoffs; every race must have exactly one winner. See the
 //! `lf_handoff_harness::race` module and `docs/RELIABILITY.md`.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use lf_handoff_harness::program::{
-    act_as, backends_and_exe, duration_arg, runtime, verdict, EXIT_USAGE,
+    act_as, backends_and_exe, duration_arg, runtime, verdict, PlacementArgs, EXIT_USAGE,
 };
 use lf_handoff_harness::race::{self, RaceFigures, RaceOptions, RacerMode, MAX_RACERS, WORKER_ARG};
-use lf_handoff_harness::target::Placement;
 
 /// Race P processes over M handoffs: racing opens for one parent, racing
 /// finishes with different outcomes, racing wake claims with different
@@ -43,14 +41,8 @@ struct Args {
     /// No new handoff starts on a backend after this long on it, e.g. 10m.
     #[arg(long, default_value = "10m", value_parser = duration_arg)]
     time_limit: Duration,
-    /// Directory in which each run's temporary store is made.
-    #[arg(long, default_value_os_t = std::env::temp_dir())]
-    dir: PathBuf,
-    /// PostgreSQL server in which each run makes (and then drops) a fresh
-    /// schema [default: $LF_HANDOFF_TEST_POSTGRES_URL, else
-    /// postgres://postgres@127.0.0.1:5432/test].
-    #[arg(long)]
-    postgres_url: Option<String>,
+    #[command(flatten)]
+    placement: PlacementArgs,
     /// Self-test: racers that lose a finish claim they won, to show the
     /// harness reports double winners (it must then exit 1).
     #[arg(long, hide = true)]
@@ -90,7 +82,7 @@ fn main() -> ExitCode {
             Mode::Handles => RacerMode::Handles,
         },
         time_limit: args.time_limit,
-        placement: Placement::new(args.dir, args.postgres_url),
+        placement: args.placement.placement(),
         false_wins: args.self_test_false_wins,
     };
     println!(

@@ -4,9 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::check::HistoryFindings;
-
-/// How many problem messages a run keeps for its report.
-const KEPT_PROBLEMS: usize = 20;
+use crate::problems::Problems;
 
 /// The figures of one backend's run.
 #[derive(Debug, Default)]
@@ -76,7 +74,7 @@ pub struct CrashFigures {
     /// True when the time limit stopped the run before every trial ran.
     pub stopped_by_time_limit: bool,
     /// The first problems found, described.
-    pub problems: Vec<String>,
+    pub problems: Problems,
     /// Where the store was kept after a failure.
     pub kept_store: Option<String>,
 }
@@ -100,25 +98,19 @@ impl CrashFigures {
         self.acknowledged.values().sum()
     }
 
-    pub(super) fn problem(&mut self, message: String) {
-        if self.problems.len() < KEPT_PROBLEMS {
-            self.problems.push(message);
-        }
-    }
-
     pub(super) fn lose(&mut self, message: String) {
-        self.lost += 1;
-        self.problem(format!("lost: {message}"));
+        self.problems
+            .count(&mut self.lost, format!("lost: {message}"));
     }
 
     pub(super) fn violate(&mut self, message: String) {
-        self.violations += 1;
-        self.problem(format!("violation: {message}"));
+        self.problems
+            .count(&mut self.violations, format!("violation: {message}"));
     }
 
     pub(super) fn fail(&mut self, message: String) {
-        self.errors += 1;
-        self.problem(format!("error: {message}"));
+        self.problems
+            .count(&mut self.errors, format!("error: {message}"));
     }
 
     /// Counts what a history check found, each finding once per run.
@@ -139,7 +131,7 @@ impl CrashFigures {
                     "event without its change" => self.events_without_change += 1,
                     _ => self.history_violations += 1,
                 }
-                self.problem(message);
+                self.problems.describe(message);
             }
         }
     }
@@ -190,9 +182,7 @@ impl CrashFigures {
             self.handoffs_at_end, self.parents_at_end
         );
         out += &format!("[{b}] elapsed: {:.1} s\n", self.elapsed.as_secs_f64());
-        for problem in &self.problems {
-            out += &format!("[{b}] {problem}\n");
-        }
+        self.problems.report(&mut out, &format!("[{b}] "));
         if let Some(place) = &self.kept_store {
             out += &format!("[{b}] the store was kept for inspection in {place}\n");
         }

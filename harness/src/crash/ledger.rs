@@ -90,7 +90,7 @@ impl Story {
         if ids.len() > 1 && self.duplicates.insert(key) {
             let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
             figures.duplicate_steps += 1;
-            figures.problem(format!(
+            figures.problems.describe(format!(
                 "duplicate: {parent} has {} handoffs for step {step}: {}",
                 ids.len(),
                 ids.join(", ")
@@ -151,7 +151,7 @@ impl Story {
     ) {
         if self.double_held.insert(id.clone()) {
             figures.double_held_wakes += 1;
-            figures.problem(format!(
+            figures.problems.describe(format!(
                 "wake held by two generations: handoff {id}: {message}"
             ));
         }

@@ -79,6 +79,7 @@ use lf_handoff_adapters::open_store;
 pub(crate) use child::{parse_event, ChildOutput, Event};
 pub use figures::CrashFigures;
 
+use crate::program::each_backend;
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
 use child::{create_story, kill_one_child, record_next_bodies};
@@ -148,14 +149,13 @@ impl CrashOptions {
 /// backend's figures as it finishes. `exe` is the binary that acts as the
 /// child when given [`CHILD_ARG`](crate::crash_child::CHILD_ARG).
 pub async fn run(options: &CrashOptions, exe: &Path) -> Vec<CrashFigures> {
-    let mut rng = Rng::new(options.seed);
-    let mut all = Vec::new();
-    for backend in &options.backends {
-        let figures = run_backend(backend, options, exe, rng.fork()).await;
-        print!("{}", figures.report());
-        all.push(figures);
-    }
-    all
+    each_backend(
+        &options.backends,
+        options.seed,
+        CrashFigures::report,
+        |backend, rng| run_backend(backend, options, exe, rng),
+    )
+    .await
 }
 
 async fn run_backend(

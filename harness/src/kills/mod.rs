@@ -51,12 +51,11 @@ use lf_handoff_conformance::Backend;
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::problems::Problems;
 use crate::rng::Rng;
 use round::Round;
 use verify::Ledger;
 
-/// How many problem messages a run keeps for its report.
-const KEPT_PROBLEMS: usize = 20;
 /// How long a store open is assumed to take until one is measured.
 const FIRST_OPEN: Duration = Duration::from_millis(100);
 
@@ -119,7 +118,7 @@ pub struct KillFigures {
     /// store that could not be made). Must be 0.
     pub errors: u64,
     /// The first problems, described.
-    pub problems: Vec<String>,
+    pub problems: Problems,
     /// Stores kept for inspection after a failure.
     pub kept: Vec<PathBuf>,
     /// Wall-clock time of the loop.
@@ -135,20 +134,14 @@ impl KillFigures {
         self.unopenable == 0 && self.lost == 0 && self.errors == 0
     }
 
-    fn problem(&mut self, message: String) {
-        if self.problems.len() < KEPT_PROBLEMS {
-            self.problems.push(message);
-        }
-    }
-
     fn fail(&mut self, message: String) {
-        self.errors += 1;
-        self.problem(format!("error: {message}"));
+        self.problems
+            .count(&mut self.errors, format!("error: {message}"));
     }
 
     fn lose(&mut self, message: String) {
-        self.lost += 1;
-        self.problem(format!("lost: {message}"));
+        self.problems
+            .count(&mut self.lost, format!("lost: {message}"));
     }
 
     /// The report, one `[backend] label: value` line per figure.
@@ -194,9 +187,7 @@ impl KillFigures {
             "[{b}] kill loop elapsed: {:.1} s\n",
             self.elapsed.as_secs_f64()
         );
-        for problem in &self.problems {
-            out += &format!("[{b}] {problem}\n");
-        }
+        self.problems.report(&mut out, &format!("[{b}] "));
         for kept in &self.kept {
             out += &format!(
                 "[{b}] a store was kept for inspection in {}\n",

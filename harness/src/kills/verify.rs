@@ -39,7 +39,7 @@ pub(super) async fn after_kill(
         Ok(handle) => handle,
         Err(e) => {
             figures.unopenable += 1;
-            figures.problem(format!(
+            figures.problems.describe(format!(
                 "unopenable: after kill {kill} ({phase}) the store does not open: {e}"
             ));
             return false;
