@@ -51,10 +51,11 @@ pub const SAFETY_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// unreachable or another process holds the store ([`rides_out`]).
 const UNREACHABLE_PAUSE: Duration = Duration::from_millis(250);
 
-/// Whether a wait or a watch waits out `error` instead of ending: a server
-/// that is down longer than the retry window, or a store another process
-/// holds (sled, whose command line opens the store only while it reads,
-/// finds it held while the person's command runs).
+/// Whether a wait waits out `error` instead of ending: a server that is
+/// down longer than the retry window, or a store another process holds
+/// (sled, whose command line opens the store only while it reads, finds
+/// it held while the person's command runs). A watch waits out only the
+/// latter.
 fn rides_out(error: &StoreError) -> bool {
     matches!(
         error.unavailable_kind(),
@@ -271,7 +272,10 @@ impl EventStream for LogWatcher {
             .await;
             let batch = match read {
                 Ok(batch) => batch,
-                Err(error) if rides_out(&error) => {
+                // A watch ends when its server stays unreachable past the
+                // retry window (the watcher resumes from its position),
+                // but waits while another process holds the store.
+                Err(error) if error.unavailable_kind() == Some(UnavailableKind::Locked) => {
                     let left = until.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Ok(None);
