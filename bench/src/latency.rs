@@ -77,6 +77,8 @@ pub struct Grown {
     pub sample_id: String,
     /// A handoff in each store, smallest first.
     pub sample_ids: Vec<String>,
+    /// The population every store holds (a prefix of).
+    pub population: Population,
 }
 
 /// One store under measurement.
@@ -147,6 +149,7 @@ pub async fn measure(
             .iter()
             .map(|size| population.handoff_id(size / 2).to_string())
             .collect(),
+        population,
     })
 }
 

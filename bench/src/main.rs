@@ -31,7 +31,10 @@
 //!   requests per second against a bare handler of the same HTTP stack,
 //!   a finish through one server to an event stream of another on one
 //!   PostgreSQL store, and what 1,000 idle event streams and 1,000 long
-//!   polls cost a server process (`--only serve` runs these alone).
+//!   polls cost a server process (`--only serve` runs these alone);
+//! - memory ([`memory`]): the peak resident set of one `lf-handoff list`
+//!   on the largest store, and on sled a lifecycle loop's resident set at
+//!   each page-cache size.
 //!
 //! It prints a table, or with `--json` one JSON document. It asserts
 //! nothing about time; it fails only when a figure could not be measured
@@ -45,6 +48,7 @@ mod fsync;
 mod idle;
 mod latency;
 mod lifecycle;
+mod memory;
 mod population;
 mod race;
 mod raw_sled;
@@ -109,7 +113,9 @@ struct Args {
     /// Phases to run (all by default): fsync, lifecycle, latency (with the
     /// cold start, and sled's cold open by store size), race, wake (wake
     /// latency of a waiter), idle (the cost of 100 idle waiters), callers
-    /// (1, 4 and 16 concurrent callers, store and raw), statements
+    /// (1, 4 and 16 concurrent callers, store and raw), memory (taken on
+    /// the latency phase's stores, so with it: one `lf-handoff list`'s
+    /// peak RSS, and on sled a lifecycle loop's RSS per cache size), statements
     /// (PostgreSQL: statements per lifecycle, store and raw, on a server
     /// of its own with pg_stat_statements), and the service's:
     /// serve-lifecycle (through `lf-handoff serve` and through the
@@ -121,7 +127,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,latency,race,wake,idle,callers,statements,serve"
+        default_value = "fsync,lifecycle,latency,memory,race,wake,idle,callers,statements,serve"
     )]
     phases: Vec<String>,
     /// Run only these phases (the same names as --phases; overrides it),
@@ -173,6 +179,37 @@ struct Args {
     /// Keep the store files (and the scratch directory) for inspection.
     #[arg(long)]
     keep: bool,
+    /// sled page-cache sizes of the memory phase's lifecycle loop.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = parse_sled_cache,
+        default_value = "16MiB,64MiB,256MiB"
+    )]
+    sled_caches: Vec<u64>,
+    /// Lifecycles of the memory phase's loop, per cache size.
+    #[arg(long, default_value_t = 1000)]
+    cache_lifecycles: usize,
+    /// Random `get`s after each lifecycle of that loop.
+    #[arg(long, default_value_t = 50)]
+    cache_gets: usize,
+    /// Runs of the timed `lf-handoff list` of the memory phase.
+    #[arg(long, default_value_t = 3)]
+    rss_runs: usize,
+    /// sled's page cache for every sled store the run opens, as in a
+    /// store URL's `cache=` (`16MiB`, `1GiB`; default: the adapter's,
+    /// 64 MiB).
+    #[arg(long, value_parser = parse_sled_cache)]
+    sled_cache: Option<u64>,
+}
+
+/// A sled cache size, read as the sled URL's `cache=` option is.
+fn parse_sled_cache(text: &str) -> Result<u64, String> {
+    match lf_handoff_adapters::StorageConfig::from_url(&format!("sled:///cache?cache={text}")) {
+        Ok(lf_handoff_adapters::StorageConfig::Sled(config)) => Ok(config.cache),
+        Ok(other) => Err(format!("not a sled store: {other}")),
+        Err(error) => Err(error.to_string()),
+    }
 }
 
 impl Args {
@@ -207,6 +244,15 @@ fn main() -> ExitCode {
             }
         };
     }
+    if argv.get(1).map(String::as_str) == Some(memory::CHILD_ARG) {
+        return match runtime.block_on(memory::child_main(&argv[2..])) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: cache-loop child: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let mut args = Args::parse();
     if let Some(only) = args.only.take() {
         args.phases = only;
@@ -226,6 +272,9 @@ fn main() -> ExitCode {
         args.serve_idle_streams = args.serve_idle_streams.min(100);
         args.serve_idle_polls = args.serve_idle_polls.min(100);
         args.serve_idle_seconds = args.serve_idle_seconds.min(1.0);
+        args.cache_lifecycles = args.cache_lifecycles.min(50);
+        args.cache_gets = args.cache_gets.min(10);
+        args.rss_runs = args.rss_runs.min(1);
     }
     match runtime.block_on(run(args)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -314,7 +363,13 @@ async fn make_backend(
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     match name {
         "sqlite" => Ok(Box::new(SqliteBench::new(dir))),
-        "sled" => Ok(Box::new(SledBench::new(dir))),
+        "sled" => {
+            let sled = SledBench::new(dir);
+            Ok(Box::new(match args.sled_cache {
+                Some(cache) => sled.with_cache(cache),
+                None => sled,
+            }))
+        }
         "postgres" => PostgresBench::connect(&args.postgres_url, dir)
             .await
             .map(|backend| Box::new(backend) as Box<dyn BenchBackend>)
@@ -506,6 +561,49 @@ async fn serve_phases(backend: &dyn BenchBackend, args: &Args, report: &mut Back
     }
 }
 
+/// The memory figures, on the largest store of the latency phase.
+async fn memory_phase(
+    backend: &dyn BenchBackend,
+    args: &Args,
+    grown: &latency::Grown,
+    report: &mut BackendReport,
+) {
+    let name = backend.name();
+    let (Some(config), Some(&handoffs)) = (grown.configs.last(), args.sizes.last()) else {
+        return;
+    };
+    progress(name, "memory: one `lf-handoff list`'s peak RSS");
+    let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+    let (url, runs) = (config.url(), args.rss_runs);
+    match tokio::task::spawn_blocking(move || {
+        memory::list_rss(cli.as_deref(), &url, handoffs, runs)
+    })
+    .await
+    {
+        Ok(rss) => report.list_rss = Some(rss),
+        Err(error) => report.errors.push(format!("list RSS: {error}")),
+    }
+    let lf_handoff_adapters::StorageConfig::Sled(sled) = config else {
+        return;
+    };
+    progress(name, "memory: a lifecycle loop at each cache size");
+    let (path, population) = (sled.path.clone(), grown.population.clone());
+    let (caches, lifecycles, gets) = (
+        args.sled_caches.clone(),
+        args.cache_lifecycles,
+        args.cache_gets,
+    );
+    let loops = tokio::task::spawn_blocking(move || {
+        memory::cache_loops(&path, &population, handoffs, &caches, lifecycles, gets)
+    })
+    .await;
+    match loops {
+        Ok(Ok(loops)) => report.sled_cache_loops = loops,
+        Ok(Err(error)) => report.errors.push(format!("sled cache loop: {error}")),
+        Err(error) => report.errors.push(format!("sled cache loop: {error}")),
+    }
+}
+
 async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {
     let name = backend.name();
 
@@ -513,7 +611,7 @@ async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut Bac
     match latency::measure(backend, &args.sizes, samples, |what| progress(name, what)).await {
         Ok(grown) => {
             report.growth = Growth::of(&grown.sizes);
-            report.latency = grown.sizes;
+            report.latency = grown.sizes.clone();
             progress(name, "command-line cold start");
             let cli = args.cli.clone().or_else(coldstart::default_cli_path);
             let largest = grown.configs.last().cloned();
@@ -554,6 +652,9 @@ async fn latency_phase(backend: &dyn BenchBackend, args: &Args, report: &mut Bac
             match by_size {
                 Ok(by_size) => report.cold_start_by_size = by_size,
                 Err(error) => report.errors.push(format!("cold start by size: {error}")),
+            }
+            if args.runs("memory") {
+                memory_phase(backend, args, &grown, report).await;
             }
             if !args.keep {
                 for config in &grown.configs {

@@ -58,6 +58,12 @@ impl Population {
         })
     }
 
+    /// The base instant, microseconds since the Unix epoch: `new` of it
+    /// makes the same population (the memory phase's child does).
+    pub fn base_micros(&self) -> i64 {
+        self.base_micros
+    }
+
     /// How many waves hold `handoffs` handoffs.
     pub fn parents_for(handoffs: u64) -> u64 {
         handoffs.div_ceil(PER_PARENT)

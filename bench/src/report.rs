@@ -10,6 +10,7 @@ use crate::coldstart::ColdStart;
 use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
 use crate::lifecycle::LifecycleFigures;
+use crate::memory::{CacheLoop, ListRss};
 use crate::race::RaceFigures;
 use crate::serve::events::EventFigures;
 use crate::serve::get::GetRateFigures;
@@ -39,6 +40,13 @@ pub const SQLITE_CALLERS_GOAL: f64 = 0.5;
 /// The idle goal on SQLite: 100 idle waiters on 100 handles cost this
 /// process at most this much CPU, ms per second.
 pub const SQLITE_IDLE_GOAL_MS: f64 = 10.0;
+
+/// The sled tail goal: each read's p99 at most this multiple of its
+/// median, at every store size.
+pub const SLED_TAIL_GOAL: f64 = 10.0;
+/// The sled cold-open goal (issue 16): `lf-handoff status` on the largest
+/// store at most this many ms (median).
+pub const SLED_COLD_OPEN_GOAL_MS: f64 = 50.0;
 
 /// The service's lifecycle goal: through the service at least this share
 /// of through the library (issue 22).
@@ -134,6 +142,11 @@ pub struct BackendReport {
     /// smallest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cold_start_by_size: Vec<SizedColdStart>,
+    /// The peak RSS of one `lf-handoff list` on the largest store.
+    pub list_rss: Option<ListRss>,
+    /// sled: a lifecycle loop's RSS at each page-cache size.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sled_cache_loops: Vec<CacheLoop>,
     /// Wake latency of a waiter (issue 16).
     pub wake: Option<WakeFigures>,
     /// The cost of idle waiters (issue 16).
@@ -268,6 +281,9 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
             goals.at_most(format!("{read} {span}"), value, GROWTH_GOAL);
         }
     }
+    if backend.name == "sled" {
+        sled_goals(&mut goals, backend);
+    }
     let wake_goal = match backend.name.as_str() {
         "sqlite" => Some(WAKE_GOAL_SQLITE_MS),
         "postgres" => Some(WAKE_GOAL_POSTGRES_MS),
@@ -328,6 +344,32 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         );
     }
     goals.goals
+}
+
+/// sled's tail at every size, and its cold open on the largest store.
+fn sled_goals(goals: &mut Goals<'_>, backend: &BackendReport) {
+    for at in &backend.latency {
+        for (read, summary) in [("get", at.get), ("list --parent", at.list_parent)] {
+            goals.at_most(
+                format!("{read} p99/median {}", short(at.handoffs)),
+                ratio(summary.p99_us, summary.median_us),
+                SLED_TAIL_GOAL,
+            );
+        }
+    }
+    let largest = backend.cold_start_by_size.last();
+    if let Some((handoffs, cold)) = largest.and_then(|sized| match &sized.cold_start {
+        ColdStart::Measured { cli, .. } | ColdStart::CliOnly { cli, .. } => {
+            Some((sized.handoffs, cli))
+        }
+        ColdStart::Unavailable { .. } => None,
+    }) {
+        goals.at_most(
+            format!("status cold start ms, {}", short(handoffs)),
+            cold.median_us / 1000.0,
+            SLED_COLD_OPEN_GOAL_MS,
+        );
+    }
 }
 
 /// The goals of the service's figures (issue 22).

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Median and 99th percentile of a set of timings, in microseconds.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Summary {
     /// How many timings.
     pub samples: usize,

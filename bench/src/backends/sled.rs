@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_adapters::{open_store, SledConfig, StorageConfig, DEFAULT_SLED_CACHE};
 
 use super::{BenchBackend, RawEngine};
 use crate::error::{fail, BenchResult, Context};
@@ -14,12 +14,23 @@ use crate::raw_sled::RawSled;
 #[derive(Debug)]
 pub struct SledBench {
     dir: PathBuf,
+    /// sled's page cache of every store it opens, bytes.
+    cache: u64,
 }
 
 impl SledBench {
-    /// Stores go in `dir`.
+    /// Stores go in `dir`, with the adapter's default cache.
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir }
+        Self {
+            dir,
+            cache: DEFAULT_SLED_CACHE,
+        }
+    }
+
+    /// The same, every store opened with a page cache of `cache` bytes
+    /// (`--sled-cache`).
+    pub fn with_cache(self, cache: u64) -> Self {
+        Self { cache, ..self }
     }
 }
 
@@ -47,7 +58,10 @@ impl BenchBackend for SledBench {
     async fn new_store(&self, label: &str) -> BenchResult<StorageConfig> {
         let path = self.dir.join(label);
         std::fs::remove_dir_all(&path).ok();
-        let config = StorageConfig::sled(path);
+        let config = StorageConfig::Sled(SledConfig {
+            path,
+            cache: self.cache,
+        });
         let store = open_store(&config)
             .await
             .context(format!("create {config}"))?;

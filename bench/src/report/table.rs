@@ -96,6 +96,7 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         );
     }
     cold_start_lines(out, backend);
+    crate::memory::table_lines(out, backend.list_rss.as_slice(), &backend.sled_cache_loops);
     if let Some(wake) = &backend.wake {
         wake_table(out, wake);
     }
