@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_adapters::StorageConfig;
 
-use super::{BenchBackend, RawEngine};
-use crate::error::{fail, BenchResult, Context};
+use super::{created, BenchBackend, RawEngine};
+use crate::error::{fail, BenchResult};
 use crate::raw_sled::RawSled;
 
 /// sled stores under `dir`.
@@ -48,11 +48,8 @@ impl BenchBackend for SledBench {
         let path = self.dir.join(label);
         std::fs::remove_dir_all(&path).ok();
         let config = StorageConfig::sled(path);
-        let store = open_store(&config)
-            .await
-            .context(format!("create {config}"))?;
-        drop(store);
-        Ok(config)
+        let what = format!("create {config}");
+        created(config, what).await
     }
 
     async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {
