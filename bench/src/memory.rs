@@ -169,11 +169,9 @@ pub fn cache_loops(
     let exe = std::env::current_exe().context("this program's path")?;
     let mut loops = Vec::with_capacity(caches.len());
     for &cache in caches {
-        let url = StorageConfig::Sled(SledConfig {
-            path: path.to_path_buf(),
-            cache,
-        })
-        .url();
+        let mut sled = SledConfig::new(path);
+        sled.cache = cache;
+        let url = StorageConfig::Sled(sled).url();
         let output = Command::new(&exe)
             .arg(CHILD_ARG)
             .arg(&url)

@@ -16,9 +16,9 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
-use lf_handoff_adapters::StorageConfig;
+use lf_handoff_adapters::{open_store, StorageConfig};
 
-use crate::error::{fail, BenchResult};
+use crate::error::{fail, BenchResult, Context};
 use crate::population::Population;
 
 pub use postgres::{PostgresBench, DEFAULT_URL as DEFAULT_POSTGRES_URL};
@@ -122,6 +122,14 @@ pub trait RawEngine: Send + Sync {
 
 #[cfg(test)]
 mod tests;
+
+/// Creates the store `config` names (the adapter makes its schema), closes
+/// it again and returns `config`; `what` names it in an error.
+async fn created(config: StorageConfig, what: String) -> BenchResult<StorageConfig> {
+    let store = open_store(&config).await.context(what)?;
+    drop(store);
+    Ok(config)
+}
 
 /// Removes `path` and the files SQLite keeps beside it.
 pub fn remove_sqlite_files(path: &Path) {

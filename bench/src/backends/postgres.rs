@@ -7,12 +7,12 @@ use std::str::FromStr;
 
 use async_trait::async_trait;
 use lf_handoff_adapters::raw_sql::column_list;
-use lf_handoff_adapters::{open_store, PostgresConfig, StorageConfig};
+use lf_handoff_adapters::{PostgresConfig, StorageConfig};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions as _, Connection as _, Row as _};
 use tokio::sync::Mutex;
 
-use super::{BenchBackend, RawEngine};
+use super::{created, BenchBackend, RawEngine};
 use crate::error::{fail, BenchResult, Context};
 use crate::raw_sql::RawSql;
 
@@ -180,11 +180,7 @@ impl BenchBackend for PostgresBench {
     async fn new_store(&self, label: &str) -> BenchResult<StorageConfig> {
         let config = self.config(&Self::schema(label))?;
         self.remove(&config).await;
-        let store = open_store(&config)
-            .await
-            .context(format!("create schema {}", Self::schema(label)))?;
-        drop(store);
-        Ok(config)
+        created(config, format!("create schema {}", Self::schema(label))).await
     }
 
     async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::{open_store, SledConfig, StorageConfig, DEFAULT_SLED_CACHE};
+use lf_handoff_adapters::{SledConfig, StorageConfig, DEFAULT_SLED_CACHE};
 
-use super::{BenchBackend, RawEngine};
-use crate::error::{fail, BenchResult, Context};
+use super::{created, BenchBackend, RawEngine};
+use crate::error::{fail, BenchResult};
 use crate::raw_sled::RawSled;
 
 /// sled stores under `dir`.
@@ -58,15 +58,11 @@ impl BenchBackend for SledBench {
     async fn new_store(&self, label: &str) -> BenchResult<StorageConfig> {
         let path = self.dir.join(label);
         std::fs::remove_dir_all(&path).ok();
-        let config = StorageConfig::Sled(SledConfig {
-            path,
-            cache: self.cache,
-        });
-        let store = open_store(&config)
-            .await
-            .context(format!("create {config}"))?;
-        drop(store);
-        Ok(config)
+        let mut sled = SledConfig::new(path);
+        sled.cache = self.cache;
+        let config = StorageConfig::Sled(sled);
+        let what = format!("create {config}");
+        created(config, what).await
     }
 
     async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use lf_handoff_adapters::raw_sql::column_list;
-use lf_handoff_adapters::{open_store, StorageConfig, Synchronous};
+use lf_handoff_adapters::{StorageConfig, Synchronous};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::ConnectOptions as _;
 use tokio::sync::Mutex;
 
-use super::{remove_sqlite_files, BenchBackend, RawEngine};
+use super::{created, remove_sqlite_files, BenchBackend, RawEngine};
 use crate::error::{fail, BenchResult, Context};
 use crate::raw_sql::RawSql;
 
@@ -52,11 +52,8 @@ impl BenchBackend for SqliteBench {
         let path = self.dir.join(format!("{label}.db"));
         remove_sqlite_files(&path);
         let config = StorageConfig::sqlite(path);
-        let store = open_store(&config)
-            .await
-            .context(format!("create {config}"))?;
-        drop(store);
-        Ok(config)
+        let what = format!("create {config}");
+        created(config, what).await
     }
 
     async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {

@@ -9,7 +9,7 @@ use std::fmt;
 use thiserror::Error;
 use time::OffsetDateTime;
 
-use super::{check_fields, Fields, InteractiveHandoff, InteractiveHandoffParent};
+use super::{check_fields, fields_of, Fields, InteractiveHandoff, InteractiveHandoffParent};
 use crate::timestamp::is_normalized;
 
 /// One of the handoff invariants (I1-I7, docs/CONTRACT.md).
@@ -167,16 +167,7 @@ impl InteractiveHandoff {
 
     /// I5: the fields an open request carries keep their rules.
     fn check_request_fields(&self) -> Result<(), String> {
-        check_fields(&Fields {
-            cwd: &self.cwd,
-            provider: &self.provider,
-            provider_session_id: self.provider_session_id.as_deref(),
-            body_generation: self.body_generation,
-            reason: &self.reason,
-            environment: &self.environment,
-            attach_argv: &self.attach_argv,
-        })
-        .map_err(|err| err.to_string())
+        check_fields(&fields_of!(self)).map_err(|err| err.to_string())
     }
 
     /// The stamps of the transitions, in the order they happen.

@@ -289,15 +289,7 @@ impl OpenInteractiveHandoff {
     /// # Errors
     /// [`DomainError::InvalidInput`] naming the first field that is wrong.
     pub fn validate(&self) -> DomainResult<()> {
-        check_fields(&Fields {
-            cwd: &self.cwd,
-            provider: &self.provider,
-            provider_session_id: self.provider_session_id.as_deref(),
-            body_generation: self.body_generation,
-            reason: &self.reason,
-            environment: &self.environment,
-            attach_argv: &self.attach_argv,
-        })
+        check_fields(&fields_of!(self))
     }
 }
 
@@ -372,6 +364,23 @@ impl InteractiveHandoff {
         self.is_active() && self.expires_at.is_some_and(|deadline| deadline <= now)
     }
 }
+
+/// The [`Fields`] of a request or a record (which name them alike): the
+/// one list of what I5 checks in both.
+macro_rules! fields_of {
+    ($value:expr) => {
+        Fields {
+            cwd: &$value.cwd,
+            provider: &$value.provider,
+            provider_session_id: $value.provider_session_id.as_deref(),
+            body_generation: $value.body_generation,
+            reason: &$value.reason,
+            environment: &$value.environment,
+            attach_argv: &$value.attach_argv,
+        }
+    };
+}
+use fields_of;
 
 /// The fields I5 constrains, shared by the request and the record.
 struct Fields<'a> {
