@@ -18,8 +18,11 @@
 //! moved since its last reading (SQLite: `PRAGMA data_version`;
 //! PostgreSQL: the last final event's position, a change's event being
 //! written with it (C15)). Its first reading (after each reconnection)
-//! bumps too: a change committed before it is one the readers then read.
-//! A change any signal missed thus wakes the readers within [`RECHECK`]
+//! bumps too: a change committed before it is one the readers then read
+//! (SQLite's source, whose first reading comes 5 s after it starts to
+//! spare a short watch the connection, skips that wake when no
+//! notification or look at the files came meanwhile: it woke the readers
+//! as it started). A change any signal missed thus wakes the readers within [`RECHECK`]
 //! of becoming readable, at the cost of one read per store, not one per
 //! watcher or waiter; the readers' own re-read
 //! ([`SAFETY_RECHECK`](lf_handoff_application::SAFETY_RECHECK)) is only
@@ -74,6 +77,12 @@ impl Mark {
             out.bump();
         }
         self.seen = Some(value);
+    }
+
+    /// Takes `value` as the first reading when there is none, waking
+    /// nobody.
+    pub(crate) fn baseline(&mut self, value: i64) {
+        self.seen.get_or_insert(value);
     }
 
     /// Forgets the last reading (the connection it was read on broke):

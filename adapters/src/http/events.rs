@@ -5,7 +5,7 @@
 //!
 //! The service starts each stream with an event that has only an id (its
 //! position when the stream starts), then sends each event as `id:
-//! POSITION` and `data:` its JSON, a comment every 15 s while idle, and
+//! POSITION` and `data:` its JSON, a comment every 30 s while idle, and
 //! `event: error` with the error object when the store fails.
 
 use std::time::Duration;
@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use super::client::{Call, Shared};
 
 /// How long a stream may stay silent before it is taken for dead: the
-/// service sends a comment every 15 s.
-const SILENCE: Duration = Duration::from_secs(45);
+/// service sends a comment every 30 s (every 15 s up to release 0.3).
+const SILENCE: Duration = Duration::from_secs(90);
 
 /// The longest line read: an event is at most a few kilobytes.
 const MAX_LINE: usize = 1024 * 1024;

@@ -143,7 +143,7 @@ async fn signal_of(path: &Path, recheck: Duration) -> (ChangeFeed, Box<dyn Chang
         recheck,
     }));
     let mut changes = feed.subscribe();
-    // The first reading is the baseline, and wakes once.
+    // The start of the watch wakes the readers once.
     assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
     (feed, changes)
 }
@@ -217,18 +217,24 @@ async fn a_commit_of_another_process_wakes_a_watch_through_the_file_notification
 }
 
 #[test]
-fn the_value_is_read_at_once_then_after_notifications_and_every_recheck_without() {
+fn the_value_is_read_after_notifications_and_every_recheck_without_them() {
     let recheck = Duration::from_secs(5);
     let start = Instant::now();
+    // Without file notifications, the first read at once.
+    assert_eq!(Schedule::new(start, false, recheck).next, start);
+    // With them, the first read (the baseline) at the first notification,
+    // or without one after the recheck; then the next after another.
     let mut schedule = Schedule::new(start, true, recheck);
-    // The baseline at once; then, with no notification, the safety read.
-    assert_eq!(schedule.next, start);
-    schedule.read(start, true);
     assert_eq!(schedule.next, start + recheck);
+    // Quiet until a notification: that first reading wakes nobody.
+    assert!(schedule.quiet);
+    schedule.read(start + recheck, true);
+    assert_eq!(schedule.next, start + recheck * 2);
     // A notification brings the next read close, and reads go on at
     // growing gaps for a while after it, then fall back to the recheck.
-    let notified = start + Duration::from_secs(1);
+    let notified = start + recheck + Duration::from_secs(1);
     schedule.notified(notified);
+    assert!(!schedule.quiet);
     assert!(schedule.next <= notified + Duration::from_millis(1));
     let mut at = schedule.next;
     let mut reads = 0;
@@ -261,7 +267,8 @@ async fn an_idle_store_wakes_nobody_and_a_commit_wakes_its_watch() {
     store.create_wave(&wave(dir.path())).await.unwrap();
     // The value read every 100 ms without a notification.
     let (_feed, mut changes) = signal_of(&path, Duration::from_millis(100)).await;
-    // Let the reads that follow the baseline's notifications (if any) end.
+    // Let the baseline (the first reading) and the reads that follow
+    // notifications (if any) pass, and take their wakes (if any).
     tokio::time::sleep(CHASE_FOR + Duration::from_millis(200)).await;
     changes.changed(Duration::ZERO).await.unwrap();
     // Ten safety reads of a store nobody writes wake nobody.

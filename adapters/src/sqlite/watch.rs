@@ -43,7 +43,8 @@ pub(super) const CHASE_FOR: Duration = Duration::from_secs(2);
 /// value [`SETTLE`] later and again at growing gaps from [`CHASE_GAP`],
 /// until [`CHASE_FOR`] after the last notification: the notification
 /// comes as the commit's frames are written, before its sync ends and it
-/// becomes visible.
+/// becomes visible. The connection is made at the first read, so a short
+/// watch of a quiet store makes none.
 ///
 /// Every [`FILE_CHECK`](crate::changes::FILE_CHECK) the files are looked
 /// at: a store deleted or replaced while watched ends its watchers with
@@ -83,24 +84,33 @@ pub(super) struct Schedule {
     watched: bool,
     /// The gap between reads while notifications arrive and none came.
     recheck: Duration,
+    /// Whether nothing suggested a change (a notification, a look at
+    /// the files) since the readers were last woken: then a first
+    /// reading of the value (on a new connection) is the baseline alone,
+    /// and wakes nobody.
+    pub quiet: bool,
 }
 
 impl Schedule {
-    /// A read at once, the baseline (which wakes the readers once: a
-    /// commit made before the watch began sent no notification).
+    /// The first read: at once when the files are not watched; else at
+    /// the first notification, or `recheck` from now without one, so a
+    /// short watch of a quiet store makes no connection. When the files
+    /// are watched, the source wakes its readers as it starts.
     pub fn new(now: Instant, watched: bool, recheck: Duration) -> Self {
         Self {
-            next: now,
+            next: if watched { now + recheck } else { now },
             last: None,
             chase: None,
             retry: DATA_VERSION_POLL,
             watched,
             recheck,
+            quiet: watched,
         }
     }
 
     /// The files changed at `now`.
     pub fn notified(&mut self, now: Instant) {
+        self.quiet = false;
         self.chase = Some((now + CHASE_FOR, CHASE_GAP));
         let soonest = self
             .last
@@ -118,9 +128,11 @@ impl Schedule {
     }
 
     /// The value was read at `now`, on a working connection or not
-    /// (`connected`).
+    /// (`connected`). Either way the readers know what it found: it woke
+    /// them, or it holds the value to compare the next reading with.
     pub fn read(&mut self, now: Instant, connected: bool) {
         self.last = Some(now);
+        self.quiet = true;
         if !connected {
             self.retry = (self.retry * 2).min(Duration::from_secs(1));
             self.next = now + self.retry;
@@ -184,6 +196,11 @@ impl ChangeSource for DataVersion {
         let mut mark = Mark::default();
         let mut checked = Instant::now();
         let mut schedule = Schedule::new(checked, files.is_some(), self.recheck);
+        if files.is_some() {
+            // A commit made before the watch began sent no notification:
+            // the readers read once more now.
+            out.bump();
+        }
         while out.wanted() {
             let now = Instant::now();
             let watched = files.as_ref().is_some_and(FileWatch::alive);
@@ -191,7 +208,8 @@ impl ChangeSource for DataVersion {
                 schedule.unwatched(now);
             }
             if now >= schedule.next {
-                let connected = self.read(&mut conn, &mut mark, out).await;
+                let quiet = schedule.quiet;
+                let connected = self.read(&mut conn, &mut mark, quiet, out).await;
                 schedule.read(now, connected);
             }
             if now.duration_since(checked) >= self.look_every {
@@ -228,13 +246,15 @@ impl ChangeSource for DataVersion {
 
 impl DataVersion {
     /// Reads `PRAGMA data_version` on `conn` (connecting first when it is
-    /// `None`), waking the readers when it differs from the last reading
-    /// (always on a new connection's first read); false when no
-    /// connection could be made or the read failed.
+    /// `None`), waking the readers when it differs from the last reading,
+    /// and on a new connection's first read unless `quiet` (nothing
+    /// suggested a change since the readers were last woken); false when
+    /// no connection could be made or the read failed.
     async fn read(
         &self,
         conn: &mut Option<SqliteConnection>,
         mark: &mut Mark,
+        quiet: bool,
         out: &Notifier,
     ) -> bool {
         if conn.is_none() {
@@ -259,7 +279,11 @@ impl DataVersion {
             Ok(version) => {
                 // The first reading is the baseline; a commit between a
                 // subscription (or a notification) and it is covered by
-                // one wake then.
+                // one wake then, unless nothing (no notification, no look
+                // at the files) suggested one.
+                if quiet {
+                    mark.baseline(version);
+                }
                 mark.read(version, out);
                 true
             }
