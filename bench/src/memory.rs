@@ -277,7 +277,14 @@ pub async fn child_main(args: &[String]) -> BenchResult<()> {
 
 /// This process's resident set and its peak (`VmRSS`, `VmHWM`), bytes.
 fn resident() -> BenchResult<(u64, u64)> {
-    let status = std::fs::read_to_string("/proc/self/status").context("read /proc/self/status")?;
+    resident_of("self")
+}
+
+/// The resident set and its peak (`VmRSS`, `VmHWM`), in bytes, of process
+/// `pid` (a number, or `self`), from `/proc/PID/status`.
+pub fn resident_of(pid: &str) -> BenchResult<(u64, u64)> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).context(format!("read {path}"))?;
     let bytes = |key: &str| {
         status
             .lines()
@@ -288,7 +295,7 @@ fn resident() -> BenchResult<(u64, u64)> {
     };
     match (bytes("VmRSS:"), bytes("VmHWM:")) {
         (Some(rss), Some(peak)) => Ok((rss, peak)),
-        _ => fail("/proc/self/status holds no VmRSS or VmHWM"),
+        _ => fail(format!("{path} holds no VmRSS or VmHWM")),
     }
 }
 

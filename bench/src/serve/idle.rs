@@ -275,19 +275,7 @@ impl Server {
         tokio::time::sleep(window).await;
         let after = self.cpu_seconds()?;
         let seconds = started.elapsed().as_secs_f64();
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
-            .context("read the server's /proc status")?;
-        let kib = |key: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(key))
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|value| value.parse::<u64>().ok())
-                .map(|kib| kib * 1024)
-        };
-        let (Some(rss_bytes), Some(peak_rss_bytes)) = (kib("VmRSS:"), kib("VmHWM:")) else {
-            return fail("the server's /proc status holds no VmRSS or VmHWM");
-        };
+        let (rss_bytes, peak_rss_bytes) = crate::memory::resident_of(&self.pid.to_string())?;
         Ok(IdleWindow {
             seconds,
             cpu_ms_per_sec: ratio((after - before) * 1000.0, seconds),
