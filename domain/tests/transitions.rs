@@ -6,9 +6,9 @@
 mod support;
 
 use lf_handoff_domain::interactive_handoff::{
-    attach, claim_wake, claim_wake_for_parent, decide_open, decide_open_at_step, finish, open,
-    replay, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenDecision,
-    StepKey, Transition,
+    attach, claim_wake, claim_wake_for_parent, decide_open, decide_open_with, finish, open, replay,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenDecision,
+    OpenOptions, StepKey, Transition,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSessionStatus;
@@ -638,9 +638,9 @@ fn step(text: &str) -> StepKey {
 
 /// Opens at `key` on `parent`, which has no handoff yet.
 fn opened_at_step(parent: &Parent, key: &StepKey) -> InteractiveHandoff {
-    match decide_open_at_step(
+    match decide_open_with(
         &OpenRequest::on(parent).build(),
-        Some(key),
+        &OpenOptions::at_step(key.clone()),
         parent,
         None,
         None,
@@ -678,9 +678,9 @@ fn c12_a_step_the_parent_has_returns_its_handoff_whatever_its_status() {
         .into_handoff();
     for existing in [&first, &done, &claimed] {
         let active = existing.is_active().then_some(existing);
-        let decision = decide_open_at_step(
+        let decision = decide_open_with(
             &OpenRequest::on(&parent).build(),
-            Some(&key),
+            &OpenOptions::at_step(key.clone()),
             &parent,
             active,
             Some(existing),
@@ -699,9 +699,9 @@ fn c12_parent_checks_come_before_the_step_replay() {
     let first = opened_at_step(&parent, &key);
     let next = parent.record_body(body(5, None), at(1)).unwrap();
     is_conflict(
-        decide_open_at_step(
+        decide_open_with(
             &OpenRequest::on(&parent).build(),
-            Some(&key),
+            &OpenOptions::at_step(key.clone()),
             &next,
             Some(&first),
             Some(&first),
@@ -720,9 +720,9 @@ fn c12_another_step_while_the_parent_is_busy_is_a_conflict_naming_the_active_han
     let unnamed = waiting();
     for active in [&first, &unnamed] {
         is_conflict(
-            decide_open_at_step(
+            decide_open_with(
                 &OpenRequest::on(&parent).build(),
-                Some(&step("b")),
+                &OpenOptions::at_step(step("b")),
                 &parent,
                 Some(active),
                 None,
@@ -754,9 +754,9 @@ fn c12_a_handoff_of_another_step_or_parent_is_not_returned() {
     let parent = task_parent();
     let first = opened_at_step(&parent, &step("a"));
     is_invalid(
-        decide_open_at_step(
+        decide_open_with(
             &OpenRequest::on(&parent).build(),
-            Some(&step("b")),
+            &OpenOptions::at_step(step("b")),
             &parent,
             None,
             Some(&first),

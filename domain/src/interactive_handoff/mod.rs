@@ -42,8 +42,8 @@ pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
 pub use step::{StepKey, MAX_STEP_BYTES};
 pub use transition::{
     attach, check_claim_generation, check_person_outcome, claim_wake, claim_wake_for_parent,
-    decide_open, decide_open_at_step, decide_open_with, finish, open, replay, OpenDecision,
-    OpenHandoff, OpenOptions, Transition, WakeClaim,
+    decide_open, decide_open_with, finish, open, replay, OpenDecision, OpenHandoff, OpenOptions,
+    Transition, WakeClaim,
 };
 pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 

@@ -117,11 +117,11 @@ impl OpenOptions {
     }
 }
 
-/// Decides an open request without a step (contracts C1, C2 and C3, in that
-/// order): [`decide_open_at_step`] with no step.
+/// Decides an open request without a step or deadline (contracts C1, C2
+/// and C3, in that order): [`decide_open_with`] with no options.
 ///
 /// # Errors
-/// As [`decide_open_at_step`].
+/// As [`decide_open_with`].
 pub fn decide_open(
     request: &OpenInteractiveHandoff,
     parent: &Parent,
@@ -129,49 +129,36 @@ pub fn decide_open(
     id: InteractiveHandoffId,
     now: OffsetDateTime,
 ) -> DomainResult<OpenDecision> {
-    decide_open_at_step(request, None, parent, active, None, id, now)
+    decide_open_with(
+        request,
+        &OpenOptions::default(),
+        parent,
+        active,
+        None,
+        id,
+        now,
+    )
 }
 
-/// Decides an open request, at `step` when the body names one (contracts
-/// C1, C2, C3 and C12, in that order).
+/// Decides an open request with its [`OpenOptions`]: at the body's step
+/// when it names one, with a deadline when it sets one (contracts C1, C2,
+/// C3, C12 and C14, in that order).
 ///
 /// The request is validated on its own, then against `parent` (which must be
 /// the request's parent), and only then is an existing handoff returned, so
 /// a stale body can never obtain one. With a step, `at_step` is the parent's
 /// handoff for that step if it has one, whatever its status: it is returned
 /// as it is. Without one, the parent's `active` handoff is replayed (C3),
-/// whatever its step.
+/// whatever its step. A created handoff gets the deadline, which must be
+/// later than `now`; a replay returns the existing handoff with the
+/// deadline it has.
 ///
 /// # Errors
 /// [`DomainError::InvalidInput`] for a malformed request, a `parent` that is
-/// not the request's, or an `at_step` of another parent or step;
-/// [`DomainError::Conflict`] naming the parent rule broken, or
-/// [`ConflictKind::ParentBusy`] when the parent's active handoff is for
-/// another step (or none).
-pub fn decide_open_at_step(
-    request: &OpenInteractiveHandoff,
-    step: Option<&StepKey>,
-    parent: &Parent,
-    active: Option<&InteractiveHandoff>,
-    at_step: Option<&InteractiveHandoff>,
-    id: InteractiveHandoffId,
-    now: OffsetDateTime,
-) -> DomainResult<OpenDecision> {
-    let options = OpenOptions {
-        step: step.cloned(),
-        expires_at: None,
-    };
-    decide_open_with(request, &options, parent, active, at_step, id, now)
-}
-
-/// Decides an open request with its [`OpenOptions`] (contracts C1, C2, C3,
-/// C12 and C14): as [`decide_open_at_step`], and a created handoff gets the
-/// deadline, which must be later than `now`. A replay returns the existing
-/// handoff with the deadline it has.
-///
-/// # Errors
-/// As [`decide_open_at_step`], and [`DomainError::InvalidInput`] for a
-/// deadline that is not later than `now`.
+/// not the request's, an `at_step` of another parent or step, or a deadline
+/// that is not later than `now`; [`DomainError::Conflict`] naming the parent
+/// rule broken, or [`ConflictKind::ParentBusy`] when the parent's active
+/// handoff is for another step (or none).
 pub fn decide_open_with(
     request: &OpenInteractiveHandoff,
     options: &OpenOptions,
