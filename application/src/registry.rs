@@ -20,7 +20,7 @@ use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 
 use crate::archive::{ArchiveSummary, Progress};
-use crate::delivery::DeliveryCursor;
+use crate::delivery::Deliveries;
 use crate::error::StoreResult;
 use crate::local::PruneOptions;
 use crate::ports::{ListQuery, PruneCount};
@@ -53,7 +53,6 @@ impl Default for HandleSettings {
     }
 }
 
-/// whatever the registry runs on.
 /// A [`Store`](crate::Store) is a facade over one `Arc<dyn Registry>`. Two
 /// kinds implement it: the registry over a backend's storage ports (SQLite,
 /// sled, PostgreSQL; built by [`Store::new`](crate::Store::new)), and a
@@ -69,8 +68,12 @@ impl Default for HandleSettings {
 /// same situation (a served registry carries them across the wire), so a
 /// caller never branches on where the registry runs. The conformance suite
 /// runs its store-level scenarios against both kinds.
+///
+/// A registry is also where the notification service keeps its delivery
+/// cursors ([`Deliveries`], what [`Store::delivery_cursor`](crate::Store::delivery_cursor)
+/// and [`Store::swap_delivery_cursor`](crate::Store::swap_delivery_cursor) call).
 #[async_trait]
-pub trait Registry: Debug + Send + Sync + 'static {
+pub trait Registry: Deliveries {
     /// The backend's name (`sqlite`, `sled`, `postgres`, `http`).
     fn backend(&self) -> &'static str;
 
@@ -184,17 +187,6 @@ pub trait Registry: Debug + Send + Sync + 'static {
 
     /// See [`Store::watch`](crate::Store::watch).
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher>;
-
-    /// See [`Store::delivery_cursor`](crate::Store::delivery_cursor).
-    async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>>;
-
-    /// See [`Store::swap_delivery_cursor`](crate::Store::swap_delivery_cursor).
-    async fn swap_delivery_cursor(
-        &self,
-        endpoint: &str,
-        expected: Option<u64>,
-        cursor: &DeliveryCursor,
-    ) -> StoreResult<bool>;
 
     /// See [`Store::wait`](crate::Store::wait).
     async fn wait(

@@ -51,6 +51,15 @@ impl CliError {
         ))
     }
 
+    /// The async runtime did not start (exit 5): the process is out of
+    /// threads or memory.
+    pub fn no_runtime(error: &std::io::Error) -> Self {
+        Self::unavailable(
+            UnavailableKind::Other,
+            format!("cannot start the async runtime: {error}"),
+        )
+    }
+
     /// `wait` timed out (exit 4).
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(Category::Timeout, "timeout", CONFLICT, message.into())
@@ -152,7 +161,7 @@ mod tests {
 
     #[test]
     fn store_errors_map_to_the_documented_exit_codes_and_kinds() {
-        let cases = [
+        let mut cases = vec![
             (
                 StoreError::InvalidInput("bad".into()),
                 USAGE,
@@ -160,26 +169,18 @@ mod tests {
             ),
             (StoreError::NotFound("gone".into()), NOT_FOUND, "not_found"),
             (
-                StoreError::conflict(ConflictKind::StaleGeneration, "no"),
-                CONFLICT,
-                "stale_generation",
-            ),
-            (
-                StoreError::conflict(ConflictKind::Expired, "too late"),
-                CONFLICT,
-                "expired",
-            ),
-            (
-                StoreError::conflict(ConflictKind::NotEmpty, "holds records"),
-                CONFLICT,
-                "not_empty",
-            ),
-            (
                 StoreError::unavailable(UnavailableKind::Locked, "down"),
                 UNAVAILABLE,
                 "locked",
             ),
         ];
+        for (conflict, kind) in [
+            (ConflictKind::StaleGeneration, "stale_generation"),
+            (ConflictKind::Expired, "expired"),
+            (ConflictKind::NotEmpty, "not_empty"),
+        ] {
+            cases.push((StoreError::conflict(conflict, "no"), CONFLICT, kind));
+        }
         for (error, code, kind) in cases {
             let error = CliError::from(error);
             assert_eq!((error.code(), error.kind()), (code, kind));

@@ -55,7 +55,6 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::UnavailableKind;
 
 use crate::args::{Cli, Command, ProjectCommand, TaskBodyArgs, TaskCommand, WaveCommand};
 use crate::context::Context;
@@ -98,12 +97,7 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            CliError::unavailable(
-                UnavailableKind::Other,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?;
+        .map_err(|e| CliError::no_runtime(&e))?;
     runtime.block_on(dispatch(cli))
 }
 

@@ -65,12 +65,7 @@ fn run(config: StorageConfig, serve_config: ServeConfig) -> CliResult<()> {
         .enable_all()
         .thread_name("lf-handoff-serve")
         .build()
-        .map_err(|e| {
-            CliError::unavailable(
-                UnavailableKind::Other,
-                format!("cannot start the async runtime: {e}"),
-            )
-        })?;
+        .map_err(|e| CliError::no_runtime(&e))?;
     let result = runtime.block_on(async move {
         let store = open_store(&config).await?;
         lf_handoff_server::serve(serve_config, store).await

@@ -44,9 +44,9 @@ use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
-    ArchiveSummary, DeliveryCursor, HandleSettings, ListQuery, PruneCount, PruneOptions, Registry,
-    StoreError, StoreResult, UnavailableKind, Waited, WatchFilter, WatchFrom, Watcher,
-    DEFAULT_RETRY_WINDOW,
+    ArchiveSummary, Deliveries, DeliveryCursor, HandleSettings, ListQuery, PruneCount,
+    PruneOptions, Registry, StoreError, StoreResult, UnavailableKind, Waited, WatchFilter,
+    WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
@@ -399,19 +399,6 @@ impl Registry for ServiceRegistry {
         self.json(&Call::get(&handoff_path(id, "/history"))).await
     }
 
-    async fn delivery_cursor(&self, _endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
-        Err(served_cursors())
-    }
-
-    async fn swap_delivery_cursor(
-        &self,
-        _endpoint: &str,
-        _expected: Option<u64>,
-        _cursor: &DeliveryCursor,
-    ) -> StoreResult<bool> {
-        Err(served_cursors())
-    }
-
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
         let position = match from {
             WatchFrom::After(position) => Some(position),
@@ -538,6 +525,24 @@ impl Registry for ServiceRegistry {
             progress(&summary);
         }
         Ok(summary)
+    }
+}
+
+/// Delivery cursors belong to the server that notifies: a served registry
+/// keeps none of its own.
+#[async_trait]
+impl Deliveries for ServiceRegistry {
+    async fn delivery_cursor(&self, _endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
+        Err(served_cursors())
+    }
+
+    async fn swap_delivery_cursor(
+        &self,
+        _endpoint: &str,
+        _expected: Option<u64>,
+        _cursor: &DeliveryCursor,
+    ) -> StoreResult<bool> {
+        Err(served_cursors())
     }
 }
 

@@ -310,31 +310,6 @@ impl Registry for Local {
         Local::watch(self, from, filter).await
     }
 
-    async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
-        check_endpoint_key(endpoint)?;
-        self.retry("reading a delivery cursor", || {
-            self.deliveries.delivery_cursor(endpoint)
-        })
-        .await
-    }
-
-    async fn swap_delivery_cursor(
-        &self,
-        endpoint: &str,
-        expected: Option<u64>,
-        cursor: &DeliveryCursor,
-    ) -> StoreResult<bool> {
-        check_endpoint_key(endpoint)?;
-        // A swap whose reply was lost and that is tried again finds the
-        // version it made and reports a lost swap: the service then reads
-        // the cursor again and finds its own lease.
-        self.retry("storing a delivery cursor", || {
-            self.deliveries
-                .swap_delivery_cursor(endpoint, expected, cursor)
-        })
-        .await
-    }
-
     async fn wait(
         &self,
         id: &InteractiveHandoffId,
@@ -365,6 +340,36 @@ impl Registry for Local {
         progress: Option<Progress<'_>>,
     ) -> StoreResult<ArchiveSummary> {
         Local::import(self, input, progress).await
+    }
+}
+
+/// The delivery cursors of the notification service, checked and retried
+/// as every other call.
+#[async_trait]
+impl Deliveries for Local {
+    async fn delivery_cursor(&self, endpoint: &str) -> StoreResult<Option<DeliveryCursor>> {
+        check_endpoint_key(endpoint)?;
+        self.retry("reading a delivery cursor", || {
+            self.deliveries.delivery_cursor(endpoint)
+        })
+        .await
+    }
+
+    async fn swap_delivery_cursor(
+        &self,
+        endpoint: &str,
+        expected: Option<u64>,
+        cursor: &DeliveryCursor,
+    ) -> StoreResult<bool> {
+        check_endpoint_key(endpoint)?;
+        // A swap whose reply was lost and that is tried again finds the
+        // version it made and reports a lost swap: the service then reads
+        // the cursor again and finds its own lease.
+        self.retry("storing a delivery cursor", || {
+            self.deliveries
+                .swap_delivery_cursor(endpoint, expected, cursor)
+        })
+        .await
     }
 }
 
