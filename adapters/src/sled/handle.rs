@@ -45,7 +45,12 @@ use super::trees::{Trees, TxTrees};
 pub(super) const LOCK_PATIENCE: Duration = Duration::from_secs(1);
 /// The first pause between lock attempts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(2);
-const MAX_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between lock attempts: a process holding the store
+/// only during calls lets it go [`SLED_LINGER`](super::SLED_LINGER) after
+/// its last call, and the next process in line (a `wait` woken by that
+/// call's write) should have it within a few milliseconds of that, not a
+/// long sleep later. An attempt is a few system calls.
+const MAX_PAUSE: Duration = Duration::from_millis(10);
 
 /// The open stores of this process, by canonical directory.
 static OPEN: Mutex<BTreeMap<PathBuf, Weak<Shared>>> = Mutex::new(BTreeMap::new());

@@ -179,15 +179,25 @@ impl Lender {
         }
         let lender = lender.clone();
         tokio::spawn(async move {
+            let mut pause = SLED_LINGER;
             loop {
-                tokio::time::sleep(SLED_LINGER).await;
+                tokio::time::sleep(pause).await;
                 let closing = {
                     let mut state = lender.state();
-                    let idle = state.busy == 0
-                        && state
+                    // Idle for the linger since the last call ended: the
+                    // next look is when that will be true, so the store
+                    // goes to other processes on time, not up to a
+                    // second linger late.
+                    let left = if state.busy > 0 {
+                        Some(SLED_LINGER)
+                    } else {
+                        state
                             .last_done
-                            .is_none_or(|done| done.elapsed() >= SLED_LINGER);
-                    if !idle && state.shared.is_some() {
+                            .map(|done| SLED_LINGER.saturating_sub(done.elapsed()))
+                            .filter(|left| !left.is_zero())
+                    };
+                    if let (Some(left), Some(_)) = (left, &state.shared) {
+                        pause = left;
                         continue;
                     }
                     state.reaping = false;
