@@ -3,7 +3,12 @@
 //! store size.
 //!
 //! One store per size (1k, 100k and 1M handoffs by default) is filled by the
-//! backend's raw bulk loader with the same [`Population`]. The reads are
+//! backend's raw bulk loader with the same [`Population`], in a child
+//! process of its own ([`FILL_ARG`]): this process opens the stores as a
+//! program that uses a registry does, without the heap a bulk load of a
+//! million records leaves behind (in a process that loaded sled itself,
+//! glibc's allocator stalled sled's reads for tens of milliseconds, a
+//! tail no user of an existing store sees; see docs/BENCHMARKS.md). The reads are
 //! then sampled on random keys from the whole store, in rounds that visit
 //! every size in turn, so a busy moment of the machine hits all sizes alike
 //! and the ratios stay comparable. Every answer is checked (the handoff is
@@ -20,8 +25,9 @@ use lf_handoff_adapters::{open_store, ListQuery, StorageConfig, Store};
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::backends::BenchBackend;
-use crate::error::{fail, BenchResult, Context};
+use crate::backends::{raw_engine, BenchBackend};
+use crate::child::run_self;
+use crate::error::{fail, BenchResult, Context, Failure};
 use crate::population::{Population, PER_PARENT};
 use crate::report::short;
 use crate::stats::{Rng, Summary};
@@ -163,12 +169,7 @@ async fn load(
     let config = backend
         .new_store(&format!("latency-{}", short(size)))
         .await?;
-    let raw = backend.raw(&config).await?;
-    let start = Instant::now();
-    raw.bulk_load(population, 0..Population::parents_for(size), 0..size)
-        .await?;
-    let load_seconds = start.elapsed().as_secs_f64();
-    raw.close().await;
+    let load_seconds = fill_in_a_child(&config, population, size).await?;
     let store = open_store(&config).await.context("open store")?;
     let sized = Sized {
         size,
@@ -181,6 +182,58 @@ async fn load(
         list_status: Vec::new(),
     };
     Ok((config, sized))
+}
+
+/// The hidden first argument that makes this program a fill child.
+pub const FILL_ARG: &str = "fill-child";
+
+/// Fills the store `config` names with the first `size` handoffs of
+/// `population` (and their parents) in a child process; returns the
+/// seconds the bulk load took there.
+async fn fill_in_a_child(
+    config: &StorageConfig,
+    population: &Population,
+    size: u64,
+) -> BenchResult<f64> {
+    let url = config.url();
+    let args = vec![
+        FILL_ARG.to_string(),
+        url.clone(),
+        population.base_micros().to_string(),
+        size.to_string(),
+    ];
+    let what = format!("fill child on {url}");
+    let line = tokio::task::spawn_blocking(move || run_self(&what, &args))
+        .await
+        .context("the fill child's task")??;
+    line.parse::<f64>()
+        .map_err(|e| Failure(format!("the fill child on {url} reported {line:?}: {e}")))
+}
+
+/// The fill child: `URL BASE_MICROS HANDOFFS`; bulk-loads the store
+/// through its raw engine and prints the seconds it took.
+///
+/// # Errors
+/// Bad arguments, or the engine's failure.
+pub async fn fill_main(args: &[String]) -> BenchResult<()> {
+    let [url, base, size] = args else {
+        return fail(format!(
+            "usage: {FILL_ARG} URL BASE_MICROS HANDOFFS (got {args:?})"
+        ));
+    };
+    let config = StorageConfig::from_url(url).context("store URL")?;
+    let population = Population::from_base_arg(base)?;
+    let size = size
+        .parse::<u64>()
+        .map_err(|e| Failure(format!("handoffs {size:?}: {e}")))?;
+    let raw = raw_engine(&config).await?;
+    let start = Instant::now();
+    raw.bulk_load(&population, 0..Population::parents_for(size), 0..size)
+        .await?;
+    let seconds = start.elapsed().as_secs_f64();
+    raw.close().await;
+    println!("{seconds}");
+    Ok(())
 }
 
 impl Sized {

@@ -23,10 +23,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::timestamp::from_unix_micros;
 use lf_handoff_adapters::{open_store, SledConfig, StorageConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::child::run_self;
 use crate::error::{fail, BenchResult, Context, Failure};
 use crate::lifecycle::{create_waves, store_lifecycle};
 use crate::population::Population;
@@ -166,38 +166,29 @@ pub fn cache_loops(
     lifecycles: usize,
     gets_per_lifecycle: usize,
 ) -> BenchResult<Vec<CacheLoop>> {
-    let exe = std::env::current_exe().context("this program's path")?;
     let mut loops = Vec::with_capacity(caches.len());
     for &cache in caches {
         let mut sled = SledConfig::new(path);
         sled.cache = cache;
         let url = StorageConfig::Sled(sled).url();
-        let output = Command::new(&exe)
-            .arg(CHILD_ARG)
-            .arg(&url)
-            .arg(population.base_micros().to_string())
-            .arg(handoffs.to_string())
-            .arg(lifecycles.to_string())
-            .arg(gets_per_lifecycle.to_string())
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .context("start the cache-loop child")?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        if !output.status.success() {
-            return fail(format!(
-                "the cache-loop child on {url} exited with {}: {}",
-                output.status,
-                stdout.trim()
-            ));
-        }
-        let figures = stdout
-            .lines()
-            .last()
-            .and_then(|line| serde_json::from_str::<CacheLoop>(line).ok());
-        match figures {
-            Some(figures) => loops.push(figures),
-            None => return fail(format!("the cache-loop child on {url} reported nothing")),
+        let line = run_self(
+            &format!("cache-loop child on {url}"),
+            &[
+                CHILD_ARG.to_string(),
+                url.clone(),
+                population.base_micros().to_string(),
+                handoffs.to_string(),
+                lifecycles.to_string(),
+                gets_per_lifecycle.to_string(),
+            ],
+        )?;
+        match serde_json::from_str::<CacheLoop>(&line) {
+            Ok(figures) => loops.push(figures),
+            Err(error) => {
+                return fail(format!(
+                    "the cache-loop child on {url} reported {line:?}: {error}"
+                ))
+            }
         }
     }
     Ok(loops)
@@ -219,12 +210,7 @@ pub async fn child_main(args: &[String]) -> BenchResult<()> {
     let StorageConfig::Sled(sled) = &config else {
         return fail(format!("not a sled store: {url}"));
     };
-    let base = base
-        .parse::<i64>()
-        .ok()
-        .and_then(from_unix_micros)
-        .ok_or_else(|| Failure(format!("base instant {base:?}")))?;
-    let population = Population::new(base)?;
+    let population = Population::from_base_arg(base)?;
     let handoffs = number(handoffs, "handoffs")?.max(1);
     let lifecycles = usize::try_from(number(lifecycles, "lifecycles")?).unwrap_or(0);
     let gets_per_lifecycle = usize::try_from(number(gets, "gets")?).unwrap_or(0);

@@ -64,6 +64,20 @@ impl Population {
         self.base_micros
     }
 
+    /// The population whose [`base_micros`](Self::base_micros) is
+    /// `text`, as a child process is given it.
+    ///
+    /// # Errors
+    /// A failure naming `text` if it is not such an instant.
+    pub fn from_base_arg(text: &str) -> BenchResult<Self> {
+        let base = text
+            .parse::<i64>()
+            .ok()
+            .and_then(from_unix_micros)
+            .ok_or_else(|| crate::error::Failure(format!("base instant {text:?}")))?;
+        Self::new(base)
+    }
+
     /// How many waves hold `handoffs` handoffs.
     pub fn parents_for(handoffs: u64) -> u64 {
         handoffs.div_ceil(PER_PARENT)

@@ -20,10 +20,12 @@
 //! reads the waiter's line: it includes the finish's own commit and the
 //! pipe, which every real waiter pays too.
 //!
-//! sled lets one process open a store, so on sled the waiter is a task of
-//! this process with a second store handle (sharing the `Db`, as handles
-//! in one process do), and the latency is taken when the task's wait
-//! returns; there is no command-line figure.
+//! sled lets one process hold a store at a time, so on sled every process
+//! (this one, which finishes, and each waiter) opens the store as the
+//! command line does ([`StorageConfig::shared_with_other_processes`]:
+//! `hold=calls`, the database held only during calls): the figures are
+//! those of several processes sharing a sled store, the command line's
+//! `wait` among them.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -100,47 +102,41 @@ pub async fn measure(
     max_delay_ms: u64,
     cli: Option<std::path::PathBuf>,
 ) -> BenchResult<WakeFigures> {
-    let config = backend.new_store("wake").await?;
+    let config = backend
+        .new_store("wake")
+        .await?
+        .shared_with_other_processes();
     let store = open_store(&config).await.context("open store")?;
     let max_delay_ms = max_delay_ms.max(MIN_DELAY_MS + 1);
-    let cross_process = backend.name() != "sled";
-    let mut waiters = Vec::new();
-    // The two waiters of the store, in a child process or (sled) in a
-    // task of this one, then the command line's.
-    let names = if cross_process {
-        [
-            "Store::wait, other process",
-            "polling get (50 ms doubling to 1 s), other process",
-        ]
-    } else {
-        [
-            "Store::wait, second handle, same process",
-            "polling get (50 ms doubling to 1 s), same process",
-        ]
+    let cli = cli.filter(|path| path.is_file());
+    let finisher = match &cli {
+        Some(cli) if backend.name() == "sled" => Finisher::Cli {
+            cli,
+            config: &config,
+        },
+        _ => Finisher::Store,
     };
+    let mut waiters = Vec::new();
     let mut rows: Vec<(String, BenchResult<Vec<Duration>>)> = Vec::new();
-    for (mode, name) in [Mode::StoreWait, Mode::Poll].into_iter().zip(names) {
-        let result = if cross_process {
-            match ChildWaiter::spawn(&config, mode) {
-                Ok(mut waiter) => timed(&store, &mut waiter, samples, max_delay_ms).await,
-                Err(error) => Err(error),
-            }
-        } else {
-            match TaskWaiter::open(&config, mode).await {
-                Ok(mut waiter) => timed(&store, &mut waiter, samples, max_delay_ms).await,
-                Err(error) => Err(error),
-            }
+    for (mode, name) in [
+        (Mode::StoreWait, "Store::wait, other process"),
+        (
+            Mode::Poll,
+            "polling get (50 ms doubling to 1 s), other process",
+        ),
+    ] {
+        let result = match ChildWaiter::spawn(&config, mode) {
+            Ok(mut waiter) => timed(&store, &finisher, &mut waiter, samples, max_delay_ms).await,
+            Err(error) => Err(error),
         };
         rows.push((name.to_string(), result));
     }
-    let cli_row = if !cross_process {
-        fail("sled allows one process per store; this one holds it")
-    } else if let Some(cli) = cli.filter(|path| path.is_file()) {
+    let cli_row = if let Some(cli) = &cli {
         let mut waiter = CliWaiter {
-            cli: &cli,
+            cli,
             config: &config,
         };
-        timed(&store, &mut waiter, samples, max_delay_ms).await
+        timed(&store, &finisher, &mut waiter, samples, max_delay_ms).await
     } else {
         fail(
             "CLI not built; build it with `cargo build --release -p lf-handoff-cli` \
@@ -165,12 +161,17 @@ pub async fn measure(
     drop(store);
     backend.remove(&config).await;
     Ok(WakeFigures {
-        setting: if cross_process {
-            "the waiter in another process, the finish in this one".into()
-        } else {
-            "sled: one process per store, so the waiter is a task with a second store handle \
-             (sharing the Db) in this process"
+        setting: if let Finisher::Cli { .. } = finisher {
+            "sled: the waiter in another process, the finish an `lf-handoff complete` process; \
+             every process holds the store only during its calls (hold=calls, as the command \
+             line does)"
                 .into()
+        } else if backend.name() == "sled" {
+            "sled: the waiter in another process, the finish in this one; every process holds \
+             the store only during its calls (hold=calls, as the command line does)"
+                .into()
+        } else {
+            "the waiter in another process, the finish in this one".into()
         },
         max_delay_ms,
         waiters,
@@ -194,17 +195,59 @@ async fn active_handoff(store: &Store) -> BenchResult<InteractiveHandoffId> {
     Ok(handoff.id)
 }
 
-async fn finish(store: &Store, id: &InteractiveHandoffId) -> BenchResult<()> {
-    store
-        .finish_interactive_handoff(
-            id,
-            &InteractiveHandoffOutcome::Completed {
-                summary: "woken".into(),
-            },
-        )
-        .await
-        .context("finish")?;
-    Ok(())
+/// Who finishes each sample's handoff.
+enum Finisher<'a> {
+    /// This process, through its own store handle.
+    Store,
+    /// A fresh `lf-handoff complete ID` process, as a person's: on sled,
+    /// where a process that holds the store only during calls keeps it
+    /// [`SLED_LINGER`](lf_handoff_adapters::SLED_LINGER) after its last
+    /// one, this is the case the command line's `wait` serves (a
+    /// long-running program owns its sled store and waits in-process).
+    Cli {
+        cli: &'a std::path::Path,
+        config: &'a StorageConfig,
+    },
+}
+
+impl Finisher<'_> {
+    async fn finish(&self, store: &Store, id: &InteractiveHandoffId) -> BenchResult<()> {
+        match self {
+            Self::Store => {
+                store
+                    .finish_interactive_handoff(
+                        id,
+                        &InteractiveHandoffOutcome::Completed {
+                            summary: "woken".into(),
+                        },
+                    )
+                    .await
+                    .context("finish")?;
+            }
+            Self::Cli { cli, config } => {
+                let output = tokio::process::Command::new(cli)
+                    .arg("--store")
+                    .arg(config.url())
+                    .arg("complete")
+                    .arg(id.as_str())
+                    .arg("--summary")
+                    .arg("woken")
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true)
+                    .output()
+                    .await
+                    .context(format!("start {}", cli.display()))?;
+                if !output.status.success() {
+                    return fail(format!(
+                        "`lf-handoff complete` exited with {}: {}",
+                        output.status,
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The waits before each finish: one untimed sample at the shortest wait,
@@ -330,6 +373,7 @@ trait Waiter {
 /// is not timed (the waiter's store handle opens then).
 async fn timed(
     store: &Store,
+    finisher: &Finisher<'_>,
     waiter: &mut impl Waiter,
     samples: usize,
     max_delay_ms: u64,
@@ -340,7 +384,7 @@ async fn timed(
         let waiting = waiter.start(&id).await?;
         tokio::time::sleep(delay).await;
         let start = Instant::now();
-        finish(store, &id).await?;
+        finisher.finish(store, &id).await?;
         let at = waiter.ended(waiting, &id).await?;
         if n > 0 {
             timings.push(at.saturating_duration_since(start));
@@ -427,42 +471,6 @@ impl Waiter for CliWaiter<'_> {
             Some(at) => Ok(at),
             None => fail("`lf-handoff wait` printed nothing"),
         }
-    }
-}
-
-/// sled: the waiter is a task with a second handle of this process.
-struct TaskWaiter {
-    store: Store,
-    mode: Mode,
-}
-
-impl TaskWaiter {
-    async fn open(config: &StorageConfig, mode: Mode) -> BenchResult<Self> {
-        let store = open_store(config).await.context("open a second handle")?;
-        Ok(Self { store, mode })
-    }
-}
-
-impl Waiter for TaskWaiter {
-    type Waiting = tokio::task::JoinHandle<BenchResult<Instant>>;
-
-    async fn start(&mut self, id: &InteractiveHandoffId) -> BenchResult<Self::Waiting> {
-        let (store, id, mode) = (self.store.clone(), id.clone(), self.mode);
-        Ok(tokio::spawn(async move {
-            wait_once(&store, &id, mode).await?;
-            Ok(Instant::now())
-        }))
-    }
-
-    async fn ended(
-        &mut self,
-        task: Self::Waiting,
-        _: &InteractiveHandoffId,
-    ) -> BenchResult<Instant> {
-        tokio::time::timeout(REPORT_PATIENCE, task)
-            .await
-            .context("the waiting task took too long")?
-            .context("waiting task")?
     }
 }
 

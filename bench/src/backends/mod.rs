@@ -120,6 +120,22 @@ pub trait RawEngine: Send + Sync {
     async fn close(self: Box<Self>);
 }
 
+/// Opens the raw engine under the store `config` names, whichever backend
+/// it is: the way in of a child process that fills a store and has no
+/// [`BenchBackend`].
+///
+/// # Errors
+/// A failure for a served store (it has no engine of its own here) or when
+/// the engine does not open.
+pub async fn raw_engine(config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {
+    match config {
+        StorageConfig::Sqlite(_) => SqliteBench::new(PathBuf::new()).raw(config).await,
+        StorageConfig::Sled(_) => SledBench::new(PathBuf::new()).raw(config).await,
+        StorageConfig::Postgres(_) => PostgresBench::raw_engine(config).await,
+        _ => fail(format!("{} has no raw engine here", config.url())),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 

@@ -94,6 +94,13 @@ impl PostgresBench {
             .context("postgres store URL")
     }
 
+    /// The raw engine under the store `config` names: one connection to
+    /// its schema.
+    pub(crate) async fn raw_engine(config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {
+        let conn = Self::connect_to(config).await?;
+        Ok(Box::new(RawSql::Postgres(Mutex::new(conn))))
+    }
+
     async fn connect_to(config: &StorageConfig) -> BenchResult<PgConnection> {
         let postgres = postgres_config(config)?;
         PgConnectOptions::from_str(&postgres.connection)
@@ -184,8 +191,7 @@ impl BenchBackend for PostgresBench {
     }
 
     async fn raw(&self, config: &StorageConfig) -> BenchResult<Box<dyn RawEngine>> {
-        let conn = Self::connect_to(config).await?;
-        Ok(Box::new(RawSql::Postgres(Mutex::new(conn))))
+        Self::raw_engine(config).await
     }
 
     fn raw_get_command(&self, config: &StorageConfig, id: &str) -> Option<Vec<String>> {
