@@ -10,7 +10,9 @@ pub(crate) fn encode(bytes: &[u8]) -> String {
 /// The `N` bytes `text` spells in exactly `2 * N` hex digits (either
 /// case); `None` for anything else.
 pub(crate) fn decode<const N: usize>(text: &str) -> Option<[u8; N]> {
-    if text.len() != N * 2 || !text.is_ascii() {
+    // Hex digits only: `from_str_radix` alone would also take a sign
+    // (`"+f"` is 15).
+    if text.len() != N * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0_u8; N];
@@ -30,7 +32,14 @@ mod tests {
         assert_eq!(encode(&bytes), "0001abff");
         assert_eq!(decode::<4>("0001abff"), Some(bytes));
         assert_eq!(decode::<4>("0001ABFF"), Some(bytes));
-        for bad in ["0001abf", "0001abff00", "0001abfg", "00é1abf"] {
+        for bad in [
+            "0001abf",
+            "0001abff00",
+            "0001abfg",
+            "00é1abf",
+            "+f01abff",
+            "00+1abff",
+        ] {
             assert_eq!(decode::<4>(bad), None, "{bad}");
         }
     }
