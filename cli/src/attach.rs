@@ -64,16 +64,10 @@ pub async fn attach(
         .filter(|_| local)
         .and_then(|attach| Some((attach.join_from(std::env::var_os("TMUX").as_ref())?, attach)));
     if print {
-        if ctx.json {
-            emit_json(&descriptor)?;
-        } else if let Some((TmuxJoin::Switch(switch), _)) = &join {
-            emit(&descriptor_block_running(&descriptor, shell_words(switch)))?;
-        } else {
-            emit(&descriptor_block(&descriptor, &handoff.home))?;
-        }
+        print_descriptor(ctx, &descriptor, &handoff.home, join.as_ref())?;
         return Ok(None);
     }
-    if let WaveHome::Ssh { .. } = handoff.home {
+    if !local {
         let ssh_command = shell_line(&descriptor, &handoff.home);
         if ctx.json {
             emit_json(&RemoteAttach {
@@ -89,6 +83,34 @@ pub async fn attach(
         }
         return Ok(None);
     }
+    local_command(ctx, &handoff.id, &descriptor, join.as_ref()).map(Some)
+}
+
+/// `attach --print`: the descriptor, or the tmux switch that would run.
+fn print_descriptor(
+    ctx: &Context,
+    descriptor: &AttachDescriptor,
+    home: &WaveHome,
+    join: Option<&(TmuxJoin, TmuxAttach)>,
+) -> CliResult<()> {
+    if ctx.json {
+        emit_json(descriptor)
+    } else if let Some((TmuxJoin::Switch(switch), _)) = join {
+        emit(&descriptor_block_running(descriptor, shell_words(switch)))
+    } else {
+        emit(&descriptor_block(descriptor, home))
+    }
+}
+
+/// The command that joins a handoff of this machine: a tmux client switch
+/// when the terminal is a client of the session's tmux server, else the
+/// handoff's own command (nested in this tmux pane for another server).
+fn local_command(
+    ctx: &Context,
+    id: &InteractiveHandoffId,
+    descriptor: &AttachDescriptor,
+    join: Option<&(TmuxJoin, TmuxAttach)>,
+) -> CliResult<Command> {
     if !descriptor.cwd.is_dir() {
         return Err(CliError::cannot_execute(format!(
             "the handoff's directory {} is not a directory on this machine; \
@@ -101,11 +123,11 @@ pub async fn attach(
             "handoff {id} has no attach command"
         )));
     };
-    if let Some((TmuxJoin::Switch(switch), attach)) = &join {
+    if let Some((TmuxJoin::Switch(switch), attach)) = join {
         if !ctx.json {
             note(&format!(
                 "{} waits in tmux session {}; switching this tmux client to it: {}",
-                handoff.id,
+                id,
                 printable(attach.target()),
                 shell_words(switch)
             ));
@@ -113,16 +135,16 @@ pub async fn attach(
         let (program, arguments) = switch.split_first().unwrap_or((program, arguments));
         let mut command = Command::new(program);
         command.args(arguments).current_dir(&descriptor.cwd);
-        return Ok(Some(command));
+        return Ok(command);
     }
     if !ctx.json {
         note(&format!(
             "attaching to {}: {} (in {})",
-            handoff.id,
+            id,
             shell_words(&descriptor.argv),
             printable(&descriptor.cwd.display().to_string())
         ));
-        if let Some((TmuxJoin::Nested, _)) = &join {
+        if let Some((TmuxJoin::Nested, _)) = join {
             note(
                 "the session is on another tmux server than this terminal's: \
                  its client runs nested in this pane",
@@ -134,10 +156,10 @@ pub async fn attach(
         .args(arguments)
         .envs(&descriptor.environment)
         .current_dir(&descriptor.cwd);
-    if let Some((TmuxJoin::Nested, _)) = &join {
+    if let Some((TmuxJoin::Nested, _)) = join {
         command.env_remove("TMUX");
     }
-    Ok(Some(command))
+    Ok(command)
 }
 
 /// Replaces this process with `command`. Returns only when that fails.

@@ -356,21 +356,7 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSALS));
-        let deliveries = self
-            .notify
-            .clone()
-            .map(|mut notify| {
-                // Every message carries the handoff's signed link (C21),
-                // for whoever follows it from the chat: `link:notification`.
-                if notify.links.is_none() {
-                    let state = self.state.clone();
-                    notify.links = Some(Arc::new(move |handoff| {
-                        state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
-                    }));
-                }
-                notify::start(notify, &self.state)
-            })
-            .unwrap_or_default();
+        let deliveries = self.start_deliveries();
         tokio::pin!(shutdown);
         loop {
             let stream = tokio::select! {
@@ -400,28 +386,10 @@ impl Server {
             };
             let service = TowerToHyperService::new(router.clone());
             let watcher = graceful.watcher();
-            let tls = self.tls.clone();
-            let state = self.state.clone();
+            let (tls, state) = (self.tls.clone(), self.state.clone());
             tokio::spawn(async move {
                 state.metrics().gauge(Gauge::Connections, 1);
-                match tls {
-                    None => serve_connection(TokioIo::new(stream), service, watcher, &limits).await,
-                    Some(acceptor) => {
-                        match tokio::time::timeout(
-                            limits.header_read_timeout,
-                            acceptor.accept(stream),
-                        )
-                        .await
-                        {
-                            Ok(Ok(stream)) => {
-                                serve_connection(TokioIo::new(stream), service, watcher, &limits)
-                                    .await;
-                            }
-                            Ok(Err(error)) => tracing::debug!("a TLS handshake failed: {error}"),
-                            Err(_) => tracing::debug!("a TLS handshake timed out"),
-                        }
-                    }
-                }
+                accepted(stream, tls, service, watcher, &limits).await;
                 state.metrics().gauge(Gauge::Connections, -1);
                 drop(permit);
             });
@@ -449,6 +417,43 @@ impl Server {
         }
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// Starts a delivery task per notification endpoint (none without
+    /// `--notify`).
+    fn start_deliveries(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        let Some(mut notify) = self.notify.clone() else {
+            return Vec::new();
+        };
+        // Every message carries the handoff's signed link (C21), for
+        // whoever follows it from the chat: `link:notification`.
+        if notify.links.is_none() {
+            let state = self.state.clone();
+            notify.links = Some(Arc::new(move |handoff| {
+                state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
+            }));
+        }
+        notify::start(notify, &self.state)
+    }
+}
+
+/// Serves one accepted connection: its TLS handshake first (bounded by the
+/// header read timeout) when the server has TLS.
+async fn accepted(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    service: TowerToHyperService<axum::Router>,
+    watcher: Watcher,
+    limits: &Limits,
+) {
+    let Some(acceptor) = tls else {
+        serve_connection(TokioIo::new(stream), service, watcher, limits).await;
+        return;
+    };
+    match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => serve_connection(TokioIo::new(stream), service, watcher, limits).await,
+        Ok(Err(error)) => tracing::debug!("a TLS handshake failed: {error}"),
+        Err(_) => tracing::debug!("a TLS handshake timed out"),
     }
 }
 

@@ -122,8 +122,16 @@ impl Metrics {
     pub async fn render(&self, store: &Store) -> StoreResult<String> {
         let (open, due) = count_open(store).await?;
         let mut out = String::new();
+        self.write_requests(&mut out);
+        self.write_gauges(&mut out, open, due);
+        self.write_notifications(&mut out);
+        Ok(out)
+    }
+
+    /// The requests' counters and duration histograms.
+    fn write_requests(&self, out: &mut String) {
         family(
-            &mut out,
+            out,
             "lf_handoff_http_requests_total",
             "counter",
             "Requests answered, by method, route template and status.",
@@ -138,7 +146,7 @@ impl Metrics {
             );
         }
         family(
-            &mut out,
+            out,
             "lf_handoff_http_request_duration_seconds",
             "histogram",
             "How long requests took, by method, route template and status.",
@@ -167,6 +175,11 @@ impl Metrics {
                 series.count
             );
         }
+    }
+
+    /// One value each: the store's `open` and `due` handoffs, the
+    /// service's gauges and its counters.
+    fn write_gauges(&self, out: &mut String, open: u64, due: u64) {
         for (name, kind, help, value) in [
             (
                 "lf_handoff_handoffs_open",
@@ -211,11 +224,15 @@ impl Metrics {
                 retries_total(),
             ),
         ] {
-            family(&mut out, name, kind, help);
+            family(out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+    }
+
+    /// The notification posts by endpoint and outcome.
+    fn write_notifications(&self, out: &mut String) {
         family(
-            &mut out,
+            out,
             "lf_handoff_notifications_total",
             "counter",
             "Notification posts by endpoint (scheme, host and port) and outcome: delivered, \
@@ -233,7 +250,6 @@ impl Metrics {
                 escape_label(&endpoint)
             );
         }
-        Ok(out)
     }
 
     fn snapshot(&self) -> Vec<((&'static str, String, u16), Series)> {

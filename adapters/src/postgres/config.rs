@@ -492,18 +492,7 @@ fn host_urls(connection: &str) -> StoreResult<Vec<String>> {
         return Ok(vec![connection.to_string()]);
     }
     if let Some(listed) = host_option {
-        if !hosts.is_empty() {
-            return Err(invalid(format!(
-                "store URL {shown:?} names hosts both before the path and in host=; name them \
-                 in one place"
-            )));
-        }
-        for (index, host) in listed.split(',').enumerate() {
-            if host.is_empty() {
-                return Err(empty_host(&shown, index + 1));
-            }
-            hosts.push(HostEntry { host, port: None });
-        }
+        option_hosts(&shown, listed, &mut hosts)?;
     }
     if hosts.is_empty() {
         return Err(invalid(format!(
@@ -512,37 +501,73 @@ fn host_urls(connection: &str) -> StoreResult<Vec<String>> {
         )));
     }
     if let Some(listed) = port_option {
-        let ports: Vec<&str> = listed.split(',').collect();
-        if ports.len() != 1 && ports.len() != hosts.len() {
+        assign_ports(&shown, listed, &mut hosts)?;
+    }
+    one_url_per_host(&shown, (scheme, userinfo, path), &pairs, &hosts)
+}
+
+/// Adds the hosts of a `host=` list to `hosts`, which must hold none from
+/// before the path.
+fn option_hosts<'a>(
+    shown: &str,
+    listed: &'a str,
+    hosts: &mut Vec<HostEntry<'a>>,
+) -> StoreResult<()> {
+    if !hosts.is_empty() {
+        return Err(invalid(format!(
+            "store URL {shown:?} names hosts both before the path and in host=; name them \
+             in one place"
+        )));
+    }
+    for (index, host) in listed.split(',').enumerate() {
+        if host.is_empty() {
+            return Err(empty_host(shown, index + 1));
+        }
+        hosts.push(HostEntry { host, port: None });
+    }
+    Ok(())
+}
+
+/// Gives each of `hosts` its port from a `port=` list: one port for all,
+/// or one per host; a host with a port after its name too is refused.
+fn assign_ports(shown: &str, listed: &str, hosts: &mut [HostEntry<'_>]) -> StoreResult<()> {
+    let ports: Vec<&str> = listed.split(',').collect();
+    if ports.len() != 1 && ports.len() != hosts.len() {
+        return Err(invalid(format!(
+            "store URL {shown:?}: port= lists {} ports for {} hosts; give one port for all \
+             or one per host",
+            ports.len(),
+            hosts.len()
+        )));
+    }
+    for (index, host) in hosts.iter_mut().enumerate() {
+        let port = ports[if ports.len() == 1 { 0 } else { index }];
+        if host.port.is_some() {
             return Err(invalid(format!(
-                "store URL {shown:?}: port= lists {} ports for {} hosts; give one port for all \
-                 or one per host",
-                ports.len(),
-                hosts.len()
+                "store URL {shown:?}: host {} has its port both after its name and in port=; \
+                 give it once",
+                host.host
             )));
         }
-        for (index, host) in hosts.iter_mut().enumerate() {
-            let port = ports[if ports.len() == 1 { 0 } else { index }];
-            if host.port.is_some() {
-                return Err(invalid(format!(
-                    "store URL {shown:?}: host {} has its port both after its name and in port=; \
-                     give it once",
-                    host.host
-                )));
-            }
-            host.port = Some(parse_port(&shown, port, host.host)?);
-        }
+        host.port = Some(parse_port(shown, port, host.host)?);
     }
+    Ok(())
+}
+
+/// One driver URL per host: the URL's `(scheme, userinfo, path)` and its
+/// other options `pairs`, with the host (and its port) as options; a
+/// server named twice is refused.
+fn one_url_per_host(
+    shown: &str,
+    (scheme, userinfo, path): (&str, Option<&str>, &str),
+    pairs: &[&str],
+    hosts: &[HostEntry<'_>],
+) -> StoreResult<Vec<String>> {
     let mut seen: Vec<(String, u16)> = Vec::new();
     let mut urls = Vec::with_capacity(hosts.len());
-    for host in &hosts {
-        let key = (
-            host.host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_ascii_lowercase(),
-            host.port.unwrap_or(DEFAULT_PORT),
-        );
+    for host in hosts {
+        let bare = host.host.trim_start_matches('[').trim_end_matches(']');
+        let key = (bare.to_ascii_lowercase(), host.port.unwrap_or(DEFAULT_PORT));
         if seen.contains(&key) {
             return Err(invalid(format!(
                 "store URL {shown:?} names host {}:{} twice; name each server once",
@@ -560,10 +585,7 @@ fn host_urls(connection: &str) -> StoreResult<Vec<String>> {
         }
         url.push_str(path);
         url.push('?');
-        let mut options = vec![format!(
-            "host={}",
-            host.host.trim_start_matches('[').trim_end_matches(']')
-        )];
+        let mut options = vec![format!("host={bare}")];
         if let Some(port) = host.port {
             options.push(format!("port={port}"));
         }
