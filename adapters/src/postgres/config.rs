@@ -978,22 +978,32 @@ mod tests {
     #[test]
     fn tls_failures_are_told_apart_by_what_a_person_can_do() {
         use crate::postgres::error::{tls_failure, TlsFailure};
+        use rustls::CertificateError;
+        let wrapped =
+            |error: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, error);
+        let refused = |certificate: CertificateError| {
+            tls_failure(&wrapped(rustls::Error::InvalidCertificate(certificate)))
+        };
         assert_eq!(
-            tls_failure(
-                "invalid peer certificate: certificate not valid for name \"127.0.0.1\"; \
-                 certificate is only valid for DnsName(\"localhost\")"
-            ),
+            refused(CertificateError::NotValidForName),
             Some(TlsFailure::HostName)
         );
         assert_eq!(
-            tls_failure("invalid peer certificate: UnknownIssuer"),
+            refused(CertificateError::UnknownIssuer),
             Some(TlsFailure::UnknownIssuer)
         );
+        assert_eq!(refused(CertificateError::Expired), Some(TlsFailure::Other));
         assert_eq!(
-            tls_failure("invalid peer certificate: Expired"),
+            tls_failure(&wrapped(rustls::Error::DecryptError)),
             Some(TlsFailure::Other)
         );
-        assert_eq!(tls_failure("Connection reset by peer (os error 104)"), None);
+        // Not about TLS, whatever its text says.
+        for plain in [
+            std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+            std::io::Error::other("invalid peer certificate: UnknownIssuer"),
+        ] {
+            assert_eq!(tls_failure(&plain), None, "{plain}");
+        }
     }
 
     #[test]

@@ -346,7 +346,7 @@ impl Server {
                      URL's host and port name a PostgreSQL server and that it is up"
                 ),
             ),
-            sqlx::Error::Io(io) => match tls_failure(&io.to_string()) {
+            sqlx::Error::Io(io) => match tls_failure(io) {
                 Some(failure) => (UnavailableKind::Refused, self.tls_message(&failure, io)),
                 None => (
                     UnavailableKind::Unreachable,
@@ -437,18 +437,19 @@ impl Server {
     }
 }
 
-/// Reads a TLS failure out of an I/O error's text (the driver wraps the TLS
-/// library's error in an I/O error, so its type is not reachable here);
-/// `None` for an I/O error that is not about TLS.
-pub(super) fn tls_failure(io_error: &str) -> Option<TlsFailure> {
-    if !io_error.contains("peer certificate") && !io_error.contains("TLS") {
-        return None;
-    }
-    Some(if io_error.contains("not valid for name") {
-        TlsFailure::HostName
-    } else if io_error.contains("UnknownIssuer") {
-        TlsFailure::UnknownIssuer
-    } else {
-        TlsFailure::Other
+/// The TLS failure an I/O error of the driver carries: its TLS handshake
+/// gives the TLS library's error back wrapped in an I/O error, so the type
+/// is reached through it; `None` for an I/O error that is not about TLS.
+pub(super) fn tls_failure(io: &std::io::Error) -> Option<TlsFailure> {
+    use rustls::CertificateError;
+    let tls = io.get_ref()?.downcast_ref::<rustls::Error>()?;
+    Some(match tls {
+        rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => TlsFailure::HostName,
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            TlsFailure::UnknownIssuer
+        }
+        _ => TlsFailure::Other,
     })
 }
