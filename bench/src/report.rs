@@ -18,7 +18,8 @@ use crate::serve::idle::ServeIdleFigures;
 use crate::serve::lifecycle::ServeLifecycleFigures;
 use crate::statements::StatementFigures;
 use crate::stats::{ratio, Summary};
-use crate::{callers::CallerFigures, idle::IdleFigures, wake::WakeFigures};
+use crate::wake::{WakeFigures, CLI_WAIT_ROW, STORE_WAIT_ROW};
+use crate::{callers::CallerFigures, idle::IdleFigures};
 
 /// The lifecycle goal: store throughput at least this share of raw.
 pub const LIFECYCLE_GOAL: f64 = 0.7;
@@ -288,15 +289,27 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
     if backend.name == "sled" {
         sled_goals(&mut goals, backend);
     }
-    // The waiter rows: `Store::wait`, the polling loop, `lf-handoff wait`.
     let wake_goal = match backend.name.as_str() {
-        "sqlite" => Some(("wake Store::wait median ms", 0, WAKE_GOAL_SQLITE_MS)),
-        "postgres" => Some(("wake Store::wait median ms", 0, WAKE_GOAL_POSTGRES_MS)),
-        "sled" => Some(("wake lf-handoff wait median ms", 2, WAKE_GOAL_SLED_CLI_MS)),
+        "sqlite" => Some((
+            "wake Store::wait median ms",
+            STORE_WAIT_ROW,
+            WAKE_GOAL_SQLITE_MS,
+        )),
+        "postgres" => Some((
+            "wake Store::wait median ms",
+            STORE_WAIT_ROW,
+            WAKE_GOAL_POSTGRES_MS,
+        )),
+        "sled" => Some((
+            "wake lf-handoff wait median ms",
+            CLI_WAIT_ROW,
+            WAKE_GOAL_SLED_CLI_MS,
+        )),
         _ => None,
     };
-    if let (Some((name, row, limit)), Some(wake)) = (wake_goal, &backend.wake) {
-        if let Some(latency) = wake.waiters.get(row).and_then(|row| row.latency) {
+    if let (Some((name, waiter, limit)), Some(wake)) = (wake_goal, &backend.wake) {
+        let row = wake.waiters.iter().find(|row| row.waiter == waiter);
+        if let Some(latency) = row.and_then(|row| row.latency) {
             goals.at_most(name.into(), latency.median_us / 1000.0, limit);
         }
     }

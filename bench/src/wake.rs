@@ -68,6 +68,12 @@ pub struct WakeFigures {
     pub waiters: Vec<WakeRow>,
 }
 
+/// The waiter of the `Store::wait` row, which the goals table reads.
+pub const STORE_WAIT_ROW: &str = "Store::wait, other process";
+
+/// The waiter of the command line's row, which the goals table reads.
+pub const CLI_WAIT_ROW: &str = "`lf-handoff wait ID` process";
+
 /// One waiter's latencies, or why it was not measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct WakeRow {
@@ -119,7 +125,7 @@ pub async fn measure(
     let mut waiters = Vec::new();
     let mut rows: Vec<(String, BenchResult<Vec<Duration>>)> = Vec::new();
     for (mode, name) in [
-        (Mode::StoreWait, "Store::wait, other process"),
+        (Mode::StoreWait, STORE_WAIT_ROW),
         (
             Mode::Poll,
             "polling get (50 ms doubling to 1 s), other process",
@@ -143,7 +149,7 @@ pub async fn measure(
              (or pass --cli PATH)",
         )
     };
-    rows.push(("`lf-handoff wait ID` process".to_string(), cli_row));
+    rows.push((CLI_WAIT_ROW.to_string(), cli_row));
     for (waiter, result) in rows {
         waiters.push(match result {
             Ok(timings) => WakeRow {
