@@ -239,16 +239,22 @@ impl<C: Connection> DerefMut for Lease<'_, C> {
 }
 
 impl<C: Connection> Drop for Lease<'_, C> {
-    /// Gives the connection back, unless it failed or is still inside a
-    /// transaction: a transaction dropped without its end (a cancelled
-    /// call, an error between `BEGIN` and `COMMIT`) is rolled back by sqlx
-    /// only lazily, and a connection that still counts one would refuse the
-    /// next caller's `BEGIN` ("begin_with at non-zero transaction depth",
-    /// seen once under load). Such a connection is closed instead; a new
-    /// one is opened when needed.
+    /// Gives the connection back, unless it failed, is still inside a
+    /// transaction or holds bytes it has not sent. A transaction dropped
+    /// without its end (a cancelled call: a client that went away from the
+    /// service mid-request, an error between `BEGIN` and `COMMIT`) is
+    /// rolled back by sqlx only lazily: PostgreSQL's `ROLLBACK` is queued
+    /// in the connection's buffer until its next use, and meanwhile the
+    /// server keeps the transaction open with its locks (seen: a session
+    /// idle in transaction for minutes, blocking every writer of its rows,
+    /// after a client was killed mid-request). A connection that still
+    /// counts a transaction would also refuse the next caller's `BEGIN`
+    /// ("begin_with at non-zero transaction depth"). Such a connection is
+    /// closed instead, at once: the server then ends the transaction, and
+    /// a new connection is opened when needed.
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            if !self.broken && !conn.is_in_transaction() {
+            if !self.broken && !conn.is_in_transaction() && !conn.should_flush() {
                 self.owner.give(conn);
             }
         }

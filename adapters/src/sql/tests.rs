@@ -1169,3 +1169,78 @@ fn the_shared_sql_code_names_no_backend() {
         }
     }
 }
+
+/// A call cancelled inside its transaction (a client that went away from
+/// the service mid-request) leaves no transaction open on the server:
+/// another handle's write of the same row goes through while the first
+/// handle sits idle. Before, its connection went back to the pool with the
+/// `ROLLBACK` only queued, and the server kept the row locked until that
+/// connection's next use: here, for ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_cancelled_inside_its_transaction_leaves_no_lock_on_postgresql() {
+    let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
+        eprintln!("skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let schema = format!("lfa_{}", WaveId::new().as_str().replace(['-', '_'], ""));
+    let StorageConfig::Postgres(mut postgres) = StorageConfig::postgres(&url).unwrap() else {
+        unreachable!("a postgres:// URL")
+    };
+    postgres.schema = schema.clone();
+    postgres.pool_size = 2;
+    let config = StorageConfig::Postgres(postgres.clone());
+    let admin_config = postgres.clone();
+    let outcome = tokio::spawn(async move {
+        let postgres = admin_config;
+        let first = open_store(&config).await.unwrap();
+        let second = open_store(&config).await.unwrap();
+        let wave = Wave::new(WaveId::new(), "w".into(), "/tmp/cancelled".into());
+        first.create_wave(&wave).await.unwrap();
+        let project = lf_handoff_application::testing::fresh_project(wave.id());
+        first.create_project_session(&project).await.unwrap();
+        let (task, pr) = lf_handoff_application::testing::fresh_task(&project, Path::new("/tmp"));
+        // A task is stored with its first PR in one transaction: the
+        // parent's row, then the PR's. An administrator's lock on the PRs
+        // makes the first handle wait inside that transaction, after the
+        // parent's insert, where the call is then cancelled.
+        let mut admin = postgres.connect_options().unwrap().connect().await.unwrap();
+        sqlx::query("BEGIN").execute(&mut admin).await.unwrap();
+        sqlx::query(&format!(
+            "LOCK TABLE \"{}\".task_prs IN EXCLUSIVE MODE",
+            postgres.schema
+        ))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let cancelled = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            first.create_task_session(&task, &pr),
+        )
+        .await;
+        assert!(cancelled.is_err(), "the insert waited for the lock");
+        sqlx::query("ROLLBACK").execute(&mut admin).await.unwrap();
+        admin.close().await.unwrap();
+        // A hang guard, not a speed goal: without the fix the parent's row
+        // stays locked by the first handle's open transaction for ever.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            second.create_task_session(&task, &pr),
+        )
+        .await
+        .expect("the second handle's write waited for a lock nobody releases")
+        .unwrap();
+        let reference = InteractiveHandoffParent::Task(task.id.clone());
+        assert!(second.get_parent(&reference).await.unwrap().is_some());
+        drop(first);
+    })
+    .await;
+    let mut admin = postgres.connect_options().unwrap().connect().await.unwrap();
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    if let Err(error) = outcome {
+        std::panic::resume_unwind(error.into_panic());
+    }
+}
