@@ -66,10 +66,10 @@ pub use config::text::parse_duration;
 pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
-    archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ConflictKind,
-    DeliveryCursor, GenerateId, ListQuery, PruneOptions, Store, StoreError, StorePorts,
-    StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter, WatchFrom, Watcher,
-    DEFAULT_RETRY_WINDOW,
+    archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ClaimedWake,
+    ConflictKind, DeliveryCursor, GenerateId, ListQuery, PruneOptions, Store, StoreError,
+    StorePorts, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter,
+    WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,

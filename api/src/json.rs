@@ -63,14 +63,16 @@ pub struct Claimed {
     /// The generation that holds the wake after the claim: the given one,
     /// another one, or (never after a claim that returned) none.
     pub holder: Option<u32>,
-    /// The handoff after the claim; `null` only when a prune removed it
-    /// between the claim and the read after it (the claim stands).
+    /// The handoff as the claim left it (read in the claim's own change).
+    /// Optional in the JSON for clients of the first server of this
+    /// route, which read it after the claim and sent `null` when a prune
+    /// came between.
     pub handoff: Option<HandoffJson>,
 }
 
 impl Claimed {
     /// The reply of a claim by `generation`, `claimed` or not, with the
-    /// handoff as read after it (`None`: pruned meanwhile), at `now`.
+    /// handoff as the claim left it, at `now`.
     pub fn new(
         claimed: bool,
         generation: u32,

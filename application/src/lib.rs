@@ -53,7 +53,7 @@ pub use ports::{
     ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
     TransitionOutcome, Versioned,
 };
-pub use registry::{HandleSettings, Registry};
+pub use registry::{ClaimedWake, HandleSettings, Registry};
 pub use retry::{retries_total, DEFAULT_RETRY_WINDOW};
 pub use store::Store;
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};

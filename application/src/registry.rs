@@ -175,12 +175,12 @@ pub trait Registry: Deliveries {
         until: OffsetDateTime,
     ) -> StoreResult<InteractiveHandoff>;
 
-    /// See [`Store::claim_interactive_handoff_wake`](crate::Store::claim_interactive_handoff_wake).
+    /// See [`Store::claim_interactive_handoff_wake_with_record`](crate::Store::claim_interactive_handoff_wake_with_record).
     async fn claim_interactive_handoff_wake(
         &self,
         id: &InteractiveHandoffId,
         generation: u32,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<ClaimedWake>;
 
     /// See [`Store::history`](crate::Store::history).
     async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>>;
@@ -214,4 +214,16 @@ pub trait Registry: Deliveries {
         input: &mut (dyn BufRead + Send),
         progress: Option<Progress<'_>>,
     ) -> StoreResult<ArchiveSummary>;
+}
+
+/// What a wake claim answers (C7, C13): whether the claiming generation
+/// holds the wake, and the handoff as the claim left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedWake {
+    /// True if and only if the claiming generation holds the wake
+    /// afterwards.
+    pub claimed: bool,
+    /// The handoff as the claim left it, read in the claim's own change:
+    /// its `wake_claimed_by_generation` is the holder.
+    pub handoff: InteractiveHandoff,
 }

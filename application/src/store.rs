@@ -23,7 +23,7 @@ use crate::delivery::DeliveryCursor;
 use crate::error::StoreResult;
 use crate::local::{Local, PruneOptions, StorePorts};
 use crate::ports::{ListQuery, PruneCount};
-use crate::registry::Registry;
+use crate::registry::{ClaimedWake, Registry};
 use crate::watch::{Waited, WatchFilter, WatchFrom, Watcher};
 
 /// The handoff registry: the public API an orchestrator links against.
@@ -35,7 +35,7 @@ use crate::watch::{Waited, WatchFilter, WatchFrom, Watcher};
 /// | parents | [`create_wave`](Self::create_wave), [`create_project_session`](Self::create_project_session), [`create_task_session`](Self::create_task_session), [`record_body`](Self::record_body), [`get_parent`](Self::get_parent), [`get_task_pr`](Self::get_task_pr) | C10 |
 /// | open | [`open_interactive_handoff`](Self::open_interactive_handoff) (a request, or a request [`with_options`](lf_handoff_domain::interactive_handoff::OpenInteractiveHandoff::with_options): step, deadline) | C1-C3, C12, C14 |
 /// | read | [`get_interactive_handoff`](Self::get_interactive_handoff), [`list_interactive_handoffs`](Self::list_interactive_handoffs) (a parent, or a [`ListQuery`]), [`history`](Self::history) | C4, C15, C17 |
-/// | act | [`attach_interactive_handoff`](Self::attach_interactive_handoff), [`finish_interactive_handoff`](Self::finish_interactive_handoff), [`extend_interactive_handoff`](Self::extend_interactive_handoff), [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake) | C5-C7, C13, C14 |
+/// | act | [`attach_interactive_handoff`](Self::attach_interactive_handoff), [`finish_interactive_handoff`](Self::finish_interactive_handoff), [`extend_interactive_handoff`](Self::extend_interactive_handoff), [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake) (a `bool`, or [`with_record`](Self::claim_interactive_handoff_wake_with_record): the handoff as the claim left it) | C5-C7, C13, C14 |
 /// | wait | [`watch`](Self::watch), [`wait`](Self::wait) | C16 |
 /// | upkeep | [`expire_due`](Self::expire_due), [`prune`](Self::prune), [`export`](Self::export), [`import`](Self::import) | C14, C17 |
 ///
@@ -299,8 +299,9 @@ impl Store {
     /// Claims the wake of a terminal handoff for body `generation`: `true`
     /// if and only if this generation holds it afterwards (the first claim,
     /// a retry by the holder, or a take-over by the parent's current body
-    /// from an older holder, C13). The record after the claim is a
-    /// [`get_interactive_handoff`](Self::get_interactive_handoff) away.
+    /// from an older holder, C13). The first version's answer; the same
+    /// claim answering with the handoff as it left it is
+    /// [`claim_interactive_handoff_wake_with_record`](Self::claim_interactive_handoff_wake_with_record).
     ///
     /// # Errors
     /// `InvalidInput` for generation 0 (checked before any read); `NotFound`
@@ -311,6 +312,26 @@ impl Store {
         id: &InteractiveHandoffId,
         parent_generation: u32,
     ) -> StoreResult<bool> {
+        Ok(self
+            .claim_interactive_handoff_wake_with_record(id, parent_generation)
+            .await?
+            .claimed)
+    }
+
+    /// The same claim as
+    /// [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake),
+    /// answering also with the handoff as the claim left it, read in the
+    /// claim's own change (so it says which generation holds the wake, and
+    /// no prune or other writer can come between the claim and the record).
+    /// The service's `claim-wake` answers with it.
+    ///
+    /// # Errors
+    /// As [`claim_interactive_handoff_wake`](Self::claim_interactive_handoff_wake).
+    pub async fn claim_interactive_handoff_wake_with_record(
+        &self,
+        id: &InteractiveHandoffId,
+        parent_generation: u32,
+    ) -> StoreResult<ClaimedWake> {
         self.registry
             .claim_interactive_handoff_wake(id, parent_generation)
             .await

@@ -18,7 +18,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 };
 use lf_handoff_adapters::domain::task::TaskSession;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{StorageConfig, Store, StoreError, StoreResult};
+use lf_handoff_adapters::{StorageConfig, Store, StoreResult};
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 
@@ -555,21 +555,18 @@ impl Narrator {
     }
 }
 
-/// Claims the wake for `generation`, then reads the handoff as it is after
-/// the claim (to show who holds the wake).
+/// Claims the wake for `generation`, with the handoff as the claim left it
+/// (to show who holds the wake).
 ///
 /// # Errors
-/// As `Store::claim_interactive_handoff_wake`; `NotFound` when the handoff
-/// was pruned in between.
+/// As `Store::claim_interactive_handoff_wake`.
 async fn claim_and_read(
     store: &Store,
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> StoreResult<(bool, InteractiveHandoff)> {
-    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
-    let handoff = store
-        .get_interactive_handoff(id)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
-    Ok((claimed, handoff))
+    let answer = store
+        .claim_interactive_handoff_wake_with_record(id, generation)
+        .await?;
+    Ok((answer.claimed, answer.handoff))
 }

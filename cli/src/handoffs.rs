@@ -316,35 +316,29 @@ pub async fn finish(
     ))
 }
 
-/// `claim-wake`: exits 0 whether or not this generation won. The handoff
-/// is read back after the claim to say who holds the wake; a prune may
-/// remove it in between, and a claim that won stands all the same (the
-/// JSON's `handoff` is then null, as the service's).
+/// `claim-wake`: exits 0 whether or not this generation won. The answer
+/// says who holds the wake, from the handoff as the claim's own change
+/// left it.
 pub async fn claim_wake(
     ctx: &Context,
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> CliResult<()> {
-    let claimed = ctx
+    let answer = ctx
         .store
-        .claim_interactive_handoff_wake(id, generation)
-        .await
-        .map_err(|e| ctx.fail(e))?;
-    let handoff = ctx
-        .store
-        .get_interactive_handoff(id)
+        .claim_interactive_handoff_wake_with_record(id, generation)
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
-        return emit_json(&Claimed::new(claimed, generation, handoff, ctx.store.now()));
+        let now = ctx.store.now();
+        return emit_json(&Claimed::new(
+            answer.claimed,
+            generation,
+            Some(answer.handoff),
+            now,
+        ));
     }
-    match handoff {
-        Some(handoff) => emit(&claim_message(claimed, generation, &handoff)),
-        None if claimed => emit(&format!(
-            "claimed: generation {generation} holds the wake of {id} (pruned since)\n"
-        )),
-        None => Err(ctx.missing_handoff(id)),
-    }
+    emit(&claim_message(answer.claimed, generation, &answer.handoff))
 }
 
 /// The human line of a claim.

@@ -449,17 +449,15 @@ async fn claim_wake(
 ) -> Answer {
     let handoff_id = handoff_id(&id)?;
     let store = state.store_as(&caller.name);
-    let claimed = store
-        .claim_interactive_handoff_wake(&handoff_id, body.generation)
+    // The record comes from the claim's own change: it says who holds
+    // the wake, and nothing (a prune) can come between.
+    let answer = store
+        .claim_interactive_handoff_wake_with_record(&handoff_id, body.generation)
         .await?;
-    // Read after the claim, to say who holds the wake. A prune may have
-    // removed the handoff in between: the claim stands all the same, so
-    // the answer says so (without the record) rather than 404.
-    let handoff = store.get_interactive_handoff(&handoff_id).await?;
     ok(&Claimed::new(
-        claimed,
+        answer.claimed,
         body.generation,
-        handoff,
+        Some(answer.handoff),
         store.now(),
     ))
 }

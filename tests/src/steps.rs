@@ -5,12 +5,13 @@
 
 use std::collections::BTreeSet;
 
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     HandoffEventKind, InteractiveHandoffParent, StepKey,
 };
 use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoff, OpenOptions};
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{ConflictKind, Store, StoreError};
+use lf_handoff_adapters::{ConflictKind, GenerateId, Store, StoreError};
 use tempfile::TempDir;
 
 use crate::contract::{fresh, handles};
@@ -31,6 +32,7 @@ macro_rules! steps_scenarios {
                 c12_racing_opens_of_one_step_create_one,
                 c13_a_replaced_body_resumes_from_the_finished_step,
                 c13_only_the_current_generation_takes_the_wake_over,
+                c13_a_claim_answers_with_the_record_it_left,
                 c13_racing_take_overs_have_one_winner,
             ],
             SeveralProcesses: [
@@ -405,6 +407,55 @@ pub async fn c13_only_the_current_generation_takes_the_wake_over(backend: &dyn B
         .unwrap()
         .unwrap();
     assert_eq!(stored.wake_claimed_by_generation, Some(7));
+}
+
+/// C7/C13: a claim answering with the record gives the same verdicts as
+/// the `bool` claim, and the handoff as that claim left it: its holder is
+/// the generation that holds the wake, and it is what a read returns next.
+pub async fn c13_a_claim_answers_with_the_record_it_left(backend: &dyn Backend) {
+    let (dir, store) = fresh(backend).await;
+    let opened = held_by_5(&store, &dir, 7).await;
+    let expect = [
+        (6, false, 5),
+        (7, true, 7),
+        (7, true, 7),
+        (5, false, 7),
+        (8, false, 7),
+    ];
+    for (generation, claimed, holder) in expect {
+        let answer = store
+            .claim_interactive_handoff_wake_with_record(&opened.id, generation)
+            .await
+            .unwrap();
+        assert_eq!(answer.claimed, claimed, "generation {generation}");
+        assert_eq!(answer.handoff.id, opened.id);
+        assert_eq!(
+            answer.handoff.wake_claimed_by_generation,
+            Some(holder),
+            "generation {generation}"
+        );
+        let read = store.get_interactive_handoff(&opened.id).await.unwrap();
+        assert_eq!(
+            read.as_ref(),
+            Some(&answer.handoff),
+            "generation {generation}"
+        );
+    }
+    match store
+        .claim_interactive_handoff_wake_with_record(&opened.id, 0)
+        .await
+    {
+        Err(StoreError::InvalidInput(_)) => {}
+        other => panic!("expected InvalidInput for generation 0, got {other:?}"),
+    }
+    let unknown = InteractiveHandoffId::new();
+    match store
+        .claim_interactive_handoff_wake_with_record(&unknown, 7)
+        .await
+    {
+        Err(StoreError::NotFound(_)) => {}
+        other => panic!("expected NotFound, got {other:?}"),
+    }
 }
 
 /// C13: 8 handles race on a wake that generation 5 holds while the parent

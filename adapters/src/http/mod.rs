@@ -44,7 +44,7 @@ use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
-    ArchiveSummary, Deliveries, DeliveryCursor, HandleSettings, ListQuery, PruneCount,
+    ArchiveSummary, ClaimedWake, Deliveries, DeliveryCursor, HandleSettings, ListQuery, PruneCount,
     PruneOptions, Registry, StoreError, StoreResult, UnavailableKind, Waited, WatchFilter,
     WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
@@ -387,12 +387,21 @@ impl Registry for ServiceRegistry {
         &self,
         id: &InteractiveHandoffId,
         generation: u32,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<ClaimedWake> {
         let path = handoff_path(id, "/claim-wake");
-        let claimed: Claimed = self
+        let answer: Claimed = self
             .json(&Call::post_json(&path, &ClaimWake { generation })?)
             .await?;
-        Ok(claimed.claimed)
+        let handoff = answer.handoff.ok_or_else(|| {
+            StoreError::unavailable(
+                UnavailableKind::Other,
+                format!("the service's answer to the claim of {id} carries no handoff"),
+            )
+        })?;
+        Ok(ClaimedWake {
+            claimed: answer.claimed,
+            handoff: handoff.handoff,
+        })
     }
 
     async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {

@@ -15,6 +15,7 @@ use time::OffsetDateTime;
 use super::{lost_a_race, lost_too_often, not_found, CallTimer, Local, MAX_RACE_ATTEMPTS};
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{Decided, Decision, InsertOutcome, ListQuery, ParentWithActive};
+use crate::registry::ClaimedWake;
 use crate::retry::Retries;
 
 impl Local {
@@ -319,11 +320,10 @@ impl Local {
         })
     }
 
-    /// Claims the wake of a terminal handoff for body `generation`: `true`
-    /// if and only if this generation holds it afterwards (the first claim,
-    /// a retry by the holder, or a take-over by the parent's current body
-    /// from an older holder, C13). The record after the claim is a
-    /// [`get_interactive_handoff`](Self::get_interactive_handoff) away.
+    /// Claims the wake of a terminal handoff for body `generation`: whether
+    /// this generation holds it afterwards (the first claim, a retry by the
+    /// holder, or a take-over by the parent's current body from an older
+    /// holder, C13), with the record as the claim's own change left it.
     ///
     /// # Errors
     /// `InvalidInput` for generation 0 (checked before any read); `NotFound`
@@ -334,7 +334,7 @@ impl Local {
         &self,
         id: &InteractiveHandoffId,
         parent_generation: u32,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<ClaimedWake> {
         let _call = CallTimer::start();
         check_claim_generation(parent_generation)?;
         let (handoff, claimed) = self.claim_once(id, parent_generation, None).await?;
@@ -342,7 +342,7 @@ impl Local {
             .wake_claimed_by_generation
             .is_some_and(|holder| holder < parent_generation);
         if claimed || !older_holder {
-            return Ok(claimed);
+            return Ok(ClaimedWake { claimed, handoff });
         }
         // An older generation holds the wake: this one takes it over if it
         // is the parent's current body (C13). The parent read is not part
@@ -356,12 +356,15 @@ impl Local {
             .await?
             .ok_or_else(|| not_found(&handoff.parent))?;
         if parent.value.body_generation() != parent_generation {
-            return Ok(false);
+            return Ok(ClaimedWake {
+                claimed: false,
+                handoff,
+            });
         }
-        let (_, claimed) = self
+        let (handoff, claimed) = self
             .claim_once(id, parent_generation, Some(parent_generation))
             .await?;
-        Ok(claimed)
+        Ok(ClaimedWake { claimed, handoff })
     }
 
     /// One wake claim through [`apply`](Self::apply), knowing the parent's

@@ -55,7 +55,7 @@ use crate::ports::{
     Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
     TransitionOutcome,
 };
-use crate::registry::{HandleSettings, Registry};
+use crate::registry::{ClaimedWake, HandleSettings, Registry};
 use crate::retry::retry;
 use crate::system::{SystemClock, UuidV7Ids};
 use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
@@ -298,7 +298,7 @@ impl Registry for Local {
         &self,
         id: &InteractiveHandoffId,
         generation: u32,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<ClaimedWake> {
         Local::claim_interactive_handoff_wake(self, id, generation).await
     }
 
