@@ -508,6 +508,13 @@ fn serve_tables(out: &mut String, backend: &BackendReport) {
             "  one caller: get through the http backend's Store {:.0}/s, through the library {:.0}/s",
             get.client_store_per_sec, get.library_per_sec
         );
+        if let Some(ceiling) = get.one_connection_ceiling {
+            let _ = writeln!(
+                out,
+                "  ceiling at 1 connection (the bare request, then one library get, nothing lost \
+                 between): service/bare <= {ceiling:.2}"
+            );
+        }
     }
     if let Some(events) = &backend.serve_events {
         let _ = writeln!(

@@ -57,6 +57,11 @@ pub struct GetRateFigures {
     pub client_store_per_sec: f64,
     /// One caller: `get` through the library, per second.
     pub library_per_sec: f64,
+    /// The most service/bare could be at one connection if answering
+    /// cost only the bare request and one library `get` one after the
+    /// other, with nothing lost between them:
+    /// `bare time / (bare time + get time)`.
+    pub one_connection_ceiling: Option<f64>,
 }
 
 /// The rates at one connection count.
@@ -151,6 +156,10 @@ pub async fn measure(
     bare.stop().await;
     read_only.stop().await;
     backend.remove(&config).await;
+    let one_connection_ceiling = rows
+        .iter()
+        .find(|row| row.connections == 1)
+        .map(|row| ceiling(row.bare_per_sec, library_per_sec));
     Ok(GetRateFigures {
         body_bytes: body.len(),
         rounds,
@@ -158,6 +167,7 @@ pub async fn measure(
         rows,
         client_store_per_sec,
         library_per_sec,
+        one_connection_ceiling,
     })
 }
 
@@ -187,6 +197,16 @@ async fn gets_per_sec(
         Ok(ratio(count as f64, started.elapsed().as_secs_f64()))
     });
     task.await.context("the caller's task")?
+}
+
+/// service/bare at one connection if a request cost the bare request's
+/// time plus one `get` at `get_per_sec`, one after the other.
+pub(super) fn ceiling(bare_per_sec: f64, get_per_sec: f64) -> f64 {
+    if bare_per_sec <= 0.0 || get_per_sec <= 0.0 {
+        return 0.0;
+    }
+    let (bare, get) = (1.0 / bare_per_sec, 1.0 / get_per_sec);
+    bare / (bare + get)
 }
 
 /// Requests and requests per second over all `loads`.

@@ -29,6 +29,17 @@ async fn lifecycle_and_get_rate_through_the_service_are_measured() {
         assert!(row.service_requests > 0 && row.bare_requests > 0, "{row:?}");
         assert!(row.ratio > 0.0 && row.read_only_per_sec > 0.0, "{row:?}");
     }
+    let ceiling = rates.one_connection_ceiling.unwrap();
+    assert!(ceiling > 0.0 && ceiling < 1.0, "{ceiling}");
+}
+
+#[test]
+fn the_ceiling_adds_the_bare_request_and_one_get() {
+    // 50,000 bare requests a second (20 µs) and 20,000 gets (50 µs):
+    // a request that does both takes 70 µs, 20/70 of the bare rate.
+    assert!((get::ceiling(50_000.0, 20_000.0) - 20.0 / 70.0).abs() < 1e-9);
+    assert!((get::ceiling(1.0, 1.0) - 0.5).abs() < 1e-9);
+    assert!(get::ceiling(0.0, 1.0).abs() < f64::EPSILON);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
