@@ -58,23 +58,20 @@ pub async fn waited_now(store: &Store, id: &InteractiveHandoffId) -> Interactive
     }
 }
 
-/// Claims the wake of `id` for `generation`, then reads the handoff as it
-/// is after the claim (to see who holds the wake).
+/// Claims the wake of `id` for `generation`, with the handoff as the claim
+/// left it (to see who holds the wake).
 ///
 /// # Errors
-/// As [`Store::claim_interactive_handoff_wake`]; `NotFound` when the
-/// handoff is gone in between.
+/// As [`Store::claim_interactive_handoff_wake_with_record`].
 pub async fn claim_and_read(
     store: &Store,
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> Result<(bool, InteractiveHandoff), StoreError> {
-    let claimed = store.claim_interactive_handoff_wake(id, generation).await?;
-    let handoff = store
-        .get_interactive_handoff(id)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))?;
-    Ok((claimed, handoff))
+    let answer = store
+        .claim_interactive_handoff_wake_with_record(id, generation)
+        .await?;
+    Ok((answer.claimed, answer.handoff))
 }
 
 /// Creates and returns a new wave whose repo is `repo`.
