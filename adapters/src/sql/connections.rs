@@ -251,7 +251,11 @@ impl<C: Connection> Drop for Lease<'_, C> {
     /// counts a transaction would also refuse the next caller's `BEGIN`
     /// ("begin_with at non-zero transaction depth"). Such a connection is
     /// closed instead, at once: the server then ends the transaction, and
-    /// a new connection is opened when needed.
+    /// a new connection is opened when needed. (`should_flush` is sqlx's
+    /// own check for unsent bytes, hidden from its docs, which sqlx's pool
+    /// uses for the same purpose; the test
+    /// `a_call_cancelled_inside_its_transaction_leaves_no_lock_on_postgresql`
+    /// fails if an upgrade changes it.)
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             if !self.broken && !conn.is_in_transaction() && !conn.should_flush() {
