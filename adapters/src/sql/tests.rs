@@ -124,8 +124,7 @@ fn copy_at(handoff: &InteractiveHandoff, at: Option<&str>) -> InteractiveHandoff
 }
 
 /// Runs `scenario` on a fresh SQLite store and, when the test server is
-/// named, on a fresh PostgreSQL schema (dropped afterwards, also when the
-/// scenario fails).
+/// named, on a fresh PostgreSQL schema ([`on_postgres`]).
 async fn on_both_engines<F, Fut>(scenario: F)
 where
     F: Fn(StorageConfig, PathBuf) -> Fut,
@@ -137,6 +136,17 @@ where
         dir.path().to_path_buf(),
     )
     .await;
+    on_postgres(dir.path(), scenario).await;
+}
+
+/// Runs `scenario` on a fresh PostgreSQL schema of the test server (a pool
+/// of 2), dropped afterwards, also when the scenario fails; says it skipped
+/// when no test server is named.
+async fn on_postgres<F, Fut>(dir: &Path, scenario: F)
+where
+    F: FnOnce(StorageConfig, PathBuf) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
         eprintln!("PostgreSQL part skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
         return;
@@ -149,7 +159,7 @@ where
     postgres.pool_size = 2;
     let outcome = tokio::spawn(scenario(
         StorageConfig::Postgres(postgres.clone()),
-        dir.path().to_path_buf(),
+        dir.to_path_buf(),
     ))
     .await;
     let mut admin = postgres.connect_options().unwrap().connect().await.unwrap();
@@ -1178,20 +1188,11 @@ fn the_shared_sql_code_names_no_backend() {
 /// connection's next use: here, for ever.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_cancelled_inside_its_transaction_leaves_no_lock_on_postgresql() {
-    let Ok(url) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
-        eprintln!("skipped: LF_HANDOFF_TEST_POSTGRES_URL is not set");
-        return;
-    };
-    let schema = format!("lfa_{}", WaveId::new().as_str().replace(['-', '_'], ""));
-    let StorageConfig::Postgres(mut postgres) = StorageConfig::postgres(&url).unwrap() else {
-        unreachable!("a postgres:// URL")
-    };
-    postgres.schema = schema.clone();
-    postgres.pool_size = 2;
-    let config = StorageConfig::Postgres(postgres.clone());
-    let admin_config = postgres.clone();
-    let outcome = tokio::spawn(async move {
-        let postgres = admin_config;
+    let dir = tempfile::tempdir().unwrap();
+    on_postgres(dir.path(), |config, _| async move {
+        let StorageConfig::Postgres(postgres) = &config else {
+            unreachable!("a PostgreSQL store")
+        };
         let first = open_store(&config).await.unwrap();
         let second = open_store(&config).await.unwrap();
         let wave = Wave::new(WaveId::new(), "w".into(), "/tmp/cancelled".into());
@@ -1234,13 +1235,4 @@ async fn a_call_cancelled_inside_its_transaction_leaves_no_lock_on_postgresql() 
         drop(first);
     })
     .await;
-    let mut admin = postgres.connect_options().unwrap().connect().await.unwrap();
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
-    if let Err(error) = outcome {
-        std::panic::resume_unwind(error.into_panic());
-    }
 }
