@@ -1,10 +1,16 @@
 //! The transport of the service's client: one `reqwest` client per
-//! store, requests with the token, the retry window (C18) and the way an
-//! answer becomes a value or the `StoreError` of the same kind.
+//! store (and, for an `http://` service, the connections of
+//! [`super::plain`] for calls that answer one JSON body), requests with
+//! the token, the retry window (C18) and the way an answer becomes a
+//! value or the `StoreError` of the same kind.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
 
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::ErrorResponse;
@@ -14,6 +20,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::config::{HttpConfig, Token};
+use super::plain::{Failure, Plain};
+
+/// The `User-Agent` of every request.
+const USER_AGENT: &str = concat!("lf-handoff/", env!("CARGO_PKG_VERSION"));
 
 /// How long a connection to the service may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,11 +37,33 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// The longest pause between two attempts of a call.
 const MAX_PAUSE: Duration = Duration::from_secs(1);
 
+/// The environment variables by which reqwest sends `http://` requests
+/// through a proxy: with any of them set, every call goes through reqwest.
+const PROXY_VARIABLES: [&str; 4] = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"];
+
 /// What every request of one store shares.
 pub(super) struct Client {
     http: reqwest::Client,
+    /// For an `http://` service reached without a proxy: the connections
+    /// of the calls that answer one JSON body, and what their requests
+    /// carry (the `Host` header, the base URL's path).
+    plain: Option<PlainRoute>,
     base: String,
     token: Token,
+}
+
+/// Where a plain connection's requests go.
+struct PlainRoute {
+    connections: Plain,
+    host: String,
+    prefix: String,
+}
+
+/// Why an attempt of a call failed, and whether the call may be sent
+/// again.
+struct Attempt {
+    error: StoreError,
+    again: bool,
 }
 
 impl fmt::Debug for Client {
@@ -116,7 +148,7 @@ impl Client {
         let token = config.resolve_token()?;
         let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .user_agent(concat!("lf-handoff/", env!("CARGO_PKG_VERSION")))
+            .user_agent(USER_AGENT)
             // A redirect would carry the token to wherever it points.
             .redirect(reqwest::redirect::Policy::none());
         if let Some(ca) = &config.ca {
@@ -150,6 +182,7 @@ impl Client {
         })?;
         Ok(Self {
             http,
+            plain: plain_route(&config.base),
             base: config.base.clone(),
             token,
         })
@@ -160,7 +193,8 @@ impl Client {
         &self.base
     }
 
-    /// Sends `call` and returns a successful answer. A call that cannot
+    /// Sends `call` and returns a successful answer (through reqwest: a
+    /// stream, or an answer read piece by piece). A call that cannot
     /// reach the service, or that the service answers with a transient
     /// error (`Retry-After`), is sent again until `window` has passed; as
     /// with a local store, a write whose answer was lost after it
@@ -170,29 +204,22 @@ impl Client {
     /// The error object's `StoreError`; `Unreachable` when the service
     /// could not be reached within the window.
     pub(super) async fn send(&self, call: &Call<'_>, window: Duration) -> StoreResult<Response> {
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let error = match self.request(call).send().await {
-                Ok(response) if response.status().is_success() => return Ok(response),
-                Ok(response) => {
-                    let object = error_object(response).await;
-                    if !object.is_transient() {
-                        return Err(object.into_store_error());
-                    }
-                    object.into_store_error()
-                }
-                Err(error) => self.unreachable(call, &error),
-            };
-            if started.elapsed() + pause > window {
-                return Err(error);
+        retrying(window, || async {
+            match self.request(call).send().await {
+                Ok(response) if response.status().is_success() => Ok(response),
+                Ok(response) => Err(refused(error_object(response).await)),
+                Err(error) => Err(Attempt {
+                    error: self.unreachable(call, &error),
+                    again: true,
+                }),
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
-        }
+        })
+        .await
     }
 
-    /// Sends `call` and reads its answer as `T`.
+    /// Sends `call` and reads its answer as `T`, retried as
+    /// [`send`](Self::send) is; on an `http://` service without a proxy,
+    /// over a connection this task drives ([`super::plain`]).
     ///
     /// # Errors
     /// As [`send`](Self::send); `Unavailable` of kind `Other` when the
@@ -202,11 +229,16 @@ impl Client {
         call: &Call<'_>,
         window: Duration,
     ) -> StoreResult<T> {
-        let response = self.send(call, window).await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.unreachable(call, &e))?;
+        let bytes = match &self.plain {
+            Some(route) => retrying(window, || self.plain_attempt(route, call)).await?,
+            None => {
+                let response = self.send(call, window).await?;
+                response
+                    .bytes()
+                    .await
+                    .map_err(|e| self.unreachable(call, &e))?
+            }
+        };
         serde_json::from_slice(&bytes).map_err(|e| {
             StoreError::unavailable(
                 UnavailableKind::Other,
@@ -216,6 +248,80 @@ impl Client {
                     self.base, call.method, call.path
                 ),
             )
+        })
+    }
+
+    /// One attempt of `call` on a plain connection: the successful
+    /// answer's body.
+    async fn plain_attempt(&self, route: &PlainRoute, call: &Call<'_>) -> Result<Bytes, Attempt> {
+        let request = self.plain_request(route, call).map_err(|error| Attempt {
+            error,
+            again: false,
+        })?;
+        let exchange = route.connections.exchange(request, MAX_ERROR_BODY);
+        let answer = match call.timeout {
+            Some(limit) => match tokio::time::timeout(limit, exchange).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    return Err(Attempt {
+                        error: self.unreachable_because(call, "timed out", "no answer in time"),
+                        again: true,
+                    })
+                }
+            },
+            None => exchange.await,
+        };
+        match answer {
+            Ok(answer) if answer.status.is_success() => Ok(answer.body),
+            Ok(answer) => Err(refused(error_from_body(answer.status, &answer.body))),
+            Err(failure) => {
+                let what = match failure {
+                    Failure::Connect(_) => "could not connect",
+                    Failure::Lost(_) => "lost the connection",
+                };
+                Err(Attempt {
+                    error: self.unreachable_because(call, what, &error_chain(&failure)),
+                    again: true,
+                })
+            }
+        }
+    }
+
+    /// `call` as a request of a plain connection.
+    fn plain_request(
+        &self,
+        route: &PlainRoute,
+        call: &Call<'_>,
+    ) -> StoreResult<hyper::Request<Full<Bytes>>> {
+        let mut target = format!("{}{}", route.prefix, call.path);
+        if !call.query.is_empty() {
+            target.push('?');
+            target.push_str(&call.query);
+        }
+        let mut authorization =
+            hyper::header::HeaderValue::try_from(format!("Bearer {}", self.token.secret()))
+                .map_err(|_| {
+                    StoreError::InvalidInput("the token cannot travel in a header".into())
+                })?;
+        authorization.set_sensitive(true);
+        let mut request = hyper::Request::builder()
+            .method(call.method.clone())
+            .uri(target)
+            .header(hyper::header::HOST, route.host.as_str())
+            .header(hyper::header::USER_AGENT, USER_AGENT)
+            .header(hyper::header::AUTHORIZATION, authorization);
+        if let Some(position) = call.last_event_id {
+            request = request.header("Last-Event-ID", position);
+        }
+        let body = match &call.body {
+            Some((bytes, media_type)) => {
+                request = request.header(hyper::header::CONTENT_TYPE, *media_type);
+                Full::new(Bytes::from(bytes.clone()))
+            }
+            None => Full::new(Bytes::new()),
+        };
+        request.body(body).map_err(|e| {
+            StoreError::InvalidInput(format!("{} {} cannot be sent: {e}", call.method, call.path))
         })
     }
 
@@ -254,17 +360,83 @@ impl Client {
         } else {
             "lost the connection"
         };
+        self.unreachable_because(call, what, &error_chain(error))
+    }
+
+    /// `Unreachable`: the service at the base URL `what` (could not
+    /// connect, timed out, lost the connection) during `call`, for
+    /// `detail`.
+    fn unreachable_because(&self, call: &Call<'_>, what: &str, detail: &str) -> StoreError {
         StoreError::unavailable(
             UnavailableKind::Unreachable,
             format!(
-                "the service at {} {what} ({} {}): {}",
-                self.base,
-                call.method,
-                call.path,
-                error_chain(error)
+                "the service at {} {what} ({} {}): {detail}",
+                self.base, call.method, call.path
             ),
         )
     }
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or `window` has
+/// passed, pausing between attempts (50 ms, doubling up to a second).
+async fn retrying<S, F, Fut>(window: Duration, mut attempt: F) -> StoreResult<S>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<S, Attempt>>,
+{
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let error = match attempt().await {
+            Ok(success) => return Ok(success),
+            Err(Attempt {
+                error,
+                again: false,
+            }) => return Err(error),
+            Err(Attempt { error, .. }) => error,
+        };
+        if started.elapsed() + pause > window {
+            return Err(error);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+/// The attempt a refusal (an error object) ends: sent again only when
+/// the service says the error is transient.
+fn refused(object: ErrorResponse) -> Attempt {
+    let again = object.is_transient();
+    Attempt {
+        error: object.into_store_error(),
+        again,
+    }
+}
+
+/// The plain route to the service at `base`, when it is an `http://` URL
+/// and no proxy variable tells reqwest to go through a proxy.
+fn plain_route(base: &str) -> Option<PlainRoute> {
+    if PROXY_VARIABLES
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()))
+    {
+        return None;
+    }
+    let url = reqwest::Url::parse(base).ok()?;
+    if url.scheme() != "http" {
+        return None;
+    }
+    let host = url.host_str()?.to_string();
+    let port = url.port_or_known_default()?;
+    let authority = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
+    Some(PlainRoute {
+        connections: Plain::new(host, port, CONNECT_TIMEOUT),
+        host: authority,
+        prefix: url.path().trim_end_matches('/').to_string(),
+    })
 }
 
 /// `error` and its causes on one line.
@@ -294,7 +466,13 @@ async fn error_object(response: Response) -> ErrorResponse {
             break;
         }
     }
-    serde_json::from_slice::<ErrorResponse>(&body).unwrap_or_else(|_| not_an_error_object(status))
+    error_from_body(status, &body)
+}
+
+/// The error object in `body`, answered with `status`, or one that says
+/// what came instead of it.
+fn error_from_body(status: StatusCode, body: &[u8]) -> ErrorResponse {
+    serde_json::from_slice::<ErrorResponse>(body).unwrap_or_else(|_| not_an_error_object(status))
 }
 
 /// What an answer without the error object stands for.

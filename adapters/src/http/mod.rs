@@ -7,6 +7,8 @@
 //! - [`config`]: the `http://` / `https://` store URL and the token.
 //! - `client`: the transport: the token, the retry window, the error
 //!   object turned back into the `StoreError` of the same kind.
+//! - `plain`: the connections of an `http://` service's calls that
+//!   answer one JSON body, driven by the calling task.
 //! - `events`: `watch` over the event stream, resumed with
 //!   `Last-Event-ID`.
 //!
@@ -29,6 +31,7 @@
 mod client;
 pub mod config;
 mod events;
+mod plain;
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;

@@ -1,0 +1,352 @@
+//! Calls to a service at an `http://` URL that answer one JSON body, on
+//! keep-alive connections that the calling task drives itself.
+//!
+//! reqwest (which carries everything else: `https://`, proxies, event
+//! streams, export and import) runs each connection on a task of its own,
+//! so a call crosses from the caller's task to the connection's and back.
+//! On a service of the same machine that hand-over was a large part of a
+//! call's cost (`docs/BENCHMARKS.md`, "The service's client"). Here the
+//! caller polls hyper's HTTP/1.1 connection and its answer together, and
+//! the connection waits between calls in a short list of idle ones.
+//!
+//! A connection the service may have closed is never trusted: one idle
+//! longer than [`IDLE_LIMIT`] (well under the service's 10 s default for
+//! idle connections) is dropped, one whose connection reports an end when
+//! polled is dropped, and a request that an idle connection refused
+//! before writing it goes out on a new connection. A request that was
+//! written and got no answer is the caller's to retry (the retry window,
+//! as for any lost answer).
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
+use futures_util::FutureExt as _;
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// How long a connection may stay idle and still be used again.
+const IDLE_LIMIT: Duration = Duration::from_secs(2);
+
+/// The most idle connections kept.
+const MAX_IDLE: usize = 8;
+
+/// The most rounds of one poll of a call before it lets the runtime run
+/// other tasks (a connection that keeps waking its caller, as tokio's
+/// cooperative budget does when it runs out).
+const MAX_ROUNDS: usize = 32;
+
+type Io = TokioIo<TcpStream>;
+
+/// One keep-alive connection: its sender, its connection future, and the
+/// waker it is polled with.
+struct Open {
+    send: SendRequest<Full<Bytes>>,
+    conn: Connection<Io, Full<Bytes>>,
+    gate: Arc<Gate>,
+    waker: Waker,
+    since: Instant,
+}
+
+/// The waker a connection and its answer are polled with.
+///
+/// Polling the connection hands the answer's head and body to the
+/// caller through channels, and reading them tells the connection to go
+/// on: each side wakes the other, which here is this very task. A task
+/// woken while it runs is queued again and, in tokio, wakes an idle
+/// worker thread to take it: several times a call for nothing. So a wake
+/// that comes while the caller is polling (`inside`) only asks for
+/// another round of the same poll (`again`); one that comes from
+/// elsewhere (the socket became readable) wakes the caller.
+#[derive(Default)]
+struct Gate {
+    caller: AtomicWaker,
+    inside: AtomicBool,
+    again: AtomicBool,
+}
+
+impl Wake for Gate {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.again.store(true, Ordering::SeqCst);
+        // Outside a poll, or one that has just ended: the caller must run.
+        if !self.inside.load(Ordering::SeqCst) {
+            self.caller.wake();
+        }
+    }
+}
+
+/// The idle connections to one `host:port`.
+pub(super) struct Plain {
+    host: String,
+    port: u16,
+    connect_timeout: Duration,
+    idle: Mutex<Vec<Open>>,
+}
+
+/// An answer: its status and its whole body.
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub(super) status: StatusCode,
+    pub(super) body: Bytes,
+}
+
+/// Why a call got no answer.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// No connection could be made.
+    Connect(std::io::Error),
+    /// The connection failed or closed before the answer was whole.
+    Lost(hyper::Error),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(_) => f.write_str("cannot open a connection"),
+            Self::Lost(_) => f.write_str("the connection failed"),
+        }
+    }
+}
+
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Connect(e) => Some(e),
+            Self::Lost(e) => Some(e),
+        }
+    }
+}
+
+impl std::fmt::Debug for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plain")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plain {
+    /// Connections to `host` (a name, an IPv4 address or a bracketed IPv6
+    /// one) on `port`, each given `connect_timeout` to open.
+    pub(super) fn new(host: String, port: u16, connect_timeout: Duration) -> Self {
+        Self {
+            host,
+            port,
+            connect_timeout,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends `request` and reads its answer: the whole body of a
+    /// successful one, at most `error_limit` bytes of another (the rest is
+    /// left unread, and the connection closed).
+    ///
+    /// # Errors
+    /// [`Failure`] when no answer came.
+    pub(super) async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+        error_limit: usize,
+    ) -> Result<Answer, Failure> {
+        let mut request = request;
+        let (mut open, response) = loop {
+            let (mut open, reused) = match self.take_idle() {
+                Some(open) => (open, true),
+                None => (self.connect().await?, false),
+            };
+            match send(&mut open, request).await {
+                Ok(response) => break (open, response),
+                // An idle connection that closed before the request was
+                // written: the request is whole, send it on a new one.
+                Err(mut error) => match error.take_message() {
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(Failure::Lost(error.into_error())),
+                },
+            }
+        };
+        let status = response.status();
+        let limit = if status.is_success() {
+            usize::MAX
+        } else {
+            error_limit
+        };
+        let keep = !closes(&response);
+        let (body, whole) = read_body(&mut open, response.into_body(), limit).await?;
+        if keep && whole {
+            self.give_back(open);
+        }
+        Ok(Answer { status, body })
+    }
+
+    /// The most recently used idle connection that is still open.
+    fn take_idle(&self) -> Option<Open> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(mut open) = idle.pop() {
+            if open.since.elapsed() >= IDLE_LIMIT || open.send.is_closed() {
+                continue;
+            }
+            // Polled once: a connection the service closed ends here.
+            if (&mut open.conn).now_or_never().is_some() {
+                continue;
+            }
+            return Some(open);
+        }
+        None
+    }
+
+    fn give_back(&self, mut open: Open) {
+        if open.send.is_closed() || (&mut open.conn).now_or_never().is_some() {
+            return;
+        }
+        open.since = Instant::now();
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(open);
+        }
+    }
+
+    async fn connect(&self) -> Result<Open, Failure> {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        let stream =
+            tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, self.port)))
+                .await
+                .map_err(|_| {
+                    Failure::Connect(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no connection within {:?}", self.connect_timeout),
+                    ))
+                })?
+                .map_err(Failure::Connect)?;
+        // A request and its answer are single small writes; nothing to
+        // gain from waiting to fill a segment.
+        stream.set_nodelay(true).map_err(Failure::Connect)?;
+        let (send, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(Failure::Lost)?;
+        let gate = Arc::new(Gate::default());
+        Ok(Open {
+            send,
+            conn,
+            waker: Waker::from(gate.clone()),
+            gate,
+            since: Instant::now(),
+        })
+    }
+}
+
+/// Polls `step` with the connection's [`Gate`] until it is ready, or
+/// until nothing but the socket (or the runtime's timer) can make it go
+/// on.
+async fn drive<T>(
+    gate: &Gate,
+    waker: &Waker,
+    mut step: impl FnMut(&mut Context<'_>) -> Poll<T>,
+) -> T {
+    poll_fn(|cx| {
+        gate.caller.register(cx.waker());
+        let mut inner = Context::from_waker(waker);
+        for _ in 0..MAX_ROUNDS {
+            gate.inside.store(true, Ordering::SeqCst);
+            gate.again.store(false, Ordering::SeqCst);
+            if let Poll::Ready(value) = step(&mut inner) {
+                gate.inside.store(false, Ordering::SeqCst);
+                return Poll::Ready(value);
+            }
+            gate.inside.store(false, Ordering::SeqCst);
+            if !gate.again.load(Ordering::SeqCst) {
+                return Poll::Pending;
+            }
+        }
+        // Still woken after many rounds: let the runtime run the others.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Sends `request` on `open`, polling its connection while the answer's
+/// head comes.
+async fn send(
+    open: &mut Open,
+    request: Request<Full<Bytes>>,
+) -> Result<Response<Incoming>, hyper::client::conn::TrySendError<Request<Full<Bytes>>>> {
+    // Handing the request over wakes the connection, which is this task:
+    // a wake inside the gate.
+    open.gate.inside.store(true, Ordering::SeqCst);
+    let answer = open.send.try_send_request(request);
+    let mut answer = std::pin::pin!(answer);
+    let mut ended = false;
+    let (gate, waker, conn) = (&open.gate, &open.waker, &mut open.conn);
+    drive(gate, waker, |cx| {
+        if let Poll::Ready(result) = answer.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        if !ended && Pin::new(&mut *conn).poll(cx).is_ready() {
+            ended = true;
+        }
+        // The connection may have handed the answer over (or, ended,
+        // answered the request with its error).
+        answer.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// `body`, polling the connection while it comes, and whether it is
+/// whole: it stops once more than `limit` bytes came.
+async fn read_body(
+    open: &mut Open,
+    body: Incoming,
+    limit: usize,
+) -> Result<(Bytes, bool), Failure> {
+    let mut body = body;
+    let mut bytes = Vec::new();
+    let mut ended = false;
+    let (gate, waker, conn) = (&open.gate, &open.waker, &mut open.conn);
+    loop {
+        let frame = drive(gate, waker, |cx| {
+            if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                return Poll::Ready(frame);
+            }
+            if !ended && Pin::new(&mut *conn).poll(cx).is_ready() {
+                ended = true;
+            }
+            Pin::new(&mut body).poll_frame(cx)
+        })
+        .await;
+        match frame {
+            None => return Ok((Bytes::from(bytes), true)),
+            Some(Err(error)) => return Err(Failure::Lost(error)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                    if bytes.len() > limit {
+                        return Ok((Bytes::from(bytes), false));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Does `response` close its connection?
+fn closes(response: &Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(hyper::header::CONNECTION)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case("close"))
+}
