@@ -79,7 +79,9 @@ pub(super) struct Call<'a> {
     method: Method,
     path: &'a str,
     query: String,
-    body: Option<(Vec<u8>, &'static str)>,
+    /// Shared, so a call sent again does not copy it (an import's body
+    /// may be large).
+    body: Option<(Bytes, &'static str)>,
     timeout: Option<Duration>,
     last_event_id: Option<u64>,
 }
@@ -115,7 +117,7 @@ impl<'a> Call<'a> {
 
     /// This call with `bytes` as its body, of `media_type`.
     pub(super) fn body(mut self, bytes: Vec<u8>, media_type: &'static str) -> Self {
-        self.body = Some((bytes, media_type));
+        self.body = Some((Bytes::from(bytes), media_type));
         self
     }
 
@@ -316,7 +318,7 @@ impl Client {
         let body = match &call.body {
             Some((bytes, media_type)) => {
                 request = request.header(hyper::header::CONTENT_TYPE, *media_type);
-                Full::new(Bytes::from(bytes.clone()))
+                Full::new(bytes.clone())
             }
             None => Full::new(Bytes::new()),
         };

@@ -2,7 +2,7 @@
 //! keep-alive connections that the calling task drives itself.
 //!
 //! reqwest (which carries everything else: `https://`, proxies, event
-//! streams, export and import) runs each connection on a task of its own,
+//! streams and export) runs each connection on a task of its own,
 //! so a call crosses from the caller's task to the connection's and back.
 //! On a service of the same machine that hand-over was a large part of a
 //! call's cost (`docs/BENCHMARKS.md`, "The service's client"). Here the
