@@ -272,9 +272,9 @@ pub struct ServeArgs {
     /// How many event streams and long polls are open at once.
     #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_streams: u64,
-    /// The file holding the secret that signs the person's links (created,
-    /// mode 0600, when missing; replace it and send SIGHUP to invalidate
-    /// every link). Default: `link-secret` beside the tokens file; without
+    /// The file holding the secret that signs the person's links and
+    /// sign-ins (created, mode 0600, when missing; replace it and send
+    /// SIGHUP to invalidate every link and sign-in). Default: `link-secret` beside the tokens file; without
     /// a tokens file, a secret of this run only.
     #[arg(long = "link-secret", value_name = "FILE")]
     pub link_secret: Option<PathBuf>,

@@ -37,10 +37,10 @@ pub async fn authorize(
         route.id,
         RouteId::Events | RouteId::ListRecords | RouteId::Get | RouteId::History
     );
-    let token = match bearer(request.headers()) {
-        Some(token) => token,
+    let caller = match bearer(request.headers()) {
+        Some(token) => state.tokens().authenticate(token).cloned(),
         None => match crate::web::session_cookie(request.headers()) {
-            Some(cookie) if cookie_reads => cookie,
+            Some(cookie) if cookie_reads => crate::web::session_caller(&state, cookie),
             _ => {
                 return ApiError::plain(
                     Category::Unauthorized,
@@ -50,11 +50,11 @@ pub async fn authorize(
             }
         },
     };
-    let tokens = state.tokens();
-    let Some(caller) = tokens.authenticate(token) else {
+    let Some(caller) = caller else {
         return ApiError::plain(
             Category::Unauthorized,
-            "the token is not one this service accepts (revoked, or made for another tokens file)",
+            "the token is not one this service accepts (revoked, or made for another tokens \
+             file), or the sign-in has expired",
         )
         .into_response();
     };
@@ -74,7 +74,7 @@ pub async fn authorize(
         )
         .into_response();
     }
-    request.extensions_mut().insert(caller.clone());
+    request.extensions_mut().insert(caller);
     next.run(request).await
 }
 

@@ -58,6 +58,13 @@ const LINK_DOMAIN: &str = "lf-handoff link v1";
 /// What every anti-forgery message starts with.
 const FORM_DOMAIN: &str = "lf-handoff form v1";
 
+/// What a sign-in's tag signs, so it cannot pass for a link's or a form's.
+const SESSION_DOMAIN: &str = "lf-handoff session v1";
+
+/// How long a sign-in lasts (the cookie's `Max-Age`, and the expiry it
+/// carries).
+pub const SESSION_VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// The key that signs links and anti-forgery tokens. Its bytes are never
 /// shown (its `Debug` says only that it is a secret).
 pub struct LinkSecret {
@@ -245,6 +252,27 @@ impl LinkSecret {
         })
     }
 
+    /// The sign-in cookie's value for the token whose stored hash is
+    /// `token_hash`, until `expires` (Unix seconds): `s1.EXPIRES.TAG`,
+    /// where `TAG` signs the hash and the expiry. It holds no token: a
+    /// cookie that leaks gives no bearer token, stops at its expiry, and
+    /// stops as soon as the token is revoked (its hash is gone).
+    pub fn session_value(&self, token_hash: &[u8], expires: i64) -> String {
+        let tag = hmac::sign(&self.key, &session_message(token_hash, expires));
+        format!("s1.{expires}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    /// Whether `session` (a parsed cookie) is a sign-in of the token whose
+    /// stored hash is `token_hash`, compared in constant time.
+    pub fn check_session(&self, session: &SessionValue, token_hash: &[u8]) -> bool {
+        hmac::verify(
+            &self.key,
+            &session_message(token_hash, session.expires),
+            &session.tag,
+        )
+        .is_ok()
+    }
+
     /// The anti-forgery token of the session whose cookie is `session`:
     /// what every form of the inbox carries and every POST must send back.
     pub fn form_token(&self, session: &str) -> String {
@@ -265,6 +293,38 @@ impl LinkSecret {
         )
         .is_ok()
     }
+}
+
+/// A sign-in cookie's value, read: when it expires and its tag.
+#[derive(Debug)]
+pub struct SessionValue {
+    /// Unix seconds.
+    pub expires: i64,
+    tag: Vec<u8>,
+}
+
+impl SessionValue {
+    /// Reads `s1.EXPIRES.TAG`; `None` for anything else, or one that has
+    /// expired at `now`.
+    pub fn parse(value: &str, now: OffsetDateTime) -> Option<Self> {
+        let rest = value.strip_prefix("s1.")?;
+        let (expires, tag) = rest.split_once('.')?;
+        if expires.len() > 20 || !expires.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let expires: i64 = expires.parse().ok()?;
+        if expires <= now.unix_timestamp() {
+            return None;
+        }
+        let tag = URL_SAFE_NO_PAD.decode(tag.as_bytes()).ok()?;
+        Some(Self { expires, tag })
+    }
+}
+
+fn session_message(token_hash: &[u8], expires: i64) -> Vec<u8> {
+    let mut message = format!("{SESSION_DOMAIN}\n{expires}\n").into_bytes();
+    message.extend_from_slice(token_hash);
+    message
 }
 
 /// When a link made at `now` stops working: `now + valid_for` when asked,
@@ -565,6 +625,40 @@ mod tests {
         assert!(!LinkSecret::random()
             .unwrap()
             .check_form_token("session-a", &token));
+    }
+
+    #[test]
+    fn a_sign_in_names_its_token_until_it_expires() {
+        let secret = LinkSecret::random().unwrap();
+        let (hash, other) = ([7_u8; 32], [8_u8; 32]);
+        let expires = (now() + time::Duration::days(7)).unix_timestamp();
+        let value = secret.session_value(&hash, expires);
+        assert!(value.starts_with(&format!("s1.{expires}.")), "{value}");
+        let read = SessionValue::parse(&value, now()).unwrap();
+        assert_eq!(read.expires, expires);
+        assert!(secret.check_session(&read, &hash));
+        assert!(!secret.check_session(&read, &other), "another token");
+        assert!(!LinkSecret::random().unwrap().check_session(&read, &hash));
+        // A second before its expiry, and at it.
+        let before = OffsetDateTime::from_unix_timestamp(expires - 1).unwrap();
+        assert!(SessionValue::parse(&value, before).is_some());
+        let at = OffsetDateTime::from_unix_timestamp(expires).unwrap();
+        assert!(SessionValue::parse(&value, at).is_none());
+        // Another expiry under the same tag.
+        let moved = value.replace(&expires.to_string(), &(expires + 60).to_string());
+        assert!(!secret.check_session(&SessionValue::parse(&moved, now()).unwrap(), &hash));
+        for bad in [
+            "",
+            "s1.",
+            "s1.x.AAAA",
+            "s1.-5.AAAA",
+            "s1.99999999999999999999999.AAAA",
+            "s2.99999999999.AAAA",
+            "s1.99999999999.%%",
+            "lfh_sometoken",
+        ] {
+            assert!(SessionValue::parse(bad, now()).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -69,6 +69,11 @@ pub struct TokenEntry {
 }
 
 impl TokenEntry {
+    /// The stored hash of the token (what a sign-in cookie signs).
+    pub fn hash(&self) -> &[u8] {
+        &self.hash
+    }
+
     fn line(&self) -> String {
         let scopes: Vec<&str> = self.caller.scopes.iter().map(|s| s.as_str()).collect();
         let created = self
@@ -162,12 +167,24 @@ impl TokenTable {
     /// in constant time, so the time taken says nothing about which
     /// entry, if any, is close.
     pub fn authenticate(&self, token: &str) -> Option<&Caller> {
+        self.entry_of(token).map(|entry| &entry.caller)
+    }
+
+    /// The entry of `token`, if any, found as
+    /// [`authenticate`](Self::authenticate) finds it.
+    pub fn entry_of(&self, token: &str) -> Option<&TokenEntry> {
         let presented = sha256(token);
         let tag = hmac::sign(&self.key, &presented);
+        self.find(|entry| hmac::verify(&self.key, &entry.hash, tag.as_ref()).is_ok())
+    }
+
+    /// The first entry `matches` accepts. Every entry is offered, so the
+    /// time taken says nothing about which one matched.
+    pub fn find(&self, mut matches: impl FnMut(&TokenEntry) -> bool) -> Option<&TokenEntry> {
         let mut found = None;
         for entry in &self.entries {
-            if hmac::verify(&self.key, &entry.hash, tag.as_ref()).is_ok() && found.is_none() {
-                found = Some(&entry.caller);
+            if matches(entry) && found.is_none() {
+                found = Some(entry);
             }
         }
         found

@@ -83,6 +83,36 @@ async fn page(
     }
 }
 
+/// The answer to the printed sign-in URL of the person's token.
+async fn signed_in(served: &Served) -> Page {
+    let signed = page(
+        served,
+        "GET",
+        &format!("/?token={}", served.person),
+        None,
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(signed.status, 303, "{}", signed.text);
+    signed
+}
+
+/// The sign-in cookie's value for the person's token, as the printed
+/// sign-in URL sets it.
+async fn sign_in(served: &Served) -> String {
+    cookie_value(&signed_in(served).await.header("set-cookie"))
+}
+
+/// The value of `lfh_session` in a `Set-Cookie` header.
+fn cookie_value(set_cookie: &str) -> String {
+    set_cookie
+        .strip_prefix("lfh_session=")
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no sign-in cookie in {set_cookie:?}"))
+        .to_string()
+}
+
 async fn history_len(served: &Served, id: &str) -> usize {
     let id = InteractiveHandoffId::parse(id).unwrap();
     served.store.history(&id).await.unwrap().len()
@@ -129,29 +159,21 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     }
 
     // The printed sign-in URL: a cookie, and the token leaves the URL.
-    let signed = page(
-        &served,
-        "GET",
-        &format!("/?token={}", served.person),
-        None,
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(signed.status, 303);
+    let signed = signed_in(&served).await;
     assert_eq!(signed.header("location"), "/");
     let cookie = signed.header("set-cookie");
-    assert!(
-        cookie.starts_with(&format!("lfh_session={};", served.person)),
-        "{cookie}"
-    );
+    let session = cookie_value(&cookie);
+    // The cookie is a signed sign-in that lasts a week, never the token.
+    assert!(session.starts_with("s1."), "{cookie}");
+    assert!(!cookie.contains(&served.person), "{cookie}");
+    assert!(cookie.contains("Max-Age=604800"), "{cookie}");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
     assert!(
         !cookie.contains("Secure"),
         "plain HTTP on loopback: {cookie}"
     );
 
-    let inbox = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    let inbox = page(&served, "GET", "/", Some(&session), None, &[]).await;
     assert_eq!(inbox.status, 200, "{}", inbox.text);
     assert!(inbox.text.contains("Log in to the staging console"));
     assert!(inbox.text.contains(&format!("href=\"/inbox/{id}\"")));
@@ -163,7 +185,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
         &served,
         "GET",
         "/inbox/rows?status=finished",
-        Some(&served.person),
+        Some(&session),
         None,
         &[],
     )
@@ -174,7 +196,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
         &served,
         "GET",
         "/?status=nonsense",
-        Some(&served.person),
+        Some(&session),
         None,
         &[],
     )
@@ -198,8 +220,32 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
         let refused = page(&served, "GET", &format!("/?token={token}"), None, None, &[]).await;
         assert_eq!(refused.status, 401);
         assert!(refused.header("set-cookie").is_empty());
-        let refused = page(&served, "GET", "/", Some(token), None, &[]).await;
-        assert_eq!(refused.status, 401, "a cookie of another scope");
+    }
+    // A token is no sign-in, not even the person's; nor is a sign-in
+    // whose tag or expiry was changed.
+    let (expires, tag) = session["s1.".len()..].split_once('.').unwrap();
+    let later: i64 = expires.parse::<i64>().unwrap() + 1;
+    for cookie in [
+        served.agent.clone(),
+        served.person.clone(),
+        format!("s1.{later}.{tag}"),
+        format!(
+            "s1.{expires}.{}{}",
+            if tag.starts_with('A') { 'B' } else { 'A' },
+            &tag[1..]
+        ),
+        "s1.1.AAAA".to_string(),
+    ] {
+        let refused = page(&served, "GET", "/", Some(&cookie), None, &[]).await;
+        assert_eq!(refused.status, 401, "{cookie}");
+        let read = served
+            .client
+            .get(format!("{}/v1/handoffs/{id}", served.url))
+            .header("cookie", format!("lfh_session={cookie}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status().as_u16(), 401, "{cookie}");
     }
 
     // The script's reads take the cookie; a change through the API does
@@ -207,7 +253,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     let read = served
         .client
         .get(format!("{}/v1/handoffs/{id}", served.url))
-        .header("cookie", format!("lfh_session={}", served.person))
+        .header("cookie", format!("lfh_session={session}"))
         .send()
         .await
         .unwrap();
@@ -216,7 +262,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     let change = served
         .client
         .post(format!("{}/v1/handoffs/{id}/complete", served.url))
-        .header("cookie", format!("lfh_session={}", served.person))
+        .header("cookie", format!("lfh_session={session}"))
         .json(&json!({"summary": "done"}))
         .send()
         .await
@@ -230,7 +276,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     served
         .state
         .replace_tokens(TokenTable::new(tokens::read_file(&path).unwrap()).unwrap());
-    let revoked = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    let revoked = page(&served, "GET", "/", Some(&session), None, &[]).await;
     assert_eq!(revoked.status, 401);
     assert!(revoked.text.contains("no longer valid"));
     assert!(revoked.header("set-cookie").contains("Max-Age=0"));
@@ -241,7 +287,8 @@ async fn forms_need_their_anti_forgery_token_and_this_origin() {
     let served = Served::start().await;
     let id = served.open_id().await;
     let path = format!("/inbox/{id}");
-    let cookie = Some(served.person.as_str());
+    let session = sign_in(&served).await;
+    let cookie = Some(session.as_str());
     let shown = page(&served, "GET", &path, cookie, None, &[]).await;
     assert_eq!(shown.status, 200, "{}", shown.text);
     assert_eq!(shown.header("content-security-policy"), CSP);
@@ -517,7 +564,8 @@ async fn hostile_text_is_shown_as_text() {
         }))
         .await;
     let id = opened["handoff"]["id"].as_str().unwrap().to_string();
-    let cookie = Some(served.person.as_str());
+    let session = sign_in(&served).await;
+    let cookie = Some(session.as_str());
     let link = served
         .state
         .link_secret()
@@ -618,6 +666,7 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_filters_by_status_parent_and_due() {
     let served = Served::start().await;
+    let session = sign_in(&served).await;
     let soon = served
         .open(json!({"reason": "due soon", "expires_in": "30m"}))
         .await["handoff"]
@@ -637,13 +686,13 @@ async fn the_inbox_filters_by_status_parent_and_due() {
         .await;
     assert_eq!(reply.status, 200);
     let rows = |query: &'static str| {
-        let served = &served;
+        let (served, session) = (&served, &session);
         async move {
             let shown = page(
                 served,
                 "GET",
                 &format!("/inbox/rows?{query}"),
-                Some(&served.person),
+                Some(session),
                 None,
                 &[],
             )
@@ -667,21 +716,21 @@ async fn the_inbox_filters_by_status_parent_and_due() {
         &served,
         "GET",
         &format!("/?parent={parent}"),
-        Some(&served.person),
+        Some(&session),
         None,
         &[],
     )
     .await;
     assert!(shown.text.contains("due later") && !shown.text.contains("due soon"));
     // Newest first.
-    let all = page(&served, "GET", "/", Some(&served.person), None, &[]).await;
+    let all = page(&served, "GET", "/", Some(&session), None, &[]).await;
     assert!(all.text.find("due later").unwrap() < all.text.find("due soon").unwrap());
     assert!(soon["expires_at"].is_string());
     let bad = page(
         &served,
         "GET",
         "/?parent=nonsense",
-        Some(&served.person),
+        Some(&session),
         None,
         &[],
     )

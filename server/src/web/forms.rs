@@ -3,6 +3,7 @@
 //! anti-forgery checks, and the actions a form carries out.
 
 use super::*;
+use crate::links::{SessionValue, SESSION_VALIDITY};
 
 /// The value of the sign-in cookie, if the request carries one.
 pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
@@ -17,30 +18,37 @@ pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
         .filter(|value| !value.is_empty())
 }
 
-/// A signed-in person: their token (the cookie) and who it names.
+/// A signed-in person: their sign-in (the cookie's value) and who it
+/// names.
 pub(super) struct Session {
     pub(super) cookie: String,
     pub(super) caller: Caller,
 }
 
-/// The person the token `token` names, when it holds the scope `person`.
-pub(super) fn person(state: &AppState, token: &str) -> Option<Caller> {
+/// The person a sign-in cookie's `value` names: a token of scope `person`
+/// still in the tokens file, signed in less than
+/// [`SESSION_VALIDITY`](crate::links::SESSION_VALIDITY) ago.
+pub fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
+    let session = SessionValue::parse(value, state.store().now())?;
+    let secret = state.link_secret();
     state
         .tokens()
-        .authenticate(token)
-        .filter(|caller| caller.scopes.contains(&Scope::Person))
-        .cloned()
+        .find(|entry| {
+            entry.caller.scopes.contains(&Scope::Person)
+                && secret.check_session(&session, entry.hash())
+        })
+        .map(|entry| entry.caller.clone())
 }
 
 pub(super) fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
     let cookie = session_cookie(headers)?;
-    person(state, cookie).map(|caller| Session {
+    session_caller(state, cookie).map(|caller| Session {
         cookie: cookie.to_string(),
         caller,
     })
 }
 
-pub(super) fn cookie_header(state: &AppState, value: &str, max_age: Option<u32>) -> HeaderValue {
+pub(super) fn cookie_header(state: &AppState, value: &str, max_age: Option<u64>) -> HeaderValue {
     let mut text = format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
     if state.secure_cookies() {
         text.push_str("; Secure");
@@ -59,7 +67,11 @@ pub(super) fn redirect(to: &str) -> Response {
 /// Signs in with `token`: the cookie and a redirect to the inbox, or the
 /// sign-in page saying why not.
 pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
-    if person(state, token).is_none() {
+    let tokens = state.tokens();
+    let Some(entry) = tokens
+        .entry_of(token)
+        .filter(|entry| entry.caller.scopes.contains(&Scope::Person))
+    else {
         return sign_in_page(
             StatusCode::UNAUTHORIZED,
             Some(
@@ -68,11 +80,19 @@ pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
                     .into(),
             ),
         );
-    }
+    };
+    let validity = SESSION_VALIDITY.as_secs();
+    let expires = state
+        .store()
+        .now()
+        .unix_timestamp()
+        .saturating_add(i64::try_from(validity).unwrap_or(i64::MAX));
+    let value = state.link_secret().session_value(entry.hash(), expires);
     let mut response = redirect("/");
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, cookie_header(state, token, None));
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        cookie_header(state, &value, Some(validity)),
+    );
     response
 }
 

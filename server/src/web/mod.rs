@@ -7,11 +7,13 @@
 //!
 //! - **Sign-in**: `GET /?token=...` (the URL `serve` prints) or the
 //!   sign-in form's `POST /sign-in` checks a token of scope `person` and
-//!   sets it as the `lfh_session` cookie (HttpOnly, SameSite=Strict,
-//!   Secure when the browser reaches the service over TLS), then
-//!   redirects to `/`, so the token leaves the address bar. The cookie is
-//!   checked against the token table on every request: a revoked token's
-//!   cookie stops working once the tokens file is read again (SIGHUP).
+//!   sets the `lfh_session` cookie (HttpOnly, SameSite=Strict, Secure
+//!   when the browser reaches the service over TLS, a week's `Max-Age`)
+//!   to a sign-in signed with the link secret, which holds the token's
+//!   stored hash's tag and an expiry, never the token; then redirects to
+//!   `/`, so the token leaves the address bar. The sign-in is checked
+//!   against the token table on every request: a revoked token's sign-in
+//!   stops working once the tokens file is read again (SIGHUP).
 //! - **Anti-forgery**: every form carries `csrf`, the HMAC of the cookie
 //!   (or, on a link's page, of the link) under the link secret, checked in
 //!   constant time on every POST; a POST whose `Origin` is another site's,
@@ -54,8 +56,8 @@ use crate::tokens::Caller;
 mod forms;
 mod views;
 
-pub use forms::session_cookie;
 use forms::*;
+pub use forms::{session_caller, session_cookie};
 use views::*;
 
 /// The sign-in cookie's name.
