@@ -13,20 +13,28 @@ use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{open_store, HttpConfig, StorageConfig, Store, Token, UnavailableKind};
 use lf_handoff_server::Limits;
 use support::Served;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// The `http` backend's store for `url` with `token`, retrying nothing: a
 /// call that loses its connection fails instead of being sent again.
 async fn client(url: &str, token: &str) -> Store {
+    client_within(url, token, Duration::ZERO).await
+}
+
+/// The same, retrying calls for `window`.
+async fn client_within(url: &str, token: &str, window: Duration) -> Store {
     let config = HttpConfig::new(url)
         .unwrap()
         .with_token(Token::new(token).unwrap());
     open_store(&StorageConfig::Http(config))
         .await
         .unwrap()
-        .with_retry_window(Duration::ZERO)
+        .with_retry_window(window)
 }
+
+/// A token of the right form, for servers that check none.
+const ANY_TOKEN: &str = "lfh_0123456789abcdef0123456789abcdef";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_the_service_closed_while_idle_is_not_used_again() {
@@ -52,59 +60,81 @@ async fn a_connection_the_service_closed_while_idle_is_not_used_again() {
     served.stop().await;
 }
 
-/// A server that answers its first request with a 502 whose body is
-/// larger than the client reads of an error, and every later one with an
-/// empty JSON list; it counts the connections it accepted.
-async fn oversized_error_then_lists() -> (String, Arc<AtomicUsize>) {
+/// A server that answers its `n`th request with `answers[n]` (the last
+/// one again once they run out), reading each request's head and its
+/// `content-length` body; it counts the connections it accepted and the
+/// requests it read.
+async fn canned(answers: Vec<Vec<u8>>) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let accepted = Arc::new(AtomicUsize::new(0));
-    let answered = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let (counter, read) = (accepted.clone(), requests.clone());
+    let answers = Arc::new(answers);
     tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
+        while let Ok((stream, _)) = listener.accept().await {
             counter.fetch_add(1, Ordering::SeqCst);
-            let answered = answered.clone();
+            let (read, answers) = (read.clone(), answers.clone());
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0_u8; 1];
+                let mut stream = tokio::io::BufReader::new(stream);
                 loop {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                    let mut length = 0_usize;
+                    loop {
+                        let mut line = String::new();
+                        match stream.read_line(&mut line).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            if name.eq_ignore_ascii_case("content-length") {
+                                length = value.trim().parse().unwrap();
+                            }
+                        }
+                    }
+                    let mut body = vec![0_u8; length];
+                    if stream.read_exact(&mut body).await.is_err() {
                         return;
                     }
-                    head.push(byte[0]);
-                    if !head.ends_with(b"\r\n\r\n") {
-                        continue;
-                    }
-                    head.clear();
-                    let answer = if answered.fetch_add(1, Ordering::SeqCst) == 0 {
-                        let body = vec![b'x'; 200 * 1024];
-                        let mut answer = format!(
-                            "HTTP/1.1 502 Bad Gateway\r\ncontent-length: {}\r\n\r\n",
-                            body.len()
-                        )
-                        .into_bytes();
-                        answer.extend_from_slice(&body);
-                        answer
-                    } else {
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                          content-length: 2\r\n\r\n[]"
-                            .to_vec()
-                    };
-                    if stream.write_all(&answer).await.is_err() {
+                    let n = read.fetch_add(1, Ordering::SeqCst);
+                    let answer = &answers[n.min(answers.len() - 1)];
+                    if stream.get_mut().write_all(answer).await.is_err() {
                         return;
                     }
                 }
             });
         }
     });
-    (url, accepted)
+    (url, accepted, requests)
+}
+
+/// A 502 whose body is larger than the client reads of an error.
+fn oversized_bad_gateway() -> Vec<u8> {
+    let body = vec![b'x'; 200 * 1024];
+    let mut answer = format!(
+        "HTTP/1.1 502 Bad Gateway\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(&body);
+    answer
+}
+
+/// A 200 with `body` as JSON.
+fn json_answer(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_whose_answer_was_left_unread_is_not_used_again() {
-    let (url, accepted) = oversized_error_then_lists().await;
-    let store = client(&url, "lfh_0123456789abcdef0123456789abcdef").await;
+    let (url, accepted, _) = canned(vec![oversized_bad_gateway(), json_answer("[]")]).await;
+    let store = client(&url, ANY_TOKEN).await;
     let id = InteractiveHandoffId::parse("ih_01a241b1-e8a4-75f2-af70-000000000000").unwrap();
     let error = store.history(&id).await.unwrap_err();
     assert_eq!(
@@ -125,4 +155,27 @@ async fn a_connection_whose_answer_was_left_unread_is_not_used_again() {
     // A whole answer leaves its connection for the next call.
     assert_eq!(store.history(&id).await.unwrap(), Vec::new());
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_is_sent_once_even_within_the_retry_window() {
+    // A transient failure first (what a proxy says of a service that is
+    // down), then an import's counts: sent again, an import whose commit
+    // was acknowledged late would find the store not empty (C18).
+    let counts = r#"{"parents":1,"task_prs":0,"handoffs":1,"events":1,"last_position":1}"#;
+    let (url, _, requests) = canned(vec![oversized_bad_gateway(), json_answer(counts)]).await;
+    let store = client_within(&url, ANY_TOKEN, Duration::from_secs(30)).await;
+    let error = store.import(&b"{}\n"[..], None).await.unwrap_err();
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::Unreachable),
+        "{error}"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 1, "sent once");
+    // An ordinary call within the same window is sent again.
+    let id = InteractiveHandoffId::parse("ih_01a241b1-e8a4-75f2-af70-000000000000").unwrap();
+    let (url, _, requests) = canned(vec![oversized_bad_gateway(), json_answer("[]")]).await;
+    let store = client_within(&url, ANY_TOKEN, Duration::from_secs(30)).await;
+    assert_eq!(store.history(&id).await.unwrap(), Vec::new());
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
 }

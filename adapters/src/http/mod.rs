@@ -26,7 +26,7 @@
 //! - **`import`** reads its whole input before it sends it.
 //! - Unreachable services and transient errors (`Retry-After`) are
 //!   retried for the handle's retry window, as a local store retries its
-//!   backend.
+//!   backend; an import, as on a local store, is sent once.
 
 mod client;
 pub mod config;
@@ -525,7 +525,9 @@ impl Registry for ServiceRegistry {
         let call = Call::post("/v1/import")
             .body(bytes, content_type::LINES)
             .timeout(None);
-        let counts: Counts = self.json(&call).await?;
+        // Sent once, never again within the retry window (C18): an import
+        // whose commit was acknowledged late would find the store not empty.
+        let counts: Counts = self.client.json(&call, Duration::ZERO).await?;
         let summary = ArchiveSummary {
             parents: counts.parents,
             task_prs: counts.task_prs,
