@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
-
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::ErrorResponse;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};

@@ -96,7 +96,8 @@ pub(super) struct Plain {
     idle: Mutex<Vec<Open>>,
 }
 
-/// An answer: its status and its whole body.
+/// An answer: its status and its body (whole for a success; for another,
+/// cut after the limit [`Plain::exchange`] was given).
 #[derive(Debug)]
 pub(super) struct Answer {
     pub(super) status: StatusCode,
