@@ -30,7 +30,9 @@ use axum::Json;
 use futures_util::{stream, StreamExt as _};
 use http_body_util::BodyExt as _;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::{Store, StoreError, Waited, WatchFilter, WatchFrom};
+use lf_handoff_adapters::{
+    archive, ConflictKind, Store, StoreError, Waited, WatchFilter, WatchFrom,
+};
 use lf_handoff_api::requests::{last_event_id, EventParams, WaitParams};
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Category, Counts, ErrorResponse, WaitJson};
@@ -393,6 +395,11 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
         (Err(_), Some(Fed::Broken)) => Err(ApiError::invalid(
             "the request body could not be read; nothing was imported",
         )),
+        // The store names itself by its path or URL, which is the
+        // server's business: the client hears of "the service's store".
+        (Err(error), None) if error.conflict_kind() == Some(ConflictKind::NotEmpty) => {
+            Err(archive::not_empty(&"the service's store").into())
+        }
         (Err(error), None) => Err(error.into()),
     }
 }

@@ -400,6 +400,19 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
         .await;
     documented(RouteId::Import, &again);
     assert_eq!(again.error(409, "conflict"), "not_empty");
+    // The refusal names no path or URL of the server's own.
+    let message = again.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("the service's store is not empty"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(&*other.dir.path().to_string_lossy()),
+        "{message}"
+    );
 
     // The service itself.
     let reply = served.send("GET", "/healthz", None, None, Vec::new()).await;
