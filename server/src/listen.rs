@@ -29,6 +29,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use lf_handoff_adapters::http::Gated;
 use lf_handoff_adapters::{Store, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_api::{ErrorResponse, Scope};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
@@ -513,7 +514,10 @@ async fn serve_connection<I>(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     let connection = builder.serve_connection(io, service);
-    if let Err(error) = watcher.watch(connection).await {
+    // The handler reads the request's body from the connection it runs
+    // in: gated, their wake-ups of each other stay in this task's poll
+    // instead of waking another worker thread each time.
+    if let Err(error) = Gated::new(watcher.watch(connection)).await {
         tracing::debug!("a connection ended: {error}");
     }
 }

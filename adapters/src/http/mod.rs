@@ -9,6 +9,8 @@
 //!   object turned back into the `StoreError` of the same kind.
 //! - `plain`: the connections of an `http://` service's calls that
 //!   answer one JSON body, driven by the calling task.
+//! - `gate`: [`Gated`], a future whose own wake-ups stay inside its poll
+//!   (the plain connections, and the server's connections).
 //! - `events`: `watch` over the event stream, resumed with
 //!   `Last-Event-ID`.
 //!
@@ -31,6 +33,7 @@
 mod client;
 pub mod config;
 mod events;
+mod gate;
 mod plain;
 
 use std::io::{BufRead, Write};
@@ -66,6 +69,7 @@ use time::OffsetDateTime;
 use client::{Call, Client, Shared};
 pub use config::{HttpConfig, Token, TOKEN_ENV};
 use events::ServiceEvents;
+pub use gate::Gated;
 
 /// A registry served over HTTP.
 #[derive(Debug, Clone)]

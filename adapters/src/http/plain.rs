@@ -19,13 +19,12 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::task::AtomicWaker;
 use futures_util::FutureExt as _;
 use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
@@ -34,16 +33,13 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::gate::Gate;
+
 /// How long a connection may stay idle and still be used again.
 const IDLE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The most idle connections kept.
 const MAX_IDLE: usize = 8;
-
-/// The most rounds of one poll of a call before it lets the runtime run
-/// other tasks (a connection that keeps waking its caller, as tokio's
-/// cooperative budget does when it runs out).
-const MAX_ROUNDS: usize = 32;
 
 type Io = TokioIo<TcpStream>;
 
@@ -55,37 +51,6 @@ struct Open {
     gate: Arc<Gate>,
     waker: Waker,
     since: Instant,
-}
-
-/// The waker a connection and its answer are polled with.
-///
-/// Polling the connection hands the answer's head and body to the
-/// caller through channels, and reading them tells the connection to go
-/// on: each side wakes the other, which here is this very task. A task
-/// woken while it runs is queued again and, in tokio, wakes an idle
-/// worker thread to take it: several times a call for nothing. So a wake
-/// that comes while the caller is polling (`inside`) only asks for
-/// another round of the same poll (`again`); one that comes from
-/// elsewhere (the socket became readable) wakes the caller.
-#[derive(Default)]
-struct Gate {
-    caller: AtomicWaker,
-    inside: AtomicBool,
-    again: AtomicBool,
-}
-
-impl Wake for Gate {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.again.store(true, Ordering::SeqCst);
-        // Outside a poll, or one that has just ended: the caller must run.
-        if !self.inside.load(Ordering::SeqCst) {
-            self.caller.wake();
-        }
-    }
 }
 
 /// The idle connections to one `host:port`.
@@ -249,34 +214,13 @@ impl Plain {
     }
 }
 
-/// Polls `step` with the connection's [`Gate`] until it is ready, or
-/// until nothing but the socket (or the runtime's timer) can make it go
-/// on.
+/// Polls `step` with the connection's [`Gate`] until it is ready.
 async fn drive<T>(
     gate: &Gate,
     waker: &Waker,
     mut step: impl FnMut(&mut Context<'_>) -> Poll<T>,
 ) -> T {
-    poll_fn(|cx| {
-        gate.caller.register(cx.waker());
-        let mut inner = Context::from_waker(waker);
-        for _ in 0..MAX_ROUNDS {
-            gate.inside.store(true, Ordering::SeqCst);
-            gate.again.store(false, Ordering::SeqCst);
-            if let Poll::Ready(value) = step(&mut inner) {
-                gate.inside.store(false, Ordering::SeqCst);
-                return Poll::Ready(value);
-            }
-            gate.inside.store(false, Ordering::SeqCst);
-            if !gate.again.load(Ordering::SeqCst) {
-                return Poll::Pending;
-            }
-        }
-        // Still woken after many rounds: let the runtime run the others.
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
+    poll_fn(|cx| gate.poll(cx, waker, &mut step)).await
 }
 
 /// Sends `request` on `open`, polling its connection while the answer's
