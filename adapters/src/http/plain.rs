@@ -6,8 +6,10 @@
 //! so a call crosses from the caller's task to the connection's and back.
 //! On a service of the same machine that hand-over was a large part of a
 //! call's cost (`docs/BENCHMARKS.md`, "The service's client"). Here the
-//! caller polls hyper's HTTP/1.1 connection and its answer together, and
-//! the connection waits between calls in a short list of idle ones.
+//! caller polls hyper's HTTP/1.1 connection and its answer together,
+//! through the connection's [`Gate`] (their wakes of each other stay in
+//! the caller's poll), and the connection waits between calls in a short
+//! list of idle ones.
 //!
 //! A connection the service may have closed is never trusted: one idle
 //! longer than [`IDLE_LIMIT`] (well under the service's 10 s default for
