@@ -26,15 +26,15 @@ use futures_util::task::AtomicWaker;
 /// budget does when it runs out). A call's hand-overs take a few.
 const MAX_ROUNDS: usize = 8;
 
-/// The waker a gated future is polled with.
+/// What a gate's waker records, and the task it wakes.
 #[derive(Default)]
-pub(crate) struct Gate {
+struct Flags {
     caller: AtomicWaker,
-    pub(crate) inside: AtomicBool,
+    inside: AtomicBool,
     again: AtomicBool,
 }
 
-impl Wake for Gate {
+impl Wake for Flags {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -48,24 +48,46 @@ impl Wake for Gate {
     }
 }
 
+/// The waker a gated future is polled with, and what it records.
+pub(crate) struct Gate {
+    flags: Arc<Flags>,
+    waker: Waker,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        let flags = Arc::new(Flags::default());
+        Self {
+            waker: Waker::from(flags.clone()),
+            flags,
+        }
+    }
+}
+
 impl Gate {
-    /// Polls `step` with `waker` (this gate's) until it is ready, or until
+    /// From now until the next poll, a wake of this gate stays inside it:
+    /// for a hand-over the task itself makes just before it polls.
+    pub(crate) fn hold(&self) {
+        self.flags.inside.store(true, Ordering::SeqCst);
+    }
+
+    /// Polls `step` with this gate's waker until it is ready, or until
     /// nothing but a wake from elsewhere can make it go on; `cx` is the
     /// task's own context.
     pub(crate) fn poll<T>(
         &self,
         cx: &mut Context<'_>,
-        waker: &Waker,
         mut step: impl FnMut(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        self.caller.register(cx.waker());
-        let mut inner = Context::from_waker(waker);
+        let flags = &self.flags;
+        flags.caller.register(cx.waker());
+        let mut inner = Context::from_waker(&self.waker);
         for _ in 0..MAX_ROUNDS {
-            self.inside.store(true, Ordering::SeqCst);
-            self.again.store(false, Ordering::SeqCst);
+            flags.inside.store(true, Ordering::SeqCst);
+            flags.again.store(false, Ordering::SeqCst);
             let polled = step(&mut inner);
-            self.inside.store(false, Ordering::SeqCst);
-            if polled.is_ready() || !self.again.load(Ordering::SeqCst) {
+            flags.inside.store(false, Ordering::SeqCst);
+            if polled.is_ready() || !flags.again.load(Ordering::SeqCst) {
                 return polled;
             }
         }
@@ -73,23 +95,25 @@ impl Gate {
         cx.waker().wake_by_ref();
         Poll::Pending
     }
+
+    /// [`poll`](Self::poll)s `step` until it is ready.
+    pub(crate) async fn drive<T>(&self, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
+        std::future::poll_fn(|cx| self.poll(cx, &mut step)).await
+    }
 }
 
 /// `F`, polled through a [`Gate`] of its own.
 pub struct Gated<F> {
     inner: Pin<Box<F>>,
-    gate: Arc<Gate>,
-    waker: Waker,
+    gate: Gate,
 }
 
 impl<F> Gated<F> {
     /// `inner`, gated.
     pub fn new(inner: F) -> Self {
-        let gate = Arc::new(Gate::default());
         Self {
             inner: Box::pin(inner),
-            waker: Waker::from(gate.clone()),
-            gate,
+            gate: Gate::default(),
         }
     }
 }
@@ -106,8 +130,7 @@ impl<F: Future> Future for Gated<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.get_mut();
         let inner = &mut this.inner;
-        this.gate
-            .poll(cx, &this.waker, |gated| inner.as_mut().poll(gated))
+        this.gate.poll(cx, |gated| inner.as_mut().poll(gated))
     }
 }
 

@@ -19,11 +19,10 @@
 //! written and got no answer is the caller's to retry (the retry window,
 //! as for any lost answer).
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Mutex, PoisonError};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -46,12 +45,11 @@ const MAX_IDLE: usize = 8;
 type Io = TokioIo<TcpStream>;
 
 /// One keep-alive connection: its sender, its connection future, and the
-/// waker it is polled with.
+/// gate it is polled through.
 struct Open {
     send: SendRequest<Full<Bytes>>,
     conn: Connection<Io, Full<Bytes>>,
-    gate: Arc<Gate>,
-    waker: Waker,
+    gate: Gate,
     since: Instant,
 }
 
@@ -205,24 +203,13 @@ impl Plain {
         let (send, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(Failure::Lost)?;
-        let gate = Arc::new(Gate::default());
         Ok(Open {
             send,
             conn,
-            waker: Waker::from(gate.clone()),
-            gate,
+            gate: Gate::default(),
             since: Instant::now(),
         })
     }
-}
-
-/// Polls `step` with the connection's [`Gate`] until it is ready.
-async fn drive<T>(
-    gate: &Gate,
-    waker: &Waker,
-    mut step: impl FnMut(&mut Context<'_>) -> Poll<T>,
-) -> T {
-    poll_fn(|cx| gate.poll(cx, waker, &mut step)).await
 }
 
 /// Sends `request` on `open`, polling its connection while the answer's
@@ -233,12 +220,12 @@ async fn send(
 ) -> Result<Response<Incoming>, hyper::client::conn::TrySendError<Request<Full<Bytes>>>> {
     // Handing the request over wakes the connection, which is this task:
     // a wake inside the gate.
-    open.gate.inside.store(true, Ordering::SeqCst);
+    open.gate.hold();
     let answer = open.send.try_send_request(request);
     let mut answer = std::pin::pin!(answer);
     let mut ended = false;
-    let (gate, waker, conn) = (&open.gate, &open.waker, &mut open.conn);
-    drive(gate, waker, |cx| {
+    let (gate, conn) = (&open.gate, &mut open.conn);
+    gate.drive(|cx| {
         if let Poll::Ready(result) = answer.as_mut().poll(cx) {
             return Poll::Ready(result);
         }
@@ -262,18 +249,19 @@ async fn read_body(
     let mut body = body;
     let mut bytes = Vec::new();
     let mut ended = false;
-    let (gate, waker, conn) = (&open.gate, &open.waker, &mut open.conn);
+    let (gate, conn) = (&open.gate, &mut open.conn);
     loop {
-        let frame = drive(gate, waker, |cx| {
-            if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
-                return Poll::Ready(frame);
-            }
-            if !ended && Pin::new(&mut *conn).poll(cx).is_ready() {
-                ended = true;
-            }
-            Pin::new(&mut body).poll_frame(cx)
-        })
-        .await;
+        let frame = gate
+            .drive(|cx| {
+                if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                    return Poll::Ready(frame);
+                }
+                if !ended && Pin::new(&mut *conn).poll(cx).is_ready() {
+                    ended = true;
+                }
+                Pin::new(&mut body).poll_frame(cx)
+            })
+            .await;
         match frame {
             None => return Ok((Bytes::from(bytes), true)),
             Some(Err(error)) => return Err(Failure::Lost(error)),
