@@ -197,6 +197,7 @@ pub enum RouteId {
     Wait,
     Events,
     Expire,
+    ExpireRecords,
     Prune,
     Export,
     Import,
@@ -573,6 +574,10 @@ pub const ROUTES: &[Route] = &[
     plain(R::Expire, Post, "/v1/expire", Access::Scopes(OPERATOR), "Expire every due handoff",
         "`expire --json`: the census rows of the handoffs this call expired.",
         &[ok(Body::JsonList("InteractiveHandoffListRow"))]),
+    plain(R::ExpireRecords, Post, "/v1/expire-records", Access::Scopes(OPERATOR), "Expire every due handoff, answering whole records",
+        "What `POST /v1/expire` does, answering each handoff this call expired as the whole record \
+         `status --json` prints, as its change left it: what the library's client reads.",
+        &[ok(Body::JsonList("HandoffJson"))]),
     with_body(
         plain(R::Prune, Post, "/v1/prune", Access::Scopes(OPERATOR), "Prune finished handoffs",
             "`prune --json`: removes the finished handoffs whose wake was claimed, finished before the cutoff.",
@@ -621,7 +626,7 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 32);
+        assert_eq!(ids.len(), 33);
     }
 
     #[test]
@@ -647,7 +652,7 @@ mod tests {
             assert!(!allowed(id, Scope::Agent));
             assert!(!allowed(id, Scope::Operator));
         }
-        for id in [R::Expire, R::Prune, R::Export, R::Import] {
+        for id in [R::Expire, R::ExpireRecords, R::Prune, R::Export, R::Import] {
             assert!(allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Person));
         }

@@ -91,6 +91,7 @@ fn handler(id: RouteId) -> MethodRouter<AppState> {
         RouteId::Wait => get(streams::wait),
         RouteId::Events => get(streams::events),
         RouteId::Expire => post(expire),
+        RouteId::ExpireRecords => post(expire_records),
         RouteId::Prune => post(prune),
         RouteId::Export => get(streams::export),
         RouteId::Import => post(streams::import),
@@ -473,6 +474,16 @@ async fn expire(State(state): State<AppState>, Who(caller): Who, _: NoBody) -> A
     let now = store.now();
     let rows: Vec<_> = expired.iter().map(|h| h.list_row(now)).collect();
     ok(&rows)
+}
+
+async fn expire_records(State(state): State<AppState>, Who(caller): Who, _: NoBody) -> Answer {
+    let store = state.store_as(&caller.name);
+    let expired = store.expire_due().await?;
+    let records: Vec<_> = expired
+        .into_iter()
+        .map(|handoff| state.handoff_json(&caller, handoff))
+        .collect();
+    ok(&records)
 }
 
 async fn prune(

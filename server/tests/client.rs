@@ -1,6 +1,7 @@
 //! The `http` backend's connections to a service at an `http://` URL: a
 //! connection the service closed while it was idle is not used again, and
-//! one whose answer was left partly unread is not used again either.
+//! one whose answer was left partly unread is not used again either; a
+//! sweep is one request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -178,4 +179,41 @@ async fn an_import_is_sent_once_even_within_the_retry_window() {
     let store = client_within(&url, ANY_TOKEN, Duration::from_secs(30)).await;
     assert_eq!(store.history(&id).await.unwrap(), Vec::new());
     assert_eq!(requests.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_is_one_request_answering_the_records_it_expired() {
+    let served = Served::start().await;
+    let mut opened = Vec::new();
+    for _ in 0..3 {
+        let answer = served.open(serde_json::json!({"expires_in": "1s"})).await;
+        opened.push(answer["handoff"]["id"].as_str().unwrap().to_string());
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let operator = client(&served.url, &served.operator).await;
+    let mut expired = operator.expire_due().await.unwrap();
+    expired.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    opened.sort();
+    let ids: Vec<&str> = expired.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, opened);
+    for handoff in &expired {
+        assert_eq!(handoff.status.as_str(), "expired");
+        let read = operator.get_interactive_handoff(&handoff.id).await.unwrap();
+        assert_eq!(read.as_ref(), Some(handoff));
+    }
+    // The sweep was one request, and no handoff was read after it but the
+    // three reads above.
+    let metrics = served.get("/metrics", &served.operator).await.text;
+    let count = |route: &str| -> u64 {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("lf_handoff_http_requests_total{"))
+            .filter(|line| line.contains(&format!("route=\"{route}\"")))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!(count("/v1/expire-records"), 1, "{metrics}");
+    assert_eq!(count("/v1/expire"), 0, "{metrics}");
+    assert_eq!(count("/v1/handoffs/{id}"), 3, "{metrics}");
+    served.stop().await;
 }

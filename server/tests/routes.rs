@@ -19,7 +19,7 @@ use lf_handoff_api::routes::{route, Body, RouteId, ROUTES};
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Health, Opened, Pruned, WaitJson};
 use lf_handoff_conformance::fixtures;
 use serde_json::{json, Value};
-use support::{schema, Reply, Served};
+use support::{open_body, schema, Reply, Served};
 
 /// The statuses each route answered in this test, to check at the end
 /// that every route was called.
@@ -336,6 +336,32 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
     let expired: Vec<InteractiveHandoffListRow> =
         serde_json::from_value(documented(RouteId::Expire, &reply)).unwrap();
     assert!(expired.is_empty());
+    // The same sweep answering whole records, as their changes left them.
+    let due = served
+        .post(
+            "/v1/handoffs",
+            agent,
+            &open_body(&wave, served.dir.path(), json!({"expires_in": "1s"})),
+        )
+        .await;
+    let due: Opened = serde_json::from_value(documented(RouteId::Open, &due)).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let expired = expire_records(&served, operator).await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].handoff.id, due.handoff.handoff.id);
+    assert_eq!(expired[0].handoff.status.as_str(), "expired");
+    let reply = served
+        .get(
+            &format!("/v1/handoffs/{}", due.handoff.handoff.id),
+            operator,
+        )
+        .await;
+    let read: HandoffJson = serde_json::from_value(reply.json()).unwrap();
+    assert_eq!(read.handoff, expired[0].handoff);
+    assert!(
+        expire_records(&served, operator).await.is_empty(),
+        "expired once"
+    );
     let now = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
@@ -387,7 +413,7 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
             counts.handoffs,
             counts.events
         ),
-        (3, 1, 1, 5)
+        (3, 1, 2, 7)
     );
     let again = other
         .send(
@@ -433,7 +459,7 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
         "lf_handoff_handoffs_open 0",
         "lf_handoff_handoffs_due 0",
         "# TYPE lf_handoff_http_request_duration_seconds histogram",
-        "lf_handoff_http_requests_total{method=\"POST\",route=\"/v1/handoffs\",status=\"201\"} 1",
+        "lf_handoff_http_requests_total{method=\"POST\",route=\"/v1/handoffs\",status=\"201\"} 2",
         "lf_handoff_http_requests_total{method=\"POST\",route=\"/v1/handoffs\",status=\"200\"} 1",
         "lf_handoff_event_streams 0",
         "lf_handoff_long_polls 0",
@@ -456,6 +482,20 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
     }
     served.stop().await;
     other.stop().await;
+}
+
+/// `POST /v1/expire-records`: the handoffs this sweep expired.
+async fn expire_records(served: &Served, operator: &str) -> Vec<HandoffJson> {
+    let reply = served
+        .send(
+            "POST",
+            "/v1/expire-records",
+            Some(operator),
+            None,
+            Vec::new(),
+        )
+        .await;
+    serde_json::from_value(documented(RouteId::ExpireRecords, &reply)).unwrap()
 }
 
 /// The first `count` events of the stream at `path`, as (id, data).

@@ -57,8 +57,8 @@ use lf_handoff_application::{
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    check_person_outcome, HandoffEvent, InteractiveHandoff, InteractiveHandoffListRow,
-    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenHandoff,
+    check_person_outcome, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, OpenHandoff,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
@@ -457,16 +457,9 @@ impl Registry for ServiceRegistry {
     }
 
     async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
-        let rows: Vec<InteractiveHandoffListRow> = self.json(&Call::post("/v1/expire")).await?;
-        // The service answers with census rows; the records are read after
-        // (an expired handoff is terminal: only its wake claim can change).
-        let mut expired = Vec::with_capacity(rows.len());
-        for row in rows {
-            if let Some(handoff) = self.get_interactive_handoff(&row.session_id).await? {
-                expired.push(handoff);
-            }
-        }
-        Ok(expired)
+        // One call: the records come from the sweep's own changes.
+        let expired: Vec<HandoffJson> = self.json(&Call::post("/v1/expire-records")).await?;
+        Ok(expired.into_iter().map(|json| json.handoff).collect())
     }
 
     async fn prune(&self, options: PruneOptions) -> StoreResult<PruneCount> {
