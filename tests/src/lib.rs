@@ -62,6 +62,7 @@ pub mod hostile;
 pub mod own_postgres;
 pub mod pgbouncer;
 pub mod prune;
+pub mod relay;
 pub mod rng;
 pub mod seed;
 pub mod steps;

@@ -6,6 +6,7 @@
 //! notification it missed, [`Rechecks`] every
 //! [`RECHECK_EVERY`](super::RECHECK_EVERY) in place of notifications.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,7 +115,8 @@ impl ChangeSource for Rechecks {
 /// the watchers when it moved. A notification lost any way (a listening
 /// connection that died without a word, a write that began before the
 /// registration and ran for long) so costs at most `recheck`. A mark
-/// that cannot be read makes the session again.
+/// that cannot be read makes the session again; so does a listening
+/// connection that stopped delivering (its [`Echo`] went unheard).
 #[derive(Debug)]
 pub(super) struct Notifications {
     /// The servers to listen on: the one that accepts writes (where writes
@@ -144,26 +146,38 @@ impl Notifications {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .connect_lazy_with(options);
-        let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await?;
-        listener.listen(CHANNEL).await?;
-        for statement in &self.register {
-            sqlx::query(statement).execute(&mut listener).await?;
-        }
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(&mut listener)
-            .await?;
+        let Begun {
+            mut listener,
+            mut checker,
+            pid,
+            mut echo,
+            first,
+        } = match tokio::time::timeout(SESSION_PATIENCE, self.begin(&pool)).await {
+            Ok(begun) => begun?,
+            Err(_) => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "starting to watch {} took longer than {} s",
+                    self.server,
+                    SESSION_PATIENCE.as_secs()
+                )))
+            }
+        };
         // The first reading wakes the watchers (after the registration,
         // so a write committed after it either notifies or moves the mark).
         let mut mark = Mark::default();
-        let mut checker = pool.acquire().await?;
-        let first = read_mark(&mut checker, &self.mark, &self.server).await?;
         mark.read(first, out);
         let mut recheck_at = tokio::time::Instant::now() + self.recheck;
         let server = self.server.clone();
         let forward = out.clone();
+        let (channel, heard) = (echo.channel.clone(), echo.heard.clone());
         let mut listening = tokio::spawn(async move {
             loop {
                 match listener.try_recv().await {
+                    Ok(Some(notification)) if notification.channel() == channel => {
+                        if let Ok(number) = notification.payload().parse::<u64>() {
+                            heard.fetch_max(number, Ordering::Relaxed);
+                        }
+                    }
                     Ok(Some(_)) => forward.bump(),
                     Ok(None) => {
                         return Err(sqlx::Error::Protocol(format!(
@@ -204,17 +218,118 @@ impl Notifications {
                         return Ok(());
                     }
                     if recheck_at <= tokio::time::Instant::now() {
-                        match read_mark(&mut checker, &self.mark, &self.server).await {
-                            Ok(value) => mark.read(value, out),
-                            Err(error) => {
-                                listening.abort();
-                                return Err(error);
-                            }
+                        let checked = match echo.missing(&self.server) {
+                            Err(error) => Err(error),
+                            Ok(()) => match read_mark(&mut checker, &self.mark, &self.server).await {
+                                Ok(value) => {
+                                    mark.read(value, out);
+                                    echo.send(&mut checker, &self.server).await
+                                }
+                                Err(error) => Err(error),
+                            },
+                        };
+                        if let Err(error) = checked {
+                            listening.abort();
+                            return Err(error);
                         }
                         recheck_at = tokio::time::Instant::now() + self.recheck;
                     }
                 }
             }
+        }
+    }
+}
+
+/// How long starting a session (its listening connection, the
+/// registration, the first reading of the mark) may take before it is
+/// given up and made again.
+const SESSION_PATIENCE: Duration = Duration::from_secs(20);
+
+/// A session's connections once it listens and is registered.
+struct Begun {
+    listener: sqlx::postgres::PgListener,
+    checker: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    /// The listening connection's server process.
+    pid: i32,
+    echo: Echo,
+    /// The mark's first reading.
+    first: i64,
+}
+
+impl Notifications {
+    /// Listens and registers on a connection of `pool`, then reads the
+    /// mark on the other.
+    async fn begin(&self, pool: &sqlx::PgPool) -> Result<Begun, sqlx::Error> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+        listener.listen(CHANNEL).await?;
+        for statement in &self.register {
+            sqlx::query(statement).execute(&mut listener).await?;
+        }
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut listener)
+            .await?;
+        // The session's own channel, for its echo.
+        let echo = Echo::new(pid);
+        listener.listen(&echo.channel).await?;
+        let mut checker = pool.acquire().await?;
+        let first = read_mark(&mut checker, &self.mark, &self.server).await?;
+        Ok(Begun {
+            listener,
+            checker,
+            pid,
+            echo,
+            first,
+        })
+    }
+}
+
+/// A listening connection's echo: at each recheck the feed sends a
+/// notification to the session's own channel (`lf_handoff_echo_PID`)
+/// from its second connection and expects the listener to have heard it
+/// by the next. A listening connection that stopped delivering without
+/// a word (a firewall or NAT that forgot an idle connection, a host gone
+/// with no reset) is so found within two rechecks and made again; the
+/// echo's traffic also keeps such a connection from looking idle.
+struct Echo {
+    channel: String,
+    /// The highest echo the listener heard.
+    heard: Arc<AtomicU64>,
+    /// The last echo sent.
+    sent: u64,
+}
+
+impl Echo {
+    fn new(pid: i32) -> Self {
+        Self {
+            channel: format!("lf_handoff_echo_{pid}"),
+            heard: Arc::new(AtomicU64::new(0)),
+            sent: 0,
+        }
+    }
+
+    /// An error when the last echo sent was not heard.
+    fn missing(&self, server: &str) -> Result<(), sqlx::Error> {
+        if self.heard.load(Ordering::Relaxed) >= self.sent {
+            return Ok(());
+        }
+        Err(sqlx::Error::Protocol(format!(
+            "the watch connection to {server} stopped delivering notifications (its echo did \
+             not come back)"
+        )))
+    }
+
+    /// Sends the next echo on `conn` (a simple query, within
+    /// [`MARK_PATIENCE`]).
+    async fn send(&mut self, conn: &mut PgConnection, server: &str) -> Result<(), sqlx::Error> {
+        self.sent += 1;
+        // The channel is ours (digits of a pid) and the payload a number.
+        let sql = format!("SELECT pg_notify('{}', '{}')", self.channel, self.sent);
+        match tokio::time::timeout(MARK_PATIENCE, conn.execute(sql.as_str())).await {
+            Ok(done) => done.map(|_| ()),
+            Err(_) => Err(sqlx::Error::Protocol(format!(
+                "sending the watch's echo on {server} took longer than {} s",
+                MARK_PATIENCE.as_secs()
+            ))),
         }
     }
 }

@@ -586,6 +586,66 @@ pub mod scenarios {
         );
     }
 
+    /// C16: a listening connection that stops delivering without a word
+    /// (a firewall that forgot it, a host gone with no reset; here a relay
+    /// that stops passing its bytes and keeps it open) is found by the
+    /// feed's echo within two rechecks and made again, and a finish then
+    /// wakes the waiter.
+    pub async fn a_listening_connection_gone_silent_is_made_again(backend: &PostgresBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let StorageConfig::Postgres(mut config) = backend.config(dir.path().join("unused")) else {
+            unreachable!("the postgres backend's config")
+        };
+        let connection = config.connection.clone();
+        let (scheme, rest) = connection.split_once("://").unwrap();
+        let (userinfo, location) = rest.split_once('@').unwrap();
+        let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
+        let first = authority.split(',').next().unwrap();
+        let target = if first.contains(':') {
+            first.to_string()
+        } else {
+            format!("{first}:5432")
+        };
+        let relay = crate::relay::Relay::start(&target).await;
+        // In the clear, so the relay can tell the listening connection.
+        let separator = if path.contains('?') { '&' } else { '?' };
+        config.connection = format!(
+            "{scheme}://{userinfo}@127.0.0.1:{}{path}{separator}sslmode=disable",
+            relay.port()
+        );
+        let store = open_store(&StorageConfig::Postgres(config)).await.unwrap();
+        let direct = open_store(&backend.config(dir.path().join("unused")))
+            .await
+            .unwrap();
+        let opened = open_on_new_wave(&store, dir.path()).await;
+        let waiter = {
+            let (store, id) = (store.clone(), opened.id.clone());
+            tokio::spawn(async move { store.wait(&id, Some(Duration::from_secs(90))).await })
+        };
+        let listening = relay.listens_within(1, Duration::from_secs(10)).await;
+        assert!(listening, "no LISTEN passed through the relay within 10 s");
+        relay.silence_listeners();
+        // Rechecks come every 5 s: the echo sent at one is missed at the
+        // next; a loaded machine may add a little.
+        assert!(
+            relay.listens_within(2, Duration::from_secs(30)).await,
+            "the silent listening connection was not made again within 30 s"
+        );
+        direct
+            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0))
+            .await
+            .unwrap();
+        let waited = tokio::time::timeout(Duration::from_secs(30), waiter)
+            .await
+            .expect("the waiter was not woken within 30 s")
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(waited, lf_handoff_adapters::Waited::Ended(_)),
+            "{waited:?}"
+        );
+    }
+
     /// A store from a newer version is refused and not one relation or row
     /// of its schema changes.
     pub async fn newer_schema_is_left_untouched(backend: &PostgresBackend) {
