@@ -63,7 +63,7 @@ async fn a_connection_the_service_closed_while_idle_is_not_used_again() {
 
 /// A server that answers its `n`th request with `answers[n]` (the last
 /// one again once they run out), reading each request's head and its
-/// `content-length` body; it counts the connections it accepted and the
+/// `content-length` or chunked body; it counts the connections it accepted and the
 /// requests it read.
 async fn canned(answers: Vec<Vec<u8>>) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -79,7 +79,7 @@ async fn canned(answers: Vec<Vec<u8>>) -> (String, Arc<AtomicUsize>, Arc<AtomicU
             tokio::spawn(async move {
                 let mut stream = tokio::io::BufReader::new(stream);
                 loop {
-                    let mut length = 0_usize;
+                    let (mut length, mut chunked) = (0_usize, false);
                     loop {
                         let mut line = String::new();
                         match stream.read_line(&mut line).await {
@@ -93,10 +93,16 @@ async fn canned(answers: Vec<Vec<u8>>) -> (String, Arc<AtomicUsize>, Arc<AtomicU
                             if name.eq_ignore_ascii_case("content-length") {
                                 length = value.trim().parse().unwrap();
                             }
+                            if name.eq_ignore_ascii_case("transfer-encoding") {
+                                chunked = value.trim().eq_ignore_ascii_case("chunked");
+                            }
                         }
                     }
                     let mut body = vec![0_u8; length];
                     if stream.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    if chunked && skip_chunks(&mut stream).await.is_err() {
                         return;
                     }
                     let n = read.fetch_add(1, Ordering::SeqCst);
@@ -112,6 +118,23 @@ async fn canned(answers: Vec<Vec<u8>>) -> (String, Arc<AtomicUsize>, Arc<AtomicU
 }
 
 /// A 502 whose body is larger than the client reads of an error.
+/// Reads a chunked body to its end.
+async fn skip_chunks(
+    stream: &mut tokio::io::BufReader<tokio::net::TcpStream>,
+) -> std::io::Result<()> {
+    loop {
+        let mut line = String::new();
+        stream.read_line(&mut line).await?;
+        let size = usize::from_str_radix(line.trim(), 16)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        let mut chunk = vec![0_u8; size + 2];
+        stream.read_exact(&mut chunk).await?;
+        if size == 0 {
+            return Ok(());
+        }
+    }
+}
+
 fn oversized_bad_gateway() -> Vec<u8> {
     let body = vec![b'x'; 200 * 1024];
     let mut answer = format!(
@@ -215,5 +238,61 @@ async fn a_sweep_is_one_request_answering_the_records_it_expired() {
     assert_eq!(count("/v1/expire-records"), 1, "{metrics}");
     assert_eq!(count("/v1/expire"), 0, "{metrics}");
     assert_eq!(count("/v1/handoffs/{id}"), 3, "{metrics}");
+    served.stop().await;
+}
+
+/// An input of `total` bytes of one line that never ends, counting what
+/// was read of it.
+struct Endless {
+    total: usize,
+    read: Arc<AtomicUsize>,
+    buffer: Vec<u8>,
+}
+
+impl std::io::Read for Endless {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::io::BufRead::fill_buf(self)?.len().min(out.len());
+        out[..n].fill(b' ');
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for Endless {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        let left = self.total - self.read.load(Ordering::SeqCst);
+        Ok(&self.buffer[..left.min(self.buffer.len())])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.read.fetch_add(amount, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_is_read_as_it_is_sent() {
+    let served = Served::start_with(Limits {
+        max_import_body: 1024 * 1024,
+        ..Limits::default()
+    })
+    .await;
+    let before = served.snapshot().await;
+    let operator = client(&served.url, &served.operator).await;
+    // 256 MiB, which the service refuses long before its end.
+    let total = 256 * 1024 * 1024;
+    let read = Arc::new(AtomicUsize::new(0));
+    let mut input = Endless {
+        total,
+        read: read.clone(),
+        buffer: vec![b' '; 64 * 1024],
+    };
+    let error = operator.import(&mut input, None).await.unwrap_err();
+    let taken = read.load(Ordering::SeqCst);
+    assert!(
+        taken < total / 4,
+        "{taken} of {total} bytes read before the answer"
+    );
+    println!("refused after {taken} bytes: {error}");
+    assert_eq!(served.snapshot().await, before, "nothing written");
     served.stop().await;
 }

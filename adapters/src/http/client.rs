@@ -6,10 +6,11 @@
 
 use std::fmt;
 use std::future::Future;
+use std::io::{self, BufRead};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body_util::Full;
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::ErrorResponse;
@@ -17,6 +18,7 @@ use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::mpsc;
 
 use super::config::{HttpConfig, Token};
 use super::plain::{Failure, Plain};
@@ -32,6 +34,11 @@ pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The largest error body read: an error object is a few hundred bytes.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The size of the pieces a body read from a reader is sent in, and how
+/// many may wait to be sent: what such a body holds in memory.
+const READER_CHUNK: usize = 64 * 1024;
+const READER_CHUNKS: usize = 4;
 
 /// The longest pause between two attempts of a call.
 const MAX_PAUSE: Duration = Duration::from_secs(1);
@@ -78,8 +85,7 @@ pub(super) struct Call<'a> {
     method: Method,
     path: &'a str,
     query: String,
-    /// Shared, so a call sent again does not copy it (an import's body
-    /// may be large).
+    /// Shared, so a call sent again does not copy it.
     body: Option<(Bytes, &'static str)>,
     timeout: Option<Duration>,
     last_event_id: Option<u64>,
@@ -240,7 +246,12 @@ impl Client {
                     .map_err(|e| self.unreachable(call, &e))?
             }
         };
-        serde_json::from_slice(&bytes).map_err(|e| {
+        self.decode(call, &bytes)
+    }
+
+    /// The answer `bytes` to `call` as `T`.
+    fn decode<T: DeserializeOwned>(&self, call: &Call<'_>, bytes: &[u8]) -> StoreResult<T> {
+        serde_json::from_slice(bytes).map_err(|e| {
             StoreError::unavailable(
                 UnavailableKind::Other,
                 format!(
@@ -250,6 +261,51 @@ impl Client {
                 ),
             )
         })
+    }
+
+    /// Sends a `POST` of `path` whose body, of `media_type`, is `input`,
+    /// read as it goes out (never held whole), and reads the answer as
+    /// `T`. Sent once: a body read from `input` cannot be sent again.
+    /// Through reqwest, as a chunked body.
+    ///
+    /// # Errors
+    /// `Unavailable` of the input's error kind when `input` fails (the
+    /// service then gets a body cut short, which changes nothing); as
+    /// [`json`](Self::json) otherwise.
+    pub(super) async fn post_reader<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        media_type: &'static str,
+        input: &mut (dyn BufRead + Send),
+    ) -> StoreResult<T> {
+        let call = Call::post(path).timeout(None);
+        let (sender, receiver) = mpsc::channel::<Result<Bytes, io::Error>>(READER_CHUNKS);
+        let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            let chunk = receiver.recv().await?;
+            Some((chunk, receiver))
+        });
+        let sending = self
+            .request(&call)
+            .header(reqwest::header::CONTENT_TYPE, media_type)
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send();
+        let (sent, fed) = tokio::join!(sending, feed(input, sender));
+        fed.map_err(|e| {
+            StoreError::unavailable(
+                UnavailableKind::of_io_error(&e),
+                format!("cannot read the input of {} {path}: {e}", call.method),
+            )
+        })?;
+        let response = match sent {
+            Ok(response) if response.status().is_success() => response,
+            Ok(response) => return Err(error_object(response).await.into_store_error()),
+            Err(error) => return Err(self.unreachable(&call, &error)),
+        };
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.unreachable(&call, &e))?;
+        self.decode(&call, &bytes)
     }
 
     /// One attempt of `call` on a plain connection: the successful
@@ -376,6 +432,42 @@ impl Client {
             ),
         )
     }
+}
+
+/// Reads `input` into chunks of about [`READER_CHUNK`] bytes for
+/// `sender`, until its end or until nobody takes them (the request
+/// ended). A read error is passed on, so the body ends cut short rather
+/// than looking whole, and returned.
+async fn feed(
+    input: &mut (dyn BufRead + Send),
+    sender: mpsc::Sender<Result<Bytes, io::Error>>,
+) -> io::Result<()> {
+    let mut pending = BytesMut::with_capacity(READER_CHUNK);
+    loop {
+        let read = match input.fill_buf() {
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                let cut = io::Error::new(error.kind(), "the input failed");
+                let _ = sender.send(Err(cut)).await;
+                return Err(error);
+            }
+        };
+        if read.is_empty() {
+            break;
+        }
+        let length = read.len();
+        pending.extend_from_slice(read);
+        input.consume(length);
+        if pending.len() >= READER_CHUNK && sender.send(Ok(pending.split().freeze())).await.is_err()
+        {
+            return Ok(());
+        }
+    }
+    if !pending.is_empty() {
+        let _ = sender.send(Ok(pending.freeze())).await;
+    }
+    Ok(())
 }
 
 /// Runs `attempt` until it succeeds, fails for good, or `window` has

@@ -25,7 +25,9 @@
 //!   after its last position when the connection breaks.
 //! - **`prune`** runs in the service's batches; the batch size asked for
 //!   is not sent.
-//! - **`import`** reads its whole input before it sends it.
+//! - **`import`** sends its input as it reads it (a chunked body, at most
+//!   a few hundred KiB held), so an input larger than the service takes is
+//!   refused (413) after little of it was read.
 //! - Unreachable services and transient errors (`Retry-After`) are
 //!   retried for the handle's retry window, as a local store retries its
 //!   backend; an import, as on a local store, is sent once.
@@ -512,19 +514,13 @@ impl Registry for ServiceRegistry {
         input: &mut (dyn BufRead + Send),
         progress: Option<Progress<'_>>,
     ) -> StoreResult<ArchiveSummary> {
-        let mut bytes = Vec::new();
-        input.read_to_end(&mut bytes).map_err(|e| {
-            StoreError::unavailable(
-                UnavailableKind::of_io_error(&e),
-                format!("cannot read the export to import: {e}"),
-            )
-        })?;
-        let call = Call::post("/v1/import")
-            .body(bytes, content_type::LINES)
-            .timeout(None);
-        // Sent once, never again within the retry window (C18): an import
-        // whose commit was acknowledged late would find the store not empty.
-        let counts: Counts = self.client.json(&call, Duration::ZERO).await?;
+        // Read as it is sent, and sent once, never again within the retry
+        // window (C18): an import whose commit was acknowledged late would
+        // find the store not empty.
+        let counts: Counts = self
+            .client
+            .post_reader("/v1/import", content_type::LINES, input)
+            .await?;
         let summary = ArchiveSummary {
             parents: counts.parents,
             task_prs: counts.task_prs,
