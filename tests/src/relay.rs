@@ -4,14 +4,16 @@
 //! forgot an idle connection would leave it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
-/// A relay on `127.0.0.1:PORT`; stops relaying when dropped.
+/// A relay on `127.0.0.1:PORT`; it and its connections end when it is
+/// dropped.
 #[derive(Debug)]
 pub struct Relay {
     port: u16,
@@ -24,33 +26,41 @@ struct Shared {
     /// How many connections sent a `LISTEN`.
     listens: AtomicUsize,
     /// Each such connection's switch: set, it passes nothing.
-    listeners: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
+    listeners: Mutex<Vec<Arc<AtomicBool>>>,
+    /// How many pieces sent to the server held `marker`.
+    marked: AtomicUsize,
+    marker: Vec<u8>,
+    /// The connections' tasks.
+    connections: Mutex<Vec<AbortHandle>>,
 }
 
 impl Relay {
-    /// Relays `127.0.0.1:PORT` to `target` (`host:port`).
+    /// Relays `127.0.0.1:PORT` to `target` (`host:port`), counting the
+    /// pieces sent to the server that hold `marker`.
     ///
     /// # Panics
     /// When it cannot listen.
-    pub async fn start(target: &str) -> Self {
+    pub async fn start(target: &str, marker: &[u8]) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a relay");
         let port = listener.local_addr().expect("the relay's address").port();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            marker: marker.to_vec(),
+            ..Shared::default()
+        });
         let target = target.to_string();
         let accepting = {
             let shared = shared.clone();
             tokio::spawn(async move {
-                let mut connections = Vec::new();
                 while let Ok((client, _)) = listener.accept().await {
                     let Ok(server) = TcpStream::connect(&target).await else {
                         continue;
                     };
-                    connections.push(tokio::spawn(relay(client, server, shared.clone())));
-                }
-                for connection in connections {
-                    connection.abort();
+                    let task = tokio::spawn(relay(client, server, shared.clone()));
+                    if let Ok(mut connections) = shared.connections.lock() {
+                        connections.push(task.abort_handle());
+                    }
                 }
             })
         };
@@ -77,21 +87,37 @@ impl Relay {
 
     /// Whether `count` connections have sent a `LISTEN` within `patience`.
     pub async fn listens_within(&self, count: usize, patience: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + patience;
-        while tokio::time::Instant::now() < deadline {
-            if self.shared.listens.load(Ordering::SeqCst) >= count {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        self.shared.listens.load(Ordering::SeqCst) >= count
+        within(&self.shared.listens, count, patience).await
+    }
+
+    /// Whether `count` pieces holding the marker were sent within
+    /// `patience`.
+    pub async fn marked_within(&self, count: usize, patience: Duration) -> bool {
+        within(&self.shared.marked, count, patience).await
     }
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
         self.accepting.abort();
+        if let Ok(connections) = self.shared.connections.lock() {
+            for connection in connections.iter() {
+                connection.abort();
+            }
+        }
     }
+}
+
+/// Whether `counter` reaches `count` within `patience`.
+async fn within(counter: &AtomicUsize, count: usize, patience: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + patience;
+    while tokio::time::Instant::now() < deadline {
+        if counter.load(Ordering::SeqCst) >= count {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    counter.load(Ordering::SeqCst) >= count
 }
 
 /// Passes bytes both ways until either side closes, or holds the
@@ -123,9 +149,13 @@ struct Listener {
     silenced: Arc<AtomicBool>,
 }
 
+fn holds(chunk: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && chunk.windows(needle.len()).any(|window| window == needle)
+}
+
 async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
     listener: Arc<Listener>,
     shared: Arc<Shared>,
     from_client: bool,
@@ -137,9 +167,10 @@ async fn pump(
             Ok(read) => read,
         };
         let chunk = &buffer[..read];
-        if from_client
-            && chunk.windows(6).any(|window| window == b"LISTEN")
-            && !listener.listened.swap(true, Ordering::SeqCst)
+        if from_client && holds(chunk, &shared.marker) {
+            shared.marked.fetch_add(1, Ordering::SeqCst);
+        }
+        if from_client && holds(chunk, b"LISTEN") && !listener.listened.swap(true, Ordering::SeqCst)
         {
             shared.listens.fetch_add(1, Ordering::SeqCst);
             shared

@@ -284,7 +284,7 @@ impl Notifications {
 }
 
 /// A listening connection's echo: at each recheck the feed sends a
-/// notification to the session's own channel (`lf_handoff_echo_PID`)
+/// notification to the session's own channel (`lf_handoff_echo_PID_NONCE`)
 /// from its second connection and expects the listener to have heard it
 /// by the next. A listening connection that stopped delivering without
 /// a word (a firewall or NAT that forgot an idle connection, a host gone
@@ -300,8 +300,16 @@ struct Echo {
 
 impl Echo {
     fn new(pid: i32) -> Self {
+        // A random part too, so nothing meant for an earlier session whose
+        // server process had the same id is taken for this one's echo.
+        let nonce = {
+            use std::hash::{BuildHasher as _, Hasher as _};
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_i32(pid);
+            hasher.finish()
+        };
         Self {
-            channel: format!("lf_handoff_echo_{pid}"),
+            channel: format!("lf_handoff_echo_{pid}_{nonce:016x}"),
             heard: Arc::new(AtomicU64::new(0)),
             sent: 0,
         }
@@ -322,7 +330,8 @@ impl Echo {
     /// [`MARK_PATIENCE`]).
     async fn send(&mut self, conn: &mut PgConnection, server: &str) -> Result<(), sqlx::Error> {
         self.sent += 1;
-        // The channel is ours (digits of a pid) and the payload a number.
+        // The channel is ours (a pid's digits and hex digits) and the
+        // payload a number: nothing to quote.
         let sql = format!("SELECT pg_notify('{}', '{}')", self.channel, self.sent);
         match tokio::time::timeout(MARK_PATIENCE, conn.execute(sql.as_str())).await {
             Ok(done) => done.map(|_| ()),

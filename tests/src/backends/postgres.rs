@@ -606,7 +606,8 @@ pub mod scenarios {
         } else {
             format!("{first}:5432")
         };
-        let relay = crate::relay::Relay::start(&target).await;
+        // The session's last statement on its listening connection.
+        let relay = crate::relay::Relay::start(&target, b"lf_handoff_echo_").await;
         // In the clear, so the relay can tell the listening connection.
         let separator = if path.contains('?') { '&' } else { '?' };
         config.connection = format!(
@@ -622,8 +623,14 @@ pub mod scenarios {
             let (store, id) = (store.clone(), opened.id.clone());
             tokio::spawn(async move { store.wait(&id, Some(Duration::from_secs(90))).await })
         };
-        let listening = relay.listens_within(1, Duration::from_secs(10)).await;
-        assert!(listening, "no LISTEN passed through the relay within 10 s");
+        let listening = relay.listens_within(1, Duration::from_secs(10)).await
+            && relay.marked_within(1, Duration::from_secs(10)).await;
+        assert!(
+            listening,
+            "no LISTEN of the echo passed through the relay within 10 s"
+        );
+        // Its answer passes, and the session settles, before the silence.
+        tokio::time::sleep(Duration::from_secs(1)).await;
         relay.silence_listeners();
         // Rechecks come every 5 s: the echo sent at one is missed at the
         // next; a loaded machine may add a little.
