@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::{open_store, HttpConfig, StorageConfig, Store, Token, UnavailableKind};
+use lf_handoff_adapters::{
+    open_store, HttpConfig, StorageConfig, Store, StoreError, Token, UnavailableKind,
+};
 use lf_handoff_server::Limits;
 use support::Served;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
@@ -292,7 +294,32 @@ async fn an_import_is_read_as_it_is_sent() {
         taken < total / 4,
         "{taken} of {total} bytes read before the answer"
     );
-    println!("refused after {taken} bytes: {error}");
+    assert!(
+        matches!(error, StoreError::InvalidInput(_)) && error.to_string().contains("larger than"),
+        "{error}"
+    );
+    assert_eq!(served.snapshot().await, before, "nothing written");
+
+    // A refusal before the body is read (a token without the operator's
+    // scope) ends the call at once, whatever is left of the input.
+    let person = client(&served.url, &served.person).await;
+    let read = Arc::new(AtomicUsize::new(0));
+    let mut input = Endless {
+        total,
+        read: read.clone(),
+        buffer: vec![b' '; 64 * 1024],
+    };
+    let error = person.import(&mut input, None).await.unwrap_err();
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::PermissionDenied),
+        "{error}"
+    );
+    let taken = read.load(Ordering::SeqCst);
+    assert!(
+        taken < total / 4,
+        "{taken} of {total} bytes read before the answer"
+    );
     assert_eq!(served.snapshot().await, before, "nothing written");
     served.stop().await;
 }

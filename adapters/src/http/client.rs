@@ -10,7 +10,7 @@ use std::io::{self, BufRead};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::Full;
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::ErrorResponse;
@@ -35,8 +35,8 @@ pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest error body read: an error object is a few hundred bytes.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// The size of the pieces a body read from a reader is sent in, and how
-/// many may wait to be sent: what such a body holds in memory.
+/// The largest piece a body read from a reader is sent in, and how many
+/// pieces may wait to be sent: what such a body holds in memory.
 const READER_CHUNK: usize = 64 * 1024;
 const READER_CHUNKS: usize = 4;
 
@@ -289,17 +289,29 @@ impl Client {
             .header(reqwest::header::CONTENT_TYPE, media_type)
             .body(reqwest::Body::wrap_stream(chunks))
             .send();
-        let (sent, fed) = tokio::join!(sending, feed(input, sender));
-        fed.map_err(|e| {
-            StoreError::unavailable(
-                UnavailableKind::of_io_error(&e),
-                format!("cannot read the input of {} {path}: {e}", call.method),
-            )
-        })?;
-        let response = match sent {
-            Ok(response) if response.status().is_success() => response,
-            Ok(response) => return Err(error_object(response).await.into_store_error()),
-            Err(error) => return Err(self.unreachable(&call, &error)),
+        // Until the answer comes: a service that answers early (a refusal)
+        // is not kept waiting for the rest of the input.
+        let feeding = feed(input, sender);
+        tokio::pin!(sending, feeding);
+        let mut fed = None;
+        let sent = loop {
+            tokio::select! {
+                sent = &mut sending => break sent,
+                result = &mut feeding, if fed.is_none() => fed = Some(result),
+            }
+        };
+        // An input that failed before the answer came is the cause of
+        // whatever the answer says; an answer that came first stands.
+        let response = match (sent, fed) {
+            (Ok(response), _) if response.status().is_success() => response,
+            (_, Some(Err(e))) => {
+                return Err(StoreError::unavailable(
+                    UnavailableKind::of_io_error(&e),
+                    format!("cannot read the input of {} {path}: {e}", call.method),
+                ))
+            }
+            (Ok(response), _) => return Err(error_object(response).await.into_store_error()),
+            (Err(error), _) => return Err(self.unreachable(&call, &error)),
         };
         let bytes = response
             .bytes()
@@ -434,15 +446,15 @@ impl Client {
     }
 }
 
-/// Reads `input` into chunks of about [`READER_CHUNK`] bytes for
-/// `sender`, until its end or until nobody takes them (the request
-/// ended). A read error is passed on, so the body ends cut short rather
-/// than looking whole, and returned.
+/// Passes `input` to `sender` piece by piece (each what one read gave, at
+/// most [`READER_CHUNK`] bytes), until its end or until nobody takes them
+/// (the request ended), yielding after each piece so the connection sends
+/// it at once even on a current-thread runtime. A read error is passed on,
+/// so the body ends cut short rather than looking whole, and returned.
 async fn feed(
     input: &mut (dyn BufRead + Send),
     sender: mpsc::Sender<Result<Bytes, io::Error>>,
 ) -> io::Result<()> {
-    let mut pending = BytesMut::with_capacity(READER_CHUNK);
     loop {
         let read = match input.fill_buf() {
             Ok(read) => read,
@@ -454,20 +466,15 @@ async fn feed(
             }
         };
         if read.is_empty() {
-            break;
-        }
-        let length = read.len();
-        pending.extend_from_slice(read);
-        input.consume(length);
-        if pending.len() >= READER_CHUNK && sender.send(Ok(pending.split().freeze())).await.is_err()
-        {
             return Ok(());
         }
+        let piece = Bytes::copy_from_slice(&read[..read.len().min(READER_CHUNK)]);
+        input.consume(piece.len());
+        if sender.send(Ok(piece)).await.is_err() {
+            return Ok(());
+        }
+        tokio::task::yield_now().await;
     }
-    if !pending.is_empty() {
-        let _ = sender.send(Ok(pending.freeze())).await;
-    }
-    Ok(())
 }
 
 /// Runs `attempt` until it succeeds, fails for good, or `window` has

@@ -26,8 +26,10 @@
 //! - **`prune`** runs in the service's batches; the batch size asked for
 //!   is not sent.
 //! - **`import`** sends its input as it reads it (a chunked body, at most
-//!   a few hundred KiB held), so an input larger than the service takes is
-//!   refused (413) after little of it was read.
+//!   a few hundred KiB held); an input larger than the service takes is
+//!   refused (413) once the service's limit (1 GiB by default) has been
+//!   sent, and a refusal the service makes before (a token, a store that
+//!   is not empty) ends the call at once.
 //! - Unreachable services and transient errors (`Retry-After`) are
 //!   retried for the handle's retry window, as a local store retries its
 //!   backend; an import, as on a local store, is sent once.

@@ -340,3 +340,46 @@ fn a_store_that_is_not_empty_is_exit_4_not_empty_and_unchanged() {
     assert!(message.contains("not empty"), "{message}");
     assert_eq!(sandbox.ok(&["export"]), exported);
 }
+
+/// C17 through the service (C24): `import` with an `http://` store sends
+/// stdin as it reads it, on the command line's one-thread runtime, and
+/// the served store then exports the same bytes; a second import is the
+/// same refusal, and exit code, as on the store itself.
+#[test]
+fn import_through_the_service_reads_stdin_as_it_sends_it() {
+    let source = Sandbox::new();
+    registry(&source);
+    let exported = source.ok(&["export"]);
+    let target = Sandbox::new();
+    let serving = crate::serve::Serving::start(&target, &[]);
+    let url = format!("http://{}", serving.address);
+    let import = || {
+        use std::io::Write as _;
+        let mut command = target.command(&["--store", &url, "import"]);
+        command
+            .env("LF_HANDOFF_TOKEN", serving.token("operator"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // In pieces with pauses, as a pipe from another program gives it;
+        // a refusal may end the import before it read everything.
+        for piece in exported.as_bytes().chunks(700) {
+            if stdin.write_all(piece).is_err() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        drop(stdin);
+        Run::from_output(child.wait_with_output().unwrap())
+    };
+    let run = import();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.starts_with("imported 3 parents"), "{run:?}");
+    assert_eq!(target.ok(&["export"]), exported);
+    let again = import();
+    assert_eq!(again.code, 4, "{again:?}");
+    assert!(again.stderr.contains("not empty"), "{again:?}");
+    assert_eq!(target.ok(&["export"]), exported);
+}
