@@ -7,7 +7,9 @@
 
 mod support;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_adapters::domain::wave::Wave;
+use lf_handoff_adapters::GenerateId as _;
 use lf_handoff_server::links::LinkSecret;
 use lf_handoff_server::tokens::{self, TokenTable};
 use serde_json::{json, Value};
@@ -736,4 +738,34 @@ async fn the_inbox_filters_by_status_parent_and_due() {
     )
     .await;
     assert_eq!(bad.status, 400);
+}
+
+/// The inbox shows the newest 500 handoffs, newest first: with more, the
+/// oldest are the ones left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
+    let served = Served::start().await;
+    let session = sign_in(&served).await;
+    let count = 503;
+    for n in 0..count {
+        let wave = Wave::new(WaveId::new(), format!("wave {n}"), "/repo".into());
+        served.store.create_wave(&wave).await.unwrap();
+        let mut request = support::open_request(&wave, served.dir.path());
+        request.reason = format!("handoff number {n:04}");
+        served
+            .store
+            .open_interactive_handoff(request)
+            .await
+            .unwrap();
+    }
+    let shown = page(&served, "GET", "/", Some(&session), None, &[]).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let listed: Vec<usize> = (0..count)
+        .filter(|n| shown.text.contains(&format!("handoff number {n:04}")))
+        .collect();
+    assert_eq!(listed, (3..count).collect::<Vec<_>>());
+    let newest = shown.text.find("handoff number 0502").unwrap();
+    let older = shown.text.find("handoff number 0501").unwrap();
+    assert!(newest < older, "newest first");
+    served.stop().await;
 }

@@ -28,7 +28,7 @@
 //!   this origin in the `Origin` of its forms), `X-Frame-Options: DENY`, `nosniff`, and no
 //!   caching of pages.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, Request, State};
@@ -42,7 +42,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
     Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::{ListQuery, StoreError};
+use lf_handoff_adapters::{ListQuery, Store, StoreError};
 use lf_handoff_api::requests::{self, Extend, Reason, Summary};
 use lf_handoff_api::{Category, Scope};
 use time::OffsetDateTime;
@@ -69,7 +69,7 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
                        'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; \
                        base-uri 'none'";
 
-/// How many handoffs the inbox shows at most.
+/// How many handoffs the inbox shows at most: the newest.
 const PAGE: usize = 500;
 
 /// A deadline this close (or passed) is urgent, and `due=soon` shows it.
@@ -135,10 +135,8 @@ async fn script() -> Response {
 
 async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
     let store = state.store();
-    let query = filter.list_query()?;
-    let mut handoffs = store.list_interactive_handoffs(query).await?;
+    let mut handoffs = newest(store, filter.list_query()?, PAGE).await?;
     let now = store.now();
-    handoffs.reverse();
     if filter.due == "soon" {
         handoffs.retain(|h| h.expires_at.is_some_and(|at| at - now < SOON));
     }
@@ -151,6 +149,39 @@ async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
         rows.push(row(handoff, who, now));
     }
     Ok(rows)
+}
+
+/// The newest `page` handoffs `query` lists, newest first. The list
+/// reads oldest first, so with more than `page` of them it is read page
+/// by page to its end, keeping only the last `page`: a person sees what
+/// came last, never a registry's oldest handoffs.
+async fn newest(
+    store: &Store,
+    mut query: ListQuery,
+    page: usize,
+) -> Result<Vec<InteractiveHandoff>, ApiError> {
+    let mut kept: VecDeque<InteractiveHandoff> = VecDeque::with_capacity(page);
+    query.limit = Some(page);
+    loop {
+        let listed = match store.list_interactive_handoffs(query.clone()).await {
+            Ok(listed) => listed,
+            // The page's start was pruned meanwhile: what was read stands.
+            Err(StoreError::NotFound(_)) if query.after.is_some() => break,
+            Err(error) => return Err(error.into()),
+        };
+        let full = listed.len() == page;
+        query.after = listed.last().map(|handoff| handoff.id.clone());
+        for handoff in listed {
+            if kept.len() == page {
+                kept.pop_front();
+            }
+            kept.push_back(handoff);
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(kept.into_iter().rev().collect())
 }
 
 async fn inbox(

@@ -208,7 +208,6 @@ impl Filter {
             parent,
             active_only,
             statuses,
-            limit: Some(PAGE),
             ..ListQuery::default()
         })
     }
