@@ -352,6 +352,7 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
     backward(fed, bridge);
     tokio::spawn(async move {
         let mut received = 0_u64;
+        let mut forwarding = true;
         loop {
             let fed = match tokio::time::timeout(limits.body_read_timeout, body.frame()).await {
                 Err(_) => Err(Fed::Stalled(limits.body_read_timeout)),
@@ -369,9 +370,19 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
                     Err(_) => continue,
                 },
             };
-            let stop = fed.is_err();
-            if sender.send(fed).await.is_err() || stop {
+            if fed.is_err() {
+                if forwarding {
+                    let _ = sender.send(fed).await;
+                }
                 return;
+            }
+            // Once the import stops reading (it refused the input: a
+            // damaged line, a store that is not empty), the rest of the
+            // body is read and dropped, within the same limits, so the
+            // client can finish sending it and read the answer instead of
+            // a connection closed under its body.
+            if forwarding && sender.send(fed).await.is_err() {
+                forwarding = false;
             }
         }
     });

@@ -263,10 +263,10 @@ impl Client {
         })
     }
 
-    /// Sends a `POST` of `path` whose body, of `media_type`, is `input`,
-    /// read as it goes out (never held whole), and reads the answer as
-    /// `T`. Sent once: a body read from `input` cannot be sent again.
-    /// Through reqwest, as a chunked body.
+    /// Sends a `POST` of `path` whose body, of `media_type`, is `head`
+    /// then `input`, read as it goes out (never held whole), and reads
+    /// the answer as `T`. Sent once: a body read from `input` cannot be
+    /// sent again. Through reqwest, as a chunked body.
     ///
     /// # Errors
     /// `Unavailable` of the input's error kind when `input` fails (the
@@ -276,10 +276,13 @@ impl Client {
         &self,
         path: &str,
         media_type: &'static str,
+        head: Vec<u8>,
         input: &mut (dyn BufRead + Send),
     ) -> StoreResult<T> {
         let call = Call::post(path).timeout(None);
         let (sender, receiver) = mpsc::channel::<Result<Bytes, io::Error>>(READER_CHUNKS);
+        // The channel is empty: the head goes first, whole.
+        let _ = sender.try_send(Ok(Bytes::from(head)));
         let chunks = futures_util::stream::unfold(receiver, |mut receiver| async move {
             let chunk = receiver.recv().await?;
             Some((chunk, receiver))
@@ -311,13 +314,56 @@ impl Client {
                 ))
             }
             (Ok(response), _) => return Err(error_object(response).await.into_store_error()),
-            (Err(error), _) => return Err(self.unreachable(&call, &error)),
+            // Cut short, the body can have changed nothing.
+            (Err(error), None | Some(Ok(false))) => {
+                let lost = self.unreachable(&call, &error);
+                return Err(self.hidden_refusal(&call, media_type, lost).await);
+            }
+            (Err(error), Some(Ok(true))) => return Err(self.unreachable(&call, &error)),
         };
         let bytes = response
             .bytes()
             .await
             .map_err(|e| self.unreachable(&call, &e))?;
         self.decode(&call, &bytes)
+    }
+
+    /// What a connection lost while `call`'s body was being sent may
+    /// hide: a service that refuses a request before reading its body (a
+    /// token's scope, the store's state) answers and closes, and the
+    /// sender may see only the closed connection. The same call with an
+    /// empty body (which changes nothing: no body is a change) says
+    /// whether it is refused, and that refusal is the answer; otherwise
+    /// `lost` stands, naming the other refusal that closes a connection
+    /// early, a body over the service's limit.
+    async fn hidden_refusal(
+        &self,
+        call: &Call<'_>,
+        media_type: &'static str,
+        lost: StoreError,
+    ) -> StoreError {
+        let probe = Call::post(call.path).body(Vec::new(), media_type);
+        match self.json::<serde_json::Value>(&probe, Duration::ZERO).await {
+            Err(refused @ StoreError::Conflict { .. }) => refused,
+            Err(refused)
+                if matches!(
+                    refused.unavailable_kind(),
+                    Some(UnavailableKind::PermissionDenied | UnavailableKind::Refused)
+                ) =>
+            {
+                refused
+            }
+            _ => match lost {
+                StoreError::Unavailable { kind, message, .. } => StoreError::unavailable(
+                    kind,
+                    format!(
+                        "{message} (a service also closes the connection of a body over its \
+                         size limit; `serve --max-import-body` sets an import's)"
+                    ),
+                ),
+                other => other,
+            },
+        }
     }
 
     /// One attempt of `call` on a plain connection: the successful
@@ -447,14 +493,15 @@ impl Client {
 }
 
 /// Passes `input` to `sender` piece by piece (each what one read gave, at
-/// most [`READER_CHUNK`] bytes), until its end or until nobody takes them
-/// (the request ended), yielding after each piece so the connection sends
-/// it at once even on a current-thread runtime. A read error is passed on,
-/// so the body ends cut short rather than looking whole, and returned.
+/// most [`READER_CHUNK`] bytes), until its end (`true`) or until nobody
+/// takes them, the request having ended (`false`), yielding after each
+/// piece so the connection sends it at once even on a current-thread
+/// runtime. A read error is passed on, so the body ends cut short rather
+/// than looking whole, and returned.
 async fn feed(
     input: &mut (dyn BufRead + Send),
     sender: mpsc::Sender<Result<Bytes, io::Error>>,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     loop {
         let read = match input.fill_buf() {
             Ok(read) => read,
@@ -466,12 +513,12 @@ async fn feed(
             }
         };
         if read.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let piece = Bytes::copy_from_slice(&read[..read.len().min(READER_CHUNK)]);
         input.consume(piece.len());
         if sender.send(Ok(piece)).await.is_err() {
-            return Ok(());
+            return Ok(false);
         }
         tokio::task::yield_now().await;
     }

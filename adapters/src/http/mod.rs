@@ -25,11 +25,13 @@
 //!   after its last position when the connection breaks.
 //! - **`prune`** runs in the service's batches; the batch size asked for
 //!   is not sent.
-//! - **`import`** sends its input as it reads it (a chunked body, at most
-//!   a few hundred KiB held); an input larger than the service takes is
-//!   refused (413) once the service's limit (1 GiB by default) has been
-//!   sent, and a refusal the service makes before (a token, a store that
-//!   is not empty) ends the call at once.
+//! - **`import`** sends an input of up to 1 MiB whole, with its length;
+//!   a longer one as it reads it (a chunked body, at most about 1.3 MiB
+//!   held). A refusal the service makes before reading the body (a token,
+//!   a store that is not empty) ends the call at once; when it closed the
+//!   connection under the body, an empty import of the same route (which
+//!   changes nothing) finds it out. An input larger than the service
+//!   takes is refused once its limit (1 GiB by default) has been sent.
 //! - Unreachable services and transient errors (`Retry-After`) are
 //!   retried for the handle's retry window, as a local store retries its
 //!   backend; an import, as on a local store, is sent once.
@@ -516,13 +518,27 @@ impl Registry for ServiceRegistry {
         input: &mut (dyn BufRead + Send),
         progress: Option<Progress<'_>>,
     ) -> StoreResult<ArchiveSummary> {
-        // Read as it is sent, and sent once, never again within the retry
-        // window (C18): an import whose commit was acknowledged late would
-        // find the store not empty.
-        let counts: Counts = self
-            .client
-            .post_reader("/v1/import", content_type::LINES, input)
-            .await?;
+        // Sent once, never again within the retry window (C18): an import
+        // whose commit was acknowledged late would find the store not
+        // empty. An input that ends within `WHOLE_IMPORT` goes as one body
+        // with its length, like any call (a refusal then always comes back
+        // as such); a longer one as it is read.
+        let (head, ended) = read_head(input, WHOLE_IMPORT).map_err(|e| {
+            StoreError::unavailable(
+                UnavailableKind::of_io_error(&e),
+                format!("cannot read the export to import: {e}"),
+            )
+        })?;
+        let counts: Counts = if ended {
+            let call = Call::post("/v1/import")
+                .body(head, content_type::LINES)
+                .timeout(None);
+            self.client.json(&call, Duration::ZERO).await?
+        } else {
+            self.client
+                .post_reader("/v1/import", content_type::LINES, head, input)
+                .await?
+        };
         let summary = ArchiveSummary {
             parents: counts.parents,
             task_prs: counts.task_prs,
@@ -556,6 +572,30 @@ impl Deliveries for ServiceRegistry {
 }
 
 /// The error of an export whose output refused a write.
+/// The largest import sent whole, with its length; a longer one is sent
+/// as it is read.
+const WHOLE_IMPORT: usize = 1024 * 1024;
+
+/// Reads `input` until its end or until at least `limit` bytes were read:
+/// what was read, and whether the input ended.
+fn read_head(input: &mut (dyn BufRead + Send), limit: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut head = Vec::new();
+    while head.len() < limit {
+        let read = match input.fill_buf() {
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if read.is_empty() {
+            return Ok((head, true));
+        }
+        let length = read.len().min(limit - head.len());
+        head.extend_from_slice(&read[..length]);
+        input.consume(length);
+    }
+    Ok((head, false))
+}
+
 fn written(error: &std::io::Error) -> StoreError {
     StoreError::unavailable(
         UnavailableKind::of_io_error(error),

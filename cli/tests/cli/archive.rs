@@ -84,14 +84,29 @@ fn read(path: &Path) -> String {
 
 /// Runs `args` with `input` on stdin.
 fn with_stdin(sandbox: &Sandbox, args: &[&str], input: &[u8]) -> Run {
+    with_stdin_env(sandbox, args, input, ("LF_HANDOFF_UNUSED", ""))
+}
+
+/// Runs `args` with `input` on stdin, given in pieces with pauses as a
+/// pipe from another program gives it, and `variable` set; a refusal may
+/// end the command before it read everything.
+fn with_stdin_env(sandbox: &Sandbox, args: &[&str], input: &[u8], variable: (&str, &str)) -> Run {
     use std::io::Write as _;
     let mut command = sandbox.command(args);
     command
+        .env(variable.0, variable.1)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = command.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for piece in input.chunks(64 * 1024) {
+        if stdin.write_all(piece).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(stdin);
     Run::from_output(child.wait_with_output().unwrap())
 }
 
@@ -341,45 +356,49 @@ fn a_store_that_is_not_empty_is_exit_4_not_empty_and_unchanged() {
     assert_eq!(sandbox.ok(&["export"]), exported);
 }
 
-/// C17 through the service (C24): `import` with an `http://` store sends
-/// stdin as it reads it, on the command line's one-thread runtime, and
-/// the served store then exports the same bytes; a second import is the
-/// same refusal, and exit code, as on the store itself.
+/// C17 through the service (C24): `import` with an `http://` store reads
+/// stdin given in pieces, and the served store then exports the same
+/// bytes; a second import is the same refusal, and exit code, as on the
+/// store itself.
 #[test]
-fn import_through_the_service_reads_stdin_as_it_sends_it() {
+fn import_through_the_service_reads_stdin_and_answers_as_on_the_store() {
     let source = Sandbox::new();
     registry(&source);
     let exported = source.ok(&["export"]);
     let target = Sandbox::new();
     let serving = crate::serve::Serving::start(&target, &[]);
     let url = format!("http://{}", serving.address);
-    let import = || {
-        use std::io::Write as _;
-        let mut command = target.command(&["--store", &url, "import"]);
-        command
-            .env("LF_HANDOFF_TOKEN", serving.token("operator"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        // In pieces with pauses, as a pipe from another program gives it;
-        // a refusal may end the import before it read everything.
-        for piece in exported.as_bytes().chunks(700) {
-            if stdin.write_all(piece).is_err() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        drop(stdin);
-        Run::from_output(child.wait_with_output().unwrap())
+    let token = serving.token("operator");
+    let import = |input: &[u8]| {
+        with_stdin_env(
+            &target,
+            &["--store", &url, "import"],
+            input,
+            ("LF_HANDOFF_TOKEN", &token),
+        )
     };
-    let run = import();
+    let run = import(exported.as_bytes());
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stderr.starts_with("imported 3 parents"), "{run:?}");
     assert_eq!(target.ok(&["export"]), exported);
-    let again = import();
+    let again = import(exported.as_bytes());
     assert_eq!(again.code, 4, "{again:?}");
     assert!(again.stderr.contains("not empty"), "{again:?}");
     assert_eq!(target.ok(&["export"]), exported);
+
+    // Over 1 MiB, the input goes out as it is read, on the command line's
+    // one-thread runtime; a damaged one is refused as on the store.
+    let empty = Sandbox::new();
+    let serving = crate::serve::Serving::start(&empty, &[]);
+    let mut damaged = b"not an export\n".to_vec();
+    damaged.resize(3 * 1024 * 1024, b'\n');
+    let url = format!("http://{}", serving.address);
+    let run = with_stdin_env(
+        &empty,
+        &["--store", &url, "import"],
+        &damaged,
+        ("LF_HANDOFF_TOKEN", &serving.token("operator")),
+    );
+    let local = with_stdin(&empty, &["import"], &damaged);
+    assert_eq!((run.code, local.code), (2, 2), "{run:?} {local:?}");
 }
