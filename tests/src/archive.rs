@@ -542,6 +542,13 @@ pub async fn c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged(backen
     let before = export(&target).await;
     assert_not_empty(target.import(file.as_slice(), None).await, "over a wave");
     assert_same_export(&export(&target).await, &before, "the refused target");
+    // Whatever the input holds: the store is looked at first.
+    assert_not_empty(target.import(&b""[..], None).await, "an empty input");
+    assert_not_empty(
+        target.import(&b"not an export\n"[..], None).await,
+        "a damaged input",
+    );
+    assert_same_export(&export(&target).await, &before, "the refused target");
 }
 
 /// The export `file` with line `n` (1-based) replaced by `with`, or left

@@ -315,11 +315,11 @@ impl Client {
             }
             (Ok(response), _) => return Err(error_object(response).await.into_store_error()),
             // Cut short, the body can have changed nothing.
-            (Err(error), None | Some(Ok(false))) => {
+            (Err(error), None | Some(Ok(false))) if !error.is_connect() => {
                 let lost = self.unreachable(&call, &error);
                 return Err(self.hidden_refusal(&call, media_type, lost).await);
             }
-            (Err(error), Some(Ok(true))) => return Err(self.unreachable(&call, &error)),
+            (Err(error), _) => return Err(self.unreachable(&call, &error)),
         };
         let bytes = response
             .bytes()

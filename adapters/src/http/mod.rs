@@ -521,8 +521,9 @@ impl Registry for ServiceRegistry {
         // Sent once, never again within the retry window (C18): an import
         // whose commit was acknowledged late would find the store not
         // empty. An input that ends within `WHOLE_IMPORT` goes as one body
-        // with its length, like any call (a refusal then always comes back
-        // as such); a longer one as it is read.
+        // with its length, like any call (written before the service can
+        // answer on all but the slowest links, so a refusal comes back as
+        // such); a longer one as it is read.
         let (head, ended) = read_head(input, WHOLE_IMPORT).map_err(|e| {
             StoreError::unavailable(
                 UnavailableKind::of_io_error(&e),
@@ -571,13 +572,12 @@ impl Deliveries for ServiceRegistry {
     }
 }
 
-/// The error of an export whose output refused a write.
 /// The largest import sent whole, with its length; a longer one is sent
 /// as it is read.
 const WHOLE_IMPORT: usize = 1024 * 1024;
 
-/// Reads `input` until its end or until at least `limit` bytes were read:
-/// what was read, and whether the input ended.
+/// Reads `input` until its end or until `limit` bytes were read: what was
+/// read, and whether the input ended there.
 fn read_head(input: &mut (dyn BufRead + Send), limit: usize) -> std::io::Result<(Vec<u8>, bool)> {
     let mut head = Vec::new();
     while head.len() < limit {
@@ -593,9 +593,17 @@ fn read_head(input: &mut (dyn BufRead + Send), limit: usize) -> std::io::Result<
         head.extend_from_slice(&read[..length]);
         input.consume(length);
     }
-    Ok((head, false))
+    // An input of exactly `limit` bytes is whole too.
+    loop {
+        match input.fill_buf() {
+            Ok(rest) => return Ok((head, rest.is_empty())),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        }
+    }
 }
 
+/// The error of an export whose output refused a write.
 fn written(error: &std::io::Error) -> StoreError {
     StoreError::unavailable(
         UnavailableKind::of_io_error(error),

@@ -34,7 +34,7 @@ use lf_handoff_application::archive::{
     not_empty, Archive, ArchiveItem, ArchiveRecord, ArchiveSink, ArchiveSource, ArchiveSummary,
 };
 use lf_handoff_application::ports::Versioned;
-use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
+use lf_handoff_application::{ConflictKind, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
 use tokio::sync::mpsc;
 
@@ -92,10 +92,16 @@ impl Archive for SledStore {
                 Ok(item) => item,
                 Err(error) => {
                     // The writer sees the channel close before the end and
-                    // empties the store again.
+                    // empties the store again. A store that was not empty
+                    // is the first refusal, as on the other backends, which
+                    // look before they read the input.
                     drop(sender);
-                    let _ = joined(writer.await);
-                    return Err(error);
+                    return match joined(writer.await) {
+                        Err(refused) if refused.conflict_kind() == Some(ConflictKind::NotEmpty) => {
+                            Err(refused)
+                        }
+                        _ => Err(error),
+                    };
                 }
             };
             let end = matches!(item, ArchiveItem::End(_));

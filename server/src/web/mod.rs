@@ -154,35 +154,47 @@ async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
 /// The newest `page` handoffs `query` lists, newest first. The list
 /// reads oldest first, so with more than `page` of them it is read page
 /// by page to its end, keeping only the last `page`: a person sees what
-/// came last, never a registry's oldest handoffs.
+/// came last, never a registry's oldest handoffs. A page's start pruned
+/// meanwhile (a prune removes the oldest first) starts the read again,
+/// up to [`NEWEST_TRIES`] times; then what was read stands.
 async fn newest(
     store: &Store,
-    mut query: ListQuery,
+    query: ListQuery,
     page: usize,
 ) -> Result<Vec<InteractiveHandoff>, ApiError> {
     let mut kept: VecDeque<InteractiveHandoff> = VecDeque::with_capacity(page);
-    query.limit = Some(page);
-    loop {
-        let listed = match store.list_interactive_handoffs(query.clone()).await {
-            Ok(listed) => listed,
-            // The page's start was pruned meanwhile: what was read stands.
-            Err(StoreError::NotFound(_)) if query.after.is_some() => break,
-            Err(error) => return Err(error.into()),
+    'tries: for _ in 0..NEWEST_TRIES {
+        kept.clear();
+        let mut query = ListQuery {
+            limit: Some(page),
+            after: None,
+            ..query.clone()
         };
-        let full = listed.len() == page;
-        query.after = listed.last().map(|handoff| handoff.id.clone());
-        for handoff in listed {
-            if kept.len() == page {
-                kept.pop_front();
+        loop {
+            let listed = match store.list_interactive_handoffs(query.clone()).await {
+                Ok(listed) => listed,
+                Err(StoreError::NotFound(_)) if query.after.is_some() => continue 'tries,
+                Err(error) => return Err(error.into()),
+            };
+            let full = listed.len() == page;
+            query.after = listed.last().map(|handoff| handoff.id.clone());
+            for handoff in listed {
+                if kept.len() == page {
+                    kept.pop_front();
+                }
+                kept.push_back(handoff);
             }
-            kept.push_back(handoff);
-        }
-        if !full {
-            break;
+            if !full {
+                break 'tries;
+            }
         }
     }
     Ok(kept.into_iter().rev().collect())
 }
+
+/// How many times the inbox starts its read again when a prune removed
+/// the start of its next page.
+const NEWEST_TRIES: usize = 3;
 
 async fn inbox(
     State(state): State<AppState>,
