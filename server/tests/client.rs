@@ -251,6 +251,21 @@ struct Endless {
     buffer: Vec<u8>,
 }
 
+impl Endless {
+    fn new(total: usize) -> Self {
+        Self {
+            total,
+            read: Arc::new(AtomicUsize::new(0)),
+            buffer: vec![b' '; 64 * 1024],
+        }
+    }
+
+    /// How much of it was read.
+    fn taken(&self) -> usize {
+        self.read.load(Ordering::SeqCst)
+    }
+}
+
 impl std::io::Read for Endless {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         let n = std::io::BufRead::fill_buf(self)?.len().min(out.len());
@@ -282,14 +297,9 @@ async fn an_import_is_read_as_it_is_sent() {
     let operator = client(&served.url, &served.operator).await;
     // 256 MiB, which the service refuses long before its end.
     let total = 256 * 1024 * 1024;
-    let read = Arc::new(AtomicUsize::new(0));
-    let mut input = Endless {
-        total,
-        read: read.clone(),
-        buffer: vec![b' '; 64 * 1024],
-    };
+    let mut input = Endless::new(total);
     let error = operator.import(&mut input, None).await.unwrap_err();
-    let taken = read.load(Ordering::SeqCst);
+    let taken = input.taken();
     assert!(
         taken < total / 4,
         "{taken} of {total} bytes read before the answer"
@@ -309,19 +319,14 @@ async fn an_import_is_read_as_it_is_sent() {
     // what the call answers even when the connection closed under the
     // body.
     let person = client(&served.url, &served.person).await;
-    let read = Arc::new(AtomicUsize::new(0));
-    let mut input = Endless {
-        total,
-        read: read.clone(),
-        buffer: vec![b' '; 64 * 1024],
-    };
+    let mut input = Endless::new(total);
     let error = person.import(&mut input, None).await.unwrap_err();
     assert_eq!(
         error.unavailable_kind(),
         Some(UnavailableKind::PermissionDenied),
         "{error}"
     );
-    let taken = read.load(Ordering::SeqCst);
+    let taken = input.taken();
     assert!(
         taken < total / 4,
         "{taken} of {total} bytes read before the answer"
@@ -340,11 +345,7 @@ async fn an_import_is_read_as_it_is_sent() {
     // 64 MiB, more than the sockets between them hold.
     let mut damaged = std::io::Read::chain(
         &b"this is not an export\n"[..],
-        Endless {
-            total: 64 * 1024 * 1024,
-            read: Arc::new(AtomicUsize::new(0)),
-            buffer: vec![b' '; 64 * 1024],
-        },
+        Endless::new(64 * 1024 * 1024),
     );
     let error = operator.import(&mut damaged, None).await.unwrap_err();
     assert!(matches!(error, StoreError::InvalidInput(_)), "{error}");

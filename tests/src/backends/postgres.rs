@@ -497,6 +497,14 @@ fn hex_of(id: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// A test URL's scheme, user part and what follows the `@` (hosts, path,
+/// options).
+fn url_parts(connection: &str) -> (&str, &str, &str) {
+    let (scheme, rest) = connection.split_once("://").unwrap();
+    let (userinfo, location) = rest.split_once('@').unwrap();
+    (scheme, userinfo, location)
+}
+
 /// The tests only PostgreSQL has: what "nothing was changed" means on a
 /// server, and that a schema is a store of its own.
 pub mod scenarios {
@@ -597,8 +605,7 @@ pub mod scenarios {
             unreachable!("the postgres backend's config")
         };
         let connection = config.connection.clone();
-        let (scheme, rest) = connection.split_once("://").unwrap();
-        let (userinfo, location) = rest.split_once('@').unwrap();
+        let (scheme, userinfo, location) = url_parts(&connection);
         let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
         let first = authority.split(',').next().unwrap();
         let target = if first.contains(':') {
@@ -919,8 +926,7 @@ pub mod scenarios {
             unreachable!("the postgres backend's config")
         };
         let connection = config.connection.clone();
-        let (scheme, rest) = connection.split_once("://").unwrap();
-        let (userinfo, hosts) = rest.split_once('@').unwrap();
+        let (scheme, userinfo, hosts) = url_parts(&connection);
         config.connection = format!("{scheme}://{userinfo}@127.0.0.1:1,{hosts}");
         let store = open_store(&StorageConfig::Postgres(config.clone()))
             .await
