@@ -236,6 +236,9 @@ pub struct ListParams {
     pub after: Option<InteractiveHandoffId>,
     /// `limit=N`: at most this many, at most [`MAX_PAGE`] (the default).
     pub limit: Option<usize>,
+    /// `newest_first=true`: the list order reversed, so a page holds the
+    /// newest and `after` pages towards older handoffs.
+    pub newest_first: bool,
 }
 
 impl ListParams {
@@ -291,6 +294,7 @@ impl ListParams {
                         )
                     }
                     "limit" => params.limit = Some(limit(&value)?),
+                    "newest_first" => params.newest_first = boolean("newest_first", &value)?,
                     _ => return Ok(false),
                 }
                 Ok(true)
@@ -330,6 +334,9 @@ impl ListParams {
         if let Some(limit) = self.limit {
             out.append_pair("limit", &limit.to_string());
         }
+        if self.newest_first {
+            out.append_pair("newest_first", "true");
+        }
         out.finish()
     }
 
@@ -360,12 +367,13 @@ impl ListParams {
             created_before,
             after: self.after,
             limit: Some(self.limit.unwrap_or(MAX_PAGE).min(MAX_PAGE)),
+            newest_first: self.newest_first,
         })
     }
 }
 
 const LIST_PARAMETERS: &str =
-    "parent, active, status, home, older_than, created_before, after, limit";
+    "parent, active, status, home, older_than, created_before, after, limit, newest_first";
 
 /// The query of `GET /v1/events`: where the stream starts, and which
 /// events it carries.
@@ -610,8 +618,18 @@ mod tests {
                 InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap(),
             ),
             limit: Some(25),
+            newest_first: true,
         };
         assert_eq!(ListParams::parse(&params.to_query()).unwrap(), params);
+        let oldest_first = ListParams {
+            newest_first: false,
+            ..params.clone()
+        };
+        assert!(!oldest_first.to_query().contains("newest_first"));
+        assert_eq!(
+            ListParams::parse(&oldest_first.to_query()).unwrap(),
+            oldest_first
+        );
         let before = ListParams {
             older_than: None,
             created_before: Some(time::macros::datetime!(2026-12-03 18:00:00.123456 UTC)),
@@ -642,6 +660,8 @@ mod tests {
             ("created_before=yesterday", "created_before"),
             ("limit=1&limit=2", "limit"),
             ("home=%FF", "home"),
+            ("newest_first=1", "newest_first"),
+            ("newest_first=true&newest_first=false", "newest_first"),
         ] {
             let error = ListParams::parse(query).unwrap_err();
             assert!(error.is_invalid_input());

@@ -391,6 +391,12 @@ const LIST_QUERY: &[Param] = &[
         kind: "integer",
         repeated: false,
     },
+    Param {
+        name: "newest_first",
+        description: "true: newest first (after then pages towards older handoffs)",
+        kind: "boolean",
+        repeated: false,
+    },
 ];
 
 const WAIT_QUERY: &[Param] = &[Param {

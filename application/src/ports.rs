@@ -157,8 +157,9 @@ pub enum ParentInsert {
 
 /// Which handoffs [`HandoffRepository::list`] returns: those that pass
 /// every filter given (the filters are and-ed), in list order
-/// (`created_at`, then id), from just after [`after`](Self::after), at most
-/// [`limit`](Self::limit) of them (C4, C17).
+/// (`created_at`, then id; reversed with [`newest_first`](Self::newest_first)),
+/// from just after [`after`](Self::after), at most [`limit`](Self::limit)
+/// of them (C4, C17).
 ///
 /// Build one with `..Default::default()` for the filters not given:
 /// `ListQuery { active_only: true, ..Default::default() }`.
@@ -183,6 +184,11 @@ pub struct ListQuery {
     pub after: Option<InteractiveHandoffId>,
     /// At most this many handoffs (the first ones in list order).
     pub limit: Option<usize>,
+    /// The list order reversed: newest first (`created_at`, then id, both
+    /// descending), so [`after`](Self::after) pages towards older handoffs
+    /// and [`limit`](Self::limit) keeps the newest. Served by the same
+    /// indexes, read backwards.
+    pub newest_first: bool,
 }
 
 impl From<Option<&InteractiveHandoffParent>> for ListQuery {
@@ -270,8 +276,9 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>>;
 
-    /// Lists handoffs matching `query`, ordered by `created_at` then id:
-    /// those after `query.after` in that order, at most `query.limit`.
+    /// Lists handoffs matching `query`, ordered by `created_at` then id
+    /// (both descending when `query.newest_first`): those after
+    /// `query.after` in that order, at most `query.limit`.
     ///
     /// Every filter (parent, active, statuses, home, creation) and the
     /// page's start MUST be served by an index, so a page costs what it

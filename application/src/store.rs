@@ -230,12 +230,13 @@ impl Store {
     }
 
     /// Lists the handoffs that pass every filter of `query`, ordered by
-    /// creation then id (C4, C17). `query` is a parent (`None` for every
-    /// handoff, `Some(&parent)` for one parent's) or a whole [`ListQuery`]:
-    /// a parent, only active ones, statuses, a home, created before an
-    /// instant, and the page (those after `query.after`, the last id of the
-    /// previous page; at most `query.limit`). Every filter and the page's
-    /// start are served by an index.
+    /// creation then id (C4, C17), or newest first. `query` is a parent
+    /// (`None` for every handoff, `Some(&parent)` for one parent's) or a
+    /// whole [`ListQuery`]: a parent, only active ones, statuses, a home,
+    /// created before an instant, the order, and the page (those after
+    /// `query.after`, the last id of the previous page; at most
+    /// `query.limit`). Every filter and the page's start are served by an
+    /// index.
     ///
     /// # Errors
     /// `NotFound` when `query.after` names no handoff (checked only when

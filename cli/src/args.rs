@@ -532,12 +532,16 @@ pub struct ListArgs {
     /// 1h30m).
     #[arg(long = "older-than", value_name = "DURATION", value_parser = parse_span)]
     pub older_than: Option<std::time::Duration>,
-    /// At most this many, the oldest first (a page).
+    /// At most this many, the first in list order (a page).
     #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<usize>,
     /// Start after this handoff: the last id of the previous page.
     #[arg(long, value_name = "ID")]
     pub after: Option<InteractiveHandoffId>,
+    /// Newest first: `--limit` keeps the newest, `--after` pages towards
+    /// older handoffs.
+    #[arg(long)]
+    pub newest_first: bool,
 }
 
 /// `prune`

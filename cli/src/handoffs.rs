@@ -139,8 +139,8 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     emit(&format!("{}\n", handoff.id))
 }
 
-/// `list`: the census, oldest first, filtered (the filters are and-ed) and
-/// paged (`--limit`, `--after`). A full page says on stderr where the
+/// `list`: the census, oldest first (or newest first), filtered (the
+/// filters are and-ed) and paged (`--limit`, `--after`). A full page says on stderr where the
 /// next one starts.
 ///
 /// # Errors
@@ -169,6 +169,7 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
         created_before,
         after: args.after,
         limit: args.limit,
+        newest_first: args.newest_first,
     };
     let handoffs = ctx
         .store
@@ -191,8 +192,13 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
     emit(&table(&rows, now, terminal_width()))?;
     if let (Some(limit), Some(last)) = (query.limit, handoffs.last()) {
         if handoffs.len() == limit {
+            let order = if query.newest_first {
+                " --newest-first"
+            } else {
+                ""
+            };
             note(&format!(
-                "{limit} shown; the next page starts after the last: --after {}",
+                "{limit} shown; the next page starts after the last: --after {}{order}",
                 last.id
             ));
         }

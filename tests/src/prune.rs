@@ -39,6 +39,7 @@ macro_rules! prune_scenarios {
             AnyBackend: [
                 c17_list_filters_alone_and_combined,
                 c17_paging_yields_each_handoff_once_in_order,
+                c17_newest_first_lists_backwards_and_pages_towards_older,
                 c17_prune_removes_only_claimed_finished_old_handoffs,
                 c17_prune_removes_batch_after_batch,
                 c17_prune_races_claims_and_lists_on_handles,
@@ -381,52 +382,10 @@ pub async fn c17_list_filters_alone_and_combined(backend: &dyn Backend) {
 pub async fn c17_paging_yields_each_handoff_once_in_order(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let (named, [a, _, _]) = registry(&store, &dir).await;
-    let queries = [
-        ListQuery::default(),
-        ListQuery {
-            home: Some(remote()),
-            ..ListQuery::default()
-        },
-        ListQuery {
-            statuses: vec![Waiting, Failed, Expired],
-            ..ListQuery::default()
-        },
-        ListQuery {
-            active_only: true,
-            ..ListQuery::default()
-        },
-        ListQuery {
-            parent: Some(wave_ref(&a)),
-            ..ListQuery::default()
-        },
-        ListQuery {
-            statuses: vec![Waiting],
-            created_before: Some(named["b3"].created_at),
-            ..ListQuery::default()
-        },
-    ];
-    for query in queries {
+    for query in paged_queries(&named, &a) {
         let whole = list(&store, &query).await;
         for size in 1..=4 {
-            let mut paged = Vec::new();
-            let mut after = None;
-            loop {
-                let page = list(
-                    &store,
-                    &ListQuery {
-                        after: after.clone(),
-                        limit: Some(size),
-                        ..query.clone()
-                    },
-                )
-                .await;
-                assert!(page.len() <= size, "{query:?}");
-                let Some(last) = page.last().cloned() else {
-                    break;
-                };
-                paged.extend(page);
-                after = Some(last);
-            }
+            let paged = paged(&store, &query, size).await;
             assert_eq!(paged, whole, "{query:?}, pages of {size}");
         }
     }
@@ -445,25 +404,166 @@ pub async fn c17_paging_yields_each_handoff_once_in_order(backend: &dyn Backend)
         remote_after_a1,
         names.map(|name| named[name].id.clone()).to_vec()
     );
-    // After the last one: an empty page, not an error.
-    let last = ListQuery {
-        after: Some(named["b3"].id.clone()),
-        ..ListQuery::default()
+    assert_paging_ends(&store, &ListQuery::default(), &named["b3"].id).await;
+}
+
+/// After the last handoff `order` lists, `last`: an empty page, not an
+/// error; after a handoff that does not exist: `NotFound`, whatever the
+/// limit.
+async fn assert_paging_ends(store: &Store, order: &ListQuery, last: &InteractiveHandoffId) {
+    let past_the_last = ListQuery {
+        after: Some(last.clone()),
+        ..order.clone()
     };
-    assert!(list(&store, &last).await.is_empty());
-    // After a handoff that does not exist.
+    assert!(list(store, &past_the_last).await.is_empty(), "{order:?}");
     for limit in [None, Some(0), Some(3)] {
         assert_not_found(
             store
                 .list_interactive_handoffs(ListQuery {
                     after: Some(GenerateId::new()),
                     limit,
-                    ..ListQuery::default()
+                    ..order.clone()
                 })
                 .await,
             "after an unknown id",
         );
     }
+}
+
+/// Queries of every index to page through on [`registry`]: none, a home,
+/// several statuses, the active ones, a parent, and a status created
+/// before one of them.
+fn paged_queries(named: &BTreeMap<&str, InteractiveHandoff>, a: &Wave) -> Vec<ListQuery> {
+    vec![
+        ListQuery::default(),
+        ListQuery {
+            home: Some(remote()),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            statuses: vec![Waiting, Failed, Expired],
+            ..ListQuery::default()
+        },
+        ListQuery {
+            active_only: true,
+            ..ListQuery::default()
+        },
+        ListQuery {
+            parent: Some(wave_ref(a)),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            statuses: vec![Waiting],
+            created_before: Some(named["b3"].created_at),
+            ..ListQuery::default()
+        },
+    ]
+}
+
+/// What `query` lists, read in pages of `size`, each starting after the
+/// last id of the one before.
+async fn paged(store: &Store, query: &ListQuery, size: usize) -> Vec<InteractiveHandoffId> {
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = list(
+            store,
+            &ListQuery {
+                after: after.clone(),
+                limit: Some(size),
+                ..query.clone()
+            },
+        )
+        .await;
+        assert!(page.len() <= size, "{query:?}");
+        let Some(last) = page.last().cloned() else {
+            break;
+        };
+        paged.extend(page);
+        after = Some(last);
+    }
+    paged
+}
+
+/// C17: newest first is the list order reversed on every index: the same
+/// handoffs for every filter, `limit` keeping the newest and `after`
+/// paging towards older ones, each handoff once whatever the page size.
+pub async fn c17_newest_first_lists_backwards_and_pages_towards_older(backend: &dyn Backend) {
+    let (dir, store) = fresh(backend).await;
+    let (named, [a, b, _c]) = registry(&store, &dir).await;
+    let ids = |names: &[&str]| -> Vec<InteractiveHandoffId> {
+        names.iter().map(|name| named[name].id.clone()).collect()
+    };
+    let mut queries = paged_queries(&named, &a);
+    queries.extend([
+        ListQuery {
+            statuses: vec![Completed, HandedBack, Failed, Expired],
+            ..ListQuery::default()
+        },
+        ListQuery {
+            parent: Some(wave_ref(&b)),
+            active_only: true,
+            ..ListQuery::default()
+        },
+        ListQuery {
+            created_before: Some(named["a3"].created_at),
+            ..ListQuery::default()
+        },
+        ListQuery {
+            statuses: vec![Waiting, Attached, Expired],
+            home: Some(local()),
+            created_before: Some(named["b3"].created_at),
+            ..ListQuery::default()
+        },
+    ]);
+    for oldest_first in queries {
+        let query = ListQuery {
+            newest_first: true,
+            ..oldest_first.clone()
+        };
+        let mut reversed = list(&store, &oldest_first).await;
+        reversed.reverse();
+        assert!(!reversed.is_empty(), "{oldest_first:?} lists nothing");
+        assert_eq!(list(&store, &query).await, reversed, "{query:?}");
+        let newest_two = ListQuery {
+            limit: Some(2),
+            ..query.clone()
+        };
+        let kept = reversed.iter().take(2).cloned().collect::<Vec<_>>();
+        assert_eq!(list(&store, &newest_two).await, kept, "{query:?}");
+        for size in 1..=4 {
+            let paged = paged(&store, &query, size).await;
+            assert_eq!(paged, reversed, "{query:?}, pages of {size}");
+        }
+    }
+    let everything = ListQuery {
+        newest_first: true,
+        ..ListQuery::default()
+    };
+    assert_eq!(
+        list(&store, &everything).await,
+        ids(&["b3", "a3", "c1", "b2", "a2", "b1", "a1"])
+    );
+    // A page after a handoff the filters do not pass starts at its place,
+    // towards older ones.
+    let remote_before_a3 = ListQuery {
+        home: Some(remote()),
+        after: Some(named["a3"].id.clone()),
+        ..everything.clone()
+    };
+    assert_eq!(
+        list(&store, &remote_before_a3).await,
+        ids(&["c1", "a2", "b1"])
+    );
+    // A start newer than the creation bound: the bound still holds.
+    let older_than_b2 = ListQuery {
+        created_before: Some(named["b2"].created_at),
+        after: Some(named["b3"].id.clone()),
+        ..everything.clone()
+    };
+    assert_eq!(list(&store, &older_than_b2).await, ids(&["a2", "b1", "a1"]));
+    // After the oldest one: an empty page; after an unknown one: not found.
+    assert_paging_ends(&store, &everything, &named["a1"].id).await;
 }
 
 /// Opens, finishes and (when `claim`) claims a handoff on a new wave.

@@ -300,6 +300,7 @@ impl Registry for ServiceRegistry {
             created_before: query.created_before,
             after: query.after,
             limit: None,
+            newest_first: query.newest_first,
         };
         let mut handoffs = Vec::new();
         if query.limit == Some(0) {

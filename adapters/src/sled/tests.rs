@@ -321,6 +321,60 @@ async fn lists_read_only_the_records_their_index_names() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn newest_first_reads_only_the_newest_records() {
+    let (dir, store, raw) = stores().await;
+    let oldest = open_on_new_wave(&store, dir.path()).await;
+    let middle = open_on_new_wave(&store, dir.path()).await;
+    let newest = open_on_new_wave(&store, dir.path()).await;
+    store
+        .finish_interactive_handoff(&middle.id, &done())
+        .await
+        .unwrap();
+    let middle = store
+        .get_interactive_handoff(&middle.id)
+        .await
+        .unwrap()
+        .unwrap();
+    // Damage the oldest record: a walk from the newest end that stops
+    // before it never reads it.
+    raw.shared()
+        .trees
+        .handoffs
+        .insert(keys::handoff(&oldest.id), &b"\x01garbage!"[..])
+        .unwrap();
+    let newest_two = |statuses: Vec<InteractiveHandoffStatus>| ListQuery {
+        statuses,
+        newest_first: true,
+        limit: Some(2),
+        ..Default::default()
+    };
+    let both = store
+        .list_interactive_handoffs(newest_two(vec![]))
+        .await
+        .unwrap();
+    assert_eq!(both, vec![newest, middle]);
+    // Several statuses: their walks merged, greatest key first.
+    let merged = store
+        .list_interactive_handoffs(newest_two(vec![
+            InteractiveHandoffStatus::Completed,
+            InteractiveHandoffStatus::Waiting,
+        ]))
+        .await
+        .unwrap();
+    assert_eq!(merged, both);
+    assert_unavailable(
+        store
+            .list_interactive_handoffs(ListQuery {
+                newest_first: true,
+                ..Default::default()
+            })
+            .await,
+        UnavailableKind::Damaged,
+        "unreadable",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_index_entry_without_its_record_is_refused() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;

@@ -192,25 +192,55 @@ pub(crate) fn list_statement<'a, D: Dialect>(
     if let Some(home) = home {
         conditions.push(format!("home = ${}", next(Param::Text(home))));
     }
-    if let Some(before) = query.created_before {
-        let before = Param::Int(micros_before(before));
-        conditions.push(format!("created_at < ${}", next(before)));
-    }
-    if let Some(after) = &query.after {
-        // Rows after that one in list order; none when it does not exist
-        // (the comparison with NULL fails). A range of the index's
-        // (created_at, id) columns on both engines.
-        let n = next(Param::Text(after.as_str()));
-        conditions.push(format!(
-            "(created_at, {ID_COLUMN}) > \
-             ((SELECT created_at FROM handoffs WHERE {ID_COLUMN} = ${n}), ${n})"
-        ));
+    let before = query
+        .created_before
+        .map(|before| Param::Int(micros_before(before)));
+    // Newest first reads the same index backwards.
+    let (past, order) = match query.newest_first {
+        false => (">", "ORDER BY created_at, id"),
+        true => ("<", "ORDER BY created_at DESC, id DESC"),
+    };
+    match (&query.after, before) {
+        // Newest first, the page's start and the creation bound are both
+        // upper bounds, and an engine ranges over one: the lower of the
+        // two, `created_at < b` being `(created_at, id) < (b, '')`. None
+        // when the start does not exist (the comparison with NULL fails).
+        (Some(after), Some(before)) if query.newest_first => {
+            let n = next(Param::Text(after.as_str()));
+            let b = next(before);
+            let lower = |then: &str| {
+                format!(
+                    "(SELECT CASE WHEN created_at < ${b} THEN {then} END \
+                     FROM handoffs WHERE {ID_COLUMN} = ${n})"
+                )
+            };
+            conditions.push(format!(
+                "(created_at, {ID_COLUMN}) < ({}, {})",
+                lower(&format!("created_at ELSE ${b}")),
+                lower(&format!("{ID_COLUMN} ELSE ''"))
+            ));
+        }
+        (after, before) => {
+            if let Some(before) = before {
+                conditions.push(format!("created_at < ${}", next(before)));
+            }
+            if let Some(after) = after {
+                // Rows after that one in list order; none when it does not
+                // exist (the comparison with NULL fails). A range of the
+                // index's (created_at, id) columns on both engines.
+                let n = next(Param::Text(after.as_str()));
+                conditions.push(format!(
+                    "(created_at, {ID_COLUMN}) {past} \
+                     ((SELECT created_at FROM handoffs WHERE {ID_COLUMN} = ${n}), ${n})"
+                ));
+            }
+        }
     }
     let mut rest = D::index_hint(index.name());
     if !conditions.is_empty() {
         rest.push_str(&format!("WHERE {} ", conditions.join(" AND ")));
     }
-    rest.push_str("ORDER BY created_at, id");
+    rest.push_str(order);
     if let Some(limit) = query.limit {
         let limit = Param::Int(i64::try_from(limit).unwrap_or(i64::MAX));
         rest.push_str(&format!(" LIMIT ${}", next(limit)));

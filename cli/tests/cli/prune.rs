@@ -127,6 +127,36 @@ fn list_filters_by_status_home_and_age_and_pages_with_limit_and_after() {
     let run = sandbox.run(&["list", "--after", &failed]);
     assert_eq!(run.stderr.trim(), "no more handoffs", "{run:?}");
 
+    // Newest first: the same handoffs backwards, and pages towards older
+    // ones, the note of a full page saying how to go on.
+    let mut backwards = all.to_vec();
+    backwards.reverse();
+    assert_eq!(listed(&sandbox, &["--newest-first"]), backwards);
+    let run = sandbox.run(&["list", "--newest-first", "--limit", "2"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(&failed) && run.stdout.contains(&attached));
+    assert!(!run.stdout.contains(&completed), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("--after {attached} --newest-first")),
+        "{run:?}"
+    );
+    assert_eq!(
+        listed(
+            &sandbox,
+            &["--newest-first", "--limit", "2", "--after", &attached]
+        ),
+        [waiting.clone(), completed.clone()]
+    );
+    assert_eq!(
+        listed(&sandbox, &["--newest-first", "--home", REMOTE]),
+        [failed.clone(), waiting.clone()]
+    );
+    assert_eq!(
+        listed(&sandbox, &["--newest-first", "--after", &completed]),
+        Vec::<String>::new()
+    );
+
     // An `--after` that names no handoff is not found; bad values are
     // usage errors, before the store is read.
     let unknown = "ih_0190a000-0000-7000-8000-000000000001";

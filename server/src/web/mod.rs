@@ -28,7 +28,7 @@
 //!   this origin in the `Origin` of its forms), `X-Frame-Options: DENY`, `nosniff`, and no
 //!   caching of pages.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, Request, State};
@@ -42,7 +42,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
     Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::{ListQuery, Store, StoreError};
+use lf_handoff_adapters::{ListQuery, StoreError};
 use lf_handoff_api::requests::{self, Extend, Reason, Summary};
 use lf_handoff_api::{Category, Scope};
 use time::OffsetDateTime;
@@ -135,7 +135,14 @@ async fn script() -> Response {
 
 async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
     let store = state.store();
-    let mut handoffs = newest(store, filter.list_query()?, PAGE).await?;
+    // A person sees what came last, never a registry's oldest handoffs:
+    // the list read backwards, one page of the index.
+    let query = ListQuery {
+        limit: Some(PAGE),
+        newest_first: true,
+        ..filter.list_query()?
+    };
+    let mut handoffs = store.list_interactive_handoffs(query).await?;
     let now = store.now();
     if filter.due == "soon" {
         handoffs.retain(|h| h.expires_at.is_some_and(|at| at - now < SOON));
@@ -150,51 +157,6 @@ async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
     }
     Ok(rows)
 }
-
-/// The newest `page` handoffs `query` lists, newest first. The list
-/// reads oldest first, so with more than `page` of them it is read page
-/// by page to its end, keeping only the last `page`: a person sees what
-/// came last, never a registry's oldest handoffs. A page's start pruned
-/// meanwhile (a prune removes the oldest first) starts the read again,
-/// up to [`NEWEST_TRIES`] times; then what was read stands.
-async fn newest(
-    store: &Store,
-    query: ListQuery,
-    page: usize,
-) -> Result<Vec<InteractiveHandoff>, ApiError> {
-    let mut kept: VecDeque<InteractiveHandoff> = VecDeque::with_capacity(page);
-    'tries: for _ in 0..NEWEST_TRIES {
-        kept.clear();
-        let mut query = ListQuery {
-            limit: Some(page),
-            after: None,
-            ..query.clone()
-        };
-        loop {
-            let listed = match store.list_interactive_handoffs(query.clone()).await {
-                Ok(listed) => listed,
-                Err(StoreError::NotFound(_)) if query.after.is_some() => continue 'tries,
-                Err(error) => return Err(error.into()),
-            };
-            let full = listed.len() == page;
-            query.after = listed.last().map(|handoff| handoff.id.clone());
-            for handoff in listed {
-                if kept.len() == page {
-                    kept.pop_front();
-                }
-                kept.push_back(handoff);
-            }
-            if !full {
-                break 'tries;
-            }
-        }
-    }
-    Ok(kept.into_iter().rev().collect())
-}
-
-/// How many times the inbox starts its read again when a prune removed
-/// the start of its next page.
-const NEWEST_TRIES: usize = 3;
 
 async fn inbox(
     State(state): State<AppState>,

@@ -1,7 +1,8 @@
 //! [`HandoffRepository::list`](lf_handoff_application::ports::HandoffRepository::list)
 //! on sled: one index walk (several, merged, for several statuses) between
-//! the bounds of the page's start and `created_before`, reading the record
-//! each entry names (see the module doc of `sled`).
+//! the bounds of the page's start and `created_before`, forwards or (newest
+//! first) backwards, reading the record each entry names (see the module
+//! doc of `sled`).
 
 use std::ops::Bound;
 
@@ -39,7 +40,11 @@ pub(super) fn list(shared: &Shared, query: &ListQuery) -> StoreResult<Vec<Intera
                 .filter(|handoff| {
                     query.matches(handoff)
                         && start.as_ref().is_none_or(|start| {
-                            keys::created(handoff.created_at, &handoff.id) > *start
+                            let key = keys::created(handoff.created_at, &handoff.id);
+                            match query.newest_first {
+                                false => key > *start,
+                                true => key < *start,
+                            }
                         })
                 })
                 .into_iter()
@@ -49,7 +54,15 @@ pub(super) fn list(shared: &Shared, query: &ListQuery) -> StoreResult<Vec<Intera
             let end = query.created_before.map(keys::before);
             let walks = prefixes
                 .into_iter()
-                .map(|prefix| Walk::new(tree, prefix, start.as_deref(), end.as_ref()))
+                .map(|prefix| {
+                    Walk::new(
+                        tree,
+                        prefix,
+                        start.as_deref(),
+                        end.as_ref(),
+                        query.newest_first,
+                    )
+                })
                 .collect();
             merge(shared, tree, walks, query, wanted.is_none())
         }
@@ -112,8 +125,9 @@ fn page_start(shared: &Shared, after: &InteractiveHandoffId) -> StoreResult<Opti
     Ok(Some(keys::created(after.created_at, &after.id)))
 }
 
-/// Reads the records `walks` of `tree` name, least key first (each walk
-/// is in list order; several, one per status, are merged), keeping those
+/// Reads the records `walks` of `tree` name, in list order (least key
+/// first, or greatest when newest first; each walk is in that order, and
+/// several, one per status, are merged), keeping those
 /// that pass `query`, up to its limit. `any_status`: the query has no
 /// status filter (so a home filter was served by the home's index).
 fn merge(
@@ -131,12 +145,15 @@ fn merge(
         .map(|walk| walk.next(shared))
         .collect::<StoreResult<Vec<_>>>()?;
     while handoffs.len() < limit {
-        let next = heads
+        let heads_at = heads
             .iter()
             .enumerate()
-            .filter_map(|(at, head)| head.as_ref().map(|key| (at, &key[walks[at].skip..])))
-            .min_by(|a, b| a.1.cmp(b.1))
-            .map(|(at, _)| at);
+            .filter_map(|(at, head)| head.as_ref().map(|key| (at, &key[walks[at].skip..])));
+        let next = match query.newest_first {
+            false => heads_at.min_by(|a, b| a.1.cmp(b.1)),
+            true => heads_at.max_by(|a, b| a.1.cmp(b.1)),
+        }
+        .map(|(at, _)| at);
         let Some(at) = next else {
             break;
         };
@@ -190,35 +207,57 @@ fn check_filed(
     }
 }
 
-/// One index walk of a list: the entries under `prefix`, after `start` and
-/// before `end` (the parts of a key after its prefix), in key order.
+/// One index walk of a list: the entries under `prefix`, past `start` and
+/// before `end` (the parts of a key after its prefix), in key order, or
+/// backwards from `end` down to `start` when newest first.
 struct Walk {
     entries: ::sled::Iter,
     /// The prefix's length: where an entry's `created_at ++ id` begins.
     skip: usize,
+    /// Greatest key first.
+    backwards: bool,
 }
 
 impl Walk {
-    fn new(tree: &Tree, prefix: Vec<u8>, start: Option<&[u8]>, end: Option<&[u8; 8]>) -> Self {
+    fn new(
+        tree: &Tree,
+        prefix: Vec<u8>,
+        start: Option<&[u8]>,
+        end: Option<&[u8; 8]>,
+        backwards: bool,
+    ) -> Self {
         let under = |suffix: &[u8]| [prefix.as_slice(), suffix].concat();
-        let lower = match start {
-            Some(start) => Bound::Excluded(under(start)),
-            None => Bound::Included(prefix.clone()),
-        };
-        let upper = match end {
-            Some(end) => Bound::Excluded(under(end)),
-            None => prefix_end(&prefix),
+        let start = start.map(under);
+        let end = end.map(|end| under(end));
+        let bottom = Bound::Included(prefix.clone());
+        // A page's start is the bound a walk moves away from: the lower
+        // one forwards; backwards, the upper one, with `end` (whichever is
+        // lower).
+        let (lower, upper) = match (backwards, start, end) {
+            (false, start, end) => (
+                start.map_or(bottom, Bound::Excluded),
+                end.map_or_else(|| prefix_end(&prefix), Bound::Excluded),
+            ),
+            (true, Some(start), Some(end)) => (bottom, Bound::Excluded(start.min(end))),
+            (true, Some(bound), None) | (true, None, Some(bound)) => {
+                (bottom, Bound::Excluded(bound))
+            }
+            (true, None, None) => (bottom, prefix_end(&prefix)),
         };
         Self {
             entries: tree.range::<Vec<u8>, _>((lower, upper)),
             skip: prefix.len(),
+            backwards,
         }
     }
 
     /// The next entry's key.
     fn next(&mut self, shared: &Shared) -> StoreResult<Option<IVec>> {
-        self.entries
-            .next()
+        let entry = match self.backwards {
+            false => self.entries.next(),
+            true => self.entries.next_back(),
+        };
+        entry
             .transpose()
             .map(|entry| entry.map(|(key, _)| key))
             .map_err(|e| shared.engine(e))
