@@ -8,6 +8,7 @@
 mod support;
 
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::GenerateId as _;
 use lf_handoff_server::links::LinkSecret;
@@ -687,6 +688,19 @@ async fn the_inbox_filters_by_status_parent_and_due() {
         )
         .await;
     assert_eq!(reply.status, 200);
+    // Finished before its deadline: never due.
+    let in_time = served
+        .open(json!({"reason": "finished in time", "expires_in": "30m"}))
+        .await["handoff"]
+        .clone();
+    let reply = served
+        .post(
+            &format!("/v1/handoffs/{}/fail", in_time["id"].as_str().unwrap()),
+            &served.person,
+            &json!({"reason": "no"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
     let rows = |query: &'static str| {
         let (served, session) = (&served, &session);
         async move {
@@ -700,7 +714,7 @@ async fn the_inbox_filters_by_status_parent_and_due() {
             )
             .await;
             assert_eq!(shown.status, 200, "{query}: {}", shown.text);
-            ["due soon", "due later", "done already"]
+            ["due soon", "due later", "done already", "finished in time"]
                 .into_iter()
                 .filter(|reason| shown.text.contains(reason))
                 .collect::<Vec<_>>()
@@ -708,10 +722,15 @@ async fn the_inbox_filters_by_status_parent_and_due() {
     };
     assert_eq!(rows("").await, ["due soon", "due later"]);
     assert_eq!(rows("due=soon").await, ["due soon"]);
-    assert_eq!(rows("status=finished").await, ["done already"]);
+    assert_eq!(rows("status=all&due=soon").await, ["due soon"]);
+    assert_eq!(rows("status=finished&due=soon").await, Vec::<&str>::new());
+    assert_eq!(
+        rows("status=finished").await,
+        ["done already", "finished in time"]
+    );
     assert_eq!(
         rows("status=all").await,
-        ["due soon", "due later", "done already"]
+        ["due soon", "due later", "done already", "finished in time"]
     );
     let parent = format!("wave:{}", later["parent"]["id"].as_str().unwrap());
     let shown = page(
@@ -752,9 +771,15 @@ async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
         served.store.create_wave(&wave).await.unwrap();
         let mut request = support::open_request(&wave, served.dir.path());
         request.reason = format!("handoff number {n:04}");
+        // The three oldest fall due within the hour.
+        let options = OpenOptions {
+            step: None,
+            expires_at: (n < 3)
+                .then(|| time::OffsetDateTime::now_utc() + time::Duration::minutes(30)),
+        };
         served
             .store
-            .open_interactive_handoff(request)
+            .open_interactive_handoff(request.with_options(options))
             .await
             .unwrap();
     }
@@ -767,5 +792,12 @@ async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
     let newest = shown.text.find("handoff number 0502").unwrap();
     let older = shown.text.find("handoff number 0501").unwrap();
     assert!(newest < older, "newest first");
+    // Due soon: found behind the newest page of active handoffs.
+    let due = page(&served, "GET", "/?due=soon", Some(&session), None, &[]).await;
+    assert_eq!(due.status, 200, "{}", due.text);
+    let listed: Vec<usize> = (0..count)
+        .filter(|n| due.text.contains(&format!("handoff number {n:04}")))
+        .collect();
+    assert_eq!(listed, [0, 1, 2]);
     served.stop().await;
 }
