@@ -523,7 +523,7 @@ pub const ROUTES: &[Route] = &[
         Body::Json("OpenRequest"), true),
     with_query(
         plain(R::List, Get, "/v1/handoffs", Access::Scopes(CENSUS), "List handoffs",
-            "`list --json`: the census rows, oldest first, filtered (and-ed) and paged.",
+            "`list --json`: the census rows, oldest first (newest first with newest_first=true), filtered (and-ed) and paged.",
             &[ok(Body::JsonList("InteractiveHandoffListRow"))]),
         LIST_QUERY),
     with_query(

@@ -177,8 +177,8 @@ pub struct ListQuery {
     /// Only handoffs created strictly before this instant (the command
     /// line's `list --older-than D` is "created more than D ago").
     pub created_before: Option<OffsetDateTime>,
-    /// Only handoffs after this one in list order (`created_at`, then id):
-    /// the last id of the previous page. The handoff it names need not pass
+    /// Only handoffs after this one in list order (`created_at`, then id,
+    /// or their reverse newest first): the last id of the previous page. The handoff it names need not pass
     /// the filters; one that does not exist gives an empty page from the
     /// repository, and `NotFound` from the service.
     pub after: Option<InteractiveHandoffId>,

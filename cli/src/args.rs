@@ -76,7 +76,8 @@ pub enum Command {
     /// Open a handoff for a parent (or get back its active one, or with
     /// --step its handoff for that step).
     Open(OpenArgs),
-    /// List handoffs, oldest first; the filters given are and-ed.
+    /// List handoffs, oldest first (or --newest-first); the filters given
+    /// are and-ed.
     List(ListArgs),
     /// Show one handoff.
     Status {

@@ -562,6 +562,18 @@ pub async fn c17_newest_first_lists_backwards_and_pages_towards_older(backend: &
         ..everything.clone()
     };
     assert_eq!(list(&store, &older_than_b2).await, ids(&["a2", "b1", "a1"]));
+    // The start exactly at the creation bound: strictly older ones.
+    let at_the_bound = ListQuery {
+        after: Some(named["b2"].id.clone()),
+        ..older_than_b2.clone()
+    };
+    assert_eq!(list(&store, &at_the_bound).await, ids(&["a2", "b1", "a1"]));
+    // A start older than the bound: the start decides.
+    let before_a2 = ListQuery {
+        after: Some(named["a2"].id.clone()),
+        ..older_than_b2.clone()
+    };
+    assert_eq!(list(&store, &before_a2).await, ids(&["b1", "a1"]));
     // After the oldest one: an empty page; after an unknown one: not found.
     assert_paging_ends(&store, &everything, &named["a1"].id).await;
 }

@@ -129,7 +129,9 @@
 //!   then statuses, then home, then creation); the other filters are
 //!   checked on the records it names. `created_before` and a page's start
 //!   (`after`, whose record is read for its `created_at`) bound the walk;
-//!   `limit` ends it. `count_prunable` and a prune batch walk
+//!   `limit` ends it. Newest first, the same walks run backwards (merged
+//!   greatest key first), from the lower of the page's start and
+//!   `created_before`. `count_prunable` and a prune batch walk
 //!   `handoffs_prunable` up to the cutoff. `due(now)` walks
 //!   `handoffs_due` up to `now`, earliest deadline first, and reads each
 //!   record it names, skipping one finished or extended meanwhile;

@@ -124,7 +124,7 @@ impl ListIndex {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListStatement<'a> {
     /// `SELECT <every handoff column> FROM handoffs ... ORDER BY created_at,
-    /// id [LIMIT $n]`.
+    /// id [LIMIT $n]` (`created_at DESC, id DESC` newest first).
     pub sql: String,
     /// Its parameters, in `$n` order.
     pub params: Vec<Param<'a>>,
