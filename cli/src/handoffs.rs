@@ -140,8 +140,8 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
 }
 
 /// `list`: the census, oldest first (or newest first), filtered (the
-/// filters are and-ed) and paged (`--limit`, `--after`). A full page says on stderr where the
-/// next one starts.
+/// filters are and-ed) and paged (`--limit`, `--after`). A full page says
+/// on stderr where the next one starts.
 ///
 /// # Errors
 /// Exit 3 when `--after` names no handoff.

@@ -404,6 +404,13 @@ pub async fn c17_paging_yields_each_handoff_once_in_order(backend: &dyn Backend)
         remote_after_a1,
         names.map(|name| named[name].id.clone()).to_vec()
     );
+    // A start newer than the creation bound: nothing is past both.
+    let newer_start = ListQuery {
+        created_before: Some(named["b2"].created_at),
+        after: Some(named["b3"].id.clone()),
+        ..ListQuery::default()
+    };
+    assert!(list(&store, &newer_start).await.is_empty());
     assert_paging_ends(&store, &ListQuery::default(), &named["b3"].id).await;
 }
 
