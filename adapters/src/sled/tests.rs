@@ -30,6 +30,16 @@ use crate::sled::SledConfig;
 use crate::{open_store, StorageConfig};
 
 /// A store (through the service) and the raw adapter on the same `Db`.
+/// Overwrites handoff `id`'s stored record with bytes no release wrote:
+/// any read of it is refused as damage.
+fn damage_record(raw: &SledStore, id: &lf_handoff_domain::id::InteractiveHandoffId) {
+    raw.shared()
+        .trees
+        .handoffs
+        .insert(keys::handoff(id), &b"\x01garbage!"[..])
+        .unwrap();
+}
+
 async fn stores() -> (TempDir, Store, SledStore) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
@@ -280,11 +290,7 @@ async fn lists_read_only_the_records_their_index_names() {
         .await
         .unwrap();
     // Damage the finished record: only lists that must read it may fail.
-    raw.shared()
-        .trees
-        .handoffs
-        .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
-        .unwrap();
+    damage_record(&raw, &finished.id);
 
     let active = store
         .list_interactive_handoffs(ListQuery {
@@ -337,11 +343,7 @@ async fn newest_first_reads_only_the_newest_records() {
         .unwrap();
     // Damage the oldest record: a walk from the newest end that stops
     // before it never reads it.
-    raw.shared()
-        .trees
-        .handoffs
-        .insert(keys::handoff(&oldest.id), &b"\x01garbage!"[..])
-        .unwrap();
+    damage_record(&raw, &oldest.id);
     let newest_two = |statuses: Vec<InteractiveHandoffStatus>| ListQuery {
         statuses,
         newest_first: true,
@@ -2201,11 +2203,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
         .finish_interactive_handoff(&finished.id, &done())
         .await
         .unwrap();
-    raw.shared()
-        .trees
-        .handoffs
-        .insert(keys::handoff(&finished.id), &b"\x01garbage!"[..])
-        .unwrap();
+    damage_record(&raw, &finished.id);
     for query in [
         ListQuery {
             statuses: vec![InteractiveHandoffStatus::Waiting],
