@@ -224,10 +224,16 @@ impl Shared {
     /// (after sled's own synchronisation of the tree) also sees the count,
     /// unless the write is already durable.
     pub(super) fn settle_reads(&self) -> StoreResult<()> {
-        if self.writes.load(Ordering::SeqCst) == 0 {
+        if self.settled() {
             return Ok(());
         }
         self.db.flush().map(drop).map_err(|e| engine(&self.dir, e))
+    }
+
+    /// Whether a read made now needs no settling: no write of this process
+    /// is in flight (see [`Shared::settle_reads`]).
+    pub(super) fn settled(&self) -> bool {
+        self.writes.load(Ordering::SeqCst) == 0
     }
 }
 

@@ -14,10 +14,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use ::sled::{IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
 use super::config::{SledHold, SLED_LINGER};
 use super::handle::{self, Shared};
+use super::trees::Trees;
 use super::{blocking, keys, SledConfig};
 
 /// How a store handle holds its store.
@@ -76,6 +78,45 @@ impl Hold {
                 let result = blocking(move || operation(&lease.lease()?.shared)).await;
                 Lender::reap_later(lender);
                 result
+            }
+        }
+    }
+
+    /// Reads `key` of the tree `tree` picks and decodes it with `decode`,
+    /// settled as [`Shared::get`] settles it.
+    ///
+    /// A store kept open is read on the caller's thread: a lookup in
+    /// sled's cache takes a few microseconds, where the hop to the blocking
+    /// pool and back took several times that (a `get` ran at 29,000 a
+    /// second through the pool; see `docs/BENCHMARKS.md`). A page sled must
+    /// read from its file is a read of the file system's cache as a rule; it
+    /// blocks the caller's thread for that read only. Settling, which writes
+    /// sled's log buffer out, is left to the blocking pool, and so is every
+    /// read of a store held during calls (it may have to open the store).
+    pub(super) async fn get<T, D>(
+        &self,
+        tree: fn(&Trees) -> &Tree,
+        key: Vec<u8>,
+        decode: D,
+    ) -> StoreResult<Option<T>>
+    where
+        T: Send + 'static,
+        D: FnOnce(IVec) -> StoreResult<T> + Send + 'static,
+    {
+        match self {
+            Self::Kept(shared) => {
+                let stored = tree(&shared.trees)
+                    .get(&key)
+                    .map_err(|e| shared.engine(e))?;
+                if !shared.settled() {
+                    let settling = shared.clone();
+                    blocking(move || settling.settle_reads()).await?;
+                }
+                stored.map(decode).transpose()
+            }
+            Self::Lent(_) => {
+                self.run(move |shared| shared.get(tree(&shared.trees), &key, decode))
+                    .await
             }
         }
     }

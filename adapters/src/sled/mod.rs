@@ -206,10 +206,13 @@
 //! the directory, since what sled writes then is its own reorganisation,
 //! which the next write syncs with it (see `handle::SyncAtOpen`).
 //!
-//! sled is synchronous: every call runs on tokio's blocking pool
-//! (`spawn_blocking`), never on the async executor's threads. A hop there
-//! and back costs tens of microseconds on an idle machine, so each port
-//! call is one hop: a transition's load, decision and write run in one.
+//! sled is synchronous: every call that writes, walks an index or may
+//! open the store runs on tokio's blocking pool (`spawn_blocking`), never
+//! on the async executor's threads. A hop there and back costs tens of
+//! microseconds on an idle machine, so each port call is one hop: a
+//! transition's load, decision and write run in one. A handoff's load on a
+//! store kept open (what `get` reads) is a lookup in sled's cache and runs
+//! on the caller's thread, with no hop (`hold::Hold::get`).
 //!
 //! # Refusing what is not ours (C11), and recovering from kills
 //!

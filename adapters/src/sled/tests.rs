@@ -656,6 +656,79 @@ async fn reads_write_sleds_buffer_out_only_while_a_write_is_in_flight() {
     .unwrap();
 }
 
+/// A handoff's load on a store kept open reads on the caller's thread: it
+/// answers while the blocking pool's only thread is taken.
+#[test]
+fn a_load_does_not_wait_for_the_blocking_pool() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (dir, store, _raw) = stores().await;
+        let opened = open_on_new_wave(&store, dir.path()).await;
+        let (took, taken) = tokio::sync::oneshot::channel::<()>();
+        let (let_go, held) = std::sync::mpsc::channel::<()>();
+        let occupied = tokio::task::spawn_blocking(move || {
+            took.send(()).unwrap();
+            held.recv().ok();
+        });
+        taken.await.unwrap();
+        let found = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            store.get_interactive_handoff(&opened.id),
+        )
+        .await;
+        let_go.send(()).unwrap();
+        occupied.await.unwrap();
+        assert_eq!(
+            found
+                .expect("the load waited for the blocking pool")
+                .unwrap(),
+            Some(opened)
+        );
+    });
+}
+
+/// The load that reads on the caller's thread settles as every read does:
+/// sled's buffer is written out only while a write is in flight, or after
+/// one failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_on_the_callers_thread_settles_as_other_reads_do() {
+    let (dir, store, raw) = stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    let shared = raw.shared();
+    let scratch = || {
+        shared
+            .trees
+            .by_created
+            .insert(b"~scratch", &[][..])
+            .unwrap();
+    };
+    scratch();
+    assert!(raw.load(&opened.id).await.unwrap().is_some());
+    assert!(
+        shared.db.flush().unwrap() > 0,
+        "the load wrote sled's buffer out with no write in flight"
+    );
+    let failed: Result<(), StoreError> = shared.write(|| {
+        Err(StoreError::unavailable(
+            UnavailableKind::DiskFull,
+            "disk on fire",
+        ))
+    });
+    assert!(failed.is_err());
+    scratch();
+    assert!(raw.load(&opened.id).await.unwrap().is_some());
+    assert_eq!(
+        shared.db.flush().unwrap(),
+        0,
+        "the load left what it may have seen in memory only"
+    );
+}
+
 /// Every file of `dir` with its bytes, to show a store was left untouched.
 pub(super) fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();

@@ -50,12 +50,13 @@ impl HandoffRepository for SledStore {
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
         let id = id.clone();
-        self.run(move |shared| {
-            shared.get(&shared.trees.handoffs, &keys::handoff(&id), |bytes| {
-                record::handoff(&id, &bytes)
-            })
-        })
-        .await
+        self.hold
+            .get(
+                |trees| &trees.handoffs,
+                keys::handoff(&id),
+                move |bytes| record::handoff(&id, &bytes),
+            )
+            .await
     }
 
     async fn list(&self, query: &ListQuery) -> StoreResult<Vec<InteractiveHandoff>> {
