@@ -232,6 +232,13 @@ pub struct ListParams {
     /// what a client whose clock is not the service's sends instead of
     /// `older_than`. Not both.
     pub created_before: Option<OffsetDateTime>,
+    /// `due_within=1h`: only handoffs due within this long from now
+    /// (active, the deadline at or before now plus this).
+    pub due_within: Option<Duration>,
+    /// Only handoffs due by this time (`due_by`, RFC 3339): what a client
+    /// whose clock is not the service's sends instead of `due_within`.
+    /// Not both.
+    pub due_by: Option<OffsetDateTime>,
     /// `after=ih_...`: the page after this handoff.
     pub after: Option<InteractiveHandoffId>,
     /// `limit=N`: at most this many, at most [`MAX_PAGE`] (the default).
@@ -275,18 +282,12 @@ impl ListParams {
                             WaveHome::parse(&value).map_err(|e| invalid(format!("home: {e}")))?,
                         )
                     }
-                    "older_than" => {
-                        params.older_than = Some(
-                            duration::parse(&value)
-                                .map_err(|e| invalid(format!("older_than: {e}")))?,
-                        )
-                    }
+                    "older_than" => params.older_than = Some(span("older_than", &value)?),
                     "created_before" => {
-                        params.created_before = Some(
-                            OffsetDateTime::parse(&value, &Rfc3339)
-                                .map_err(|e| invalid(format!("created_before: {e}")))?,
-                        )
+                        params.created_before = Some(instant("created_before", &value)?)
                     }
+                    "due_within" => params.due_within = Some(span("due_within", &value)?),
+                    "due_by" => params.due_by = Some(instant("due_by", &value)?),
                     "after" => {
                         params.after = Some(
                             InteractiveHandoffId::parse(&value)
@@ -328,6 +329,15 @@ impl ListParams {
                 out.append_pair("created_before", &text);
             }
         }
+        if let Some(span) = self.due_within {
+            out.append_pair("due_within", &duration::format(span));
+        }
+        if let Some(by) = self.due_by {
+            // As `created_before`.
+            if let Ok(text) = by.format(&Rfc3339) {
+                out.append_pair("due_by", &text);
+            }
+        }
         if let Some(after) = &self.after {
             out.append_pair("after", after.as_str());
         }
@@ -340,31 +350,30 @@ impl ListParams {
         out.finish()
     }
 
-    /// The store's query, `older_than` counted back from `now`; the page
-    /// is at most [`MAX_PAGE`].
+    /// The store's query, `older_than` counted back from `now` and
+    /// `due_within` forward from it; the page is at most [`MAX_PAGE`].
     ///
     /// # Errors
-    /// `InvalidInput` for an `older_than` that reaches before the first
-    /// time a timestamp holds.
+    /// `InvalidInput` for both forms of one bound, or an `older_than` or a
+    /// `due_within` that reaches past the times a timestamp holds.
     pub fn into_query(self, now: OffsetDateTime) -> StoreResult<ListQuery> {
-        let created_before = match (self.older_than, self.created_before) {
-            (Some(_), Some(_)) => {
-                return Err(invalid("give older_than or created_before, not both"))
-            }
-            (Some(span), None) => Some(duration::before(now, span).ok_or_else(|| {
-                invalid(format!(
-                    "older_than {} reaches before the first time a timestamp can hold",
-                    duration::format(span)
-                ))
-            })?),
-            (None, before) => before,
-        };
+        let created_before = bound(
+            ("older_than", self.older_than),
+            ("created_before", self.created_before),
+            |span| duration::before(now, span),
+        )?;
+        let due_by = bound(
+            ("due_within", self.due_within),
+            ("due_by", self.due_by),
+            |span| duration::after(now, span),
+        )?;
         Ok(ListQuery {
             parent: self.parent,
             active_only: self.active,
             statuses: self.status,
             home: self.home,
             created_before,
+            due_by,
             after: self.after,
             limit: Some(self.limit.unwrap_or(MAX_PAGE).min(MAX_PAGE)),
             newest_first: self.newest_first,
@@ -372,8 +381,39 @@ impl ListParams {
     }
 }
 
-const LIST_PARAMETERS: &str =
-    "parent, active, status, home, older_than, created_before, after, limit, newest_first";
+/// A time bound given as a span from now (`span`'s name and value) or as
+/// an instant, not both: `shift` moves now by the span.
+fn bound(
+    (span_name, span): (&str, Option<Duration>),
+    (instant_name, instant): (&str, Option<OffsetDateTime>),
+    shift: impl FnOnce(Duration) -> Option<OffsetDateTime>,
+) -> StoreResult<Option<OffsetDateTime>> {
+    match (span, instant) {
+        (Some(_), Some(_)) => Err(invalid(format!(
+            "give {span_name} or {instant_name}, not both"
+        ))),
+        (Some(span), None) => shift(span).map(Some).ok_or_else(|| {
+            invalid(format!(
+                "{span_name} {} reaches past the times a timestamp can hold",
+                duration::format(span)
+            ))
+        }),
+        (None, instant) => Ok(instant),
+    }
+}
+
+/// A duration parameter's value.
+fn span(name: &str, value: &str) -> StoreResult<Duration> {
+    duration::parse(value).map_err(|e| invalid(format!("{name}: {e}")))
+}
+
+/// An RFC 3339 parameter's value.
+fn instant(name: &str, value: &str) -> StoreResult<OffsetDateTime> {
+    OffsetDateTime::parse(value, &Rfc3339).map_err(|e| invalid(format!("{name}: {e}")))
+}
+
+const LIST_PARAMETERS: &str = "parent, active, status, home, older_than, created_before, \
+     due_within, due_by, after, limit, newest_first";
 
 /// The query of `GET /v1/events`: where the stream starts, and which
 /// events it carries.
@@ -614,6 +654,8 @@ mod tests {
             home: Some(WaveHome::parse("ssh://jo@host:2222").unwrap()),
             older_than: Some(Duration::from_secs(5400)),
             created_before: None,
+            due_within: Some(Duration::from_secs(900)),
+            due_by: None,
             after: Some(
                 InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap(),
             ),
@@ -646,6 +688,34 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_bound_is_counted_from_now_or_given() {
+        let now = time::macros::datetime!(2026-12-04 12:00:00 UTC);
+        let within = ListParams::parse("due_within=15m").unwrap();
+        assert_eq!(
+            within.into_query(now).unwrap().due_by,
+            Some(time::macros::datetime!(2026-12-04 12:15:00 UTC))
+        );
+        let by = ListParams {
+            due_by: Some(time::macros::datetime!(2026-12-05 08:30:00.5 UTC)),
+            ..ListParams::default()
+        };
+        assert_eq!(ListParams::parse(&by.to_query()).unwrap(), by);
+        assert_eq!(
+            by.clone().into_query(now).unwrap().due_by,
+            by.due_by,
+            "an instant is taken as it is given"
+        );
+        assert_eq!(ListParams::default().into_query(now).unwrap().due_by, None);
+        let both = format!("{}&due_within=1h", by.to_query());
+        let error = ListParams::parse(&both)
+            .unwrap()
+            .into_query(now)
+            .unwrap_err();
+        assert!(error.is_invalid_input());
+        assert!(error.message().contains("due_within or due_by"), "{error}");
+    }
+
+    #[test]
     fn bad_queries_name_the_parameter() {
         for (query, names) in [
             ("colour=red", "colour"),
@@ -661,6 +731,12 @@ mod tests {
             ("limit=1&limit=2", "limit"),
             ("home=%FF", "home"),
             ("newest_first=1", "newest_first"),
+            ("due_within=soon", "due_within"),
+            ("due_within=0s", "due_within"),
+            ("due_within=99999999w", "due_within"),
+            ("due_within=-1h", "due_within"),
+            ("due_by=tomorrow", "due_by"),
+            ("due_within=1h&due_within=2h", "due_within"),
             ("newest_first=true&newest_first=false", "newest_first"),
         ] {
             let error = ListParams::parse(query).unwrap_err();

@@ -380,6 +380,19 @@ const LIST_QUERY: &[Param] = &[
         repeated: false,
     },
     Param {
+        name: "due_within",
+        description: "only handoffs due within this long from now: active, their deadline at or \
+                      before now plus this (15m, 1h, 1d, ...)",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
+        name: "due_by",
+        description: "only handoffs due by this time (RFC 3339); not with due_within",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
         name: "after",
         description: "the page after this handoff id (the last id of the previous page)",
         kind: "string",

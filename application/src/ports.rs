@@ -177,6 +177,13 @@ pub struct ListQuery {
     /// Only handoffs created strictly before this instant (the command
     /// line's `list --older-than D` is "created more than D ago").
     pub created_before: Option<OffsetDateTime>,
+    /// Only handoffs due by this instant: active, with a deadline at or
+    /// before it (C14's due, as of that instant: the current time gives
+    /// the handoffs due now, an hour ahead those due within the hour).
+    /// Served by the index of due handoffs, so a list with it reads the
+    /// due handoffs only; they are sorted into list order, so each page
+    /// reads all of them that pass the other filters.
+    pub due_by: Option<OffsetDateTime>,
     /// Only handoffs after this one in list order (`created_at`, then id,
     /// or their reverse newest first): the last id of the previous page. The handoff it names need not pass
     /// the filters; one that does not exist gives an empty page from the
@@ -204,22 +211,24 @@ impl From<Option<&InteractiveHandoffParent>> for ListQuery {
 impl ListQuery {
     /// The statuses a listed handoff may have, in lifecycle order: `None`
     /// when any status passes, an empty list when none can (the active
-    /// filter and statuses that are all terminal).
+    /// filter, or [`due_by`](Self::due_by), which only an active handoff
+    /// passes, and statuses that are all terminal).
     pub fn wanted_statuses(&self) -> Option<Vec<InteractiveHandoffStatus>> {
-        if self.statuses.is_empty() && !self.active_only {
+        let active = self.active_only || self.due_by.is_some();
+        if self.statuses.is_empty() && !active {
             return None;
         }
         Some(
             InteractiveHandoffStatus::ALL
                 .into_iter()
                 .filter(|status| self.statuses.is_empty() || self.statuses.contains(status))
-                .filter(|status| !self.active_only || !status.is_terminal())
+                .filter(|status| !active || !status.is_terminal())
                 .collect(),
         )
     }
 
     /// Whether `handoff` passes the filters (parent, activity, statuses,
-    /// home, creation); the page's position and size
+    /// home, creation, deadline); the page's position and size
     /// ([`after`](Self::after), [`limit`](Self::limit)) are not filters.
     pub fn matches(&self, handoff: &InteractiveHandoff) -> bool {
         self.parent
@@ -231,6 +240,7 @@ impl ListQuery {
             && self
                 .created_before
                 .is_none_or(|before| handoff.created_at < before)
+            && self.due_by.is_none_or(|by| handoff.is_due(by))
     }
 }
 

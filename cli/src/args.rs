@@ -533,6 +533,10 @@ pub struct ListArgs {
     /// 1h30m).
     #[arg(long = "older-than", value_name = "DURATION", value_parser = parse_span)]
     pub older_than: Option<std::time::Duration>,
+    /// Only handoffs due within this long: active, their deadline at or
+    /// before now plus this (15m, 1h, 1d; an overdue one is due within any).
+    #[arg(long = "due-within", value_name = "DURATION", value_parser = parse_span)]
+    pub due_within: Option<std::time::Duration>,
     /// At most this many, the first in list order (a page).
     #[arg(long, value_name = "N", value_parser = parse_limit)]
     pub limit: Option<usize>,

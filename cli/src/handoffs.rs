@@ -147,26 +147,35 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
 /// Exit 3 when `--after` names no handoff.
 pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
     let now = ctx.store.now();
-    let created_before = match args.older_than {
-        Some(span) => Some(duration::before(now, span).ok_or_else(|| {
-            CliError::usage(format!(
-                "--older-than {} reaches before the first time a timestamp can hold",
-                duration::format(span)
-            ))
-        })?),
-        None => None,
+    // A span from now that leaves the times a timestamp holds is a usage
+    // error naming its flag.
+    type Shift = fn(OffsetDateTime, std::time::Duration) -> Option<OffsetDateTime>;
+    let shifted = |flag: &str, span: Option<std::time::Duration>, shift: Shift| {
+        span.map(|span| {
+            shift(now, span).ok_or_else(|| {
+                CliError::usage(format!(
+                    "{flag} {} reaches past the times a timestamp can hold",
+                    duration::format(span)
+                ))
+            })
+        })
+        .transpose()
     };
+    let created_before = shifted("--older-than", args.older_than, duration::before)?;
+    let due_by = shifted("--due-within", args.due_within, duration::after)?;
     let filtered = args.parent.is_some()
         || args.active
         || !args.status.is_empty()
         || args.home.is_some()
-        || created_before.is_some();
+        || created_before.is_some()
+        || due_by.is_some();
     let query = ListQuery {
         parent: args.parent,
         active_only: args.active,
         statuses: args.status,
         home: args.home,
         created_before,
+        due_by,
         after: args.after,
         limit: args.limit,
         newest_first: args.newest_first,

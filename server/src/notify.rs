@@ -21,8 +21,9 @@
 //!   dropped, logged and counted (`lf_handoff_notifications_total`), and
 //!   delivery goes on. Redirects are not followed (a redirect is a
 //!   failure).
-//! - **Deadline reminders** come from a scan of the active handoffs every
-//!   tick: each handoff whose reminder time (deadline minus lead time, or
+//! - **Deadline reminders** come from the handoffs due by now plus the
+//!   lead time (a range of the index of due handoffs), read every tick:
+//!   each handoff whose reminder time (deadline minus lead time, or
 //!   its opening when that is later) falls after the cursor's
 //!   `reminded_until` and at or before now is reminded of, then
 //!   `reminded_until` moves to now. A deadline moved later gets a
@@ -423,14 +424,18 @@ impl Delivery {
     async fn remind(&mut self, cursor: &mut DeliveryCursor) -> StoreResult<Option<Ended>> {
         let now = self.store().now();
         let lead = self.config.before;
-        let active = self
+        // A reminder goes out at most `lead` before the deadline, so only
+        // handoffs due by now plus the lead can have one due: the index of
+        // due handoffs serves them, not a read of every active handoff.
+        let horizon = time::Duration::try_from(lead).unwrap_or(time::Duration::MAX);
+        let near = self
             .store()
             .list_interactive_handoffs(ListQuery {
-                active_only: true,
+                due_by: Some(now.saturating_add(horizon)),
                 ..ListQuery::default()
             })
             .await?;
-        let mut due: Vec<InteractiveHandoff> = active
+        let mut due: Vec<InteractiveHandoff> = near
             .into_iter()
             .filter(|handoff| {
                 handoff.expires_at.is_some_and(|deadline| {

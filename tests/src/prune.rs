@@ -40,6 +40,7 @@ macro_rules! prune_scenarios {
                 c17_list_filters_alone_and_combined,
                 c17_paging_yields_each_handoff_once_in_order,
                 c17_newest_first_lists_backwards_and_pages_towards_older,
+                c17_a_deadline_bound_lists_the_handoffs_due_by_it,
                 c17_prune_removes_only_claimed_finished_old_handoffs,
                 c17_prune_removes_batch_after_batch,
                 c17_prune_races_claims_and_lists_on_handles,
@@ -583,6 +584,185 @@ pub async fn c17_newest_first_lists_backwards_and_pages_towards_older(backend: &
     assert_eq!(list(&store, &before_a2).await, ids(&["b1", "a1"]));
     // After the oldest one: an empty page; after an unknown one: not found.
     assert_paging_ends(&store, &everything, &named["a1"].id).await;
+}
+
+/// C17 with C14: `due_by` lists the handoffs due by an instant (active,
+/// the deadline at or before it) in list order, either way, alone and with
+/// every other filter, a page at a time; a finished handoff with a
+/// deadline and one with none are never listed.
+pub async fn c17_a_deadline_bound_lists_the_handoffs_due_by_it(backend: &dyn Backend) {
+    let (dir, store) = fresh(backend).await;
+    let base = OffsetDateTime::now_utc();
+    let by = |minutes: i64| OpenOptions {
+        step: None,
+        expires_at: Some(base + Duration::minutes(minutes)),
+    };
+    let mut named = BTreeMap::new();
+    let mut waves = BTreeMap::new();
+    // Created in this order; their deadlines in another.
+    for (name, options, home) in [
+        ("soon", by(10), local()),
+        ("held", by(30), remote()),
+        ("later", by(120), local()),
+        ("never", OpenOptions::default(), local()),
+        ("done", by(5), local()),
+        ("last", by(20), remote()),
+    ] {
+        let wave = new_wave(&store, dir.path()).await;
+        named.insert(name, open_at(&store, &dir, &wave, home, &options).await);
+        waves.insert(name, wave);
+        tick().await;
+    }
+    store
+        .attach_interactive_handoff(&named["held"].id)
+        .await
+        .unwrap();
+    store
+        .finish_interactive_handoff(&named["done"].id, &outcome(0))
+        .await
+        .unwrap();
+    for handoff in named.values_mut() {
+        *handoff = get(&store, &handoff.id).await.unwrap();
+    }
+    let ids = |names: &[&str]| -> Vec<InteractiveHandoffId> {
+        names.iter().map(|name| named[name].id.clone()).collect()
+    };
+    let hour = ListQuery {
+        due_by: Some(base + Duration::hours(1)),
+        ..ListQuery::default()
+    };
+    let held_deadline = named["held"].expires_at.unwrap();
+    let cases = [
+        (hour.clone(), vec!["soon", "held", "last"]),
+        (
+            ListQuery {
+                due_by: Some(base + Duration::minutes(15)),
+                ..ListQuery::default()
+            },
+            vec!["soon"],
+        ),
+        // At the deadline itself it is due; a microsecond before, not.
+        (
+            ListQuery {
+                due_by: Some(held_deadline),
+                ..ListQuery::default()
+            },
+            vec!["soon", "held", "last"],
+        ),
+        (
+            ListQuery {
+                due_by: Some(held_deadline - Duration::microseconds(1)),
+                ..ListQuery::default()
+            },
+            vec!["soon", "last"],
+        ),
+        (
+            ListQuery {
+                due_by: Some(base + Duration::days(1)),
+                ..ListQuery::default()
+            },
+            vec!["soon", "held", "later", "last"],
+        ),
+        (
+            ListQuery {
+                due_by: Some(base),
+                ..ListQuery::default()
+            },
+            vec![],
+        ),
+        (
+            ListQuery {
+                statuses: vec![Attached],
+                ..hour.clone()
+            },
+            vec!["held"],
+        ),
+        (
+            ListQuery {
+                statuses: vec![Completed, Waiting],
+                home: Some(local()),
+                ..hour.clone()
+            },
+            vec!["soon"],
+        ),
+        (
+            ListQuery {
+                statuses: vec![Completed],
+                ..hour.clone()
+            },
+            vec![],
+        ),
+        (
+            ListQuery {
+                active_only: true,
+                home: Some(remote()),
+                ..hour.clone()
+            },
+            vec!["held", "last"],
+        ),
+        (
+            ListQuery {
+                parent: Some(wave_ref(&waves["soon"])),
+                ..hour.clone()
+            },
+            vec!["soon"],
+        ),
+        (
+            ListQuery {
+                parent: Some(wave_ref(&waves["done"])),
+                ..hour.clone()
+            },
+            vec![],
+        ),
+        (
+            ListQuery {
+                created_before: Some(named["last"].created_at),
+                ..hour.clone()
+            },
+            vec!["soon", "held"],
+        ),
+    ];
+    for (query, expected) in cases {
+        assert_eq!(list(&store, &query).await, ids(&expected), "{query:?}");
+        let newest_first = ListQuery {
+            newest_first: true,
+            ..query.clone()
+        };
+        let mut reversed = ids(&expected);
+        reversed.reverse();
+        assert_eq!(list(&store, &newest_first).await, reversed, "{query:?}");
+        for size in 1..=3 {
+            assert_eq!(paged(&store, &query, size).await, ids(&expected));
+            assert_eq!(paged(&store, &newest_first, size).await, reversed);
+        }
+    }
+    let newest = ListQuery {
+        newest_first: true,
+        ..hour.clone()
+    };
+    for (query, after, expected) in [
+        (&hour, "held", vec!["last"]),
+        (&newest, "held", vec!["soon"]),
+        // A start the deadline bound does not pass: its place still counts.
+        (&hour, "never", vec!["last"]),
+        (&newest, "never", vec!["held", "soon"]),
+        (&newest, "later", vec!["held", "soon"]),
+    ] {
+        let page = ListQuery {
+            after: Some(named[after].id.clone()),
+            ..query.clone()
+        };
+        assert_eq!(list(&store, &page).await, ids(&expected), "{page:?}");
+    }
+    for (query, kept) in [(&hour, "soon"), (&newest, "last")] {
+        let one = ListQuery {
+            limit: Some(1),
+            ..query.clone()
+        };
+        assert_eq!(list(&store, &one).await, ids(&[kept]), "{one:?}");
+    }
+    assert_paging_ends(&store, &hour, &named["last"].id).await;
+    assert_paging_ends(&store, &newest, &named["soon"].id).await;
 }
 
 /// Opens, finishes and (when `claim`) claims a handoff on a new wave.

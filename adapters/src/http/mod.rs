@@ -298,6 +298,8 @@ impl Registry for ServiceRegistry {
             home: query.home,
             older_than: None,
             created_before: query.created_before,
+            due_within: None,
+            due_by: query.due_by,
             after: query.after,
             limit: None,
             newest_first: query.newest_first,

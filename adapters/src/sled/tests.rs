@@ -377,6 +377,51 @@ async fn newest_first_reads_only_the_newest_records() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_deadline_bound_reads_only_the_due_records() {
+    let (dir, store, raw) = stores().await;
+    let undated = open_on_new_wave(&store, dir.path()).await;
+    let parent = new_wave(&store, dir.path()).await;
+    let deadline = OffsetDateTime::now_utc() + Duration::minutes(10);
+    let (dated, _) = store
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .expires_at(deadline),
+        )
+        .await
+        .unwrap();
+    let later = open_on_new_wave(&store, dir.path()).await;
+    // Damage both records with no deadline: a list bounded by a deadline
+    // walks the due index and never reads them.
+    damage_record(&raw, &undated.id);
+    damage_record(&raw, &later.id);
+    let due = ListQuery {
+        due_by: Some(deadline + Duration::minutes(1)),
+        ..Default::default()
+    };
+    for newest_first in [false, true] {
+        let listed = store
+            .list_interactive_handoffs(ListQuery {
+                newest_first,
+                ..due.clone()
+            })
+            .await
+            .unwrap();
+        assert_eq!(listed, vec![dated.clone()]);
+    }
+    assert_unavailable(
+        store
+            .list_interactive_handoffs(ListQuery {
+                active_only: true,
+                ..Default::default()
+            })
+            .await,
+        UnavailableKind::Damaged,
+        "unreadable",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_index_entry_without_its_record_is_refused() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;

@@ -24,7 +24,7 @@ use std::sync::LazyLock;
 
 use lf_handoff_application::ListQuery;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
-use lf_handoff_domain::timestamp::micros_before;
+use lf_handoff_domain::timestamp::{micros_before, to_unix_micros};
 
 use crate::sql::columns::{
     column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, EVENTS_COLUMN,
@@ -84,8 +84,9 @@ pub(crate) static PARENT_WITH_ACTIVE: LazyLock<String> = LazyLock::new(|| {
 /// The index that serves a list (C4, C17): one per list, chosen by the
 /// filters given, in this order of precedence: a parent (its few
 /// handoffs; only its active one when only active statuses are asked
-/// for), exactly the active statuses, other statuses, a home, and the
-/// creation order itself (which also serves `created_before` and the
+/// for), a deadline (the due handoffs, sorted into list order), exactly
+/// the active statuses, other statuses, a home, and the creation order
+/// itself (which also serves `created_before` and the
 /// page's start as ranges). The other filters are checked on the rows the
 /// index names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,9 @@ pub(crate) enum ListIndex {
     ByStatus,
     /// `handoffs_by_home (home, created_at, id)`.
     ByHome,
+    /// `handoffs_due (expires_at, id) WHERE active AND expires_at IS NOT
+    /// NULL`: a range up to the deadline bound, then a sort.
+    Due,
 }
 
 impl ListIndex {
@@ -115,6 +119,7 @@ impl ListIndex {
             Self::Active => "handoffs_active",
             Self::ByStatus => "handoffs_by_status",
             Self::ByHome => "handoffs_by_home",
+            Self::Due => "handoffs_due",
         }
     }
 }
@@ -161,6 +166,7 @@ pub(crate) fn list_statement<'a, D: Dialect>(
         (_, Some(wanted)) if wanted.is_empty() => return None,
         (Some(_), _) if only_active => ListIndex::ParentActive,
         (Some(_), _) => ListIndex::ByParent,
+        (None, _) if query.due_by.is_some() => ListIndex::Due,
         (None, Some(_)) if exactly_active => ListIndex::Active,
         (None, Some(_)) => ListIndex::ByStatus,
         (None, None) if home.is_some() => ListIndex::ByHome,
@@ -181,13 +187,24 @@ pub(crate) fn list_statement<'a, D: Dialect>(
     if let Some(wanted) = &wanted {
         // A partial index over the active handoffs serves only a query
         // that states its condition as it is written.
-        let partial = matches!(index, ListIndex::ParentActive | ListIndex::Active);
+        let partial = matches!(
+            index,
+            ListIndex::ParentActive | ListIndex::Active | ListIndex::Due
+        );
         if exactly_active || partial {
             conditions.push(ACTIVE.to_string());
         }
         if !exactly_active {
             conditions.push(status_condition(wanted));
         }
+    }
+    if let Some(by) = query.due_by {
+        // The due index's condition as it is written, then its range.
+        conditions.push("expires_at IS NOT NULL".to_string());
+        conditions.push(format!(
+            "expires_at <= ${}",
+            next(Param::Int(to_unix_micros(by)))
+        ));
     }
     if let Some(home) = home {
         conditions.push(format!("home = ${}", next(Param::Text(home))));

@@ -614,6 +614,35 @@ async fn every_list_filter_is_served_by_its_index_on_sqlite() {
             ListIndex::ByParent,
             false,
         ),
+        // A deadline: a range of the due handoffs, sorted into list order.
+        (with(&|q| q.due_by = Some(before)), ListIndex::Due, true),
+        (
+            with(&|q| {
+                q.due_by = Some(before);
+                q.statuses = vec![Waiting];
+                q.home = Some(home.clone());
+            }),
+            ListIndex::Due,
+            true,
+        ),
+        (
+            with(&|q| {
+                q.due_by = Some(before);
+                q.created_before = Some(before);
+                q.after = Some(after.clone());
+                q.limit = Some(50);
+            }),
+            ListIndex::Due,
+            true,
+        ),
+        (
+            with(&|q| {
+                q.due_by = Some(before);
+                q.parent = Some(parent.clone());
+            }),
+            ListIndex::ParentActive,
+            false,
+        ),
     ];
     // Each shape oldest first and newest first: the same index, read
     // backwards, and no more sorting.
@@ -638,14 +667,18 @@ async fn every_list_filter_is_served_by_its_index_on_sqlite() {
         assert_eq!(plan.contains("TEMP B-TREE"), sorts, "{query:?}:\n{plan}");
         // A page's start and the creation bound are ranges of the index,
         // not filters on what it returns.
-        if query.after.is_some() && index != ListIndex::ParentActive {
+        if query.due_by.is_some() && index == ListIndex::Due {
+            assert!(first.contains("expires_at<?"), "{query:?}:\n{plan}");
+        }
+        let ordered = !matches!(index, ListIndex::ParentActive | ListIndex::Due);
+        if query.after.is_some() && ordered {
             let range = match query.newest_first {
                 false => "(created_at,id)>(?,?)",
                 true => "(created_at,id)<(?,?)",
             };
             assert!(first.contains(range), "{query:?}:\n{plan}");
         }
-        if query.created_before.is_some() && query.after.is_none() {
+        if query.created_before.is_some() && query.after.is_none() && ordered {
             assert!(first.contains("created_at<?"), "{query:?}:\n{plan}");
         }
     }

@@ -323,6 +323,59 @@ fn wait_expires_a_handoff_whose_deadline_passes() {
 }
 
 #[test]
+fn list_due_within_shows_the_active_handoffs_due_by_then() {
+    let sandbox = Sandbox::new();
+    let soon = sandbox.open_with(&["--expires-in", "10m"]);
+    let later = sandbox.open_with(&["--expires-in", "3h"]);
+    let undated = sandbox.open_with(&[]);
+    let finished = sandbox.open_with(&["--expires-in", "5m"]);
+    sandbox.ok(&[
+        "complete",
+        finished["id"].as_str().unwrap(),
+        "--summary",
+        "done",
+    ]);
+    let ids = |rows: &Value| -> Vec<String> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["session_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let id = |handoff: &Value| handoff["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        ids(&sandbox.json(&["list", "--due-within", "1h"])),
+        [id(&soon)]
+    );
+    assert_eq!(
+        ids(&sandbox.json(&["list", "--due-within", "1d", "--newest-first"])),
+        [id(&later), id(&soon)]
+    );
+    assert_eq!(
+        ids(&sandbox.json(&["list", "--due-within", "1d", "--status", "attached"])),
+        Vec::<String>::new()
+    );
+    // Nothing is due within a minute; the table says the filters passed
+    // none.
+    assert_eq!(
+        ids(&sandbox.json(&["list", "--due-within", "1m"])),
+        Vec::<String>::new()
+    );
+    let run = sandbox.run(&["list", "--due-within", "1m"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(run.stderr.contains("no handoffs match"), "{run:?}");
+    for bad in ["soon", "-1h", "0s", "99999999w"] {
+        let error = sandbox.fails(&["list", &format!("--due-within={bad}")], 2, "usage");
+        assert!(error.contains("due-within"), "{bad:?}: {error}");
+    }
+    // The undated and the finished handoff are there, never due.
+    let everything = ids(&sandbox.json(&["list"]));
+    assert_eq!(everything.len(), 4);
+    assert!(everything.contains(&id(&undated)) && everything.contains(&id(&finished)));
+}
+
+#[test]
 fn bad_durations_are_usage_errors_and_change_nothing() {
     let sandbox = Sandbox::new();
     let handoff = sandbox.open_with(&[]);

@@ -136,37 +136,16 @@ async fn script() -> Response {
 async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
     let store = state.store();
     let now = store.now();
-    let due_soon = filter.due == "soon";
     // A person sees what came last, never a registry's oldest handoffs:
-    // the list read backwards, one page of the index. Only an active
-    // handoff can fall due; those due soon are read page by page until a
-    // page of them is found (active handoffs are at most one per parent).
-    let mut query = ListQuery {
+    // the list read backwards, one page of the index. Those due soon are
+    // read from the index of due handoffs, up to the hour ahead.
+    let query = ListQuery {
         limit: Some(PAGE),
         newest_first: true,
+        due_by: (filter.due == "soon").then(|| now.saturating_add(SOON)),
         ..filter.list_query()?
     };
-    query.active_only |= due_soon;
-    let mut handoffs = Vec::new();
-    loop {
-        let page = match store.list_interactive_handoffs(query.clone()).await {
-            Ok(page) => page,
-            // The page's start pruned meanwhile: what was read stands.
-            Err(StoreError::NotFound(_)) if query.after.is_some() => break,
-            Err(error) => return Err(error.into()),
-        };
-        let full = page.len() == PAGE;
-        query.after = page.last().map(|handoff| handoff.id.clone());
-        handoffs.extend(
-            page.into_iter().filter(|handoff| {
-                !due_soon || handoff.expires_at.is_some_and(|at| at - now < SOON)
-            }),
-        );
-        if !due_soon || !full || handoffs.len() >= PAGE {
-            break;
-        }
-    }
-    handoffs.truncate(PAGE);
+    let handoffs = store.list_interactive_handoffs(query).await?;
     let mut rows = Vec::with_capacity(handoffs.len());
     for handoff in &handoffs {
         let who = match handoff.attached_at {

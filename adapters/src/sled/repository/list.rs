@@ -2,8 +2,10 @@
 //! on sled: one index walk (several, merged, for several statuses) between
 //! the bounds of the page's start and `created_before`, forwards or (newest
 //! first) backwards, reading the record each entry names (see the module
-//! doc of `sled`).
+//! doc of `sled`). A deadline bound (`due_by`) walks the due handoffs'
+//! index up to it instead and sorts what passes into list order.
 
+use std::collections::HashSet;
 use std::ops::Bound;
 
 use ::sled::{IVec, Tree};
@@ -12,6 +14,7 @@ use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
 };
+use time::OffsetDateTime;
 
 use super::reads::{active_of, named_record};
 use crate::sled::handle::Shared;
@@ -50,6 +53,7 @@ pub(super) fn list(shared: &Shared, query: &ListQuery) -> StoreResult<Vec<Intera
                 .into_iter()
                 .collect())
         }
+        Source::Due(by) => due_by(shared, query, by, start.as_deref()),
         Source::Index { tree, prefixes } => {
             let end = query.created_before.map(keys::before);
             let walks = prefixes
@@ -73,6 +77,8 @@ pub(super) fn list(shared: &Shared, query: &ListQuery) -> StoreResult<Vec<Intera
 enum Source<'s> {
     /// The parent's active slot: at most one handoff.
     Slot(&'s InteractiveHandoffParent),
+    /// The due handoffs' index, up to this deadline.
+    Due(OffsetDateTime),
     /// An index tree, under each of the prefixes (several: merged).
     Index {
         tree: &'s Tree,
@@ -81,8 +87,9 @@ enum Source<'s> {
 }
 
 /// The one source that serves `query`, whose statuses are `wanted`: the
-/// parent, then the active filter, then statuses, then the home, then
-/// creation; the other filters are checked on the records it names.
+/// parent, then the deadline, then the active filter, then statuses, then
+/// the home, then creation; the other filters are checked on the records
+/// it names.
 fn source<'s>(
     shared: &'s Shared,
     query: &'s ListQuery,
@@ -91,6 +98,9 @@ fn source<'s>(
     let trees = &shared.trees;
     let only_active =
         wanted.is_some_and(|wanted| wanted.iter().all(|status| !status.is_terminal()));
+    if let (None, Some(by)) = (&query.parent, query.due_by) {
+        return Source::Due(by);
+    }
     let (tree, prefixes) = match (&query.parent, wanted) {
         (Some(parent), _) if only_active => return Source::Slot(parent),
         (Some(parent), _) => (&trees.by_parent, vec![keys::by_parent_prefix(parent)]),
@@ -108,6 +118,46 @@ fn source<'s>(
         },
     };
     Source::Index { tree, prefixes }
+}
+
+/// The handoffs due by `by` that pass `query`, in list order from just
+/// after `start` (a `created_at ++ id`), up to its limit: the due index
+/// holds them in deadline order, so every entry up to `by` is read and
+/// what passes is sorted.
+fn due_by(
+    shared: &Shared,
+    query: &ListQuery,
+    by: OffsetDateTime,
+    start: Option<&[u8]>,
+) -> StoreResult<Vec<InteractiveHandoff>> {
+    let tree = &shared.trees.due;
+    let mut found: Vec<(Vec<u8>, InteractiveHandoff)> = Vec::new();
+    let mut named = HashSet::new();
+    for entry in tree.range(..=keys::due_until(by)) {
+        let (key, _) = entry.map_err(|e| shared.engine(e))?;
+        let id = keys::id_in_index(keys::DUE, &key, 0)?;
+        let Some(bytes) = named_record(shared, tree, &key, &id)? else {
+            // Finished, claimed and pruned since its entry was read.
+            continue;
+        };
+        let handoff = record::handoff(&id, &bytes)?.value;
+        let place = keys::created(handoff.created_at, &handoff.id);
+        let past = start.is_none_or(|start| match query.newest_first {
+            false => place.as_slice() > start,
+            true => place.as_slice() < start,
+        });
+        // A handoff whose deadline moved while the walk read may be met at
+        // its old and its new entry: listed once.
+        if past && query.matches(&handoff) && named.insert(id) {
+            found.push((place, handoff));
+        }
+    }
+    found.sort_by(|a, b| match query.newest_first {
+        false => a.0.cmp(&b.0),
+        true => b.0.cmp(&a.0),
+    });
+    found.truncate(query.limit.unwrap_or(usize::MAX));
+    Ok(found.into_iter().map(|(_, handoff)| handoff).collect())
 }
 
 /// The `created_at ++ id` of handoff `after`, which a page starts just
