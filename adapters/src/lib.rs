@@ -57,6 +57,8 @@ mod config;
 mod delivery_record;
 mod file_events;
 pub mod http;
+#[cfg(test)]
+mod list_ties;
 mod postgres;
 mod sled;
 mod sql;

@@ -448,6 +448,23 @@ async fn an_index_entry_without_its_record_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn handoffs_created_in_one_microsecond_are_listed_by_id() {
+    let (dir, store, raw) = stores().await;
+    let opened = open_on_new_wave(&store, dir.path()).await;
+    let finished = store
+        .finish_interactive_handoff(&opened.id, &done())
+        .await
+        .unwrap();
+    let version = raw
+        .load_parent(&opened.parent)
+        .await
+        .unwrap()
+        .unwrap()
+        .version;
+    crate::list_ties::ties_are_listed_by_id(&raw, &finished, version).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn insert_checks_the_parent_version_and_the_active_slot_atomically() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;

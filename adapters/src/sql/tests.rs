@@ -282,6 +282,18 @@ async fn each_unique_index_gives_its_insert_outcome() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn handoffs_created_in_one_microsecond_are_listed_by_id() {
+    on_both_engines(|config, dir| async move {
+        let (_store, wave, finished, _waiting) = wave_with_handoffs(&config, &dir).await;
+        let sql = ports(&config).await;
+        let parent = InteractiveHandoffParent::Wave(wave.id().clone());
+        let version = sql.load_parent(&parent).await.unwrap().unwrap().version;
+        crate::list_ties::ties_are_listed_by_id(&*sql, &finished, version).await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_snapshot_holds_the_parent_its_active_handoff_and_the_steps() {
     on_both_engines(|config, dir| async move {
         let (store, wave, finished, waiting) = wave_with_handoffs(&config, &dir).await;
