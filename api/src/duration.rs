@@ -11,8 +11,9 @@
 //! [`MAX`] (100 years, which also keeps every deadline computed from it
 //! far inside what a timestamp can hold).
 //!
-//! `open --expires-in`, `extend --by`, `list --older-than` and `prune
-//! --finished-before` use it. `wait --timeout` keeps the adapters'
+//! `open --expires-in`, `extend --by`, `list --older-than`, `list
+//! --due-within` (and the service's `older_than` and `due_within`) and
+//! `prune --finished-before` use it. `wait --timeout` keeps the adapters'
 //! parser, which also takes milliseconds.
 
 use std::fmt;

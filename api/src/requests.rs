@@ -15,7 +15,7 @@ use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave_home::WaveHome;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
+use time::{OffsetDateTime, UtcOffset};
 use utoipa::ToSchema;
 
 use crate::duration;
@@ -323,20 +323,13 @@ impl ListParams {
             out.append_pair("older_than", &duration::format(span));
         }
         if let Some(before) = self.created_before {
-            // Formatting a valid time as RFC 3339 fails only for a year
-            // beyond 9999, which no store holds.
-            if let Ok(text) = before.format(&Rfc3339) {
-                out.append_pair("created_before", &text);
-            }
+            out.append_pair("created_before", &rfc3339(before));
         }
         if let Some(span) = self.due_within {
             out.append_pair("due_within", &duration::format(span));
         }
         if let Some(by) = self.due_by {
-            // As `created_before`.
-            if let Ok(text) = by.format(&Rfc3339) {
-                out.append_pair("due_by", &text);
-            }
+            out.append_pair("due_by", &rfc3339(by));
         }
         if let Some(after) = &self.after {
             out.append_pair("after", after.as_str());
@@ -399,6 +392,19 @@ fn bound(
             ))
         }),
         (None, instant) => Ok(instant),
+    }
+}
+
+/// `instant` as RFC 3339, in UTC. Past RFC 3339's years (0000 to 9999 in
+/// UTC) a bound is after every stored time, or before every one, so the
+/// last (or the first) instant RFC 3339 writes means the same to a store:
+/// a bound is never left out.
+fn rfc3339(instant: OffsetDateTime) -> String {
+    let utc = instant.checked_to_offset(UtcOffset::UTC);
+    match utc.and_then(|utc| utc.format(&Rfc3339).ok()) {
+        Some(text) => text,
+        None if instant.year() > 0 => "9999-12-31T23:59:59.999999999Z".to_string(),
+        None => "0000-01-01T00:00:00Z".to_string(),
     }
 }
 
@@ -706,6 +712,39 @@ mod tests {
             "an instant is taken as it is given"
         );
         assert_eq!(ListParams::default().into_query(now).unwrap().due_by, None);
+        // Sent in UTC; past the years RFC 3339 writes, as its last or its
+        // first instant, never left out.
+        for (given, sent) in [
+            (
+                time::macros::datetime!(2026-12-05 10:30:00.5 +02:00),
+                "2026-12-05T08%3A30%3A00.5Z",
+            ),
+            (
+                time::macros::datetime!(2026-12-05 10:30:00 +01:00:30),
+                "2026-12-05T09%3A29%3A30Z",
+            ),
+            (
+                time::macros::datetime!(9999-12-31 23:59:59 -01:00),
+                "9999-12-31T23%3A59%3A59.999999999Z",
+            ),
+            (
+                time::macros::datetime!(0000-01-01 00:30:00 +01:00),
+                "0000-01-01T00%3A00%3A00Z",
+            ),
+        ] {
+            let params = ListParams {
+                due_by: Some(given),
+                created_before: Some(given),
+                ..ListParams::default()
+            };
+            let query = params.to_query();
+            assert_eq!(
+                query,
+                format!("created_before={sent}&due_by={sent}"),
+                "{given}"
+            );
+            assert!(ListParams::parse(&query).is_ok(), "{query}");
+        }
         let both = format!("{}&due_within=1h", by.to_query());
         let error = ListParams::parse(&both)
             .unwrap()

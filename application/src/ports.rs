@@ -290,11 +290,14 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
     /// (both descending when `query.newest_first`): those after
     /// `query.after` in that order, at most `query.limit`.
     ///
-    /// Every filter (parent, active, statuses, home, creation) and the
-    /// page's start MUST be served by an index, so a page costs what it
-    /// returns, not what the store holds; when several filters are given,
-    /// one index serves and the records it names are checked against the
-    /// others. A handoff removed (pruned) while the list reads is left out.
+    /// Every filter (parent, active, statuses, home, creation, deadline)
+    /// and the page's start MUST be served by an index, so a page costs
+    /// what it returns, not what the store holds; when several filters are
+    /// given, one index serves and the records it names are checked against
+    /// the others. A deadline bound ([`ListQuery::due_by`]) is served by
+    /// the due handoffs' index, which is in deadline order: a page of it
+    /// costs what is due by the bound (sorted into list order), in memory
+    /// bounded by the page's limit. A handoff removed (pruned) while the list reads is left out.
     ///
     /// # Errors
     /// MUST return an empty list (not an error) when `query.after` names

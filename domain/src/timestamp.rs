@@ -37,6 +37,17 @@ pub fn micros_before(instant: OffsetDateTime) -> i64 {
     micros as i64
 }
 
+/// The whole microseconds since the Unix epoch that a stored instant is
+/// at or below exactly when it is at or before `instant`: `stored <=
+/// instant` holds if and only if `to_unix_micros(stored) <=
+/// micros_at_or_before(instant)`, for every stored (whole-microsecond)
+/// instant. It is `instant` rounded down to a whole microsecond, before
+/// 1970 too, and any offset is fine (nothing is converted to UTC).
+pub fn micros_at_or_before(instant: OffsetDateTime) -> i64 {
+    // Years 1..=9999 of any offset fit comfortably in i64 microseconds.
+    instant.unix_timestamp_nanos().div_euclid(1_000) as i64
+}
+
 /// The inverse of [`to_unix_micros`]; `None` when out of `time`'s range.
 pub fn from_unix_micros(micros: i64) -> Option<OffsetDateTime> {
     OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1_000).ok()
@@ -110,6 +121,41 @@ mod tests {
             micros_before(datetime!(1969-12-31 23:59:59.999_999_5 UTC)),
             0
         );
+    }
+
+    #[test]
+    fn a_bound_at_or_after_rounds_down() {
+        let stored = datetime!(2026-12-02 08:00:00.000_010 UTC);
+        let before_1970 = datetime!(1969-12-31 23:59:59.999_998 UTC);
+        for (stored, bound, at_or_before) in [
+            (stored, datetime!(2026-12-02 08:00:00.000_010 UTC), true),
+            (stored, datetime!(2026-12-02 08:00:00.000_010_999 UTC), true),
+            (
+                stored,
+                datetime!(2026-12-02 08:00:00.000_009_999 UTC),
+                false,
+            ),
+            (stored, datetime!(2026-12-02 10:00:00.000_010 +02:00), true),
+            (
+                before_1970,
+                datetime!(1969-12-31 23:59:59.999_998_5 UTC),
+                true,
+            ),
+            (
+                before_1970,
+                datetime!(1969-12-31 23:59:59.999_997_5 UTC),
+                false,
+            ),
+            // Year 10000 in UTC: still a number, nothing converted.
+            (stored, datetime!(9999-12-31 23:59:59 -01:00), true),
+        ] {
+            assert_eq!(stored <= bound, at_or_before, "{bound}");
+            assert_eq!(
+                to_unix_micros(stored) <= micros_at_or_before(bound),
+                at_or_before,
+                "{bound}"
+            );
+        }
     }
 
     #[test]

@@ -670,6 +670,14 @@ pub async fn c17_a_deadline_bound_lists_the_handoffs_due_by_it(backend: &dyn Bac
             },
             vec![],
         ),
+        // Year 10000 in UTC, at the last instant of 9999 west of it.
+        (
+            ListQuery {
+                due_by: Some(time::macros::datetime!(9999-12-31 23:59:59.999999999 -01:00)),
+                ..ListQuery::default()
+            },
+            vec!["soon", "held", "later", "last"],
+        ),
         (
             ListQuery {
                 statuses: vec![Attached],

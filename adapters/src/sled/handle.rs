@@ -355,17 +355,22 @@ fn lock_and_open(dir: &Path, cache: u64) -> StoreResult<Db> {
     }
 }
 
+/// What a caught panic said.
+pub(super) fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("no message")
+}
+
 /// One `Config::open` of the store. sled asserts on some damage it meets
 /// while recovering; a panic is reported as a damaged store instead of
 /// unwinding into the caller.
 fn open_sled(dir: &Path, cache: u64) -> StoreResult<Result<Db, ::sled::Error>> {
     let config = ::sled::Config::new().path(dir).cache_capacity(cache);
     catch_unwind(AssertUnwindSafe(|| config.open())).map_err(|panic| {
-        let detail = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("no message");
+        let detail = panic_text(&*panic);
         StoreError::damaged(format!(
             "{} could not be opened: sled failed while recovering it ({detail}); the store \
              may be damaged. Restore it from a backup",

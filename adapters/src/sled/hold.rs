@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use ::sled::{IVec, Tree};
-use lf_handoff_application::{StoreError, StoreResult};
+use std::panic::AssertUnwindSafe;
+
+use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
 use super::config::{SledHold, SLED_LINGER};
-use super::handle::{self, Shared};
+use super::handle::{self, panic_text, Shared};
 use super::trees::Trees;
 use super::{blocking, keys, SledConfig};
 
@@ -85,14 +87,18 @@ impl Hold {
     /// Reads `key` of the tree `tree` picks and decodes it with `decode`,
     /// settled as [`Shared::get`] settles it.
     ///
-    /// A store kept open is read on the caller's thread: a lookup in
-    /// sled's cache takes a few microseconds, where the hop to the blocking
-    /// pool and back took several times that (a `get` ran at 29,000 a
-    /// second through the pool; see `docs/BENCHMARKS.md`). A page sled must
-    /// read from its file is a read of the file system's cache as a rule; it
-    /// blocks the caller's thread for that read only. Settling, which writes
-    /// sled's log buffer out, is left to the blocking pool, and so is every
-    /// read of a store held during calls (it may have to open the store).
+    /// A store kept open and quiet (no write of this process in flight:
+    /// sled serves one process, so none of any) is read on the caller's
+    /// thread: a lookup in sled's cache takes a few microseconds, where the
+    /// hop to the blocking pool and back took several times that (a `get`
+    /// ran at 29,000 a second through the pool; see `docs/BENCHMARKS.md`).
+    /// A page sled must read from its file is a read of the file system's
+    /// cache as a rule, and it blocks the caller's thread for that read
+    /// only. While a write is in flight a read may wait for sled's lock on
+    /// its transactions and must settle, so it goes to the blocking pool,
+    /// as does every read of a store held during calls (it may have to
+    /// open the store). A panic in sled or in the decoding is an error,
+    /// as it is on the pool.
     pub(super) async fn get<T, D>(
         &self,
         tree: fn(&Trees) -> &Tree,
@@ -103,25 +109,26 @@ impl Hold {
         T: Send + 'static,
         D: FnOnce(IVec) -> StoreResult<T> + Send + 'static,
     {
+        let read = move |shared: &Shared| shared.get(tree(&shared.trees), &key, decode);
         match self {
-            Self::Kept(shared) => {
-                let stored = tree(&shared.trees)
-                    .get(&key)
-                    .map_err(|e| shared.engine(e))?;
-                if !shared.settled() {
-                    let settling = shared.clone();
-                    blocking(move || settling.settle_reads()).await?;
-                }
-                stored.map(decode).transpose()
+            Self::Kept(shared) if shared.settled() => {
+                let inline = AssertUnwindSafe(|| {
+                    // A write that began since the check makes this read
+                    // settle at once, on this thread (the rare case).
+                    read(shared)
+                });
+                std::panic::catch_unwind(inline).unwrap_or_else(|panic| {
+                    Err(StoreError::unavailable(
+                        UnavailableKind::Other,
+                        format!("a sled read failed: {}", panic_text(&*panic)),
+                    ))
+                })
             }
-            Self::Lent(_) => {
-                self.run(move |shared| shared.get(tree(&shared.trees), &key, decode))
-                    .await
-            }
+            _ => self.run(read).await,
         }
     }
 
-    /// The open store for a longer piece of work (an export or an import)
+    /// The open store for a longer piece of work    /// The open store for a longer piece of work (an export or an import)
     /// on a thread of its own; the store stays open until the lease is
     /// dropped.
     pub(super) async fn lease(&self) -> StoreResult<Lease> {

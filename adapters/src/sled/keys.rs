@@ -10,7 +10,7 @@ use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
-use lf_handoff_domain::timestamp::{micros_before, to_unix_micros, truncate_to_micros};
+use lf_handoff_domain::timestamp::{micros_at_or_before, micros_before, to_unix_micros};
 use lf_handoff_domain::wave_home::WaveHome;
 use time::OffsetDateTime;
 
@@ -176,7 +176,7 @@ pub(super) fn due(expires_at: OffsetDateTime, id: &InteractiveHandoffId) -> Vec<
 /// instant up to `now` (in storage precision) sorts at or before it, since
 /// ids are ASCII and so never hold `0xff`.
 pub(super) fn due_until(now: OffsetDateTime) -> Vec<u8> {
-    let mut key = micros_key(truncate_to_micros(now)).to_vec();
+    let mut key = micros_bits(micros_at_or_before(now)).to_vec();
     key.push(0xff);
     key
 }

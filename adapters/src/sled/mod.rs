@@ -125,7 +125,9 @@
 //!   parent's active handoff is its `active_slots` entry; a status filter
 //!   walks that status's prefix of `handoffs_by_status` (several statuses:
 //!   one walk each, merged in key order), a home filter its prefix of
-//!   `handoffs_by_home` (C17). One tree serves a list (parent, then active,
+//!   `handoffs_by_home` (C17); a deadline bound walks `handoffs_due` up to
+//!   it and sorts what passes into list order, keeping at most twice the
+//!   limit. One tree serves a list (parent, then deadline, then active,
 //!   then statuses, then home, then creation); the other filters are
 //!   checked on the records it names. `created_before` and a page's start
 //!   (`after`, whose record is read for its `created_at`) bound the walk;
@@ -211,8 +213,9 @@
 //! on the async executor's threads. A hop there and back costs tens of
 //! microseconds on an idle machine, so each port call is one hop: a
 //! transition's load, decision and write run in one. A handoff's load on a
-//! store kept open (what `get` reads) is a lookup in sled's cache and runs
-//! on the caller's thread, with no hop (`hold::Hold::get`).
+//! store kept open (what `get` reads) while no write is in flight is a
+//! lookup in sled's cache and runs on the caller's thread, with no hop
+//! (`hold::Hold::get`).
 //!
 //! # Refusing what is not ours (C11), and recovering from kills
 //!

@@ -775,6 +775,35 @@ async fn a_load_on_the_callers_thread_settles_as_other_reads_do() {
         shared.db.flush().unwrap() > 0,
         "the load wrote sled's buffer out with no write in flight"
     );
+    // A write in flight (on another thread) that changed a tree: the load
+    // writes out what it may have seen.
+    let (changed, wait_changed) = std::sync::mpsc::channel::<()>();
+    let (finish, wait_finish) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn({
+        let shared = shared.clone();
+        move || {
+            shared
+                .write(|| {
+                    shared
+                        .trees
+                        .by_created
+                        .insert(b"~in-flight", &[][..])
+                        .unwrap();
+                    changed.send(()).unwrap();
+                    wait_finish.recv().ok();
+                    Ok(())
+                })
+                .unwrap();
+        }
+    });
+    wait_changed.recv().unwrap();
+    assert!(raw.load(&opened.id).await.unwrap().is_some());
+    let left = shared.db.flush().unwrap();
+    finish.send(()).unwrap();
+    writer.join().unwrap();
+    assert_eq!(left, 0, "the load left an unfinished write in memory only");
+    // A write that failed may have left its change in memory only: loads
+    // settle from then on.
     let failed: Result<(), StoreError> = shared.write(|| {
         Err(StoreError::unavailable(
             UnavailableKind::DiskFull,

@@ -24,7 +24,7 @@ use std::sync::LazyLock;
 
 use lf_handoff_application::ListQuery;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
-use lf_handoff_domain::timestamp::{micros_before, to_unix_micros};
+use lf_handoff_domain::timestamp::{micros_at_or_before, micros_before};
 
 use crate::sql::columns::{
     column_list, placeholders, renamed_column_list, set_list, COLUMN_COUNT, EVENTS_COLUMN,
@@ -203,7 +203,7 @@ pub(crate) fn list_statement<'a, D: Dialect>(
         conditions.push("expires_at IS NOT NULL".to_string());
         conditions.push(format!(
             "expires_at <= ${}",
-            next(Param::Int(to_unix_micros(by)))
+            next(Param::Int(micros_at_or_before(by)))
         ));
     }
     if let Some(home) = home {

@@ -5,7 +5,6 @@
 //! doc of `sled`). A deadline bound (`due_by`) walks the due handoffs'
 //! index up to it instead and sorts what passes into list order.
 
-use std::collections::HashSet;
 use std::ops::Bound;
 
 use ::sled::{IVec, Tree};
@@ -122,8 +121,8 @@ fn source<'s>(
 
 /// The handoffs due by `by` that pass `query`, in list order from just
 /// after `start` (a `created_at ++ id`), up to its limit: the due index
-/// holds them in deadline order, so every entry up to `by` is read and
-/// what passes is sorted.
+/// holds them in deadline order, so every entry up to `by` is read, and
+/// what passes is sorted, keeping at most twice the limit in memory.
 fn due_by(
     shared: &Shared,
     query: &ListQuery,
@@ -131,8 +130,15 @@ fn due_by(
     start: Option<&[u8]>,
 ) -> StoreResult<Vec<InteractiveHandoff>> {
     let tree = &shared.trees.due;
+    let limit = query.limit.unwrap_or(usize::MAX);
     let mut found: Vec<(Vec<u8>, InteractiveHandoff)> = Vec::new();
-    let mut named = HashSet::new();
+    let keep_first = |found: &mut Vec<(Vec<u8>, InteractiveHandoff)>| {
+        found.sort_by(|a, b| match query.newest_first {
+            false => a.0.cmp(&b.0),
+            true => b.0.cmp(&a.0),
+        });
+        found.truncate(limit);
+    };
     for entry in tree.range(..=keys::due_until(by)) {
         let (key, _) = entry.map_err(|e| shared.engine(e))?;
         let id = keys::id_in_index(keys::DUE, &key, 0)?;
@@ -141,22 +147,25 @@ fn due_by(
             continue;
         };
         let handoff = record::handoff(&id, &bytes)?.value;
+        // Listed at the entry of its deadline as the record now has it, so
+        // once: a deadline moved while the walk read leaves an old entry
+        // behind (or ahead), which names a record filed elsewhere now.
+        let current = handoff
+            .expires_at
+            .is_some_and(|deadline| keys::due(deadline, &id) == key.as_ref());
         let place = keys::created(handoff.created_at, &handoff.id);
         let past = start.is_none_or(|start| match query.newest_first {
             false => place.as_slice() > start,
             true => place.as_slice() < start,
         });
-        // A handoff whose deadline moved while the walk read may be met at
-        // its old and its new entry: listed once.
-        if past && query.matches(&handoff) && named.insert(id) {
+        if current && past && query.matches(&handoff) {
             found.push((place, handoff));
+            if found.len() >= limit.saturating_mul(2) {
+                keep_first(&mut found);
+            }
         }
     }
-    found.sort_by(|a, b| match query.newest_first {
-        false => a.0.cmp(&b.0),
-        true => b.0.cmp(&a.0),
-    });
-    found.truncate(query.limit.unwrap_or(usize::MAX));
+    keep_first(&mut found);
     Ok(found.into_iter().map(|(_, handoff)| handoff).collect())
 }
 
