@@ -181,8 +181,8 @@ pub struct ListQuery {
     /// before it (C14's due, as of that instant: the current time gives
     /// the handoffs due now, an hour ahead those due within the hour).
     /// Served by the index of due handoffs, so a list with it reads the
-    /// due handoffs only; they are sorted into list order, so each page
-    /// reads all of them that pass the other filters.
+    /// handoffs due by then only; they are sorted into list order, so each
+    /// page reads all of them (and keeps at most its limit).
     pub due_by: Option<OffsetDateTime>,
     /// Only handoffs after this one in list order (`created_at`, then id,
     /// or their reverse newest first): the last id of the previous page. The handoff it names need not pass
@@ -297,7 +297,8 @@ pub trait HandoffRepository: Debug + Send + Sync + 'static {
     /// the others. A deadline bound ([`ListQuery::due_by`]) is served by
     /// the due handoffs' index, which is in deadline order: a page of it
     /// costs what is due by the bound (sorted into list order), in memory
-    /// bounded by the page's limit. A handoff removed (pruned) while the list reads is left out.
+    /// bounded by the page's limit. A handoff removed (pruned) while the
+    /// list reads is left out.
     ///
     /// # Errors
     /// MUST return an empty list (not an error) when `query.after` names

@@ -10,13 +10,12 @@
 //! of this one then waits for it like any open does (up to
 //! `handle::LOCK_PATIENCE`), and reports the store `Locked` after that.
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use ::sled::{IVec, Tree};
-use std::panic::AssertUnwindSafe;
-
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
 use super::config::{SledHold, SLED_LINGER};
@@ -128,7 +127,7 @@ impl Hold {
         }
     }
 
-    /// The open store for a longer piece of work    /// The open store for a longer piece of work (an export or an import)
+    /// The open store for a longer piece of work (an export or an import)
     /// on a thread of its own; the store stays open until the lease is
     /// dropped.
     pub(super) async fn lease(&self) -> StoreResult<Lease> {
