@@ -72,6 +72,26 @@ fn deadline_after(ctx: &Context, span: Duration) -> CliResult<OffsetDateTime> {
     })
 }
 
+/// `now` moved by `span` (`shift`: [`duration::before`] or
+/// [`duration::after`]), the bound a flag given as a span from now stands
+/// for.
+///
+/// # Errors
+/// Exit 2, naming `flag`, when it lies outside what a timestamp holds.
+fn shifted(
+    flag: &str,
+    now: OffsetDateTime,
+    span: Duration,
+    shift: fn(OffsetDateTime, Duration) -> Option<OffsetDateTime>,
+) -> CliResult<OffsetDateTime> {
+    shift(now, span).ok_or_else(|| {
+        CliError::usage(format!(
+            "{flag} {} reaches past the times a timestamp can hold",
+            duration::format(span)
+        ))
+    })
+}
+
 /// `open`: opens a handoff, or returns the parent's active one; with
 /// `--step`, returns the parent's handoff for that step whatever its status
 /// (C12). `--expires-in` / `--expires-at` give a new handoff its deadline
@@ -147,22 +167,14 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
 /// Exit 3 when `--after` names no handoff.
 pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
     let now = ctx.store.now();
-    // A span from now that leaves the times a timestamp holds is a usage
-    // error naming its flag.
-    type Shift = fn(OffsetDateTime, std::time::Duration) -> Option<OffsetDateTime>;
-    let shifted = |flag: &str, span: Option<std::time::Duration>, shift: Shift| {
-        span.map(|span| {
-            shift(now, span).ok_or_else(|| {
-                CliError::usage(format!(
-                    "{flag} {} reaches past the times a timestamp can hold",
-                    duration::format(span)
-                ))
-            })
-        })
-        .transpose()
-    };
-    let created_before = shifted("--older-than", args.older_than, duration::before)?;
-    let due_by = shifted("--due-within", args.due_within, duration::after)?;
+    let created_before = args
+        .older_than
+        .map(|span| shifted("--older-than", now, span, duration::before))
+        .transpose()?;
+    let due_by = args
+        .due_within
+        .map(|span| shifted("--due-within", now, span, duration::after))
+        .transpose()?;
     let filtered = args.parent.is_some()
         || args.active
         || !args.status.is_empty()
@@ -224,12 +236,7 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
 pub async fn prune(ctx: &Context, args: PruneArgs) -> CliResult<()> {
     let now = ctx.store.now();
     let cutoff = match args.finished_before {
-        Cutoff::Ago(span) => duration::before(now, span).ok_or_else(|| {
-            CliError::usage(format!(
-                "--finished-before {} reaches before the first time a timestamp can hold",
-                duration::format(span)
-            ))
-        })?,
+        Cutoff::Ago(span) => shifted("--finished-before", now, span, duration::before)?,
         Cutoff::At(at) if at > now => {
             return Err(CliError::usage(format!(
                 "--finished-before {} is in the future; to prune every handoff whose wake \
