@@ -317,21 +317,64 @@ impl HandoffRow<'_> {
     }
 }
 
+/// The cells of one result row, read by position: what decoding a
+/// [`HandoffRow`] needs of a driver's row (sqlx's, or the `rusqlite` row of
+/// SQLite's reads on the caller's thread, `sqlite/inline.rs`).
+pub(crate) trait Cells {
+    /// What a cell that cannot be read gives.
+    type Error;
+    /// The TEXT cell at `at`.
+    fn text(&self, at: usize) -> Result<String, Self::Error>;
+    /// The nullable TEXT cell at `at`.
+    fn optional_text(&self, at: usize) -> Result<Option<String>, Self::Error>;
+    /// The BIGINT cell at `at`.
+    fn int(&self, at: usize) -> Result<i64, Self::Error>;
+    /// The nullable BIGINT cell at `at`.
+    fn optional_int(&self, at: usize) -> Result<Option<i64>, Self::Error>;
+}
+
+/// A row of an sqlx driver, as [`Cells`].
+struct DriverRow<'r, DB: Driver>(&'r DB::Row);
+
+impl<DB: Driver> Cells for DriverRow<'_, DB> {
+    type Error = sqlx::Error;
+    fn text(&self, at: usize) -> Result<String, sqlx::Error> {
+        DB::text(self.0, at)
+    }
+    fn optional_text(&self, at: usize) -> Result<Option<String>, sqlx::Error> {
+        DB::optional_text(self.0, at)
+    }
+    fn int(&self, at: usize) -> Result<i64, sqlx::Error> {
+        DB::int(self.0, at)
+    }
+    fn optional_int(&self, at: usize) -> Result<Option<i64>, sqlx::Error> {
+        DB::optional_int(self.0, at)
+    }
+}
+
 impl HandoffRow<'static> {
     /// Decodes every column of `row`, each found at `positions`.
     pub(crate) fn decode<DB: Driver>(
         row: &DB::Row,
         positions: &Positions,
     ) -> Result<Self, sqlx::Error> {
+        Self::decode_cells(&DriverRow::<DB>(row), positions)
+    }
+
+    /// Decodes every column of `cells`, each found at `positions`.
+    pub(crate) fn decode_cells<C: Cells>(
+        cells: &C,
+        positions: &Positions,
+    ) -> Result<Self, C::Error> {
         let mut decoded = Self::default();
         for (column, &at) in HANDOFF_COLUMNS.iter().zip(&positions.0) {
             match column.field {
-                Field::Text(_, slot) => *slot(&mut decoded) = Cow::Owned(DB::text(row, at)?),
+                Field::Text(_, slot) => *slot(&mut decoded) = Cow::Owned(cells.text(at)?),
                 Field::OptText(_, slot) => {
-                    *slot(&mut decoded) = DB::optional_text(row, at)?.map(Cow::Owned)
+                    *slot(&mut decoded) = cells.optional_text(at)?.map(Cow::Owned)
                 }
-                Field::Int(_, slot) => *slot(&mut decoded) = DB::int(row, at)?,
-                Field::OptInt(_, slot) => *slot(&mut decoded) = DB::optional_int(row, at)?,
+                Field::Int(_, slot) => *slot(&mut decoded) = cells.int(at)?,
+                Field::OptInt(_, slot) => *slot(&mut decoded) = cells.optional_int(at)?,
             }
         }
         Ok(decoded)
@@ -359,6 +402,13 @@ impl Positions {
             *position = DB::ordinal(row, &name)?;
         }
         Ok(Self(positions))
+    }
+
+    /// The positions of the handoff columns in a row that holds them in
+    /// table order from its first column, as every statement built on
+    /// [`column_list`] does.
+    pub(crate) fn in_table_order() -> Self {
+        Self(std::array::from_fn(|at| at))
     }
 
     /// Whether `row` holds no handoff (its key is NULL, as after a LEFT

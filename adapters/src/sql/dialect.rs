@@ -21,6 +21,7 @@ use sqlx::Database;
 
 use crate::changes::ChangeSource;
 use crate::sql::archive::ArchiveDialect;
+use crate::sql::columns::HandoffRow;
 use crate::sql::engine::{Driver, Engine, EngineError, Param};
 use crate::sql::statements::{EVENT_PARAMS, INSERT_HANDOFF, SWAP_HANDOFF};
 
@@ -95,6 +96,16 @@ pub(crate) trait Dialect: Debug + Send + Sync + Sized + 'static {
     /// run in another server session.
     fn unprepared(&self, sql: &str, params: &[Param<'_>]) -> Option<Result<String, sqlx::Error>> {
         let _ = (sql, params);
+        None
+    }
+
+    /// The row of the handoff `id` (`Some(None)`: no such handoff), read
+    /// at once on the caller's thread where the engine can do that without
+    /// waiting for anything (SQLite: `sqlite/inline.rs`); `None` (the
+    /// default, and whenever that read cannot answer at once) to read it
+    /// through the connections, which report any error.
+    fn handoff_at_once(&self, id: &str) -> Option<Option<HandoffRow<'static>>> {
+        let _ = id;
         None
     }
 

@@ -41,6 +41,9 @@ impl<D: Dialect> HandoffRepository for SqlStore<D> {
         &self,
         id: &InteractiveHandoffId,
     ) -> StoreResult<Option<Versioned<InteractiveHandoff>>> {
+        if let Some(row) = self.engine.dialect.handoff_at_once(id.as_str()) {
+            return row.map(versioned_handoff).transpose();
+        }
         let rows = self
             .engine
             .fetch_handoffs(&HANDOFF_BY_ID, &[Param::Text(id.as_str())])

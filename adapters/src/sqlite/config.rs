@@ -21,7 +21,10 @@ pub struct SqliteConfig {
     /// How long a writer waits for another process's write lock; at most
     /// [`MAX_BUSY_TIMEOUT`] (a longer value is treated as that).
     pub busy_timeout: Duration,
-    /// The most connections one store handle opens (0 is treated as 1).
+    /// The most connections one store handle's pool opens (0 is treated
+    /// as 1). Beside them, a handoff's load on the caller's thread opens
+    /// connections of its own, one per core and at most four, when first
+    /// needed (`inline.rs`).
     pub max_connections: u32,
 }
 

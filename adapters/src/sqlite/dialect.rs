@@ -30,7 +30,7 @@ use super::watch::DataVersion;
 use super::SqliteFile;
 use crate::changes::{ChangeSource, FILE_CHECK, RECHECK};
 use crate::sql::archive::ArchiveDialect;
-use crate::sql::columns::ID_COLUMN;
+use crate::sql::columns::{HandoffRow, ID_COLUMN};
 use crate::sql::engine::{Driver as _, Param, Statement};
 use crate::sql::schema::{UniqueIndex, ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP};
 use crate::sql::statements::{insert_event_from, ACTIVE, PRUNABLE};
@@ -119,6 +119,11 @@ impl Dialect for SqliteFile {
             look_every: FILE_CHECK,
             recheck: RECHECK,
         })
+    }
+
+    /// On the caller's thread, when that answers at once (`inline.rs`).
+    fn handoff_at_once(&self, id: &str) -> Option<Option<HandoffRow<'static>>> {
+        self.inline.handoff(id)
     }
 
     /// `INDEXED BY`: without statistics the planner may take another index

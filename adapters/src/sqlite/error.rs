@@ -113,6 +113,10 @@ impl SqliteFile {
                 format!("{path}: timed out waiting for a database connection")
             }
             sqlx::Error::Io(io) => format!("{path}: {io}"),
+            other if kind == UnavailableKind::Damaged => format!(
+                "{path}: a stored value is unreadable ({other}); the store may be damaged or \
+                 changed by another program"
+            ),
             other => format!("{path}: {other}"),
         };
         EngineError::Failed(StoreError::unavailable_because(kind, message, error))
@@ -130,7 +134,10 @@ impl SqliteFile {
 }
 
 /// The kind of every SQLite error: a database error's from
-/// [`RESULT_CODES`]; waiting too long for a connection is `Locked`.
+/// [`RESULT_CODES`]; waiting too long for a connection is `Locked`; a
+/// stored value that does not decode (say, TEXT in a column of integers,
+/// which SQLite's type affinity lets another program write) is `Damaged`,
+/// as on PostgreSQL.
 pub(super) fn error_kind(error: &sqlx::Error) -> UnavailableKind {
     match error {
         sqlx::Error::Database(_) => {
@@ -138,6 +145,10 @@ pub(super) fn error_kind(error: &sqlx::Error) -> UnavailableKind {
         }
         sqlx::Error::PoolTimedOut => UnavailableKind::Locked,
         sqlx::Error::Io(io) => UnavailableKind::of_io_error(io),
+        sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::ColumnIndexOutOfBounds { .. }
+        | sqlx::Error::Decode(_) => UnavailableKind::Damaged,
         _ => UnavailableKind::Other,
     }
 }

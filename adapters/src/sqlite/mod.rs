@@ -33,13 +33,15 @@
 //! their URL form), `dialect.rs`
 //! (what the shared SQL repository asks of SQLite), `file.rs` (the file
 //! before SQLite opens it), `error.rs` (every SQLite error, mapped once),
-//! `watch.rs` (the change signal); this file opens and migrates.
+//! `inline.rs` (a handoff's load on the caller's thread), `watch.rs` (the
+//! change signal); this file opens and migrates.
 
 mod busy;
 mod config;
 pub(crate) mod dialect;
 mod error;
 mod file;
+mod inline;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -56,6 +58,7 @@ use crate::sql::schema::{statements_after, LATEST_VERSION};
 use crate::sql::{Dialect, Engine, RowsAffected};
 use error::{is_busy, open_error};
 use file::{prepare_file, FileState};
+use inline::InlineReads;
 
 #[cfg(test)]
 pub(crate) use config::DEFAULT_MAX_CONNECTIONS;
@@ -84,6 +87,8 @@ pub(crate) type SqliteEngine = Engine<SqliteFile>;
 pub(crate) struct SqliteFile {
     path: PathBuf,
     busy_timeout: Duration,
+    /// The connections that load a handoff on the caller's thread.
+    inline: InlineReads,
 }
 
 impl RowsAffected for SqliteQueryResult {
@@ -153,7 +158,15 @@ impl SqliteEngine {
             Box::pin(busy::install(conn, busy_timeout))
         }));
         pool.give(first);
-        let engine = Engine::new(pool, SqliteFile { path, busy_timeout });
+        let inline = InlineReads::new(path.clone());
+        let engine = Engine::new(
+            pool,
+            SqliteFile {
+                path,
+                busy_timeout,
+                inline,
+            },
+        );
         if !current {
             engine.migrate().await?;
         }

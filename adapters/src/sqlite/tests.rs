@@ -1,5 +1,6 @@
-//! Tests of SQLite's own mechanisms: the busy handler (`busy.rs`) and the
-//! change signal's file notifications (`watch.rs`).
+//! Tests of SQLite's own mechanisms: the busy handler (`busy.rs`), the
+//! change signal's file notifications (`watch.rs`) and the loads on the
+//! caller's thread (`inline.rs`).
 
 use std::path::Path;
 use std::process::Command;
@@ -275,4 +276,173 @@ async fn an_idle_store_wakes_nobody_and_a_commit_wakes_its_watch() {
     assert!(!changes.changed(Duration::from_secs(1)).await.unwrap());
     store.create_wave(&wave(dir.path())).await.unwrap();
     assert!(changes.changed(Duration::from_secs(60)).await.unwrap());
+}
+
+/// A store at `path` holding one handoff, which it returns.
+async fn store_with_a_handoff(
+    path: &Path,
+    query: &str,
+) -> (
+    Store,
+    lf_handoff_domain::interactive_handoff::InteractiveHandoff,
+) {
+    let url = format!("sqlite://{}?{query}", path.display());
+    let store = open_store(&StorageConfig::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    let dir = path.parent().unwrap();
+    let wave = wave(dir);
+    store.create_wave(&wave).await.unwrap();
+    let parent =
+        lf_handoff_domain::interactive_handoff::InteractiveHandoffParent::Wave(wave.id().clone());
+    let (handoff, _) = store
+        .open_interactive_handoff(
+            lf_handoff_application::testing::OpenRequest::new(&parent).cwd(dir),
+        )
+        .await
+        .unwrap();
+    (store, handoff)
+}
+
+/// Runs `statements` on a plain connection to `path`.
+async fn run_sql(path: &Path, statements: &[&str]) {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .unwrap();
+    for statement in statements {
+        sqlx::query(statement).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_does_not_wait_behind_a_writer_kept_from_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    // One pool connection, which the writer below keeps while it waits.
+    let (store, handoff) = store_with_a_handoff(&path, "busy_timeout=20s&max_connections=1").await;
+
+    let mut holder = hold_write_lock(&path).await;
+    let writer = tokio::spawn({
+        let store = store.clone();
+        let wave = wave(dir.path());
+        async move { store.create_wave(&wave).await }
+    });
+    // Let the writer take the pool's connection and start waiting.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!writer.is_finished());
+
+    // Through the pool the load would wait for that connection (20 s and
+    // more); it reads on its own thread at once.
+    let loaded = tokio::time::timeout(
+        Duration::from_secs(10),
+        store.get_interactive_handoff(&handoff.id),
+    )
+    .await
+    .expect("the load waited for the writer's connection")
+    .unwrap();
+    assert_eq!(loaded, Some(handoff.clone()));
+    assert!(!writer.is_finished(), "the writer still waits for the lock");
+
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    holder.close().await.unwrap();
+    writer.await.unwrap().unwrap();
+    assert_eq!(waves(&path).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_sees_every_commit_made_before_it_through_any_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (store, handoff) = store_with_a_handoff(&path, "max_connections=1").await;
+    let other = store_at(&path, "5s").await;
+    for round in 0..20 {
+        let reason = format!("changed {round}");
+        run_sql(
+            &path,
+            &[&format!(
+                "UPDATE handoffs SET reason = '{reason}', version = version + 1 WHERE id = '{}'",
+                handoff.id
+            )],
+        )
+        .await;
+        for reader in [&store, &other] {
+            let loaded = reader
+                .get_interactive_handoff(&handoff.id)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(loaded.reason, reason);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_row_is_refused_whichever_way_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (store, handoff) = store_with_a_handoff(&path, "max_connections=1").await;
+    // A value of the wrong type fails the read on the caller's thread, and
+    // the pool's read reports it; a value of the right type that the
+    // domain refuses is refused by the one check every row passes.
+    for damage in ["created_at = 'yesterday'", "status = 'bogus'"] {
+        run_sql(
+            &path,
+            &[&format!(
+                "UPDATE handoffs SET {damage} WHERE id = '{}'",
+                handoff.id
+            )],
+        )
+        .await;
+        match store.get_interactive_handoff(&handoff.id).await {
+            Err(StoreError::Unavailable {
+                kind: UnavailableKind::Damaged,
+                message,
+                ..
+            }) => assert!(message.contains("unreadable"), "{damage}: {message}"),
+            other => panic!("{damage}: expected Unavailable (damaged), got {other:?}"),
+        }
+        run_sql(
+            &path,
+            &[&format!(
+                "UPDATE handoffs SET created_at = {}, status = '{}' WHERE id = '{}'",
+                lf_handoff_domain::timestamp::to_unix_micros(handoff.created_at),
+                handoff.status.as_str(),
+                handoff.id
+            )],
+        )
+        .await;
+        let loaded = store.get_interactive_handoff(&handoff.id).await.unwrap();
+        assert_eq!(loaded, Some(handoff.clone()), "{damage}: mended");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inline_reads_answer_only_when_a_connection_of_their_own_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let (_store, handoff) = store_with_a_handoff(&path, "max_connections=1").await;
+    let reads = super::inline::InlineReads::new(path.clone());
+
+    let row = reads.handoff(handoff.id.as_str()).expect("read at once");
+    assert_eq!(
+        row.map(|row| row.id.into_owned()),
+        Some(handoff.id.to_string())
+    );
+    assert_eq!(reads.handoff("ih_unknown"), Some(None));
+
+    // Every connection in use by other threads: the caller goes through
+    // the pool rather than wait.
+    let held = reads.hold_all();
+    assert!(!held.is_empty());
+    assert!(reads.handoff(handoff.id.as_str()).is_none());
+    drop(held);
+    assert!(reads.handoff(handoff.id.as_str()).is_some());
+
+    // A file that cannot be opened turns them off.
+    let missing = super::inline::InlineReads::new(dir.path().join("missing.db"));
+    assert!(missing.handoff(handoff.id.as_str()).is_none());
+    assert!(!dir.path().join("missing.db").exists(), "nothing created");
 }
