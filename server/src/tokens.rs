@@ -131,6 +131,20 @@ pub fn make_token(name: &str, scopes: &[Scope], now: OffsetDateTime) -> StoreRes
     Ok(NewToken { token, entry })
 }
 
+/// `hash` signed with `key`.
+fn tag(key: &hmac::Key, hash: &[u8; 32]) -> [u8; 32] {
+    let mut out = [0_u8; 32];
+    out.copy_from_slice(hmac::sign(key, hash).as_ref());
+    out
+}
+
+/// Whether `a` and `b` are equal, in a time that does not depend on where
+/// they differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let difference = a.iter().zip(b).fold(0_u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(difference) == 0
+}
+
 fn sha256(token: &str) -> [u8; 32] {
     let mut out = [0_u8; 32];
     out.copy_from_slice(digest::digest(&digest::SHA256, token.as_bytes()).as_ref());
@@ -142,8 +156,12 @@ fn sha256(token: &str) -> [u8; 32] {
 #[derive(Debug)]
 pub struct TokenTable {
     entries: Vec<TokenEntry>,
-    /// A key of this process's, so hashes are compared through
-    /// `hmac::verify`, which compares in constant time.
+    /// Each entry's hash signed with `key`, in the order of `entries`,
+    /// made once: a presented token costs one hash and one signature
+    /// however many entries there are.
+    tags: Vec<[u8; 32]>,
+    /// A key of this process's: what is compared are signatures no caller
+    /// can choose, each compared in constant time.
     key: hmac::Key,
 }
 
@@ -160,7 +178,8 @@ impl TokenTable {
                     "the system gave no random bytes for the token table",
                 )
             })?;
-        Ok(Self { entries, key })
+        let tags = entries.iter().map(|entry| tag(&key, &entry.hash)).collect();
+        Ok(Self { entries, tags, key })
     }
 
     /// The caller `token` belongs to, if any. Every entry is compared, each
@@ -173,9 +192,14 @@ impl TokenTable {
     /// The entry of `token`, if any, found as
     /// [`authenticate`](Self::authenticate) finds it.
     pub fn entry_of(&self, token: &str) -> Option<&TokenEntry> {
-        let presented = sha256(token);
-        let tag = hmac::sign(&self.key, &presented);
-        self.find(|entry| hmac::verify(&self.key, &entry.hash, tag.as_ref()).is_ok())
+        let presented = tag(&self.key, &sha256(token));
+        let mut found = None;
+        for (entry, stored) in self.entries.iter().zip(&self.tags) {
+            if same(&presented, stored) && found.is_none() {
+                found = Some(entry);
+            }
+        }
+        found
     }
 
     /// The first entry `matches` accepts. Every entry is offered, so the
@@ -408,6 +432,27 @@ mod tests {
         );
         assert!(table.authenticate("lfh_wrong").is_none());
         assert!(table.authenticate("").is_none());
+    }
+
+    #[test]
+    fn every_token_of_a_large_table_finds_its_own_entry_and_no_other() {
+        let made: Vec<NewToken> = (0..200)
+            .map(|n| make_token(&format!("t{n}"), &[Scope::Agent], now()).unwrap())
+            .collect();
+        let table = TokenTable::new(made.iter().map(|m| m.entry.clone()).collect()).unwrap();
+        for (n, new) in made.iter().enumerate() {
+            let caller = table.authenticate(&new.token).unwrap();
+            assert_eq!(caller.name.as_str(), format!("t{n}"));
+            // One character off is nobody's.
+            let mut near = new.token.clone();
+            let last = if near.ends_with('A') { "B" } else { "A" };
+            near.replace_range(near.len() - 1.., last);
+            assert!(table.authenticate(&near).is_none(), "{n}");
+        }
+        assert!(same(&[7; 32], &[7; 32]));
+        let mut other = [7; 32];
+        other[31] = 8;
+        assert!(!same(&[7; 32], &other));
     }
 
     #[test]
