@@ -1,7 +1,9 @@
 //! A TCP relay of a test's own in front of a server: it passes bytes both
 //! ways and, when told, stops passing those of every connection that has
 //! sent a `LISTEN` by then while keeping it open, as a firewall that
-//! forgot an idle connection would leave it.
+//! forgot an idle connection would leave it; or stops passing anything
+//! on any connection, new ones too, as a server powered off or cut off by
+//! the network would, until told to pass again.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,8 @@ struct Shared {
     listens: AtomicUsize,
     /// Each such connection's switch: set, it passes nothing.
     listeners: Mutex<Vec<Arc<AtomicBool>>>,
+    /// Set: no connection passes anything.
+    all_silenced: AtomicBool,
     /// How many pieces sent to the server held `marker`.
     marked: AtomicUsize,
     marker: Vec<u8>,
@@ -83,6 +87,18 @@ impl Relay {
         for silenced in listeners.iter() {
             silenced.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// From now on, until [`Relay::pass_again`], no connection passes
+    /// anything: each holds what it reads, open connections and new ones
+    /// alike.
+    pub fn silence_all(&self) {
+        self.shared.all_silenced.store(true, Ordering::SeqCst);
+    }
+
+    /// New connections pass again (those that went silent stay so).
+    pub fn pass_again(&self) {
+        self.shared.all_silenced.store(false, Ordering::SeqCst);
     }
 
     /// Whether `count` connections have sent a `LISTEN` within `patience`.
@@ -179,7 +195,7 @@ async fn pump(
                 .expect("the relay's listeners")
                 .push(listener.silenced.clone());
         }
-        if listener.silenced.load(Ordering::SeqCst) {
+        if listener.silenced.load(Ordering::SeqCst) || shared.all_silenced.load(Ordering::SeqCst) {
             // Gone silent: hold both sockets, pass nothing.
             std::future::pending::<()>().await;
         }

@@ -29,6 +29,7 @@ mod postgres {
             events_held_back_by_a_running_writer_come_once_it_ends,
             a_write_without_a_notification_wakes_a_waiter_within_the_recheck,
             a_listening_connection_gone_silent_is_made_again,
+            a_server_gone_silent_fails_calls_in_time_and_the_store_recovers,
             a_url_whose_first_host_is_down_uses_the_next,
         ],
     );

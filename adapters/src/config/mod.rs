@@ -10,7 +10,7 @@
 //! | URL | backend |
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s&max_connections=N]` | SQLite file |
-//! | `postgres://user@host:port[,host:port...]/db[?schema=name&pool_size=N&acquire_timeout=5s&target_session_attrs=read-write\|any]` | PostgreSQL server, or a primary and its standbys (also `postgresql://`) |
+//! | `postgres://user@host:port[,host:port...]/db[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&target_session_attrs=read-write\|any]` | PostgreSQL server, or a primary and its standbys (also `postgresql://`) |
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
 //! | `http://host:port[/prefix][?token_file=/abs/path&ca=/abs/ca.pem]` | a registry served by `lf-handoff serve` (also `https://`); the token from `token_file` or `LF_HANDOFF_TOKEN` |
 //!
@@ -34,6 +34,7 @@
 //! schema = "lf_handoff"    # optional; overrides the URL's query
 //! pool_size = 4            # optional
 //! acquire_timeout = "5s"   # optional
+//! reply_timeout = "30s"    # optional
 //! target_session_attrs = "read-write"   # optional
 //! ```
 
@@ -79,7 +80,8 @@ impl StorageConfig {
     /// A PostgreSQL store named by a `postgres://` (or `postgresql://`) URL,
     /// as in `postgres://lf@db.internal:5432/lf?schema=team_a`. Options:
     /// `schema` (default `lf_handoff`), `pool_size` (default 4),
-    /// `acquire_timeout` (default 5s), and the driver's libpq-style options
+    /// `acquire_timeout` (default 5s), `reply_timeout` (default 30s), and the
+    /// driver's libpq-style options
     /// such as `sslmode` or `application_name`.
     ///
     /// # Errors
@@ -368,6 +370,10 @@ mod tests {
                 with(&|c| c.acquire_timeout = Duration::from_millis(u64::MAX)),
             ),
             (
+                "reply_timeout=1500ms",
+                with(&|c| c.reply_timeout = Duration::from_millis(1500)),
+            ),
+            (
                 "no driver options",
                 with(&|c| c.connection = "postgresql://lf@db/lf".into()),
             ),
@@ -377,6 +383,7 @@ mod tests {
                     c.schema = "b".into();
                     c.pool_size = 2;
                     c.acquire_timeout = Duration::from_secs(90);
+                    c.reply_timeout = Duration::from_secs(5);
                 }),
             ),
         ] {

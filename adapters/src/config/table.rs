@@ -11,7 +11,7 @@ use super::StorageConfig;
 #[serde(untagged)]
 enum ConfigRepr {
     Url(String),
-    Table(ConfigTable),
+    Table(Box<ConfigTable>),
 }
 
 #[derive(Deserialize)]
@@ -24,6 +24,7 @@ struct ConfigTable {
     schema: Option<String>,
     pool_size: Option<u32>,
     acquire_timeout: Option<String>,
+    reply_timeout: Option<String>,
     token_file: Option<String>,
     ca: Option<String>,
     target_session_attrs: Option<String>,
@@ -33,7 +34,7 @@ impl<'de> Deserialize<'de> for StorageConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let config = match ConfigRepr::deserialize(deserializer)? {
             ConfigRepr::Url(url) => Self::from_url(&url),
-            ConfigRepr::Table(table) => from_table(table),
+            ConfigRepr::Table(table) => from_table(*table),
         };
         config.map_err(serde::de::Error::custom)
     }
@@ -53,6 +54,7 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
         ("schema", table.schema),
         ("pool_size", table.pool_size.map(|size| size.to_string())),
         ("acquire_timeout", table.acquire_timeout),
+        ("reply_timeout", table.reply_timeout),
         ("token_file", table.token_file),
         ("ca", table.ca),
         ("target_session_attrs", table.target_session_attrs),

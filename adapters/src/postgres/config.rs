@@ -1,11 +1,12 @@
 //! [`PostgresConfig`]: the settings of the PostgreSQL backend and its URL form.
 //!
 //! ```text
-//! postgres://user[:password]@host[:port][,host[:port]...]/database[?schema=name&pool_size=N&acquire_timeout=5s&target_session_attrs=read-write&<driver options>]
+//! postgres://user[:password]@host[:port][,host[:port]...]/database[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&target_session_attrs=read-write&<driver options>]
 //! ```
 //!
 //! `postgresql://` is accepted too. lf-handoff's own options (`schema`,
-//! `pool_size`, `acquire_timeout`, `target_session_attrs`) are taken out of
+//! `pool_size`, `acquire_timeout`, `reply_timeout`, `target_session_attrs`,
+//! `pooler`, `listen_url`) are taken out of
 //! the query; what remains is handed to the driver (sqlx's
 //! `PgConnectOptions`), which understands the libpq names listed in
 //! [`DRIVER_OPTIONS`]. Any other option is refused, so a typo never passes
@@ -38,6 +39,10 @@ pub const DEFAULT_POOL_SIZE: u32 = 4;
 /// server) when the URL says nothing.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a statement waits for the server's answer before its
+/// connection is taken for dead, when the URL says nothing.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The query options handed to the driver; anything else that is not one of
 /// lf-handoff's own options is refused.
 pub const DRIVER_OPTIONS: &[&str] = &[
@@ -62,7 +67,7 @@ pub const DRIVER_OPTIONS: &[&str] = &[
 ];
 
 const OWN_OPTIONS: &str =
-    "schema, pool_size, acquire_timeout, target_session_attrs, pooler, listen_url";
+    "schema, pool_size, acquire_timeout, reply_timeout, target_session_attrs, pooler, listen_url";
 
 /// What stands between the store and the server, as the URL says
 /// (`pooler=`): how a connection pooler in front of the server hands out
@@ -167,6 +172,15 @@ pub struct PostgresConfig {
     /// server; an unreachable server is reported after at most this long.
     /// With several hosts, each is given an equal share of it to connect.
     pub acquire_timeout: Duration,
+    /// How long a statement (or a write's transaction) waits for the
+    /// server's answer. A server that has not answered by then is taken for
+    /// gone without a word (powered off, cut off by the network, a
+    /// firewall that forgot the connection: TCP itself would wait about 15
+    /// minutes): the connection is closed, with every idle one, and the
+    /// call fails as `unreachable`, which the store retries on a new
+    /// connection within its retry window. Exports and imports, which
+    /// stream, are not bounded by it.
+    pub reply_timeout: Duration,
     /// Which of the URL's hosts the store uses: by default the first, in
     /// the URL's order, that accepts writes.
     pub target_session_attrs: TargetSessionAttrs,
@@ -209,6 +223,7 @@ impl PostgresConfig {
             schema: DEFAULT_POSTGRES_SCHEMA.to_string(),
             pool_size: DEFAULT_POOL_SIZE,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
             target_session_attrs: TargetSessionAttrs::default(),
             pooler: Pooler::default(),
             listen_url: None,
@@ -262,15 +277,8 @@ impl PostgresConfig {
                 self.schema = value.to_string();
             }
             "pool_size" => self.pool_size = at_least_one(key, value)?,
-            "acquire_timeout" => {
-                let timeout = parse_duration(value)?;
-                if timeout.is_zero() {
-                    return Err(invalid(
-                        "acquire_timeout must be longer than zero, as in 5s".into(),
-                    ));
-                }
-                self.acquire_timeout = timeout;
-            }
+            "acquire_timeout" => self.acquire_timeout = longer_than_zero(key, value, "5s")?,
+            "reply_timeout" => self.reply_timeout = longer_than_zero(key, value, "30s")?,
             "target_session_attrs" => {
                 self.target_session_attrs = TargetSessionAttrs::parse(value)?;
             }
@@ -317,6 +325,12 @@ impl PostgresConfig {
             options.push(format!(
                 "acquire_timeout={}ms",
                 self.acquire_timeout.as_millis()
+            ));
+        }
+        if self.reply_timeout != DEFAULT_REPLY_TIMEOUT {
+            options.push(format!(
+                "reply_timeout={}ms",
+                self.reply_timeout.as_millis()
             ));
         }
         if self.target_session_attrs != TargetSessionAttrs::default() {
@@ -404,6 +418,18 @@ impl PostgresConfig {
     }
 }
 
+/// The duration `value` of the option `key`, which must be longer than
+/// zero (as `example` is).
+fn longer_than_zero(key: &str, value: &str, example: &str) -> StoreResult<Duration> {
+    let duration = parse_duration(value)?;
+    if duration.is_zero() {
+        return Err(invalid(format!(
+            "{key} must be longer than zero, as in {example}"
+        )));
+    }
+    Ok(duration)
+}
+
 impl fmt::Debug for PostgresConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresConfig")
@@ -411,6 +437,7 @@ impl fmt::Debug for PostgresConfig {
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
             .field("acquire_timeout", &self.acquire_timeout)
+            .field("reply_timeout", &self.reply_timeout)
             .field("target_session_attrs", &self.target_session_attrs)
             .field("pooler", &self.pooler)
             .field("listen_url", &self.listen_url.as_deref().map(redact))
@@ -742,11 +769,12 @@ mod tests {
         assert_eq!(config.schema, "lf_handoff");
         assert_eq!(config.pool_size, DEFAULT_POOL_SIZE);
         assert_eq!(config.acquire_timeout, DEFAULT_ACQUIRE_TIMEOUT);
+        assert_eq!(config.reply_timeout, DEFAULT_REPLY_TIMEOUT);
         assert_eq!(config.url(), "postgres://postgres@127.0.0.1:5432/test");
 
         let tuned = PostgresConfig::from_url(
             "postgresql://lf:s%40cret@db.example:6543/registry?sslmode=disable&schema=team_a\
-             &pool_size=2&application_name=orch&acquire_timeout=1500ms",
+             &pool_size=2&application_name=orch&acquire_timeout=1500ms&reply_timeout=2m",
         )
         .unwrap();
         assert_eq!(
@@ -757,6 +785,7 @@ mod tests {
         assert_eq!(tuned.schema, "team_a");
         assert_eq!(tuned.pool_size, 2);
         assert_eq!(tuned.acquire_timeout, Duration::from_millis(1500));
+        assert_eq!(tuned.reply_timeout, Duration::from_secs(120));
         assert_eq!(PostgresConfig::from_url(&tuned.url()).unwrap(), tuned);
         let options = tuned.connect_options().unwrap();
         assert_eq!(options.get_host(), "db.example");
@@ -782,6 +811,8 @@ mod tests {
             ("postgres://h/db?pool_size=many", "pool_size"),
             ("postgres://h/db?acquire_timeout=soon", "duration"),
             ("postgres://h/db?acquire_timeout=0s", "acquire_timeout"),
+            ("postgres://h/db?reply_timeout=0s", "reply_timeout"),
+            ("postgres://h/db?reply_timeout=later", "duration"),
             ("postgres://h/db?schema=a&schema=b", "twice"),
             ("postgres://h/db?pool_size", "key=value"),
             ("postgres://h:notaport/db", "malformed"),

@@ -10,6 +10,7 @@
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::PruneCount;
@@ -158,6 +159,12 @@ impl Dialect for Server {
 
     fn map_error(&self, error: sqlx::Error) -> EngineError {
         self.engine_error(error)
+    }
+
+    /// `reply_timeout` of the store URL: a server on the network may go
+    /// silent without closing anything.
+    fn reply_timeout(&self) -> Option<Duration> {
+        Some(self.reply_timeout)
     }
 
     /// Listens on the server the hosts choose (not on `_options`, the

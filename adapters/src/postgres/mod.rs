@@ -231,6 +231,8 @@ pub(crate) struct Server {
     schema: String,
     pool_size: u32,
     acquire_timeout: Duration,
+    /// How long a statement waits for the server's answer.
+    reply_timeout: Duration,
     /// Which server the store uses; with `ReadWrite`, a write refused as
     /// read-only means the server was demoted, and is retried elsewhere.
     attrs: TargetSessionAttrs,
@@ -294,6 +296,7 @@ impl Server {
             schema: config.schema.clone(),
             pool_size: config.pool_size,
             acquire_timeout: config.acquire_timeout,
+            reply_timeout: config.reply_timeout,
             attrs: config.target_session_attrs,
             hosts,
             listen,

@@ -130,6 +130,12 @@ impl<C: Connection + 'static> Connections<C> {
         }
     }
 
+    /// Closes every idle connection; new ones are made when needed.
+    pub(crate) fn close_idle(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(idle);
+    }
+
     /// Lends a connection: the most recently returned idle one, else a new
     /// one while fewer than `max` are lent, else the first one returned.
     ///

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::PruneCount;
@@ -96,6 +97,15 @@ pub(crate) trait Dialect: Debug + Send + Sync + Sized + 'static {
     /// run in another server session.
     fn unprepared(&self, sql: &str, params: &[Param<'_>]) -> Option<Result<String, sqlx::Error>> {
         let _ = (sql, params);
+        None
+    }
+
+    /// How long a statement, or a write's transaction, waits for the
+    /// engine's answer before its connection is taken for dead (closed,
+    /// with every idle one) and the call fails as `unreachable`; `None`
+    /// (the default) to wait as long as it takes, for an engine that
+    /// cannot go silent (a file).
+    fn reply_timeout(&self) -> Option<Duration> {
         None
     }
 

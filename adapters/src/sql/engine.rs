@@ -6,24 +6,22 @@
 //! errors already mapped ([`EngineError`]); nothing about sqlx crosses its
 //! methods. What differs between SQLite and PostgreSQL is its
 //! [`Dialect`]. What sqlx offers alike for both databases (binding a
-//! [`Param`], decoding a column) is [`Driver`], implemented for every sqlx
-//! database that can.
+//! [`Param`], decoding a column) is [`Driver`] (`driver.rs`), implemented
+//! for every sqlx database that can.
 
 use std::fmt::{self, Debug};
 use std::future::{poll_fn, Future};
-use std::pin::Pin;
 
-use futures_core::stream::BoxStream;
 use lf_handoff_application::ports::PruneCount;
 use lf_handoff_application::{Changes, StoreError, StoreResult, UnavailableKind};
-use sqlx::query::Query;
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
+use sqlx::Database;
 
 use crate::changes::ChangeFeed;
 use crate::sql::archive::{OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
 use crate::sql::dialect::Dialect;
+pub use crate::sql::driver::{bind, BoxFuture, Driver, RowsAffected};
 use crate::sql::events::EventRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
@@ -123,13 +121,6 @@ impl Counts {
     }
 }
 
-/// The rows a statement affected: sqlx's results count them, but not
-/// through a trait. Each backend implements it for its result type.
-pub trait RowsAffected {
-    /// How many rows the statement inserted, updated or deleted.
-    fn rows_affected(&self) -> u64;
-}
-
 /// Why a transaction of [`Engine::read_snapshot`] or
 /// [`Engine::import`] stopped: the engine, or the caller's own error.
 enum Stop {
@@ -141,184 +132,6 @@ impl From<sqlx::Error> for Stop {
     fn from(error: sqlx::Error) -> Self {
         Self::Sql(error)
     }
-}
-
-/// A sqlx future, as sqlx's executors return it.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What the engine needs of a sqlx database: binding each kind of
-/// [`Param`], running a statement on a connection, and reading each kind
-/// of column. Every database whose driver supports these types has it.
-pub trait Driver: Database<QueryResult: RowsAffected> {
-    /// `query` with `params` bound in order.
-    fn bind<'q>(
-        query: Query<'q, Self, Self::Arguments<'q>>,
-        params: &[Param<'q>],
-    ) -> Query<'q, Self, Self::Arguments<'q>>;
-
-    /// Executes `sql` with `params` on `conn`.
-    fn execute<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
-
-    /// Runs the query `sql` with `params` on `conn` and streams its rows.
-    fn fetch<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>>;
-
-    /// Runs the query `sql` with `params` on `conn` and returns its rows.
-    fn fetch_all<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
-
-    /// Executes `sql`, which has no parameters, on `conn` as a simple
-    /// query (nothing prepared).
-    fn execute_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>>;
-
-    /// Runs the query `sql`, which has no parameters, on `conn` as a
-    /// simple query and streams its rows.
-    fn fetch_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>>;
-
-    /// Runs the query `sql`, which has no parameters, on `conn` as a
-    /// simple query and returns its rows.
-    fn fetch_all_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>>;
-
-    /// Where the column `name` is in `row`.
-    fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error>;
-
-    /// The TEXT column at `at`.
-    fn text(row: &Self::Row, at: usize) -> Result<String, sqlx::Error>;
-
-    /// The nullable TEXT column at `at`.
-    fn optional_text(row: &Self::Row, at: usize) -> Result<Option<String>, sqlx::Error>;
-
-    /// The BIGINT column at `at`.
-    fn int(row: &Self::Row, at: usize) -> Result<i64, sqlx::Error>;
-
-    /// The nullable BIGINT column at `at`.
-    fn optional_int(row: &Self::Row, at: usize) -> Result<Option<i64>, sqlx::Error>;
-}
-
-impl<DB> Driver for DB
-where
-    DB: Database<QueryResult: RowsAffected>,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
-    for<'q> Option<&'q str>: Encode<'q, DB>,
-    for<'q> i64: Encode<'q, DB>,
-    for<'q> Option<i64>: Encode<'q, DB>,
-    for<'r> String: Decode<'r, DB>,
-    for<'r> i64: Decode<'r, DB>,
-    String: Type<DB>,
-    i64: Type<DB>,
-    usize: ColumnIndex<DB::Row>,
-    for<'n> &'n str: ColumnIndex<DB::Row>,
-{
-    fn bind<'q>(
-        mut query: Query<'q, Self, Self::Arguments<'q>>,
-        params: &[Param<'q>],
-    ) -> Query<'q, Self, Self::Arguments<'q>> {
-        for param in params {
-            query = match *param {
-                Param::Text(value) => query.bind(value),
-                Param::OptText(value) => query.bind(value),
-                Param::Int(value) => query.bind(value),
-                Param::OptInt(value) => query.bind(value),
-            };
-        }
-        query
-    }
-
-    fn execute<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
-        conn.execute(Self::bind(sqlx::query(sql), params))
-    }
-
-    fn fetch<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>> {
-        conn.fetch(Self::bind(sqlx::query(sql), params))
-    }
-
-    fn fetch_all<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-        params: &[Param<'e>],
-    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
-        conn.fetch_all(Self::bind(sqlx::query(sql), params))
-    }
-
-    fn execute_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxFuture<'e, Result<Self::QueryResult, sqlx::Error>> {
-        conn.execute(sql)
-    }
-
-    fn fetch_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxStream<'e, Result<Self::Row, sqlx::Error>> {
-        conn.fetch(sql)
-    }
-
-    fn fetch_all_text<'e>(
-        conn: &'e mut Self::Connection,
-        sql: &'e str,
-    ) -> BoxFuture<'e, Result<Vec<Self::Row>, sqlx::Error>> {
-        conn.fetch_all(sql)
-    }
-
-    fn ordinal(row: &Self::Row, name: &str) -> Result<usize, sqlx::Error> {
-        name.index(row)
-    }
-
-    fn text(row: &Self::Row, at: usize) -> Result<String, sqlx::Error> {
-        sqlx::Row::try_get(row, at)
-    }
-
-    fn optional_text(row: &Self::Row, at: usize) -> Result<Option<String>, sqlx::Error> {
-        sqlx::Row::try_get(row, at)
-    }
-
-    fn int(row: &Self::Row, at: usize) -> Result<i64, sqlx::Error> {
-        sqlx::Row::try_get(row, at)
-    }
-
-    fn optional_int(row: &Self::Row, at: usize) -> Result<Option<i64>, sqlx::Error> {
-        sqlx::Row::try_get(row, at)
-    }
-}
-
-/// `query` with `params` bound in order (see [`Driver::bind`]); for the
-/// `raw_sql` surface.
-#[cfg_attr(not(feature = "raw-sql"), allow(dead_code))]
-pub fn bind<'q, DB: Driver>(
-    query: Query<'q, DB, DB::Arguments<'q>>,
-    params: &[Param<'q>],
-) -> Query<'q, DB, DB::Arguments<'q>> {
-    DB::bind(query, params)
 }
 
 /// A connection of dialect `D`'s database.
@@ -368,6 +181,35 @@ impl<D: Dialect> Engine<D> {
             .map_err(|e| self.dialect.map_error(e))
     }
 
+    /// `work` (a statement or a transaction on a lent connection), given
+    /// up when the engine has not answered within the dialect's
+    /// [`reply_timeout`](Dialect::reply_timeout): the idle connections are
+    /// then closed too (most likely to the same silent server), and the
+    /// error is an I/O error of kind `TimedOut`, which marks the lent
+    /// connection broken ([`Lease::failed`]) and is `unreachable` to the
+    /// caller, so the store's retries go on with new connections.
+    async fn in_time<T>(
+        &self,
+        work: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        let Some(limit) = self.dialect.reply_timeout() else {
+            return work.await;
+        };
+        match tokio::time::timeout(limit, work).await {
+            Ok(done) => done,
+            Err(_) => {
+                self.pool.close_idle();
+                Err(sqlx::Error::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within {limit:?} (the store URL's reply_timeout); the \
+                         connection was closed"
+                    ),
+                )))
+            }
+        }
+    }
+
     /// Runs a query on a lent connection and returns its rows; the
     /// connection goes back before the rows are decoded.
     async fn fetch_rows(
@@ -376,7 +218,10 @@ impl<D: Dialect> Engine<D> {
         params: &[Param<'_>],
     ) -> Result<Vec<Row<D>>, EngineError> {
         let mut conn = self.lend().await?;
-        match self.fetch_all_on(&mut conn, sql, params).await {
+        match self
+            .in_time(self.fetch_all_on(&mut conn, sql, params))
+            .await
+        {
             Ok(rows) => Ok(rows),
             Err(e) => Err(self.statement_failed(&mut conn, e)),
         }
@@ -622,7 +467,7 @@ impl<D: Dialect> Engine<D> {
         params: &[Param<'_>],
     ) -> Result<u64, EngineError> {
         let mut conn = self.lend().await?;
-        match self.execute_on(&mut conn, sql, params).await {
+        match self.in_time(self.execute_on(&mut conn, sql, params)).await {
             Ok(done) => Ok(done.rows_affected()),
             Err(e) => Err(self.statement_failed(&mut conn, e)),
         }
@@ -636,22 +481,23 @@ impl<D: Dialect> Engine<D> {
         statements: &[Statement<'_>],
     ) -> Result<Option<usize>, EngineError> {
         let mut conn = self.lend().await?;
-        let result = async {
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
-            for (index, statement) in statements.iter().enumerate() {
-                let affected = self
-                    .execute_on(&mut tx, statement.sql, &statement.params)
-                    .await?
-                    .rows_affected();
-                if affected != 1 {
-                    tx.rollback().await?;
-                    return Ok(Some(index));
+        let result = self
+            .in_time(async {
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+                for (index, statement) in statements.iter().enumerate() {
+                    let affected = self
+                        .execute_on(&mut tx, statement.sql, &statement.params)
+                        .await?
+                        .rows_affected();
+                    if affected != 1 {
+                        tx.rollback().await?;
+                        return Ok(Some(index));
+                    }
                 }
-            }
-            tx.commit().await?;
-            Ok(None)
-        }
-        .await;
+                tx.commit().await?;
+                Ok(None)
+            })
+            .await;
         result.map_err(|e| self.statement_failed(&mut conn, e))
     }
 
@@ -754,20 +600,21 @@ impl<D: Dialect> Engine<D> {
         statements: &[Statement<'_>],
     ) -> Result<Vec<u64>, EngineError> {
         let mut conn = self.lend().await?;
-        let result = async {
-            let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
-            let mut affected = Vec::with_capacity(statements.len());
-            for statement in statements {
-                affected.push(
-                    self.execute_on(&mut tx, statement.sql, &statement.params)
-                        .await?
-                        .rows_affected(),
-                );
-            }
-            tx.commit().await?;
-            Ok(affected)
-        }
-        .await;
+        let result = self
+            .in_time(async {
+                let mut tx = sqlx::Connection::begin_with(&mut *conn, D::BEGIN_WRITE).await?;
+                let mut affected = Vec::with_capacity(statements.len());
+                for statement in statements {
+                    affected.push(
+                        self.execute_on(&mut tx, statement.sql, &statement.params)
+                            .await?
+                            .rows_affected(),
+                    );
+                }
+                tx.commit().await?;
+                Ok(affected)
+            })
+            .await;
         result.map_err(|e| self.statement_failed(&mut conn, e))
     }
 }

@@ -8,7 +8,8 @@
 //! past it.
 //!
 //! - `dialect.rs`: the [`Dialect`] trait.
-//! - `engine.rs`: the generic [`Engine`], its parameters and errors.
+//! - `engine.rs`: the generic [`Engine`], its parameters and errors;
+//!   `driver.rs`: what it needs of a sqlx database.
 //! - `columns.rs`: the table of the handoff's columns, from which every
 //!   column list, bind list and row decoding derive.
 //! - `row.rs`: a handoff's conversion to and from its column form;
@@ -47,6 +48,7 @@ pub(crate) mod columns;
 pub(crate) mod connections;
 mod deliveries;
 pub(crate) mod dialect;
+mod driver;
 pub(crate) mod engine;
 pub(crate) mod events;
 mod handoffs;

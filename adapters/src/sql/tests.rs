@@ -1203,6 +1203,7 @@ fn the_shared_sql_code_names_no_backend() {
         ("connections.rs", include_str!("connections.rs")),
         ("deliveries.rs", include_str!("deliveries.rs")),
         ("dialect.rs", include_str!("dialect.rs")),
+        ("driver.rs", include_str!("driver.rs")),
         ("engine.rs", include_str!("engine.rs")),
         ("events.rs", include_str!("events.rs")),
         ("handoffs.rs", include_str!("handoffs.rs")),

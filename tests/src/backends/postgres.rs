@@ -505,6 +505,35 @@ fn url_parts(connection: &str) -> (&str, &str, &str) {
     (scheme, userinfo, location)
 }
 
+/// The backend's store config led through a relay of the test's own in
+/// front of the URL's first host (in the clear, so the relay can read what
+/// passes), with the relay, which counts the pieces holding `marker`.
+async fn through_relay(
+    backend: &PostgresBackend,
+    dir: &Path,
+    marker: &[u8],
+) -> (PostgresConfig, crate::relay::Relay) {
+    let StorageConfig::Postgres(mut config) = backend.config(dir.join("unused")) else {
+        unreachable!("the postgres backend's config")
+    };
+    let connection = config.connection.clone();
+    let (scheme, userinfo, location) = url_parts(&connection);
+    let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
+    let first = authority.split(',').next().unwrap();
+    let target = if first.contains(':') {
+        first.to_string()
+    } else {
+        format!("{first}:5432")
+    };
+    let relay = crate::relay::Relay::start(&target, marker).await;
+    let separator = if path.contains('?') { '&' } else { '?' };
+    config.connection = format!(
+        "{scheme}://{userinfo}@127.0.0.1:{}{path}{separator}sslmode=disable",
+        relay.port()
+    );
+    (config, relay)
+}
+
 /// The tests only PostgreSQL has: what "nothing was changed" means on a
 /// server, and that a schema is a store of its own.
 pub mod scenarios {
@@ -594,6 +623,62 @@ pub mod scenarios {
         );
     }
 
+    /// C25: a server that stops answering without closing anything (powered
+    /// off, or cut off by the network; here a relay that passes nothing on
+    /// any connection, new ones too, and keeps them open, so TCP never
+    /// gives up) fails a read and a write as `unreachable` once the store
+    /// URL's `reply_timeout` and the retry window have passed, instead of
+    /// waiting with no end; when the server answers again, the same store
+    /// works.
+    pub async fn a_server_gone_silent_fails_calls_in_time_and_the_store_recovers(
+        backend: &PostgresBackend,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut config, relay) = through_relay(backend, dir.path(), b"").await;
+        config.reply_timeout = Duration::from_secs(1);
+        config.acquire_timeout = Duration::from_secs(1);
+        let store = open_store(&StorageConfig::Postgres(config))
+            .await
+            .unwrap()
+            .with_retry_window(Duration::from_secs(2));
+        let opened = open_on_new_wave(&store, dir.path()).await;
+
+        relay.silence_all();
+        let read = tokio::time::timeout(
+            Duration::from_secs(60),
+            store.get_interactive_handoff(&opened.id),
+        )
+        .await
+        .expect("the read waited on the silent server past 60 s");
+        let write = tokio::time::timeout(
+            Duration::from_secs(60),
+            store.attach_interactive_handoff(&opened.id),
+        )
+        .await
+        .expect("the write waited on the silent server past 60 s");
+        for (call, result) in [("get", read.map(|_| ())), ("attach", write.map(|_| ()))] {
+            match result {
+                Err(StoreError::Unavailable {
+                    kind: UnavailableKind::Unreachable,
+                    message,
+                    ..
+                }) => assert!(message.contains("127.0.0.1"), "{call}: {message}"),
+                other => panic!("{call}: expected Unavailable (unreachable), got {other:?}"),
+            }
+        }
+
+        relay.pass_again();
+        let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
+        assert_eq!(
+            attached.status,
+            lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus::Attached
+        );
+        assert_eq!(
+            store.get_interactive_handoff(&opened.id).await.unwrap(),
+            Some(attached)
+        );
+    }
+
     /// C16: a listening connection that stops delivering without a word
     /// (a firewall that forgot it, a host gone with no reset; here a relay
     /// that stops passing its bytes and keeps it open) is found by the
@@ -601,26 +686,8 @@ pub mod scenarios {
     /// wakes the waiter.
     pub async fn a_listening_connection_gone_silent_is_made_again(backend: &PostgresBackend) {
         let dir = tempfile::tempdir().unwrap();
-        let StorageConfig::Postgres(mut config) = backend.config(dir.path().join("unused")) else {
-            unreachable!("the postgres backend's config")
-        };
-        let connection = config.connection.clone();
-        let (scheme, userinfo, location) = url_parts(&connection);
-        let (authority, path) = location.split_at(location.find('/').unwrap_or(location.len()));
-        let first = authority.split(',').next().unwrap();
-        let target = if first.contains(':') {
-            first.to_string()
-        } else {
-            format!("{first}:5432")
-        };
         // The session's last statement on its listening connection.
-        let relay = crate::relay::Relay::start(&target, b"lf_handoff_echo_").await;
-        // In the clear, so the relay can tell the listening connection.
-        let separator = if path.contains('?') { '&' } else { '?' };
-        config.connection = format!(
-            "{scheme}://{userinfo}@127.0.0.1:{}{path}{separator}sslmode=disable",
-            relay.port()
-        );
+        let (config, relay) = through_relay(backend, dir.path(), b"lf_handoff_echo_").await;
         let store = open_store(&StorageConfig::Postgres(config)).await.unwrap();
         let direct = open_store(&backend.config(dir.path().join("unused")))
             .await
