@@ -122,7 +122,7 @@ mod tests {
     fn postgres_config_deserializes_from_a_table() {
         let file: File = toml::from_str(
             "[store]\nurl = \"postgres://lf@db:5432/lf?pool_size=8\"\nschema = \"team_b\"\n\
-             pool_size = 3\nacquire_timeout = \"2s\"\n",
+             pool_size = 3\nacquire_timeout = \"2s\"\nreply_timeout = \"45s\"\n",
         )
         .unwrap();
         let StorageConfig::Postgres(postgres) = &file.store else {
@@ -131,6 +131,7 @@ mod tests {
         assert_eq!(postgres.schema, "team_b");
         assert_eq!(postgres.pool_size, 3);
         assert_eq!(postgres.acquire_timeout, Duration::from_secs(2));
+        assert_eq!(postgres.reply_timeout, Duration::from_secs(45));
         assert_eq!(
             StorageConfig::from_url(&file.store.url()).unwrap(),
             file.store
