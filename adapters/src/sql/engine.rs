@@ -21,7 +21,7 @@ use crate::sql::archive::{OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
 use crate::sql::dialect::Dialect;
-pub use crate::sql::driver::{bind, BoxFuture, Driver, RowsAffected};
+pub use crate::sql::driver::{BoxFuture, Driver, RowsAffected};
 use crate::sql::events::EventRow;
 use crate::sql::schema::UniqueIndex;
 use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};

@@ -48,7 +48,7 @@ pub(crate) mod columns;
 pub(crate) mod connections;
 mod deliveries;
 pub(crate) mod dialect;
-mod driver;
+pub(crate) mod driver;
 pub(crate) mod engine;
 pub(crate) mod events;
 mod handoffs;

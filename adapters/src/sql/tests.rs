@@ -495,7 +495,7 @@ async fn sqlite_plan(sql: &str, params: &[super::engine::Param<'_>]) -> String {
         sqlx::query(&statement).execute(&mut conn).await.unwrap();
     }
     let explain = format!("EXPLAIN QUERY PLAN {sql}");
-    let rows = super::engine::bind::<sqlx::Sqlite>(sqlx::query(&explain), params)
+    let rows = super::driver::bind::<sqlx::Sqlite>(sqlx::query(&explain), params)
         .fetch_all(&mut conn)
         .await
         .unwrap();
