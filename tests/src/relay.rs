@@ -106,6 +106,11 @@ impl Relay {
         within(&self.shared.listens, count, patience).await
     }
 
+    /// How many pieces sent to the server so far held the marker.
+    pub fn marked(&self) -> usize {
+        self.shared.marked.load(Ordering::SeqCst)
+    }
+
     /// Whether `count` pieces holding the marker were sent within
     /// `patience`.
     pub async fn marked_within(&self, count: usize, patience: Duration) -> bool {

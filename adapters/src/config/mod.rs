@@ -81,8 +81,7 @@ impl StorageConfig {
     /// as in `postgres://lf@db.internal:5432/lf?schema=team_a`. Options:
     /// `schema` (default `lf_handoff`), `pool_size` (default 4),
     /// `acquire_timeout` (default 5s), `reply_timeout` (default 30s), and the
-    /// driver's libpq-style options
-    /// such as `sslmode` or `application_name`.
+    /// driver's libpq-style options such as `sslmode` or `application_name`.
     ///
     /// # Errors
     /// `InvalidInput` for a malformed URL or an unknown or bad option.

@@ -6,11 +6,10 @@
 //!
 //! `postgresql://` is accepted too. lf-handoff's own options (`schema`,
 //! `pool_size`, `acquire_timeout`, `reply_timeout`, `target_session_attrs`,
-//! `pooler`, `listen_url`) are taken out of
-//! the query; what remains is handed to the driver (sqlx's
-//! `PgConnectOptions`), which understands the libpq names listed in
-//! [`DRIVER_OPTIONS`]. Any other option is refused, so a typo never passes
-//! silently.
+//! `pooler`, `listen_url`) are taken out of the query; what remains is
+//! handed to the driver (sqlx's `PgConnectOptions`), which understands the
+//! libpq names listed in [`DRIVER_OPTIONS`]. Any other option is refused,
+//! so a typo never passes silently.
 //!
 //! **Several hosts**, as libpq writes them: a comma-separated list before
 //! the path (`db1:5432,db2:5432`), or in the options (`host=db1,db2` with

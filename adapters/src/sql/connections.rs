@@ -317,6 +317,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn idle_connections_closed_are_replaced_and_a_lent_one_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = connections(dir.path(), 2, None);
+        let mut lent = pool.acquire().await.unwrap();
+        mark(&mut lent).await;
+        mark(&mut pool.acquire().await.unwrap()).await;
+        pool.close_idle();
+        // The idle one is gone: a new, unmarked connection is made.
+        assert!(!marked(&mut pool.acquire().await.unwrap()).await);
+        // The lent one was not touched, and goes back when it is done.
+        assert!(marked(&mut lent).await);
+        drop(lent);
+        assert!(marked(&mut pool.acquire().await.unwrap()).await);
+    }
+
+    #[tokio::test]
     async fn lending_past_the_limit_times_out() {
         let dir = tempfile::tempdir().unwrap();
         let pool = connections(dir.path(), 1, None);

@@ -11,12 +11,14 @@
 //! so its locks and the pool's are one process's locks on one file, as
 //! SQLite's POSIX locking requires.
 //!
-//! - **It never waits.** In WAL mode a reader needs no lock a writer
-//!   holds. Its busy timeout is zero, so a lock it cannot take at once
-//!   (another process recovering the WAL, or holding the file in exclusive
-//!   locking mode) fails the read at once instead of sleeping on the
-//!   caller's thread. When every connection here is in use by another
-//!   thread, it does not wait for one either.
+//! - **It does not wait for others.** In WAL mode a reader needs no lock a
+//!   writer holds. Its busy timeout is zero, so a lock it cannot take at
+//!   once (another process recovering the WAL, or holding the file in
+//!   exclusive locking mode) fails the read instead of sleeping on the
+//!   caller's thread (SQLite's own WAL read path may still retry for a
+//!   moment while a checkpoint moves the read marks). When every
+//!   connection here is in use by another thread, it does not wait for
+//!   one either.
 //! - **It answers only what it read whole.** A read that fails for any
 //!   reason, or that finds no free connection, answers nothing, and the
 //!   load goes through the pool as before, which waits as it always did
@@ -34,15 +36,16 @@
 //!
 //! At most [`MAX_CONNECTIONS`] connections (no more than the machine has
 //! cores), each opened when a load first needs it, beside the pool's
-//! `max_connections`. One that cannot be opened turns these reads off for
-//! the store handle; every load then goes through the pool.
+//! `max_connections`. One that cannot be opened (say, the process is out
+//! of file descriptors) turns these reads off for [`RETRY_OPEN_AFTER`];
+//! meanwhile every load goes through the pool.
 
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, TryLockError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, Row};
 
@@ -52,14 +55,20 @@ use crate::sql::statements::HANDOFF_BY_ID;
 /// The most connections one store handle reads on at once this way.
 pub(crate) const MAX_CONNECTIONS: usize = 4;
 
+/// How long loads go through the pool after a connection of their own
+/// could not be opened.
+pub(crate) const RETRY_OPEN_AFTER: Duration = Duration::from_secs(10);
+
 /// The connections of the loads on callers' threads of one store handle.
 pub(crate) struct InlineReads {
     path: PathBuf,
     /// Each a connection once a load opened it.
     slots: Box<[Mutex<Option<Connection>>]>,
-    /// Set when a connection could not be opened: loads go through the
-    /// pool from then on.
-    off: AtomicBool,
+    /// When these reads were made: what `off_until` counts from.
+    made: Instant,
+    /// Milliseconds after `made` before which loads go through the pool (a
+    /// connection could not be opened); 0 while they are on.
+    off_until: AtomicU64,
 }
 
 impl fmt::Debug for InlineReads {
@@ -67,7 +76,7 @@ impl fmt::Debug for InlineReads {
         f.debug_struct("InlineReads")
             .field("path", &self.path)
             .field("connections", &self.slots.len())
-            .field("off", &self.off.load(Ordering::Relaxed))
+            .field("off", &self.is_off())
             .finish()
     }
 }
@@ -82,14 +91,26 @@ impl InlineReads {
             slots: (0..cores.clamp(1, MAX_CONNECTIONS))
                 .map(|_| Mutex::new(None))
                 .collect(),
-            off: AtomicBool::new(false),
+            made: Instant::now(),
+            off_until: AtomicU64::new(0),
         }
+    }
+
+    /// Milliseconds since these reads were made.
+    fn now(&self) -> u64 {
+        u64::try_from(self.made.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether loads go through the pool for now.
+    fn is_off(&self) -> bool {
+        let until = self.off_until.load(Ordering::Relaxed);
+        until != 0 && self.now() < until
     }
 
     /// The row of the handoff `id` (`Some(None)`: there is none), read on
     /// this thread; `None` when it could not be read at once.
     pub(crate) fn handoff(&self, id: &str) -> Option<Option<HandoffRow<'static>>> {
-        if self.off.load(Ordering::Relaxed) {
+        if self.is_off() {
             return None;
         }
         for slot in &self.slots {
@@ -106,7 +127,10 @@ impl InlineReads {
                     Err(error) => {
                         tracing::debug!(%error, path = %self.path.display(),
                             "SQLite loads go through the pool: a connection of their own did not open");
-                        self.off.store(true, Ordering::Relaxed);
+                        let until = self.now().saturating_add(
+                            u64::try_from(RETRY_OPEN_AFTER.as_millis()).unwrap_or(u64::MAX),
+                        );
+                        self.off_until.store(until.max(1), Ordering::Relaxed);
                         return None;
                     }
                 },

@@ -441,8 +441,10 @@ async fn inline_reads_answer_only_when_a_connection_of_their_own_is_free() {
     drop(held);
     assert!(reads.handoff(handoff.id.as_str()).is_some());
 
-    // A file that cannot be opened turns them off.
+    // A file that cannot be opened turns them off for a while, and
+    // nothing is created.
     let missing = super::inline::InlineReads::new(dir.path().join("missing.db"));
     assert!(missing.handoff(handoff.id.as_str()).is_none());
     assert!(!dir.path().join("missing.db").exists(), "nothing created");
+    assert!(format!("{missing:?}").contains("off: true"), "{missing:?}");
 }

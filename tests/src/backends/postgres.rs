@@ -626,46 +626,61 @@ pub mod scenarios {
     /// C25: a server that stops answering without closing anything (powered
     /// off, or cut off by the network; here a relay that passes nothing on
     /// any connection, new ones too, and keeps them open, so TCP never
-    /// gives up) fails a read and a write as `unreachable` once the store
-    /// URL's `reply_timeout` and the retry window have passed, instead of
-    /// waiting with no end; when the server answers again, the same store
-    /// works.
+    /// gives up). A write, then a read, sent on a connection the silent
+    /// server holds fail once the store URL's `reply_timeout` has passed,
+    /// saying so; with a retry window, the retries (new connections, none
+    /// of which connects) end as `unreachable` too, instead of waiting with
+    /// no end; when the server answers again, the same store works.
     pub async fn a_server_gone_silent_fails_calls_in_time_and_the_store_recovers(
         backend: &PostgresBackend,
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let (mut config, relay) = through_relay(backend, dir.path(), b"").await;
+        // A transition's compare-and-swap, prepared (its text sent) on the
+        // first connection that runs it.
+        let (mut config, relay) = through_relay(backend, dir.path(), b"UPDATE").await;
         config.reply_timeout = Duration::from_secs(1);
         config.acquire_timeout = Duration::from_secs(1);
-        let store = open_store(&StorageConfig::Postgres(config))
-            .await
-            .unwrap()
-            .with_retry_window(Duration::from_secs(2));
+        let store = open_store(&StorageConfig::Postgres(config)).await.unwrap();
+        // Without retries, a call's error is its first attempt's.
+        let once = store.with_retry_window(Duration::ZERO);
         let opened = open_on_new_wave(&store, dir.path()).await;
+        let limit = Duration::from_secs(60);
 
+        // The write goes out on the connection the open left idle.
+        let updates = relay.marked();
         relay.silence_all();
-        let read = tokio::time::timeout(
-            Duration::from_secs(60),
-            store.get_interactive_handoff(&opened.id),
-        )
-        .await
-        .expect("the read waited on the silent server past 60 s");
-        let write = tokio::time::timeout(
-            Duration::from_secs(60),
-            store.attach_interactive_handoff(&opened.id),
-        )
-        .await
-        .expect("the write waited on the silent server past 60 s");
-        for (call, result) in [("get", read.map(|_| ())), ("attach", write.map(|_| ()))] {
-            match result {
-                Err(StoreError::Unavailable {
-                    kind: UnavailableKind::Unreachable,
-                    message,
-                    ..
-                }) => assert!(message.contains("127.0.0.1"), "{call}: {message}"),
-                other => panic!("{call}: expected Unavailable (unreachable), got {other:?}"),
-            }
-        }
+        let write = tokio::time::timeout(limit, once.attach_interactive_handoff(&opened.id)).await;
+        assert_unreachable(
+            "attach",
+            answered("the attach", write).map(|_| ()),
+            "reply_timeout",
+        );
+        assert!(relay.marked() > updates, "the attach sent no UPDATE");
+        relay.pass_again();
+
+        // So does the read, on the connection a read before it left idle.
+        assert_eq!(
+            store.get_interactive_handoff(&opened.id).await.unwrap(),
+            Some(opened.clone()),
+            "the silenced write did not reach the server"
+        );
+        relay.silence_all();
+        let read = tokio::time::timeout(limit, once.get_interactive_handoff(&opened.id)).await;
+        assert_unreachable(
+            "get",
+            answered("the get", read).map(|_| ()),
+            "reply_timeout",
+        );
+
+        // With a retry window: new connections that never connect, then
+        // unreachable.
+        let retried = store.with_retry_window(Duration::from_secs(2));
+        let read = tokio::time::timeout(limit, retried.get_interactive_handoff(&opened.id)).await;
+        assert_unreachable(
+            "retried get",
+            answered("the retried get", read).map(|_| ()),
+            "",
+        );
 
         relay.pass_again();
         let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
@@ -677,6 +692,27 @@ pub mod scenarios {
             store.get_interactive_handoff(&opened.id).await.unwrap(),
             Some(attached)
         );
+    }
+
+    /// What `waited` (a call bounded by a test's own patience) answered.
+    fn answered<T>(what: &str, waited: Result<T, tokio::time::error::Elapsed>) -> T {
+        waited.unwrap_or_else(|_| panic!("{what} waited on the silent server past 60 s"))
+    }
+
+    /// That `result` is `Unavailable` of kind `unreachable` naming the
+    /// relay's address and holding `needle`.
+    fn assert_unreachable(call: &str, result: Result<(), StoreError>, needle: &str) {
+        match result {
+            Err(StoreError::Unavailable {
+                kind: UnavailableKind::Unreachable,
+                message,
+                ..
+            }) => assert!(
+                message.contains("127.0.0.1") && message.contains(needle),
+                "{call}: {message}"
+            ),
+            other => panic!("{call}: expected Unavailable (unreachable), got {other:?}"),
+        }
     }
 
     /// C16: a listening connection that stops delivering without a word
