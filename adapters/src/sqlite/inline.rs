@@ -44,7 +44,7 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, Row};
@@ -85,7 +85,12 @@ impl InlineReads {
     /// The reads of the store at `path`: as many connections as the
     /// machine has cores, at most [`MAX_CONNECTIONS`], none opened yet.
     pub(crate) fn new(path: PathBuf) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        // Read once per process: on Linux it reads the scheduler's
+        // affinity and the cgroup's CPU quota, files every store open
+        // would read again.
+        static CORES: OnceLock<usize> = OnceLock::new();
+        let cores = *CORES
+            .get_or_init(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get));
         Self {
             path,
             slots: (0..cores.clamp(1, MAX_CONNECTIONS))

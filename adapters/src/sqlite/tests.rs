@@ -19,7 +19,12 @@ use crate::{open_store, StorageConfig};
 
 /// A store at `path` whose writers wait at most `busy_timeout`.
 async fn store_at(path: &Path, busy_timeout: &str) -> Store {
-    let url = format!("sqlite://{}?busy_timeout={busy_timeout}", path.display());
+    store_with(path, &format!("busy_timeout={busy_timeout}")).await
+}
+
+/// A store at `path` opened with the URL options `query`.
+async fn store_with(path: &Path, query: &str) -> Store {
+    let url = format!("sqlite://{}?{query}", path.display());
     open_store(&StorageConfig::from_url(&url).unwrap())
         .await
         .unwrap()
@@ -286,10 +291,7 @@ async fn store_with_a_handoff(
     Store,
     lf_handoff_domain::interactive_handoff::InteractiveHandoff,
 ) {
-    let url = format!("sqlite://{}?{query}", path.display());
-    let store = open_store(&StorageConfig::from_url(&url).unwrap())
-        .await
-        .unwrap();
+    let store = store_with(path, query).await;
     let dir = path.parent().unwrap();
     let wave = wave(dir);
     store.create_wave(&wave).await.unwrap();
