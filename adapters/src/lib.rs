@@ -114,13 +114,18 @@ pub use lf_handoff_application::testing;
 /// # Errors
 /// `Unavailable` when the backend cannot be used: a file that is corrupt,
 /// not an lf-handoff store, written by a newer version or locked; a server
-/// that cannot be reached. The message names the file or server and says
-/// what to do, and nothing on disk was changed. `InvalidInput` when the
+/// that cannot be reached (a PostgreSQL server is tried again within the
+/// URL's `retry_window` first, so a restart or a failover under way when
+/// the store opens costs a delay, not an error). The message names the file
+/// or server and says what to do, and nothing on disk was changed. `InvalidInput` when the
 /// configuration can never work (a SQLite path that is not UTF-8); nothing
 /// is created then.
 pub async fn open_store(config: &StorageConfig) -> StoreResult<Store> {
     match config {
         StorageConfig::Http(http) => http::ServiceRegistry::open(http).map(Store::from),
+        StorageConfig::Postgres(postgres) => {
+            Ok(Store::new(open_ports(config).await?).with_retry_window(postgres.retry_window))
+        }
         _ => Ok(Store::new(open_ports(config).await?)),
     }
 }

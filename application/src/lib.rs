@@ -54,7 +54,7 @@ pub use ports::{
     TransitionOutcome, Versioned,
 };
 pub use registry::{ClaimedWake, HandleSettings, Registry};
-pub use retry::{retries_total, DEFAULT_RETRY_WINDOW};
+pub use retry::{retries_total, retry, DEFAULT_RETRY_WINDOW};
 pub use store::Store;
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 pub use watch::{

@@ -110,8 +110,13 @@ impl Retries {
 
 /// Runs `call` until it succeeds, fails with anything but an unreachable
 /// server, or the retry `window` is spent: each attempt is the same port
-/// call again.
-pub(crate) async fn retry<T, F, Fut>(window: Duration, what: &str, mut call: F) -> StoreResult<T>
+/// call again. `what` names the call in the log and in the final error
+/// ("gave up on {what} after ...").
+///
+/// # Errors
+/// The first error that is not `Unreachable`, or the last `Unreachable`
+/// one once the window is spent, its message saying how long it tried.
+pub async fn retry<T, F, Fut>(window: Duration, what: &str, mut call: F) -> StoreResult<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = StoreResult<T>>,

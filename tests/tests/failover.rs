@@ -4,7 +4,9 @@
 //! ([`failover::run`], one failover here; the long form is the
 //! `lf-handoff-failover` program); a store whose URL names a standby first
 //! writes to the primary after it; a killed primary rebuilt as a standby
-//! is never written to.
+//! is never written to; a store opened during a failover or a restart
+//! waits for the server within its retry window, and a wrong password
+//! fails at once.
 // A test file: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -155,7 +157,7 @@ async fn a_store_whose_first_host_is_a_standby_writes_to_the_second() {
     );
 
     // The standby alone: refused for writing, naming it and why.
-    match open_store(&config(&[standby.port()], "")).await {
+    match open_store(&config(&[standby.port()], "&retry_window=1s")).await {
         Err(StoreError::Unavailable { kind, message, .. }) => {
             assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
             assert!(
@@ -272,4 +274,117 @@ async fn a_demoted_old_primary_restarted_as_a_standby_is_never_written_to() {
         let stored = on_new.get_interactive_handoff(id).await.unwrap().unwrap();
         assert_eq!(stored.wake_claimed_by_generation, Some(1), "{id}");
     }
+}
+
+/// A store opened after its primary was killed and before the standby is
+/// promoted waits, within its retry window, for the promotion, and then
+/// writes to the promoted server: a command started in the gap succeeds
+/// (C18, C25).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_between_the_kill_and_the_promotion_writes_after_the_promotion() {
+    let Some((primary, standby)) = pair().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = config(&[primary.port(), standby.port()], "");
+    let before = open_store(&url).await.unwrap();
+    let first = lifecycle(&before, dir.path(), 0).await;
+    caught_up(&primary, &standby).await;
+    drop(before);
+    let killed = primary.clone();
+    blocking(move || killed.kill_9()).await.unwrap();
+    // The standby accepts no writes until promoted, so the store can only
+    // open after the promotion.
+    let promoted = standby.clone();
+    let promotion = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        promoted.promote()
+    });
+    let during = open_store(&url)
+        .await
+        .unwrap_or_else(|e| panic!("opening during the failover: {e}"));
+    let second = lifecycle(&during, dir.path(), 1).await;
+    promotion.join().unwrap().unwrap();
+    let on_promoted = open_store(&config(&[standby.port()], "")).await.unwrap();
+    for id in [&first, &second] {
+        let stored = on_promoted
+            .get_interactive_handoff(id)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{id} is not on the promoted server"));
+        assert_eq!(stored.wake_claimed_by_generation, Some(1), "{id}");
+    }
+}
+
+/// A single server started, stopped, and opened while it is down: the
+/// store opens once the server is back within the retry window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_while_its_server_restarts_opens_when_it_is_back() {
+    let server = match blocking(OwnPostgres::start).await {
+        Ok(server) => Arc::new(server),
+        Err(reason) => return skip_or_fail(&reason),
+    };
+    let stopped = server.clone();
+    blocking(move || stopped.stop("fast")).await.unwrap();
+    let started = server.clone();
+    let back = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        started.start_again()
+    });
+    let store = open_store(&server.config(""))
+        .await
+        .unwrap_or_else(|e| panic!("opening during the restart: {e}"));
+    back.join().unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let id = lifecycle(&store, dir.path(), 0).await;
+    assert!(store.get_interactive_handoff(&id).await.unwrap().is_some());
+}
+
+/// What no wait mends is not retried: a wrong password fails at once as
+/// `refused`, within a retry window of a minute, and its message does not
+/// say it tried again; the right password opens the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_fails_at_once_without_retrying() {
+    let server = match blocking(OwnPostgres::start).await {
+        Ok(server) => Arc::new(server),
+        Err(reason) => return skip_or_fail(&reason),
+    };
+    // A user whose TCP logins need its password, ahead of the cluster's
+    // trust rules (which the tests' own psql keeps using).
+    let setup = server.clone();
+    blocking(move || {
+        setup.psql("CREATE ROLE lf_pw LOGIN SUPERUSER PASSWORD 'right'")?;
+        let hba = setup.psql("SHOW hba_file")?;
+        let rules = std::fs::read_to_string(&hba).map_err(|e| format!("{hba}: {e}"))?;
+        std::fs::write(
+            &hba,
+            format!("host all lf_pw 127.0.0.1/32 scram-sha-256\n{rules}"),
+        )
+        .map_err(|e| format!("{hba}: {e}"))?;
+        setup.psql("SELECT pg_reload_conf()").map(drop)
+    })
+    .await
+    .unwrap();
+    let url = |password: &str| {
+        StorageConfig::from_url(&format!(
+            "postgres://lf_pw:{password}@127.0.0.1:{}/postgres?retry_window=60s",
+            server.port()
+        ))
+        .unwrap()
+    };
+    let started = std::time::Instant::now();
+    match open_store(&url("wrong")).await {
+        Err(StoreError::Unavailable { kind, message, .. }) => {
+            assert_eq!(kind, UnavailableKind::Refused, "{message}");
+            assert!(message.contains("lf_pw"), "{message}");
+            assert!(!message.contains("gave up"), "{message}");
+        }
+        Err(other) => panic!("expected Unavailable, got {other}"),
+        Ok(_) => panic!("a wrong password opened the store"),
+    }
+    // Far below the window: it was not spent waiting.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    open_store(&url("right"))
+        .await
+        .unwrap_or_else(|e| panic!("the right password: {e}"));
 }

@@ -10,7 +10,7 @@
 //! | URL | backend |
 //! | --- | --- |
 //! | `sqlite:///abs/path/registry.db[?synchronous=full\|normal&busy_timeout=10s&max_connections=N]` | SQLite file |
-//! | `postgres://user@host:port[,host:port...]/db[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&target_session_attrs=read-write\|any]` | PostgreSQL server, or a primary and its standbys (also `postgresql://`) |
+//! | `postgres://user@host:port[,host:port...]/db[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&retry_window=10s&target_session_attrs=read-write\|any]` | PostgreSQL server, or a primary and its standbys (also `postgresql://`) |
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
 //! | `http://host:port[/prefix][?token_file=/abs/path&ca=/abs/ca.pem]` | a registry served by `lf-handoff serve` (also `https://`); the token from `token_file` or `LF_HANDOFF_TOKEN` |
 //!
@@ -35,6 +35,7 @@
 //! pool_size = 4            # optional
 //! acquire_timeout = "5s"   # optional
 //! reply_timeout = "30s"    # optional
+//! retry_window = "10s"     # optional; also how long opening the store keeps trying
 //! target_session_attrs = "read-write"   # optional
 //! ```
 
@@ -80,8 +81,9 @@ impl StorageConfig {
     /// A PostgreSQL store named by a `postgres://` (or `postgresql://`) URL,
     /// as in `postgres://lf@db.internal:5432/lf?schema=team_a`. Options:
     /// `schema` (default `lf_handoff`), `pool_size` (default 4),
-    /// `acquire_timeout` (default 5s), `reply_timeout` (default 30s), and the
-    /// driver's libpq-style options such as `sslmode` or `application_name`.
+    /// `acquire_timeout` (default 5s), `reply_timeout` (default 30s),
+    /// `retry_window` (default 10s), and the driver's libpq-style options
+    /// such as `sslmode` or `application_name`.
     ///
     /// # Errors
     /// `InvalidInput` for a malformed URL or an unknown or bad option.

@@ -25,6 +25,7 @@ struct ConfigTable {
     pool_size: Option<u32>,
     acquire_timeout: Option<String>,
     reply_timeout: Option<String>,
+    retry_window: Option<String>,
     token_file: Option<String>,
     ca: Option<String>,
     target_session_attrs: Option<String>,
@@ -55,6 +56,7 @@ fn from_table(table: ConfigTable) -> StoreResult<StorageConfig> {
         ("pool_size", table.pool_size.map(|size| size.to_string())),
         ("acquire_timeout", table.acquire_timeout),
         ("reply_timeout", table.reply_timeout),
+        ("retry_window", table.retry_window),
         ("token_file", table.token_file),
         ("ca", table.ca),
         ("target_session_attrs", table.target_session_attrs),
@@ -122,7 +124,8 @@ mod tests {
     fn postgres_config_deserializes_from_a_table() {
         let file: File = toml::from_str(
             "[store]\nurl = \"postgres://lf@db:5432/lf?pool_size=8\"\nschema = \"team_b\"\n\
-             pool_size = 3\nacquire_timeout = \"2s\"\nreply_timeout = \"45s\"\n",
+             pool_size = 3\nacquire_timeout = \"2s\"\nreply_timeout = \"45s\"\n\
+             retry_window = \"20s\"\n",
         )
         .unwrap();
         let StorageConfig::Postgres(postgres) = &file.store else {
@@ -132,6 +135,7 @@ mod tests {
         assert_eq!(postgres.pool_size, 3);
         assert_eq!(postgres.acquire_timeout, Duration::from_secs(2));
         assert_eq!(postgres.reply_timeout, Duration::from_secs(45));
+        assert_eq!(postgres.retry_window, Duration::from_secs(20));
         assert_eq!(
             StorageConfig::from_url(&file.store.url()).unwrap(),
             file.store

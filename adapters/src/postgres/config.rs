@@ -1,12 +1,12 @@
 //! [`PostgresConfig`]: the settings of the PostgreSQL backend and its URL form.
 //!
 //! ```text
-//! postgres://user[:password]@host[:port][,host[:port]...]/database[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&target_session_attrs=read-write&<driver options>]
+//! postgres://user[:password]@host[:port][,host[:port]...]/database[?schema=name&pool_size=N&acquire_timeout=5s&reply_timeout=30s&retry_window=10s&target_session_attrs=read-write&<driver options>]
 //! ```
 //!
 //! `postgresql://` is accepted too. lf-handoff's own options (`schema`,
-//! `pool_size`, `acquire_timeout`, `reply_timeout`, `target_session_attrs`,
-//! `pooler`, `listen_url`) are taken out of the query; what remains is
+//! `pool_size`, `acquire_timeout`, `reply_timeout`, `retry_window`,
+//! `target_session_attrs`, `pooler`, `listen_url`) are taken out of the query; what remains is
 //! handed to the driver (sqlx's `PgConnectOptions`), which understands the
 //! libpq names listed in [`DRIVER_OPTIONS`]. Any other option is refused,
 //! so a typo never passes silently.
@@ -23,7 +23,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use lf_handoff_application::{StoreError, StoreResult};
+use lf_handoff_application::{StoreError, StoreResult, DEFAULT_RETRY_WINDOW};
 use sqlx::postgres::PgConnectOptions;
 
 use crate::config::text::{at_least_one, decode_option, invalid, parse_duration, split_query};
@@ -66,7 +66,8 @@ pub const DRIVER_OPTIONS: &[&str] = &[
 ];
 
 const OWN_OPTIONS: &str =
-    "schema, pool_size, acquire_timeout, reply_timeout, target_session_attrs, pooler, listen_url";
+    "schema, pool_size, acquire_timeout, reply_timeout, retry_window, target_session_attrs, pooler, \
+     listen_url";
 
 /// What stands between the store and the server, as the URL says
 /// (`pooler=`): how a connection pooler in front of the server hands out
@@ -180,6 +181,12 @@ pub struct PostgresConfig {
     /// connection within its retry window. Exports and imports, which
     /// stream, are not bounded by it.
     pub reply_timeout: Duration,
+    /// How long the store keeps trying a call, opening the store included,
+    /// that found no usable server (refused, gone silent, restarting, or
+    /// only standbys while a failover is under way), counted from the first
+    /// failure; zero tries once. The store opened from this configuration
+    /// has it as its [`retry_window`](lf_handoff_application::Store::retry_window).
+    pub retry_window: Duration,
     /// Which of the URL's hosts the store uses: by default the first, in
     /// the URL's order, that accepts writes.
     pub target_session_attrs: TargetSessionAttrs,
@@ -223,6 +230,7 @@ impl PostgresConfig {
             pool_size: DEFAULT_POOL_SIZE,
             acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            retry_window: DEFAULT_RETRY_WINDOW,
             target_session_attrs: TargetSessionAttrs::default(),
             pooler: Pooler::default(),
             listen_url: None,
@@ -278,6 +286,7 @@ impl PostgresConfig {
             "pool_size" => self.pool_size = at_least_one(key, value)?,
             "acquire_timeout" => self.acquire_timeout = longer_than_zero(key, value, "5s")?,
             "reply_timeout" => self.reply_timeout = longer_than_zero(key, value, "30s")?,
+            "retry_window" => self.retry_window = parse_duration(value)?,
             "target_session_attrs" => {
                 self.target_session_attrs = TargetSessionAttrs::parse(value)?;
             }
@@ -331,6 +340,9 @@ impl PostgresConfig {
                 "reply_timeout={}ms",
                 self.reply_timeout.as_millis()
             ));
+        }
+        if self.retry_window != DEFAULT_RETRY_WINDOW {
+            options.push(format!("retry_window={}ms", self.retry_window.as_millis()));
         }
         if self.target_session_attrs != TargetSessionAttrs::default() {
             options.push(format!(
@@ -437,6 +449,7 @@ impl fmt::Debug for PostgresConfig {
             .field("pool_size", &self.pool_size)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("reply_timeout", &self.reply_timeout)
+            .field("retry_window", &self.retry_window)
             .field("target_session_attrs", &self.target_session_attrs)
             .field("pooler", &self.pooler)
             .field("listen_url", &self.listen_url.as_deref().map(redact))
@@ -769,11 +782,13 @@ mod tests {
         assert_eq!(config.pool_size, DEFAULT_POOL_SIZE);
         assert_eq!(config.acquire_timeout, DEFAULT_ACQUIRE_TIMEOUT);
         assert_eq!(config.reply_timeout, DEFAULT_REPLY_TIMEOUT);
+        assert_eq!(config.retry_window, DEFAULT_RETRY_WINDOW);
         assert_eq!(config.url(), "postgres://postgres@127.0.0.1:5432/test");
 
         let tuned = PostgresConfig::from_url(
             "postgresql://lf:s%40cret@db.example:6543/registry?sslmode=disable&schema=team_a\
-             &pool_size=2&application_name=orch&acquire_timeout=1500ms&reply_timeout=2m",
+             &pool_size=2&application_name=orch&acquire_timeout=1500ms&reply_timeout=2m\
+             &retry_window=2500ms",
         )
         .unwrap();
         assert_eq!(
@@ -785,6 +800,11 @@ mod tests {
         assert_eq!(tuned.pool_size, 2);
         assert_eq!(tuned.acquire_timeout, Duration::from_millis(1500));
         assert_eq!(tuned.reply_timeout, Duration::from_secs(120));
+        assert_eq!(tuned.retry_window, Duration::from_millis(2500));
+        // A window of zero tries once.
+        let once = PostgresConfig::from_url("postgres://h/db?retry_window=0s").unwrap();
+        assert_eq!(once.retry_window, Duration::ZERO);
+        assert_eq!(PostgresConfig::from_url(&once.url()).unwrap(), once);
         assert_eq!(PostgresConfig::from_url(&tuned.url()).unwrap(), tuned);
         let options = tuned.connect_options().unwrap();
         assert_eq!(options.get_host(), "db.example");
@@ -812,6 +832,7 @@ mod tests {
             ("postgres://h/db?acquire_timeout=0s", "acquire_timeout"),
             ("postgres://h/db?reply_timeout=0s", "reply_timeout"),
             ("postgres://h/db?reply_timeout=later", "duration"),
+            ("postgres://h/db?retry_window=forever", "duration"),
             ("postgres://h/db?schema=a&schema=b", "twice"),
             ("postgres://h/db?pool_size", "key=value"),
             ("postgres://h:notaport/db", "malformed"),

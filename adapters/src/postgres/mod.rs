@@ -83,7 +83,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
+use lf_handoff_application::{retry, StoreError, StoreResult, UnavailableKind};
 use sqlx::postgres::{PgConnection, PgQueryResult};
 use sqlx::{Connection as _, Row as _};
 
@@ -171,7 +171,12 @@ pub(crate) fn migrations_after(version: i64) -> impl Iterator<Item = String> {
 pub(crate) type PostgresEngine = Engine<Server>;
 
 impl PostgresEngine {
-    /// Connects, checks the schema version and migrates when needed.
+    /// Connects, checks the schema version and migrates when needed. A
+    /// server that cannot be used yet (refused, silent, restarting, or only
+    /// standbys while a failover is under way: `Unreachable`) is tried
+    /// again within the configuration's retry window, as every call is;
+    /// what no wait mends (a refused password, a missing database, a newer
+    /// store) fails at once.
     pub(crate) async fn open(config: &PostgresConfig) -> StoreResult<Self> {
         let hosts = Arc::new(Hosts::new(
             hosts_of(config.host_options()?),
@@ -189,11 +194,15 @@ impl PostgresEngine {
             ))
         });
         let server = Server::new(hosts.clone(), listen, config);
-        let mut conn = tokio::time::timeout(config.acquire_timeout, hosts.connect())
-            .await
-            .map_err(|_| server.no_answer())?
-            .map_err(|e| server.unavailable(e))?;
-        server.migrate(&mut conn).await?;
+        let conn = retry(config.retry_window, "opening the store", || async {
+            let mut conn = tokio::time::timeout(config.acquire_timeout, hosts.connect())
+                .await
+                .map_err(|_| server.no_answer())?
+                .map_err(|e| server.unavailable(e))?;
+            server.migrate(&mut conn).await?;
+            Ok(conn)
+        })
+        .await?;
         // The version check's connection becomes the first pooled one (its
         // transaction-scoped settings ended with the migration). New ones
         // are made by the hosts, which choose the server.
@@ -523,12 +532,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_refusing_server_is_unavailable_naming_its_address() {
-        let config = StorageConfig::postgres("postgres://postgres@127.0.0.1:1/none").unwrap();
+        let config =
+            StorageConfig::postgres("postgres://postgres@127.0.0.1:1/none?retry_window=300ms")
+                .unwrap();
         match open_store(&config).await {
             Err(StoreError::Unavailable { kind, message, .. }) => {
                 assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
                 assert!(message.contains("127.0.0.1:1"), "{message}");
                 assert!(message.contains("connection refused"), "{message}");
+                assert!(
+                    message.contains("gave up on opening the store"),
+                    "{message}"
+                );
             }
             Err(other) => panic!("expected Unavailable, got {other}"),
             Ok(_) => panic!("a store opened on port 1"),
@@ -537,8 +552,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_unresolvable_host_is_unavailable_naming_it() {
-        let config =
-            StorageConfig::postgres("postgres://postgres@no-such-host.invalid:5433/none").unwrap();
+        let config = StorageConfig::postgres(
+            "postgres://postgres@no-such-host.invalid:5433/none?retry_window=0s",
+        )
+        .unwrap();
         match open_store(&config).await {
             Err(StoreError::Unavailable { kind, message, .. }) => {
                 assert_eq!(kind, UnavailableKind::Unreachable, "{message}");

@@ -144,11 +144,17 @@ fn bad_store_urls_and_config_files_exit_2_naming_the_source() {
 fn an_unreachable_postgres_server_exits_5_with_one_line_naming_it() {
     let sandbox = Sandbox::new();
     let error = sandbox.fails(
-        &["--store", "postgres://postgres@127.0.0.1:1/none", "list"],
+        &[
+            "--store",
+            "postgres://postgres@127.0.0.1:1/none?retry_window=300ms",
+            "list",
+        ],
         5,
         "unreachable",
     );
     assert!(error.contains("127.0.0.1:1"), "{error}");
+    // Opening the store tried again within the URL's retry window.
+    assert!(error.contains("gave up on opening the store"), "{error}");
 }
 
 #[test]

@@ -357,7 +357,10 @@ impl Backend for PostgresBackend {
         Box::pin(async move {
             let mut cases = vec![Unusable {
                 what: "an unreachable server".into(),
-                config: StorageConfig::from_url("postgres://postgres@127.0.0.1:1/none").unwrap(),
+                config: StorageConfig::from_url(
+                    "postgres://postgres@127.0.0.1:1/none?retry_window=200ms",
+                )
+                .unwrap(),
                 kind: UnavailableKind::Unreachable,
                 message_names: "127.0.0.1:1".into(),
                 guarded: Vec::new(),
@@ -1044,6 +1047,7 @@ pub mod scenarios {
         );
 
         config.connection = format!("{scheme}://{userinfo}@127.0.0.1:1,127.0.0.1:2/none");
+        config.retry_window = Duration::from_millis(200);
         match open_store(&StorageConfig::Postgres(config)).await {
             Err(StoreError::Unavailable { kind, message, .. }) => {
                 assert_eq!(kind, UnavailableKind::Unreachable, "{message}");
