@@ -263,13 +263,22 @@ pub struct ServeArgs {
     /// The largest import body, in bytes.
     #[arg(long = "max-import-body", value_name = "BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_import_body: u64,
-    /// How long a client has to send its request headers (also how long
-    /// an idle connection stays open).
-    #[arg(long = "header-timeout", value_name = "DURATION", default_value = "10s", value_parser = parse_span)]
+    /// How long a client has to send a request's whole head, from the
+    /// connection's start or the previous answer (also how long an idle
+    /// connection stays open).
+    #[arg(long = "header-timeout", value_name = "DURATION", default_value = "5s", value_parser = parse_span)]
     pub header_timeout: Duration,
+    /// How long a request's whole body may take to arrive (an import's,
+    /// each piece of it).
+    #[arg(long = "body-timeout", value_name = "DURATION", default_value = "30s", value_parser = parse_span)]
+    pub body_timeout: Duration,
     /// How many connections are served at once.
     #[arg(long = "max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// How many connections one peer address may hold (an IPv6 peer: its
+    /// /64). Default: an eighth of --max-connections, at least 4.
+    #[arg(long = "max-connections-per-peer", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_peer: Option<u64>,
     /// How many event streams and long polls are open at once.
     #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_streams: u64,

@@ -35,7 +35,11 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
             max_body: usize::try_from(args.max_body).unwrap_or(usize::MAX),
             max_import_body: args.max_import_body,
             header_read_timeout: args.header_timeout,
+            body_timeout: args.body_timeout,
             max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            max_connections_per_peer: args
+                .max_connections_per_peer
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             max_streams: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
             ..Limits::default()
         },

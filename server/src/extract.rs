@@ -64,7 +64,7 @@ where
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         require_json(request.headers())?;
-        let bytes = whole_body(request, state).await?;
+        let bytes = whole_body(request, state, Sender::Known).await?;
         strict::from_slice(&bytes).map(Self).map_err(ApiError::from)
     }
 }
@@ -84,7 +84,7 @@ impl FromRequest<AppState> for NoBody {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let declared_json = require_json(request.headers());
-        let bytes = whole_body(request, state).await?;
+        let bytes = whole_body(request, state, Sender::Known).await?;
         if bytes.is_empty() {
             return Ok(Self);
         }
@@ -147,7 +147,7 @@ pub fn too_large(limit: u64) -> ApiError {
     )
 }
 
-/// The 400 of a body that stalled.
+/// The 400 of an import body that stalled between two pieces.
 pub fn stalled(timeout: Duration) -> ApiError {
     ApiError::invalid(format!(
         "the request body stopped arriving for {} s; send it whole",
@@ -155,40 +155,52 @@ pub fn stalled(timeout: Duration) -> ApiError {
     ))
 }
 
-/// The whole body of `request`, within the JSON body limits of `state`.
-pub(crate) async fn whole_body(request: Request, state: &AppState) -> Result<Bytes, ApiError> {
-    let (parts, body) = request.into_parts();
-    let limits = state.limits();
-    read_body(
-        &parts.headers,
-        body,
-        limits.max_body,
-        limits.body_read_timeout,
-    )
-    .await
+/// The 400 of a body that did not arrive whole within `timeout`.
+pub fn late(timeout: Duration) -> ApiError {
+    ApiError::invalid(format!(
+        "the request body did not arrive whole within {:.1} s; send it at once",
+        timeout.as_secs_f64()
+    ))
 }
 
-/// Reads the whole body, at most `limit` bytes (413 beyond), each piece
-/// within `timeout` of the previous one (400 when it stalls).
-async fn read_body(
-    headers: &HeaderMap,
-    mut body: Body,
-    limit: usize,
-    timeout: Duration,
+/// Who may send a body: a caller that showed a token (or a signed-in
+/// session), or anyone (the sign-in form, a link's form), whose body is
+/// held to the smaller public limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sender {
+    /// Checked before the body is read.
+    Known,
+    /// Not checked yet: what is read is bounded by the public limits.
+    Anyone,
+}
+
+/// The whole body of `request`, within the body limits of `state` for
+/// `sender`.
+pub(crate) async fn whole_body(
+    request: Request,
+    state: &AppState,
+    sender: Sender,
 ) -> Result<Bytes, ApiError> {
-    check_length(headers, limit as u64)?;
+    let (parts, body) = request.into_parts();
+    let limits = state.limits();
+    let (limit, total) = match sender {
+        Sender::Known => (limits.max_body, limits.body_timeout),
+        Sender::Anyone => (limits.max_public_body, limits.public_body_timeout),
+    };
+    check_length(&parts.headers, limit as u64)?;
+    tokio::time::timeout(total, read_body(body, limit))
+        .await
+        .unwrap_or_else(|_| Err(late(total)))
+}
+
+/// Reads the whole body, at most `limit` bytes (413 beyond); its caller
+/// bounds the time it takes.
+async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut out = Vec::new();
-    loop {
-        let frame = match tokio::time::timeout(timeout, body.frame()).await {
-            Err(_) => return Err(stalled(timeout)),
-            Ok(None) => return Ok(Bytes::from(out)),
-            Ok(Some(Err(error))) => {
-                return Err(ApiError::invalid(format!(
-                    "the request body could not be read: {error}"
-                )))
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            ApiError::invalid(format!("the request body could not be read: {error}"))
+        })?;
         if let Ok(data) = frame.into_data() {
             if out.len() + data.len() > limit {
                 return Err(too_large(limit as u64));
@@ -196,4 +208,5 @@ async fn read_body(
             out.extend_from_slice(&data);
         }
     }
+    Ok(Bytes::from(out))
 }

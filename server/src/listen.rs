@@ -6,23 +6,28 @@
 //!   tokens file, and without TLS unless the service sits behind a proxy
 //!   that terminates it (`behind_proxy`).
 //! - **Connections**: HTTP/1.1 (hyper), TLS with rustls when configured;
-//!   at most `max_connections` at once (beyond: a 503 with the error
-//!   object, then the connection is closed); request headers within
-//!   `header_read_timeout`, which also closes an idle keep-alive
-//!   connection; TCP keepalive finds peers that vanished (half-open); a
-//!   TLS handshake has the same time as the headers. A stalled connection
-//!   holds only its own place.
+//!   at most `max_connections` at once, and at most a share of them per
+//!   peer address (`Limits::connections_per_peer`; beyond either: a 503
+//!   with the error object, then the connection is closed), so one
+//!   address that holds all it may leaves the rest to the others. The
+//!   peer is the TCP peer: behind a proxy, the proxy (forwarded-address
+//!   headers are not trusted for this). A request's head within
+//!   `header_read_timeout` of the connection's start or of the previous
+//!   answer, which also closes an idle keep-alive connection; its body
+//!   within a total time (`extract`); TCP keepalive finds peers that
+//!   vanished (half-open); a TLS handshake has the same time as the head.
 //! - **SIGTERM** (and SIGINT): stop accepting, end event streams and long
 //!   polls (they answer with what they have), let requests in flight
 //!   finish within `drain`, then stop. **SIGHUP**: read the tokens file
 //!   again; a file that cannot be read keeps the tokens in use, and the
 //!   log says why.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -356,13 +361,14 @@ impl Server {
         let limits = *self.state.limits();
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
+        let peers = Peers::new(limits.connections_per_peer());
         let refusals = Arc::new(Semaphore::new(REFUSALS));
         let deliveries = self.start_deliveries();
         tokio::pin!(shutdown);
         loop {
-            let stream = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 accepted = self.listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
+                    Ok(accepted) => accepted,
                     Err(error) => {
                         // Out of file descriptors, most likely: pause
                         // rather than spin.
@@ -374,12 +380,19 @@ impl Server {
                 () = &mut shutdown => break,
             };
             configure(&stream, &limits);
-            let Ok(permit) = connections.clone().try_acquire_owned() else {
+            // The peer's share first: an address at its share is refused
+            // without taking a place of the others.
+            let held = peers.take(peer.ip());
+            let over_share = held.is_none();
+            let permit = held
+                .as_ref()
+                .and_then(|_| connections.clone().try_acquire_owned().ok());
+            let (Some(held), Some(permit)) = (held, permit) else {
                 self.state.metrics().refused_connection();
                 if let Ok(place) = refusals.clone().try_acquire_owned() {
                     let tls = self.tls.clone();
                     tokio::spawn(async move {
-                        refuse(stream, tls, &limits).await;
+                        refuse(stream, tls, &limits, over_share).await;
                         drop(place);
                     });
                 }
@@ -393,6 +406,7 @@ impl Server {
                 accepted(stream, tls, service, watcher, &limits).await;
                 state.metrics().gauge(Gauge::Connections, -1);
                 drop(permit);
+                drop(held);
             });
         }
         drop(self.listener);
@@ -522,13 +536,88 @@ async fn serve_connection<I>(
     }
 }
 
-/// Answers a connection over the limit with a 503 (the error object,
+/// How many connections each peer holds, by [`peer_key`]; a peer may hold
+/// at most `share`.
+#[derive(Debug)]
+struct Peers {
+    share: usize,
+    held: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// A connection's place in its peer's share, given back when dropped.
+#[derive(Debug)]
+struct PeerPlace {
+    key: IpAddr,
+    held: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Peers {
+    fn new(share: usize) -> Self {
+        Self {
+            share,
+            held: Arc::default(),
+        }
+    }
+
+    /// A place for a connection of `ip`, or `None` when its share is held.
+    fn take(&self, ip: IpAddr) -> Option<PeerPlace> {
+        let key = peer_key(ip);
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(key).or_insert(0);
+        if *count >= self.share {
+            return None;
+        }
+        *count += 1;
+        Some(PeerPlace {
+            key,
+            held: self.held.clone(),
+        })
+    }
+}
+
+impl Drop for PeerPlace {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// What a peer is counted as: its IPv4 address (also when it reaches an
+/// IPv6 socket as `::ffff:a.b.c.d`), or its IPv6 /64 network, which one
+/// host usually holds whole.
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let network = u128::from(v6) & !((1_u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(network))
+            }
+        },
+    }
+}
+
+/// Answers a connection over the limit (the service's, or its peer's
+/// share of it when `over_share`) with a 503 (the error object,
 /// `Retry-After`) and closes it.
-async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits) {
-    let error = ErrorResponse::busy(format!(
-        "the service holds its limit of {} connections; try again shortly",
-        limits.max_connections
-    ));
+async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits, over_share: bool) {
+    let error = ErrorResponse::busy(if over_share {
+        format!(
+            "this address holds its share of {} connections of the service; close one, or try              again shortly",
+            limits.connections_per_peer()
+        )
+    } else {
+        format!(
+            "the service holds its limit of {} connections; try again shortly",
+            limits.max_connections
+        )
+    });
     let body = serde_json::to_string(&error).unwrap_or_default();
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\n\

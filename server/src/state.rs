@@ -23,14 +23,27 @@ pub struct Limits {
     pub max_body: usize,
     /// The largest import body, in bytes (413 beyond it).
     pub max_import_body: u64,
-    /// How long a client has to send a request's headers, and how long an
-    /// idle keep-alive connection stays open.
+    /// How long a client has to send a request's whole head, counted from
+    /// the connection's start or from the end of the previous answer on a
+    /// keep-alive connection: an idle connection is closed after it.
     pub header_read_timeout: Duration,
-    /// How long a request body may pause between two pieces (400 beyond
-    /// it).
-    pub body_read_timeout: Duration,
+    /// How long a request's whole body may take to arrive, however it is
+    /// cut into pieces (400 beyond it): a client that trickles a byte at a
+    /// time holds its connection no longer than this. An import, which
+    /// may be large, is bounded per piece by it instead.
+    pub body_timeout: Duration,
+    /// The largest body of what any client reaches without a token (the
+    /// sign-in form, a link's form), in bytes (413 beyond it).
+    pub max_public_body: usize,
+    /// How long such a body may take to arrive, in whole (400 beyond it).
+    pub public_body_timeout: Duration,
     /// How many connections are served at once (beyond: 503 and close).
     pub max_connections: usize,
+    /// How many of them one peer address may hold (beyond: 503 and close
+    /// for that address only), event streams and long polls included;
+    /// `None` is an eighth of `max_connections`, at least 4. IPv6 peers
+    /// are counted by their /64 network, which one host usually holds.
+    pub max_connections_per_peer: Option<usize>,
     /// How many event streams and long polls are open at once (beyond:
     /// 503 with `Retry-After`).
     pub max_streams: usize,
@@ -46,13 +59,28 @@ impl Default for Limits {
         Self {
             max_body: 1024 * 1024,
             max_import_body: 1024 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            body_read_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(5),
+            body_timeout: Duration::from_secs(30),
+            max_public_body: 16 * 1024,
+            public_body_timeout: Duration::from_secs(10),
             max_connections: 512,
+            max_connections_per_peer: None,
             max_streams: 1024,
             drain: Duration::from_secs(10),
             tcp_keepalive: Duration::from_secs(60),
         }
+    }
+}
+
+impl Limits {
+    /// How many connections one peer address may hold:
+    /// `max_connections_per_peer`, else an eighth of `max_connections`, at
+    /// least 4 (and never more than `max_connections`).
+    pub fn connections_per_peer(&self) -> usize {
+        self.max_connections_per_peer
+            .unwrap_or((self.max_connections / 8).max(4))
+            .min(self.max_connections)
+            .max(1)
     }
 }
 

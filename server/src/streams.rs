@@ -354,8 +354,8 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
         let mut received = 0_u64;
         let mut forwarding = true;
         loop {
-            let fed = match tokio::time::timeout(limits.body_read_timeout, body.frame()).await {
-                Err(_) => Err(Fed::Stalled(limits.body_read_timeout)),
+            let fed = match tokio::time::timeout(limits.body_timeout, body.frame()).await {
+                Err(_) => Err(Fed::Stalled(limits.body_timeout)),
                 Ok(None) => return,
                 Ok(Some(Err(_))) => Err(Fed::Broken),
                 Ok(Some(Ok(frame))) => match frame.into_data() {

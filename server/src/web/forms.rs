@@ -97,7 +97,7 @@ pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
 }
 
 pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
-    let form = match read_form(&state, request).await {
+    let form = match read_form(&state, request, Sender::Anyone).await {
         Ok(form) => form,
         Err(error) => return error_page(error),
     };
@@ -111,7 +111,7 @@ pub(super) async fn sign_out(State(state): State<AppState>, request: Request) ->
     let Some(session) = session(&state, request.headers()) else {
         return redirect("/");
     };
-    let form = match read_form(&state, request).await {
+    let form = match read_form(&state, request, Sender::Known).await {
         Ok(form) => form,
         Err(error) => return error_page(error),
     };
@@ -196,8 +196,13 @@ pub(super) fn check_origin(headers: &HeaderMap, public: Option<&str>) -> Result<
 }
 
 /// The form of a POST: from this site, declared as a form, within the
-/// body limit.
-pub(super) async fn read_form(state: &AppState, request: Request) -> Result<Form, ApiError> {
+/// body limits for `sender` (the public ones for a form anyone can post:
+/// sign-in, a link's form).
+pub(super) async fn read_form(
+    state: &AppState,
+    request: Request,
+    sender: Sender,
+) -> Result<Form, ApiError> {
     check_origin(request.headers(), state.public_url())?;
     let media = crate::extract::media_type(request.headers());
     if media.as_deref() != Some("application/x-www-form-urlencoded") {
@@ -206,7 +211,7 @@ pub(super) async fn read_form(state: &AppState, request: Request) -> Result<Form
             "send the page's form (application/x-www-form-urlencoded)",
         ));
     }
-    let body = whole_body(request, state).await?;
+    let body = whole_body(request, state, sender).await?;
     Form::parse(&body)
 }
 

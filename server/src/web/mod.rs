@@ -48,7 +48,7 @@ use lf_handoff_api::{Category, Scope};
 use time::OffsetDateTime;
 
 use crate::error::ApiError;
-use crate::extract::whole_body;
+use crate::extract::{whole_body, Sender};
 use crate::links::{rfc3339, LinkGrant, LinkRefusal};
 use crate::state::AppState;
 use crate::tokens::Caller;
@@ -418,7 +418,7 @@ async fn handoff_action(
         Ok(id) => id,
         Err(error) => return error_page(error),
     };
-    let form = match read_form(&state, request).await {
+    let form = match read_form(&state, request, Sender::Known).await {
         Ok(form) => form,
         Err(error) => return error_page(error),
     };
@@ -502,7 +502,7 @@ async fn link_action(
         Ok(grant) => grant,
         Err(refusal) => return refused_link(&refusal),
     };
-    let form = match read_form(&state, request).await {
+    let form = match read_form(&state, request, Sender::Anyone).await {
         Ok(form) => form,
         Err(error) => return error_page(error),
     };
