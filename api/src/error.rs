@@ -68,6 +68,11 @@ pub struct ErrorBody {
     pub code: u8,
     /// For people, on one line; its wording may change.
     pub message: String,
+    /// Where the service's log holds the details of a store failure that
+    /// the message leaves out (paths, hosts, the engine's own words):
+    /// `{"error": {..., "id": "e-..."}}`, only on such failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 /// The group of an error's kind: it gives the HTTP status
@@ -207,8 +212,44 @@ impl ErrorResponse {
                 category,
                 code,
                 message: one_line(message.as_ref()),
+                id: None,
             },
         }
+    }
+
+    /// A store failure as a service answers it to a client: the error's
+    /// kind and a plain message for it, with the `id` under which the
+    /// service logged the details, and none of the store's own words
+    /// (which name files, hosts and engines). Errors that are about the
+    /// request (invalid input, not found, conflicts) say what they say.
+    pub fn withheld(error: &StoreError, id: &str) -> Self {
+        let StoreError::Unavailable { kind, .. } = error else {
+            return Self::from_store(error);
+        };
+        let plain = match kind {
+            UnavailableKind::Locked => "the store is busy with another writer; try again shortly",
+            UnavailableKind::Unreachable => "the store cannot be reached; try again shortly",
+            UnavailableKind::Damaged => "the store holds data it cannot read",
+            UnavailableKind::NewerSchema => "the store was written by a newer release",
+            UnavailableKind::DiskFull => "the store's disk is full",
+            UnavailableKind::Io => "the store could not be read or written",
+            UnavailableKind::PermissionDenied => "the store refused the service access",
+            UnavailableKind::Refused => "the store refused the service",
+            UnavailableKind::Contended => {
+                "the handoff was changed by many writers at once; try again"
+            }
+            _ => "the store failed",
+        };
+        let mut object = Self::new(
+            Category::Unavailable,
+            error.kind_name(),
+            format!(
+                "{UNAVAILABLE_PREFIX}{plain} (the service's log has the details under error id \
+                 {id})"
+            ),
+        );
+        object.error.id = Some(id.to_string());
+        object
     }
 
     /// An error whose kind is its category's name (`invalid_input`,

@@ -5,6 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use lf_handoff_adapters::StoreError;
 use lf_handoff_api::{Category, ErrorResponse};
+use ring::rand::{SecureRandom as _, SystemRandom};
 
 /// How long a client should wait before trying again after a transient
 /// error, in seconds.
@@ -32,9 +33,39 @@ impl ApiError {
 }
 
 impl From<StoreError> for ApiError {
+    /// A store that cannot be used is answered with its kind and a plain
+    /// message: its own message names files, hosts and engines, which a
+    /// client (one without a token, on `/readyz`) must not learn. The
+    /// details go to the log under an id the answer carries.
     fn from(error: StoreError) -> Self {
-        Self(ErrorResponse::from_store(&error))
+        Self(withheld(&error))
     }
+}
+
+/// The error object of `error` for a client, its details logged under a
+/// new id when they are withheld ([`ErrorResponse::withheld`]).
+pub fn withheld(error: &StoreError) -> ErrorResponse {
+    if error.unavailable_kind().is_none() {
+        return ErrorResponse::from_store(error);
+    }
+    let id = error_id();
+    tracing::warn!(error.id = %id, "store failure: {error}");
+    ErrorResponse::withheld(error, &id)
+}
+
+/// A new id for a logged failure: `e-` and 12 random hex digits, enough
+/// to find one line in a log.
+fn error_id() -> String {
+    let mut bytes = [0_u8; 6];
+    // Without randomness, the time still tells lines apart.
+    if SystemRandom::new().fill(&mut bytes).is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|since| since.subsec_nanos())
+            .unwrap_or_default();
+        bytes[..4].copy_from_slice(&nanos.to_be_bytes());
+    }
+    format!("e-{}", crate::hex::encode(&bytes))
 }
 
 impl IntoResponse for ApiError {

@@ -35,7 +35,7 @@ use lf_handoff_adapters::{
 };
 use lf_handoff_api::requests::{last_event_id, EventParams, WaitParams};
 use lf_handoff_api::routes::content_type;
-use lf_handoff_api::{Category, Counts, ErrorResponse, WaitJson};
+use lf_handoff_api::{Category, Counts, WaitJson};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc;
 
@@ -146,7 +146,7 @@ pub async fn events(
                 // The store failed: say so in the stream, then end it;
                 // the client resumes from the last id it saw.
                 tracing::warn!("an event stream ends: {error}");
-                let object = ErrorResponse::from_store(&error);
+                let object = crate::error::withheld(&error);
                 let data = serde_json::to_string(&object).unwrap_or_default();
                 Some((Ok(Event::default().event("error").data(data)), None))
             }

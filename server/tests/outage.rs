@@ -1,7 +1,9 @@
 //! A store that becomes unavailable: 503 with the error object (and
 //! `Retry-After` when the cause is transient), `/readyz` says so,
 //! `/healthz` still answers, nothing is changed, and the service serves
-//! again when the store is back, without a restart.
+//! again when the store is back, without a restart. A client learns the
+//! failure's kind and an id, never the store's own words (which name
+//! files and hosts): those are in the log under that id (C29).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -106,5 +108,79 @@ async fn a_store_back_within_the_retry_window_is_ridden_out() {
         .find_map(|line| line.strip_prefix("lf_handoff_store_retries_total "))
         .unwrap();
     assert!(retries.parse::<u64>().unwrap() > 0, "{retries}");
+    served.stop().await;
+}
+
+/// Everything logged by this test binary.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_reaches_clients_as_its_kind_and_an_id_and_the_log_has_the_details() {
+    let captured = Captured::default();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("lf_handoff_server=warn"))
+        .with_writer(captured.clone())
+        .with_ansi(false)
+        .init();
+    let (dir, store, outage) = store_losing_replies(&*sqlite().await.unwrap()).await;
+    let store = store.with_retry_window(Duration::ZERO);
+    let served = Served::serve(dir, store, Limits::default()).await;
+    let id = served.open_id().await;
+    outage.take_down(Some(UnavailableKind::Locked));
+    // Without a token (`/readyz`), and with one.
+    let without = served.send("GET", "/readyz", None, None, Vec::new()).await;
+    let with = served
+        .get(&format!("/v1/handoffs/{id}"), &served.person)
+        .await;
+    for reply in [without, with] {
+        assert_eq!(reply.error(503, "unavailable"), "locked");
+        let error = &reply.json()["error"];
+        let message = error["message"].as_str().unwrap();
+        // The store's own words ("the store is down (locked, injected)")
+        // are withheld; its kind is said plainly.
+        assert!(!message.contains("injected"), "{message}");
+        assert!(
+            !message.contains(served.dir.path().to_str().unwrap()),
+            "{message}"
+        );
+        assert!(message.contains("busy"), "{message}");
+        let error_id = error["id"].as_str().unwrap().to_string();
+        assert!(message.contains(&error_id), "{message}");
+        let log = String::from_utf8_lossy(
+            &captured
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned();
+        let line = log
+            .lines()
+            .find(|line| line.contains(&error_id))
+            .unwrap_or_else(|| panic!("no log line names {error_id}: {log}"));
+        assert!(line.contains("injected"), "{line}");
+    }
     served.stop().await;
 }
