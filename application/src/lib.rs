@@ -34,6 +34,7 @@ mod local;
 pub mod ports;
 mod registry;
 pub mod retry;
+pub mod revocation;
 mod store;
 mod system;
 #[cfg(any(test, feature = "testing"))]
@@ -55,6 +56,7 @@ pub use ports::{
 };
 pub use registry::{ClaimedWake, HandleSettings, Registry};
 pub use retry::{retries_total, retry, DEFAULT_RETRY_WINDOW};
+pub use revocation::Revocations;
 pub use store::Store;
 pub use system::{this_process_actor, GenerateId, SystemClock, UuidV7Ids};
 pub use watch::{

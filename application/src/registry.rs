@@ -25,6 +25,7 @@ use crate::error::StoreResult;
 use crate::local::PruneOptions;
 use crate::ports::{ListQuery, PruneCount};
 use crate::retry::DEFAULT_RETRY_WINDOW;
+use crate::revocation::Revocations;
 use crate::system::this_process_actor;
 use crate::watch::{Waited, WatchFilter, WatchFrom, Watcher};
 
@@ -71,9 +72,11 @@ impl Default for HandleSettings {
 ///
 /// A registry is also where the notification service keeps its delivery
 /// cursors ([`Deliveries`], what [`Store::delivery_cursor`](crate::Store::delivery_cursor)
-/// and [`Store::swap_delivery_cursor`](crate::Store::swap_delivery_cursor) call).
+/// and [`Store::swap_delivery_cursor`](crate::Store::swap_delivery_cursor) call),
+/// and its revoked sign-ins ([`Revocations`], what [`Store::revoke`](crate::Store::revoke)
+/// and [`Store::is_revoked`](crate::Store::is_revoked) call).
 #[async_trait]
-pub trait Registry: Deliveries {
+pub trait Registry: Deliveries + Revocations {
     /// The backend's name (`sqlite`, `sled`, `postgres`, `http`).
     fn backend(&self) -> &'static str;
 

@@ -382,6 +382,30 @@ impl Store {
             .await
     }
 
+    // ----- the service's revoked sign-ins (C29) -----
+
+    /// Revokes `key` (a key the service derives from what it revokes, such
+    /// as a sign-in session; 1 to 128 bytes, no control characters) until
+    /// `until`, when it would have run out anyway; every handle on the
+    /// store, in every process, then finds it revoked. For the service: an
+    /// orchestrator has no use for it.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a bad key (and on a store served over HTTP,
+    /// whose revocations belong to the server); `Unavailable` on storage
+    /// failure.
+    pub async fn revoke(&self, key: &str, until: OffsetDateTime) -> StoreResult<()> {
+        self.registry.revoke(key, until, self.now()).await
+    }
+
+    /// Whether `key` is revoked now.
+    ///
+    /// # Errors
+    /// As [`revoke`](Self::revoke).
+    pub async fn is_revoked(&self, key: &str) -> StoreResult<bool> {
+        self.registry.is_revoked(key, self.now()).await
+    }
+
     // ----- waiting (C16) -----
 
     /// Every event that passes `filter` from `from` on, in position order,

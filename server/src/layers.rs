@@ -40,7 +40,7 @@ pub async fn authorize(
     let caller = match bearer(request.headers()) {
         Some(token) => state.tokens().authenticate(token).cloned(),
         None => match crate::web::session_cookie(request.headers()) {
-            Some(cookie) if cookie_reads => crate::web::session_caller(&state, cookie),
+            Some(cookie) if cookie_reads => crate::web::session_caller(&state, cookie).await,
             _ => {
                 return ApiError::plain(
                     Category::Unauthorized,

@@ -253,13 +253,19 @@ impl LinkSecret {
     }
 
     /// The sign-in cookie's value for the token whose stored hash is
-    /// `token_hash`, until `expires` (Unix seconds): `s1.EXPIRES.TAG`,
-    /// where `TAG` signs the hash and the expiry. It holds no token: a
-    /// cookie that leaks gives no bearer token, stops at its expiry, and
-    /// stops as soon as the token is revoked (its hash is gone).
-    pub fn session_value(&self, token_hash: &[u8], expires: i64) -> String {
-        let tag = hmac::sign(&self.key, &session_message(token_hash, expires));
-        format!("s1.{expires}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    /// `token_hash`, until `expires` (Unix seconds), for the sign-in
+    /// `nonce` (random, so that each sign-in is one of its own, which a
+    /// sign-out ends alone): `s2.EXPIRES.NONCE.TAG`, where `TAG` signs
+    /// the hash, the expiry and the nonce. It holds no token: a cookie that
+    /// leaks gives no bearer token, stops at its expiry, at its sign-out,
+    /// and as soon as the token is revoked (its hash is gone).
+    pub fn session_value(&self, token_hash: &[u8], expires: i64, nonce: &[u8]) -> String {
+        let tag = hmac::sign(&self.key, &session_message(token_hash, expires, nonce));
+        format!(
+            "s2.{expires}.{}.{}",
+            URL_SAFE_NO_PAD.encode(nonce),
+            URL_SAFE_NO_PAD.encode(tag.as_ref())
+        )
     }
 
     /// Whether `session` (a parsed cookie) is a sign-in of the token whose
@@ -267,7 +273,7 @@ impl LinkSecret {
     pub fn check_session(&self, session: &SessionValue, token_hash: &[u8]) -> bool {
         hmac::verify(
             &self.key,
-            &session_message(token_hash, session.expires),
+            &session_message(token_hash, session.expires, &session.nonce),
             &session.tag,
         )
         .is_ok()
@@ -300,15 +306,18 @@ impl LinkSecret {
 pub struct SessionValue {
     /// Unix seconds.
     pub expires: i64,
+    nonce: Vec<u8>,
     tag: Vec<u8>,
 }
 
 impl SessionValue {
-    /// Reads `s1.EXPIRES.TAG`; `None` for anything else, or one that has
-    /// expired at `now`.
+    /// Reads `s2.EXPIRES.NONCE.TAG`; `None` for anything else (the nonce-less
+    /// `s1.` sign-ins of earlier releases included: their person signs in
+    /// again), or one that has expired at `now`.
     pub fn parse(value: &str, now: OffsetDateTime) -> Option<Self> {
-        let rest = value.strip_prefix("s1.")?;
-        let (expires, tag) = rest.split_once('.')?;
+        let rest = value.strip_prefix("s2.")?;
+        let (expires, rest) = rest.split_once('.')?;
+        let (nonce, tag) = rest.split_once('.')?;
         if expires.len() > 20 || !expires.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
@@ -316,13 +325,20 @@ impl SessionValue {
         if expires <= now.unix_timestamp() {
             return None;
         }
+        let nonce = URL_SAFE_NO_PAD.decode(nonce.as_bytes()).ok()?;
         let tag = URL_SAFE_NO_PAD.decode(tag.as_bytes()).ok()?;
-        Some(Self { expires, tag })
+        Some(Self {
+            expires,
+            nonce,
+            tag,
+        })
     }
 }
 
-fn session_message(token_hash: &[u8], expires: i64) -> Vec<u8> {
-    let mut message = format!("{SESSION_DOMAIN}\n{expires}\n").into_bytes();
+fn session_message(token_hash: &[u8], expires: i64, nonce: &[u8]) -> Vec<u8> {
+    // The nonce's length first, so no (nonce, hash) pair reads as another.
+    let mut message = format!("{SESSION_DOMAIN}\n{expires}\n{}\n", nonce.len()).into_bytes();
+    message.extend_from_slice(nonce);
     message.extend_from_slice(token_hash);
     message
 }
@@ -632,8 +648,13 @@ mod tests {
         let secret = LinkSecret::random().unwrap();
         let (hash, other) = ([7_u8; 32], [8_u8; 32]);
         let expires = (now() + time::Duration::days(7)).unix_timestamp();
-        let value = secret.session_value(&hash, expires);
-        assert!(value.starts_with(&format!("s1.{expires}.")), "{value}");
+        let value = secret.session_value(&hash, expires, b"nonce-1");
+        assert!(value.starts_with(&format!("s2.{expires}.")), "{value}");
+        assert_ne!(
+            value,
+            secret.session_value(&hash, expires, b"nonce-2"),
+            "each sign-in is its own"
+        );
         let read = SessionValue::parse(&value, now()).unwrap();
         assert_eq!(read.expires, expires);
         assert!(secret.check_session(&read, &hash));
@@ -654,7 +675,9 @@ mod tests {
             "s1.-5.AAAA",
             "s1.99999999999999999999999.AAAA",
             "s2.99999999999.AAAA",
-            "s1.99999999999.%%",
+            "s1.99999999999.AAAA.AAAA",
+            "s2.99999999999.%%.AAAA",
+            "s2.99999999999.AAAA.%%",
             "lfh_sometoken",
         ] {
             assert!(SessionValue::parse(bad, now()).is_none(), "{bad}");

@@ -167,7 +167,7 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     let cookie = signed.header("set-cookie");
     let session = cookie_value(&cookie);
     // The cookie is a signed sign-in that lasts a week, never the token.
-    assert!(session.starts_with("s1."), "{cookie}");
+    assert!(session.starts_with("s2."), "{cookie}");
     assert!(!cookie.contains(&served.person), "{cookie}");
     assert!(cookie.contains("Max-Age=604800"), "{cookie}");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
@@ -226,18 +226,24 @@ async fn a_person_signs_in_with_a_cookie_and_sees_the_inbox() {
     }
     // A token is no sign-in, not even the person's; nor is a sign-in
     // whose tag or expiry was changed.
-    let (expires, tag) = session["s1.".len()..].split_once('.').unwrap();
+    let (expires, rest) = session["s2.".len()..].split_once('.').unwrap();
+    let (nonce, tag) = rest.split_once('.').unwrap();
     let later: i64 = expires.parse::<i64>().unwrap() + 1;
+    let changed = |text: &str| {
+        format!(
+            "{}{}",
+            if text.starts_with('A') { 'B' } else { 'A' },
+            &text[1..]
+        )
+    };
     for cookie in [
         served.agent.clone(),
         served.person.clone(),
-        format!("s1.{later}.{tag}"),
-        format!(
-            "s1.{expires}.{}{}",
-            if tag.starts_with('A') { 'B' } else { 'A' },
-            &tag[1..]
-        ),
-        "s1.1.AAAA".to_string(),
+        format!("s2.{later}.{nonce}.{tag}"),
+        format!("s2.{expires}.{}.{tag}", changed(nonce)),
+        format!("s2.{expires}.{nonce}.{}", changed(tag)),
+        format!("s1.{expires}.{tag}"),
+        "s2.1.AAAA.AAAA".to_string(),
     ] {
         let refused = page(&served, "GET", "/", Some(&cookie), None, &[]).await;
         assert_eq!(refused.status, 401, "{cookie}");

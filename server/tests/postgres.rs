@@ -16,13 +16,14 @@ use lf_handoff_server::Limits;
 use serde_json::{json, Value};
 use support::Served;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_servers_on_one_postgres_store_are_one_service() {
+/// Two servers over one PostgreSQL store (a schema of its own), sharing
+/// their tokens and link secret; `None`, saying why, without a server.
+async fn two_servers() -> Option<(Box<PostgresBackend>, Served, Served)> {
     let backend = match PostgresBackend::connect().await {
         Ok(backend) => backend,
         Err(why) => {
             eprintln!("skipped: {why}");
-            return;
+            return None;
         }
     };
     let config = backend.config(std::path::PathBuf::new());
@@ -33,6 +34,14 @@ async fn two_servers_on_one_postgres_store_are_one_service() {
     )
     .await;
     let second = first.beside(open_store(&config).await.unwrap()).await;
+    Some((backend, first, second))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_postgres_store_are_one_service() {
+    let Some((backend, first, second)) = two_servers().await else {
+        return;
+    };
     let id = first.open_id().await;
 
     // A watch on the first, from now, and a long poll on the first.
@@ -104,6 +113,41 @@ async fn two_servers_on_one_postgres_store_are_one_service() {
     assert_eq!(waited["handoff"]["status"], "completed");
 
     drop(events);
+    first.stop().await;
+    second.stop().await;
+    backend.cleanup().await;
+}
+
+/// A sign-out through one server ends the sign-in on every server of the
+/// store (C29): the sign-out is in the store, not only in the browser.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_out_through_one_server_ends_the_sign_in_on_another() {
+    let Some((backend, first, second)) = two_servers().await else {
+        return;
+    };
+    let cookie = support::sign_in_cookie(&first).await;
+    for served in [&first, &second] {
+        let inbox = support::browse(served, "GET", "/", Some(&cookie), None).await;
+        assert_eq!(inbox.status, 200, "signed in on both: {}", inbox.text);
+    }
+    support::sign_out(&first, &cookie).await;
+    for served in [&first, &second] {
+        let inbox = support::browse(served, "GET", "/", Some(&cookie), None).await;
+        assert_eq!(
+            inbox.status, 401,
+            "the old cookie still works: {}",
+            inbox.text
+        );
+        assert!(inbox.text.contains("Sign in"), "{}", inbox.text);
+        // Nor does it read through the API.
+        let records =
+            support::browse(served, "GET", "/v1/handoff-records", Some(&cookie), None).await;
+        assert_eq!(records.status, 401, "{}", records.text);
+    }
+    // A new sign-in works.
+    let again = support::sign_in_cookie(&second).await;
+    let inbox = support::browse(&first, "GET", "/", Some(&again), None).await;
+    assert_eq!(inbox.status, 200, "{}", inbox.text);
     first.stop().await;
     second.stop().await;
     backend.cleanup().await;

@@ -63,6 +63,7 @@ pub mod own_postgres;
 pub mod pgbouncer;
 pub mod prune;
 pub mod relay;
+pub mod revocations;
 pub mod rng;
 pub mod seed;
 pub mod steps;
@@ -275,6 +276,7 @@ macro_rules! conformance_tests {
         $crate::faults_scenarios!($backend());
         $crate::hostile_scenarios!($backend());
         $crate::deliveries_scenarios!($backend());
+        $crate::revocations_scenarios!($backend());
     };
 }
 

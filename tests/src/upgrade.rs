@@ -549,6 +549,14 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
             ..cursor
         })
     );
+
+    // ...and its revocations (C29).
+    let until = reopened.now() + time::Duration::hours(1);
+    reopened
+        .revoke("session:after-upgrade", until)
+        .await
+        .unwrap();
+    assert!(reopened.is_revoked("session:after-upgrade").await.unwrap());
 }
 
 /// A `kill -9` at a random moment of a process opening (and so upgrading)

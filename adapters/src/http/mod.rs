@@ -57,8 +57,8 @@ use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
     ArchiveSummary, ClaimedWake, Deliveries, DeliveryCursor, HandleSettings, ListQuery, PruneCount,
-    PruneOptions, Registry, StoreError, StoreResult, UnavailableKind, Waited, WatchFilter,
-    WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    PruneOptions, Registry, Revocations, StoreError, StoreResult, UnavailableKind, Waited,
+    WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
@@ -575,6 +575,24 @@ impl Deliveries for ServiceRegistry {
     }
 }
 
+/// Revocations belong to the server whose sign-ins they end: a served
+/// registry keeps none of its own.
+#[async_trait]
+impl Revocations for ServiceRegistry {
+    async fn revoke(
+        &self,
+        _key: &str,
+        _until: OffsetDateTime,
+        _now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        Err(served_revocations())
+    }
+
+    async fn is_revoked(&self, _key: &str, _now: OffsetDateTime) -> StoreResult<bool> {
+        Err(served_revocations())
+    }
+}
+
 /// The largest import sent whole, with its length; a longer one is sent
 /// as it is read.
 const WHOLE_IMPORT: usize = 1024 * 1024;
@@ -641,6 +659,15 @@ fn served_cursors() -> StoreError {
     StoreError::InvalidInput(
         "delivery cursors belong to the server next to the store; a store served over HTTP \
          does not give them out (run `serve --notify` against the store itself)"
+            .to_string(),
+    )
+}
+
+/// Revocations are the server's own state, as delivery cursors are.
+fn served_revocations() -> StoreError {
+    StoreError::InvalidInput(
+        "revocations belong to the server next to the store; a store served over HTTP does \
+         not keep them (run `serve` against the store itself)"
             .to_string(),
     )
 }

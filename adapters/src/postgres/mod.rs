@@ -118,6 +118,7 @@ const STORE_TABLES: &[&str] = &[
     "handoff_position_floor",
     "lf_handoff_meta",
     "delivery_cursors",
+    "revocations",
 ];
 
 /// Behind a pooler in transaction mode without `listen_url`, how often

@@ -260,6 +260,7 @@ mod record;
 mod recovery;
 mod registry;
 mod repository;
+mod revocations;
 mod trees;
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};

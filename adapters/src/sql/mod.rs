@@ -18,6 +18,7 @@
 //! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
 //!   import (C17), the third; `watch.rs`: the event log (C16);
 //!   `deliveries.rs`: the notifiers' delivery cursors (C23).
+//!   `revocations.rs`: the service's revoked sign-ins (C29).
 //! - `connections.rs`: the engines' connections; `schema.rs`: the
 //!   migrations.
 //!
@@ -53,6 +54,7 @@ pub(crate) mod engine;
 pub(crate) mod events;
 mod handoffs;
 mod parents;
+mod revocations;
 mod row;
 pub(crate) mod schema;
 pub(crate) mod statements;

@@ -16,7 +16,8 @@
 //!
 //! Release 0.1.0 wrote version 1. Version 2 (release 0.2.0) adds the step
 //! key (C12). Version 3 (release 0.3.0) adds deadlines (C14) and the history
-//! (C15). Version 4 adds the service's delivery cursors (C23).
+//! (C15). Version 4 adds the service's delivery cursors (C23), version 5
+//! its revocations (C29).
 //! Migrations only add: a column added to `handoffs` goes last, where
 //! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 //!
@@ -160,8 +161,23 @@ const MIGRATION_4: &[&str] = &["CREATE TABLE delivery_cursors (
         record TEXT NOT NULL
     )"];
 
+/// Migration 5: the service's revocations (C29), one row per revoked key
+/// (a sign-in session whose person signed out) with the instant it would
+/// have run out, after which it is forgotten. Not registry data: export,
+/// import and prune leave it alone.
+const MIGRATION_5: &[&str] = &["CREATE TABLE revocations (
+        revoked_key TEXT PRIMARY KEY,
+        until_at BIGINT NOT NULL
+    )"];
+
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
-pub(crate) const MIGRATIONS: &[&[&str]] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+pub(crate) const MIGRATIONS: &[&[&str]] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
 
 /// The schema version this build writes and understands.
 pub(crate) const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -403,6 +403,18 @@ pub(crate) const INSERT_DELIVERY_CURSOR: &str = "INSERT INTO delivery_cursors \
 pub(crate) const SWAP_DELIVERY_CURSOR: &str = "UPDATE delivery_cursors \
      SET version = version + 1, record = $3 WHERE endpoint = $1 AND version = $2";
 
+/// Stores a revocation, keeping the later of two instants for one key.
+pub(crate) const REVOKE: &str = "INSERT INTO revocations AS r (revoked_key, until_at) \
+     VALUES ($1, $2) ON CONFLICT (revoked_key) DO UPDATE SET until_at = CASE \
+     WHEN r.until_at > excluded.until_at THEN r.until_at ELSE excluded.until_at END";
+
+/// Forgets the revocations that ran out before an instant.
+pub(crate) const FORGET_REVOCATIONS: &str = "DELETE FROM revocations WHERE until_at < $1";
+
+/// Whether a key is revoked at an instant (1) or not (0).
+pub(crate) const IS_REVOKED: &str =
+    "SELECT count(*) AS n FROM revocations WHERE revoked_key = $1 AND until_at >= $2";
+
 pub(crate) const PARENT_BY_ID: &str = "SELECT version, record FROM parents WHERE id = $1";
 
 pub(crate) const SWAP_PARENT: &str = "UPDATE parents SET version = version + 1, record = $3 \

@@ -1209,6 +1209,7 @@ fn the_shared_sql_code_names_no_backend() {
         ("handoffs.rs", include_str!("handoffs.rs")),
         ("mod.rs", include_str!("mod.rs")),
         ("parents.rs", include_str!("parents.rs")),
+        ("revocations.rs", include_str!("revocations.rs")),
         ("row.rs", include_str!("row.rs")),
         ("schema.rs", include_str!("schema.rs")),
         ("statements.rs", include_str!("statements.rs")),

@@ -57,6 +57,7 @@ use crate::ports::{
 };
 use crate::registry::{ClaimedWake, HandleSettings, Registry};
 use crate::retry::retry;
+use crate::revocation::{check_revocation_key, Revocations};
 use crate::system::{SystemClock, UuidV7Ids};
 use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
 
@@ -90,6 +91,8 @@ pub struct StorePorts {
     pub archive: Arc<dyn Archive>,
     /// The service's delivery cursors (C23).
     pub deliveries: Arc<dyn Deliveries>,
+    /// The service's revoked sign-ins (C29).
+    pub revocations: Arc<dyn Revocations>,
     /// The time source.
     pub clock: Arc<dyn Clock>,
     /// The handoff id source.
@@ -101,7 +104,7 @@ impl StorePorts {
     /// port, with the system clock and UUID v7 ids.
     pub fn of<S>(backend: &'static str, storage: Arc<S>) -> Self
     where
-        S: HandoffRepository + ParentRegistry + EventLog + Archive + Deliveries,
+        S: HandoffRepository + ParentRegistry + EventLog + Archive + Deliveries + Revocations,
     {
         Self {
             backend,
@@ -109,7 +112,8 @@ impl StorePorts {
             parents: storage.clone(),
             events: storage.clone(),
             archive: storage.clone(),
-            deliveries: storage,
+            deliveries: storage.clone(),
+            revocations: storage,
             clock: Arc::new(SystemClock),
             ids: Arc::new(UuidV7Ids),
         }
@@ -127,6 +131,7 @@ pub(crate) struct Local {
     pub(crate) events: Arc<dyn EventLog>,
     archive: Arc<dyn Archive>,
     deliveries: Arc<dyn Deliveries>,
+    revocations: Arc<dyn Revocations>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdSource>,
     backend: &'static str,
@@ -154,6 +159,7 @@ impl Local {
             events: ports.events,
             archive: ports.archive,
             deliveries: ports.deliveries,
+            revocations: ports.revocations,
             clock: ports.clock,
             ids: ports.ids,
             backend: ports.backend,
@@ -368,6 +374,32 @@ impl Deliveries for Local {
         self.retry("storing a delivery cursor", || {
             self.deliveries
                 .swap_delivery_cursor(endpoint, expected, cursor)
+        })
+        .await
+    }
+}
+
+/// The service's revoked sign-ins, checked and retried as every other
+/// call (a revocation stored twice is the same revocation).
+#[async_trait]
+impl Revocations for Local {
+    async fn revoke(
+        &self,
+        key: &str,
+        until: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> StoreResult<()> {
+        check_revocation_key(key)?;
+        self.retry("storing a revocation", || {
+            self.revocations.revoke(key, until, now)
+        })
+        .await
+    }
+
+    async fn is_revoked(&self, key: &str, now: OffsetDateTime) -> StoreResult<bool> {
+        check_revocation_key(key)?;
+        self.retry("reading a revocation", || {
+            self.revocations.is_revoked(key, now)
         })
         .await
     }

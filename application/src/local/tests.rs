@@ -250,6 +250,7 @@ impl Mocks {
             events: Arc::new(MockEventLog::new()),
             archive: self.archive,
             deliveries: Arc::new(crate::delivery::MockDeliveries::new()),
+            revocations: Arc::new(crate::revocation::MockRevocations::new()),
             clock: Arc::new(self.clock),
             ids: Arc::new(ids),
         })

@@ -27,22 +27,45 @@ pub(super) struct Session {
 
 /// The person a sign-in cookie's `value` names: a token of scope `person`
 /// still in the tokens file, signed in less than
-/// [`SESSION_VALIDITY`](crate::links::SESSION_VALIDITY) ago.
-pub fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
+/// [`SESSION_VALIDITY`](crate::links::SESSION_VALIDITY) ago, and not signed
+/// out (through any server of the store: the sign-out is in the store).
+/// A store that cannot say counts as signed out.
+pub async fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
     let session = SessionValue::parse(value, state.store().now())?;
-    let secret = state.link_secret();
-    state
-        .tokens()
-        .find(|entry| {
-            entry.caller.scopes.contains(&Scope::Person)
-                && secret.check_session(&session, entry.hash())
-        })
-        .map(|entry| entry.caller.clone())
+    let caller = {
+        let secret = state.link_secret();
+        state
+            .tokens()
+            .find(|entry| {
+                entry.caller.scopes.contains(&Scope::Person)
+                    && secret.check_session(&session, entry.hash())
+            })
+            .map(|entry| entry.caller.clone())?
+    };
+    match state.store().is_revoked(&session_key(value)).await {
+        Ok(false) => Some(caller),
+        Ok(true) => None,
+        Err(error) => {
+            let answer = crate::error::withheld(&error);
+            tracing::warn!(
+                "a sign-in could not be checked against the sign-outs: {}",
+                answer.error.message
+            );
+            None
+        }
+    }
 }
 
-pub(super) fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
+/// The store's key for the sign-out of the sign-in whose cookie holds
+/// `value`: a hash of it, so the store never holds a usable cookie.
+fn session_key(value: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, value.as_bytes());
+    format!("session:{}", crate::hex::encode(digest.as_ref()))
+}
+
+pub(super) async fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
     let cookie = session_cookie(headers)?;
-    session_caller(state, cookie).map(|caller| Session {
+    session_caller(state, cookie).await.map(|caller| Session {
         cookie: cookie.to_string(),
         caller,
     })
@@ -87,7 +110,16 @@ pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
         .now()
         .unix_timestamp()
         .saturating_add(i64::try_from(validity).unwrap_or(i64::MAX));
-    let value = state.link_secret().session_value(entry.hash(), expires);
+    let mut nonce = [0_u8; 16];
+    if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).is_err() {
+        return error_page(ApiError::plain(
+            Category::Unavailable,
+            "no randomness for a sign-in; try again",
+        ));
+    }
+    let value = state
+        .link_secret()
+        .session_value(entry.hash(), expires, &nonce);
     let mut response = redirect("/");
     response.headers_mut().insert(
         header::SET_COOKIE,
@@ -108,7 +140,7 @@ pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> 
 }
 
 pub(super) async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
-    let Some(session) = session(&state, request.headers()) else {
+    let Some(session) = session(&state, request.headers()).await else {
         return redirect("/");
     };
     let form = match read_form(&state, request, Sender::Known).await {
@@ -118,6 +150,19 @@ pub(super) async fn sign_out(State(state): State<AppState>, request: Request) ->
     if let Err(error) = check_csrf(&state, &session.cookie, &form) {
         return error_page(error);
     }
+    // The sign-in ends on every server of the store, not only in this
+    // browser, until it would have run out anyway.
+    let until = SessionValue::parse(&session.cookie, state.store().now())
+        .and_then(|value| OffsetDateTime::from_unix_timestamp(value.expires).ok())
+        .unwrap_or_else(|| state.store().now() + SESSION_VALIDITY);
+    if let Err(error) = state
+        .store()
+        .revoke(&session_key(&session.cookie), until)
+        .await
+    {
+        return error_page(ApiError::from(error));
+    }
+    tracing::info!(person = %session.caller.name.as_str(), "signed out");
     let mut response = redirect("/");
     response
         .headers_mut()

@@ -182,12 +182,16 @@ async fn inbox(
         }
         return sign_in_with(&state, &token);
     }
-    let Some(session) = session(&state, &headers) else {
+    let Some(session) = session(&state, &headers).await else {
         return match session_cookie(&headers) {
             Some(_) => {
                 let mut page = sign_in_page(
                     StatusCode::UNAUTHORIZED,
-                    Some("your sign-in is no longer valid (the token was revoked?)".into()),
+                    Some(
+                        "your sign-in is no longer valid (you signed out, it ran out, or the \
+                         token was revoked)"
+                            .into(),
+                    ),
                 );
                 page.headers_mut()
                     .insert(header::SET_COOKIE, cookie_header(&state, "", Some(0)));
@@ -231,7 +235,7 @@ async fn inbox_rows(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if session(&state, &headers).is_none() {
+    if session(&state, &headers).await.is_none() {
         return error_page(ApiError::plain(Category::Unauthorized, "sign in first"));
     }
     let (filter, _) = Filter::parse(query.as_deref().unwrap_or_default());
@@ -344,7 +348,7 @@ async fn handoff_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let Some(session) = session(&state, &headers) else {
+    let Some(session) = session(&state, &headers).await else {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
     };
     let id = match handoff_id(&id) {
@@ -411,7 +415,7 @@ async fn handoff_action(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let Some(session) = session(&state, request.headers()) else {
+    let Some(session) = session(&state, request.headers()).await else {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
     };
     let id = match handoff_id(&id) {

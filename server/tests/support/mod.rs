@@ -151,10 +151,12 @@ impl Served {
     }
 
     /// A second server over another handle on a store, with the same
-    /// tokens file.
+    /// tokens file and link secret, as the servers of one service share.
     pub async fn beside(&self, store: Store) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(self.dir.path().join("tokens"), dir.path().join("tokens")).unwrap();
+        for file in ["tokens", "link-secret"] {
+            std::fs::copy(self.dir.path().join(file), dir.path().join(file)).unwrap();
+        }
         Self::serve_with_tokens(
             dir,
             store,
@@ -314,4 +316,86 @@ pub fn open_body(wave: &Wave, dir: &Path, extra: Value) -> Value {
         body[key] = value.clone();
     }
     body
+}
+
+/// What a browser does with the sign-in pages: no redirects followed, the
+/// sign-in cookie sent when given.
+pub async fn browse(
+    served: &Served,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    form: Option<&[(&str, &str)]>,
+) -> Reply {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut request = client
+        .request(method, format!("{}{path}", served.url))
+        .header("origin", served.url.clone());
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("lfh_session={cookie}"));
+    }
+    if let Some(form) = form {
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        request = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    Reply {
+        status,
+        headers,
+        text,
+    }
+}
+
+/// Signs the person in with the sign-in form and returns the cookie's
+/// value.
+pub async fn sign_in_cookie(served: &Served) -> String {
+    let reply = browse(
+        served,
+        "POST",
+        "/sign-in",
+        None,
+        Some(&[("token", served.person.as_str())]),
+    )
+    .await;
+    assert_eq!(reply.status, 303, "{}", reply.text);
+    let set = reply.header("set-cookie").unwrap_or_default();
+    set.strip_prefix("lfh_session=")
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no sign-in cookie in {set:?}"))
+        .to_string()
+}
+
+/// Signs out the sign-in `cookie` through `served`'s sign-out form (the
+/// inbox's anti-forgery token with it).
+pub async fn sign_out(served: &Served, cookie: &str) {
+    let inbox = browse(served, "GET", "/", Some(cookie), None).await;
+    assert_eq!(inbox.status, 200, "{}", inbox.text);
+    let marker = "name=\"csrf\" value=\"";
+    let start = inbox
+        .text
+        .find(marker)
+        .unwrap_or_else(|| panic!("no form on {}", inbox.text))
+        + marker.len();
+    let end = inbox.text[start..].find('"').unwrap();
+    let csrf = inbox.text[start..start + end].to_string();
+    let out = browse(
+        served,
+        "POST",
+        "/sign-out",
+        Some(cookie),
+        Some(&[("csrf", csrf.as_str())]),
+    )
+    .await;
+    assert_eq!(out.status, 303, "{}", out.text);
 }
