@@ -85,13 +85,19 @@ pub enum Command {
         id: InteractiveHandoffId,
     },
     /// Record that you attach, then run the handoff's command in its
-    /// directory with its environment.
+    /// directory with its environment, when its program is allowed (the
+    /// config file's attach.allow_programs, default tmux, and
+    /// --allow-program).
     Attach {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,
         /// Record the attach and print what to run instead of running it.
         #[arg(long)]
         print: bool,
+        /// Also run this program (the command's first word, compared as
+        /// written: tmux is not /tmp/x/tmux); repeatable.
+        #[arg(long = "allow-program", value_name = "PROGRAM")]
+        allow_program: Vec<String>,
     },
     /// Finish a handoff: the work is done.
     Complete {
