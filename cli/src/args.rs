@@ -483,7 +483,8 @@ pub struct OpenArgs {
     /// 2026-12-03T18:00:00Z): unless finished by then, it expires.
     #[arg(long = "expires-at", value_name = "TIME", value_parser = parse_rfc3339)]
     pub expires_at: Option<OffsetDateTime>,
-    /// Environment to add when attaching (repeatable).
+    /// Environment to add when attaching (repeatable); names that change
+    /// how programs load or start (LD_*, BASH_ENV, PATH, ...) are refused.
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
     /// The attach command, after `--`; it is run without a shell.

@@ -283,7 +283,9 @@ pub struct OpenInteractiveHandoff {
     pub body_generation: u32,
     /// Why a person is needed.
     pub reason: String,
-    /// Environment to add when attaching.
+    /// Environment to add when attaching; a name that changes how
+    /// programs load or start (`LD_*`, `BASH_ENV`, `PATH`, ...) is refused
+    /// (contract C29).
     pub environment: BTreeMap<String, String>,
     /// The command a person runs to attach, as an argument vector.
     pub attach_argv: Vec<String>,
