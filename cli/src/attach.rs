@@ -79,6 +79,7 @@ pub async fn attach(
     id: &InteractiveHandoffId,
     mode: &Mode,
 ) -> CliResult<Option<Command>> {
+    let mut checked = false;
     if let Mode::Run(allowed) = mode {
         // An unknown or finished handoff is left to the attach below, so
         // it fails as it always has.
@@ -89,6 +90,7 @@ pub async fn attach(
             .map_err(|e| ctx.fail(e))?;
         if let Some(handoff) = stored.filter(|handoff| handoff.is_active()) {
             check_before_running(&handoff, allowed)?;
+            checked = true;
         }
     }
     let print = matches!(mode, Mode::Print);
@@ -97,6 +99,11 @@ pub async fn attach(
         .attach_interactive_handoff(id)
         .await
         .map_err(|e| ctx.fail(e))?;
+    if let (Mode::Run(allowed), false) = (mode, checked) {
+        // The handoff was not active when read, yet the attach succeeded:
+        // what runs is checked all the same.
+        check_before_running(&handoff, allowed)?;
+    }
     let descriptor = handoff.attach_descriptor();
     let local = !matches!(handoff.home, WaveHome::Ssh { .. });
     let join = TmuxAttach::parse(&descriptor.argv)
