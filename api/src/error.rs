@@ -17,7 +17,7 @@
 //! | `unsupported_media_type` | 415 | 2 | `unsupported_media_type` |
 //! | `internal` | 500 | 5 | `internal` (a bug: a handler that panicked) |
 //! | `unavailable` | 503 | 5 | the unavailable kinds (`locked`, `unreachable`, ...; `busy` when the service is at a limit) |
-//! | `attach` | 500 | 126, 127 | `cannot_execute`, `command_not_found` (the command line only) |
+//! | `attach` | 500 | 126, 127 | `cannot_execute`, `program_not_allowed`, `command_not_found` (the command line only) |
 //!
 //! An error object converts back into a [`StoreError`] of the same kind
 //! ([`ErrorResponse::into_store_error`]), so a client of the service

@@ -85,13 +85,19 @@ pub enum Command {
         id: InteractiveHandoffId,
     },
     /// Record that you attach, then run the handoff's command in its
-    /// directory with its environment.
+    /// directory with its environment, when its program is allowed (the
+    /// config file's attach.allow_programs, default tmux, and
+    /// --allow-program).
     Attach {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,
         /// Record the attach and print what to run instead of running it.
         #[arg(long)]
         print: bool,
+        /// Also run this program (the command's first word, compared as
+        /// written: tmux is not /tmp/x/tmux); repeatable.
+        #[arg(long = "allow-program", value_name = "PROGRAM")]
+        allow_program: Vec<String>,
     },
     /// Finish a handoff: the work is done.
     Complete {
@@ -486,7 +492,8 @@ pub struct OpenArgs {
     /// 2026-12-03T18:00:00Z): unless finished by then, it expires.
     #[arg(long = "expires-at", value_name = "TIME", value_parser = parse_rfc3339)]
     pub expires_at: Option<OffsetDateTime>,
-    /// Environment to add when attaching (repeatable).
+    /// Environment to add when attaching (repeatable); names that change
+    /// how programs load or start (LD_*, BASH_ENV, PATH, ...) are refused.
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
     /// The attach command, after `--`; it is run without a shell.

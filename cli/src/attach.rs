@@ -15,21 +15,34 @@
 //!   ([`crate::tmux`]).
 //! - A remote home (`ssh://...`) prints the `ssh` command that attaches on
 //!   that host, every word quoted for a shell, instead of running anything.
+//!
+//! The attach boundary (contract C29): without `--print`, before the attach
+//! is recorded, a handoff whose environment holds a name `open` refuses
+//! (one an earlier release stored) is refused as `open` would refuse it,
+//! and on this machine a command whose program is not on the allow-list
+//! ([`crate::allow`]) is refused, naming the program and how to allow it;
+//! neither writes anything. Before running, the whole command and every
+//! environment name it sets are shown on stderr. `--print` runs nothing,
+//! so it always prints.
 
 use std::io::ErrorKind;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::AttachDescriptor;
+use lf_handoff_adapters::domain::interactive_handoff::{
+    check_attach_environment, AttachDescriptor, InteractiveHandoff,
+};
 use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_adapters::StoreError;
 use serde::Serialize;
 
+use crate::allow::AllowList;
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 use crate::output::{
-    descriptor_block, descriptor_block_running, emit, emit_json, note, printable, shell_line,
-    shell_words,
+    descriptor_block, descriptor_block_running, emit, emit_json, environment_names, note,
+    printable, shell_line, shell_words,
 };
 use crate::tmux::{TmuxAttach, TmuxJoin};
 
@@ -42,22 +55,55 @@ pub struct RemoteAttach<'a> {
     pub descriptor: &'a AttachDescriptor,
 }
 
+/// What `attach` does after recording the attach.
+#[derive(Debug)]
+pub enum Mode {
+    /// `--print`: print the descriptor and run nothing.
+    Print,
+    /// Run the command (or print a remote home's `ssh` command), when the
+    /// allow-list allows its program.
+    Run(AllowList),
+}
+
 /// Records the attach and prints or prepares what to run. Returns the
 /// command to `exec` for a local attach without `--print`.
 ///
 /// # Errors
-/// Exit 3 for an unknown id, 4 for a finished handoff, 126 when the
-/// handoff's directory does not exist here.
+/// Exit 3 for an unknown id, 4 for a finished handoff; without `--print`,
+/// exit 2 (`invalid_input`) for an environment `open` refuses, 126
+/// (`program_not_allowed`) for a program not on the allow-list, both
+/// before the attach is recorded; 126 when the handoff's directory does
+/// not exist here.
 pub async fn attach(
     ctx: &Context,
     id: &InteractiveHandoffId,
-    print: bool,
+    mode: &Mode,
 ) -> CliResult<Option<Command>> {
+    let mut checked = false;
+    if let Mode::Run(allowed) = mode {
+        // An unknown or finished handoff is left to the attach below, so
+        // it fails as it always has.
+        let stored = ctx
+            .store
+            .get_interactive_handoff(id)
+            .await
+            .map_err(|e| ctx.fail(e))?;
+        if let Some(handoff) = stored.filter(|handoff| handoff.is_active()) {
+            check_before_running(&handoff, allowed)?;
+            checked = true;
+        }
+    }
+    let print = matches!(mode, Mode::Print);
     let handoff = ctx
         .store
         .attach_interactive_handoff(id)
         .await
         .map_err(|e| ctx.fail(e))?;
+    if let (Mode::Run(allowed), false) = (mode, checked) {
+        // The handoff was not active when read, yet the attach succeeded:
+        // what runs is checked all the same.
+        check_before_running(&handoff, allowed)?;
+    }
     let descriptor = handoff.attach_descriptor();
     let local = !matches!(handoff.home, WaveHome::Ssh { .. });
     let join = TmuxAttach::parse(&descriptor.argv)
@@ -84,6 +130,28 @@ pub async fn attach(
         return Ok(None);
     }
     local_command(ctx, &handoff.id, &descriptor, join.as_ref()).map(Some)
+}
+
+/// The attach boundary (C29): refuses a handoff whose environment `open`
+/// refuses, and on this machine a command whose program is not allowed.
+/// A remote home's command runs only when the person runs the printed
+/// `ssh` command, so it is not held to this machine's allow-list.
+///
+/// # Errors
+/// Exit 2 (`invalid_input`) naming the environment names, or 126
+/// (`program_not_allowed`) naming the program.
+fn check_before_running(handoff: &InteractiveHandoff, allowed: &AllowList) -> CliResult<()> {
+    check_attach_environment(&handoff.environment).map_err(|error| {
+        CliError::from(StoreError::from(error)).hint(format!(
+            "only an earlier release stores such a handoff; `lf-handoff attach {} --print` \
+             shows it without running it",
+            handoff.id
+        ))
+    })?;
+    if matches!(handoff.home, WaveHome::Ssh { .. }) {
+        return Ok(());
+    }
+    allowed.check(&handoff.id, &handoff.attach_argv)
 }
 
 /// `attach --print`: the descriptor, or the tmux switch that would run.
@@ -138,8 +206,13 @@ fn local_command(
         return Ok(command);
     }
     if !ctx.json {
+        let environment = if descriptor.environment.is_empty() {
+            "none added".to_string()
+        } else {
+            environment_names(&descriptor.environment)
+        };
         note(&format!(
-            "attaching to {}: {} (in {})",
+            "attaching to {}: {} (in {}; environment: {environment})",
             id,
             shell_words(&descriptor.argv),
             printable(&descriptor.cwd.display().to_string())

@@ -8,7 +8,7 @@
 //! | 3 | `not_found` | not found |
 //! | 4 | `conflict`, `timeout` | conflict (and `wait` timing out) |
 //! | 5 | `unavailable` | storage unavailable |
-//! | 126, 127 | `attach` | `attach` could not run its command |
+//! | 126, 127 | `attach` | `attach` could not run its command, or would not (126) |
 //!
 //! `attach` (without `--print`) exits with the attached command's own code,
 //! or 126 / 127 when it cannot be run, as `env(1)` does.
@@ -80,6 +80,17 @@ impl CliError {
         Self::new(
             Category::Attach,
             "cannot_execute",
+            CANNOT_EXECUTE,
+            message.into(),
+        )
+    }
+
+    /// `attach` refused to run a program that is not on its allow-list
+    /// (exit 126, as for a command found but not runnable; contract C29).
+    pub fn not_allowed(message: impl Into<String>) -> Self {
+        Self::new(
+            Category::Attach,
+            "program_not_allowed",
             CANNOT_EXECUTE,
             message.into(),
         )

@@ -31,6 +31,7 @@
 //!
 //! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
+mod allow;
 mod archive;
 mod args;
 mod attach;
@@ -56,6 +57,7 @@ use clap::{CommandFactory, Parser};
 use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::domain::parent::Parent;
 
+use crate::allow::AllowList;
 use crate::args::{Cli, Command, ProjectCommand, TaskBodyArgs, TaskCommand, WaveCommand};
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
@@ -102,7 +104,8 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 }
 
 /// Chooses the store and opens it (the demo opens its own), checks the
-/// files `export` and `import` name first, and runs the command.
+/// files `export` and `import` name and the programs `attach` may run
+/// first, and runs the command.
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     let actor_flag = cli.actor.is_some();
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
@@ -114,11 +117,9 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
             .await
             .map(|()| None);
     }
-    let mut config = store_select::select(
-        cli.store.as_deref(),
-        cli.config.as_deref(),
-        &Environment::from_process(),
-    )?;
+    let environment = Environment::from_process();
+    let mut config =
+        store_select::select(cli.store.as_deref(), cli.config.as_deref(), &environment)?;
     let actor = store_select::through_service(
         &mut config,
         cli.token_file,
@@ -150,6 +151,16 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         Command::Import { input } => Some(archive::prepare_import(input.as_deref())?),
         _ => None,
     };
+    // So is the allow-list of the programs `attach` may run (C29).
+    let attach_mode = match &cli.command {
+        Command::Attach { print: true, .. } => Some(attach::Mode::Print),
+        Command::Attach { allow_program, .. } => Some(attach::Mode::Run(AllowList::load(
+            allow_program,
+            cli.config.as_deref(),
+            &environment,
+        )?)),
+        _ => None,
+    };
     let ctx = Context::open(&config, cli.json, actor).await?;
     if let Some(target) = export_target {
         return archive::export(&ctx, target).await.map(|()| None);
@@ -157,11 +168,14 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
     if let Some(source) = import_source {
         return archive::import(&ctx, source).await.map(|()| None);
     }
-    run_on_store(&ctx, cli.command).await
+    if let (Some(mode), Command::Attach { id, .. }) = (attach_mode, &cli.command) {
+        return attach::attach(&ctx, id, &mode).await;
+    }
+    run_on_store(&ctx, cli.command).await.map(|()| None)
 }
 
 /// Runs a command on the open store.
-async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Process>> {
+async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
     match command {
         Command::Wave(WaveCommand::Create { name, repo }) => {
             let wave = parents::create_wave(&ctx.store, &name, &repo)
@@ -186,7 +200,6 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Proce
         Command::List(args) => handoffs::list(ctx, args).await?,
         Command::Prune(args) => handoffs::prune(ctx, args).await?,
         Command::Status { id } => handoffs::status(ctx, &id).await?,
-        Command::Attach { id, print } => return attach::attach(ctx, &id, print).await,
         Command::Complete { id, summary } => {
             handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Completed { summary }).await?
         }
@@ -204,13 +217,14 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<Option<Proce
         Command::Watch(args) => watch::watch(ctx, &args).await?,
         Command::Link(args) => handoffs::link(ctx, args).await?,
         Command::Demo
+        | Command::Attach { .. }
         | Command::Serve(_)
         | Command::Token(_)
         | Command::Completions { .. }
         | Command::Export { .. }
         | Command::Import { .. } => {}
     }
-    Ok(None)
+    Ok(())
 }
 
 /// `task body`: records the body and prints the parent (JSON), or which

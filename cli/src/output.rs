@@ -6,6 +6,7 @@
 //! the terminal of the person reading it. JSON is printed as serde gives it.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -175,8 +176,10 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
     let environment = if handoff.environment.is_empty() {
         "-".to_string()
     } else {
-        let names: Vec<Cow<'_, str>> = handoff.environment.keys().map(|k| printable(k)).collect();
-        format!("{} (values hidden; see --json)", names.join(", "))
+        format!(
+            "{} (values hidden; see --json)",
+            environment_names(&handoff.environment)
+        )
     };
     let wake = match (handoff.wake_claimed_by_generation, handoff.wake_claimed_at) {
         (Some(generation), Some(at)) => {
@@ -238,6 +241,12 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
 /// environment values included, and a line to paste into a shell.
 pub fn descriptor_block(descriptor: &AttachDescriptor, home: &WaveHome) -> String {
     descriptor_block_running(descriptor, shell_line(descriptor, home))
+}
+
+/// The names of an environment, printable, in order, joined with commas.
+pub fn environment_names(environment: &BTreeMap<String, String>) -> String {
+    let names: Vec<Cow<'_, str>> = environment.keys().map(|k| printable(k)).collect();
+    names.join(", ")
 }
 
 /// [`descriptor_block`] whose `run` line is `run` (what `attach` runs from

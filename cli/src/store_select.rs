@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{StorageConfig, StoreError, UnavailableKind};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::args::Command;
@@ -85,11 +86,7 @@ pub fn select(
         };
         return parse_url(url, STORE_ENV);
     }
-    let (path, explicit) = match config_file {
-        Some(path) => (Some(path.to_path_buf()), true),
-        None => (default_config_file(env), false),
-    };
-    if let Some(path) = path {
+    if let Some((path, explicit)) = self::config_file(config_file, env) {
         if let Some(config) = read_config_file(&path, explicit)? {
             return Ok(config);
         }
@@ -150,14 +147,33 @@ pub fn parse_url(url: &str, source: &str) -> CliResult<StorageConfig> {
     })
 }
 
-/// The config file's shape: only `store` is read; other keys are left to
-/// other tools.
+/// The config file's shape as store selection reads it: only `store`;
+/// other keys are left to other readers (`attach` reads its own table).
 #[derive(Deserialize)]
 struct ConfigFile {
     store: Option<StorageConfig>,
 }
 
 fn read_config_file(path: &Path, explicit: bool) -> CliResult<Option<StorageConfig>> {
+    let file: Option<ConfigFile> = read_config(
+        path,
+        explicit,
+        "set store.url to a URL such as sqlite:///abs/path/registry.db",
+    )?;
+    Ok(file.and_then(|file| file.store))
+}
+
+/// Reads the config file at `path` as a `T`. A missing file is `None`
+/// unless `explicit` (named by `--config`).
+///
+/// # Errors
+/// Exit 2 for a file that cannot be read, or that does not parse as a
+/// `T`, naming the line and ending with `hint`.
+pub fn read_config<T: DeserializeOwned>(
+    path: &Path,
+    explicit: bool,
+    hint: &str,
+) -> CliResult<Option<T>> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) if error.kind() == ErrorKind::NotFound && !explicit => return Ok(None),
@@ -169,8 +185,8 @@ fn read_config_file(path: &Path, explicit: bool) -> CliResult<Option<StorageConf
             .hint("pass an existing file to --config"))
         }
     };
-    match toml::from_str::<ConfigFile>(&text) {
-        Ok(file) => Ok(file.store),
+    match toml::from_str::<T>(&text) {
+        Ok(file) => Ok(Some(file)),
         Err(error) => {
             let line = error
                 .span()
@@ -183,8 +199,18 @@ fn read_config_file(path: &Path, explicit: bool) -> CliResult<Option<StorageConf
                 path.display(),
                 error.message()
             ))
-            .hint("set store.url to a URL such as sqlite:///abs/path/registry.db"))
+            .hint(hint))
         }
+    }
+}
+
+/// The config file a command reads: `--config FILE` (`true`: it must
+/// exist), else `$XDG_CONFIG_HOME/lf-handoff/config.toml` (or under
+/// `~/.config`), if either is known.
+pub fn config_file(flag: Option<&Path>, env: &Environment) -> Option<(PathBuf, bool)> {
+    match flag {
+        Some(path) => Some((path.to_path_buf(), true)),
+        None => default_config_file(env).map(|path| (path, false)),
     }
 }
 

@@ -367,6 +367,68 @@ async fn bad_bodies_are_refused_with_the_error_object_and_change_nothing() {
     served.stop().await;
 }
 
+/// The attach boundary (C29): an open whose environment sets a name that
+/// changes how programs load or start is 400 `invalid_input` naming the
+/// name, never a 500, whether it would create a handoff, replay the
+/// parent's active one or return its handoff for a step; nothing is
+/// written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_whose_environment_changes_how_programs_start_is_400_naming_it() {
+    let served = Served::start().await;
+    let wave = served.wave().await;
+    let stepped = served.wave().await;
+    let dir = served.dir.path();
+    let opened = served
+        .post(
+            "/v1/handoffs",
+            &served.agent,
+            &open_body(&wave, dir, json!({})),
+        )
+        .await;
+    assert_eq!(opened.status, 201, "{}", opened.text);
+    let step = json!({"step": "login@turn-1"});
+    let at_step = served
+        .post(
+            "/v1/handoffs",
+            &served.agent,
+            &open_body(&stepped, dir, step.clone()),
+        )
+        .await;
+    assert_eq!(at_step.status, 201, "{}", at_step.text);
+    let fresh = served.wave().await;
+    let before = served.snapshot().await;
+    for name in [
+        "BASH_ENV",
+        "LD_PRELOAD",
+        "PROMPT_COMMAND",
+        "GIT_SSH_COMMAND",
+    ] {
+        let mut environment = json!({"environment": {"LF_HOME": "/tmp/lf"}});
+        environment["environment"][name] = json!("/tmp/x");
+        let mut stepped_environment = environment.clone();
+        stepped_environment["step"] = step["step"].clone();
+        for body in [
+            open_body(&fresh, dir, environment.clone()),
+            open_body(&wave, dir, environment),
+            open_body(&stepped, dir, stepped_environment),
+        ] {
+            let reply = served.post("/v1/handoffs", &served.agent, &body).await;
+            assert_eq!(reply.error(400, "invalid_input"), "invalid_input");
+            let message = reply.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(message.contains(name), "{message:?} does not name {name}");
+        }
+    }
+    assert_eq!(
+        served.snapshot().await,
+        before,
+        "a refused open wrote something"
+    );
+    served.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_routes_ids_methods_and_queries_are_4xx_with_the_error_object() {
     let served = Served::start().await;

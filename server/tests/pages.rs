@@ -2,7 +2,8 @@
 //! the anti-forgery token and the origin check on every form, signed
 //! links (a GET changes nothing, a POST acts once as `link:NAME`, a
 //! tampered, expired or rotated link or a pruned handoff is refused), an
-//! oversized summary, and hostile text shown as text.
+//! oversized summary, hostile text shown as text, and the environment
+//! names beside the attach command (C29).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -607,6 +608,67 @@ async fn hostile_text_is_shown_as_text() {
             "{path}: shown as it is, as text"
         );
     }
+}
+
+/// The attach section of a handoff page: what a person reads before
+/// running the command.
+fn attach_section(page: &Page) -> &str {
+    let start = page
+        .text
+        .find("<section class=\"attach\">")
+        .unwrap_or_else(|| panic!("no attach section: {}", page.text));
+    let end = page.text[start..].find("</section>").unwrap() + start;
+    &page.text[start..end]
+}
+
+/// The attach boundary (C29): the page names every environment variable
+/// the attach command sets beside the command, as text, not folded away;
+/// a handoff an earlier release stored with a name `open` now refuses is
+/// shown with a warning that `lf-handoff attach` refuses to run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_handoff_page_names_the_environment_beside_the_attach_command() {
+    let served = Served::start().await;
+    // An export of an earlier release's store, holding `BASH_ENV`.
+    let older_dir = tempfile::tempdir().unwrap();
+    let older = support::sqlite_store(older_dir.path()).await;
+    let stored = lf_handoff_conformance::fixtures::open_on_new_wave(&older, older_dir.path()).await;
+    let mut file = Vec::new();
+    older.export(&mut file, None).await.unwrap();
+    let file = String::from_utf8(file).unwrap().replace(
+        r#""environment":{"LF_HOME":"/tmp/lf"}"#,
+        r#""environment":{"BASH_ENV":"/tmp/x","LF_HOME":"/tmp/lf"}"#,
+    );
+    served.store.import(file.as_bytes(), None).await.unwrap();
+    let opened = served
+        .open(json!({"environment": {"DEMO_TOKEN": "abc123", "<b>NAME</b>": "v"}}))
+        .await;
+    let id = opened["handoff"]["id"].as_str().unwrap();
+    let session = sign_in(&served).await;
+    let cookie = Some(session.as_str());
+
+    let shown = page(&served, "GET", &format!("/inbox/{id}"), cookie, None, &[]).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let attach = attach_section(&shown);
+    for name in [
+        "<code>DEMO_TOKEN</code>",
+        "<code>&#60;b&#62;NAME&#60;/b&#62;</code>",
+    ] {
+        assert!(
+            attach.contains(name),
+            "{name} is not beside the command: {attach}"
+        );
+    }
+    assert!(!shown.text.contains("<b>NAME"), "a name is shown as text");
+    assert!(!attach.contains("abc123"), "values stay folded away");
+    assert!(!attach.contains("refuses to run"), "{attach}");
+
+    let older_path = format!("/inbox/{}", stored.id);
+    let older_page = page(&served, "GET", &older_path, cookie, None, &[]).await;
+    assert_eq!(older_page.status, 200, "{}", older_page.text);
+    let attach = attach_section(&older_page);
+    assert!(attach.contains("<code>BASH_ENV</code>"), "{attach}");
+    assert!(attach.contains("<code>LF_HOME</code>"), "{attach}");
+    assert!(attach.contains("refuses to run it"), "{attach}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

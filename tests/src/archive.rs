@@ -55,6 +55,7 @@ macro_rules! archive_scenarios {
                 c17_an_export_during_writes_is_one_consistent_snapshot,
                 c17_upgraded_stores_of_earlier_releases_export_and_import_whole,
                 c17_an_import_of_far_positions_keeps_later_events_after_them,
+                c29_an_import_keeps_a_handoff_whose_environment_open_refuses,
             ],
         );
     };
@@ -866,4 +867,41 @@ pub async fn c17_an_import_of_far_positions_keeps_later_events_after_them(backen
         .expect("the new open is watched");
     assert_eq!(next.handoff_id, fresh.id);
     assert!(next.position > imported.last().unwrap().position);
+}
+
+/// C29 with C17: an export of an earlier release's store may hold a
+/// handoff whose environment `open` now refuses (`BASH_ENV` here); an
+/// import keeps it whole, as it keeps everything, and the store reads,
+/// attaches and exports it (the command line's `attach` is what refuses
+/// to run it).
+pub async fn c29_an_import_keeps_a_handoff_whose_environment_open_refuses(backend: &dyn Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let source = open_store(&backend.config(location(dir.path())))
+        .await
+        .unwrap();
+    let handoff = open_on_new_wave(&source, dir.path()).await;
+    let file = String::from_utf8(export(&source).await).unwrap();
+    let older = file.replace(
+        r#""environment":{"LF_HOME":"/tmp/lf"}"#,
+        r#""environment":{"BASH_ENV":"/tmp/x","LF_HOME":"/tmp/lf"}"#,
+    );
+    assert_ne!(older, file, "the export names the fixture's environment");
+    let (_, target) = other(backend, &dir, "older").await;
+    target.import(older.as_bytes(), None).await.unwrap();
+    let stored = target
+        .get_interactive_handoff(&handoff.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.environment["BASH_ENV"], "/tmp/x");
+    assert_same_export(
+        &export(&target).await,
+        older.as_bytes(),
+        "the imported store",
+    );
+    let attached = target
+        .attach_interactive_handoff(&handoff.id)
+        .await
+        .unwrap();
+    assert_eq!(attached.environment, stored.environment);
 }

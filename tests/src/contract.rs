@@ -9,7 +9,7 @@ use std::time::Duration;
 use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::task::TaskSessionStatus;
@@ -50,6 +50,7 @@ macro_rules! contract_scenarios {
                 c9_replays_write_nothing,
                 c10_parents_persist_exactly,
                 c10_body_generations_only_increase,
+                c29_open_refuses_environment_that_changes_how_programs_start,
             ],
             SeveralProcesses: [
                 c3_racing_opens_from_separate_processes_create_exactly_one,
@@ -158,6 +159,84 @@ pub async fn c1_open_validates_its_request(backend: &dyn Backend) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// C29: an open request whose environment sets a name that changes how
+/// programs load or start is `InvalidInput` naming it, checked before
+/// anything is read (even for a parent that does not exist) or written,
+/// whether the open would create a handoff, replay the parent's active one
+/// or return its handoff for a step.
+pub async fn c29_open_refuses_environment_that_changes_how_programs_start(backend: &dyn Backend) {
+    let (dir, store) = fresh(backend).await;
+    let wave = new_wave(&store, dir.path()).await;
+    let stepped = new_wave(&store, dir.path()).await;
+    let ghost = Wave::new(WaveId::new(), "ghost".into(), "/nowhere".into());
+    let step = StepKey::parse("login@turn-1").unwrap();
+    let at_step = || OpenOptions::at_step(step.clone());
+    let names = [
+        "BASH_ENV",
+        "LD_PRELOAD",
+        "PATH",
+        "PYTHONSTARTUP",
+        "NODE_OPTIONS",
+    ];
+    let with = |mut request: OpenInteractiveHandoff, name: &str| {
+        request
+            .environment
+            .insert(name.to_string(), "/tmp/x".to_string());
+        request
+    };
+    let assert_refused =
+        |result: Result<(InteractiveHandoff, bool), StoreError>, name: &str| match result {
+            Err(StoreError::InvalidInput(message)) => assert!(
+                message.contains(&format!("{name:?}")),
+                "{message:?} does not name {name}"
+            ),
+            other => panic!("{name}: expected InvalidInput, got {other:?}"),
+        };
+    for name in names {
+        for parent in [&wave, &ghost] {
+            let request = with(wave_request(parent, dir.path()), name);
+            assert_refused(store.open_interactive_handoff(request.clone()).await, name);
+            let request = request.with_options(at_step());
+            assert_refused(store.open_interactive_handoff(request).await, name);
+        }
+    }
+    assert!(
+        store
+            .list_interactive_handoffs(None)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a refused open wrote a handoff"
+    );
+
+    let (active, _) = store
+        .open_interactive_handoff(wave_request(&wave, dir.path()))
+        .await
+        .unwrap();
+    let (at_the_step, _) = store
+        .open_interactive_handoff(wave_request(&stepped, dir.path()).with_options(at_step()))
+        .await
+        .unwrap();
+    for name in names {
+        let replay = with(wave_request(&wave, dir.path()), name);
+        assert_refused(store.open_interactive_handoff(replay).await, name);
+        let replay = with(wave_request(&stepped, dir.path()), name).with_options(at_step());
+        assert_refused(store.open_interactive_handoff(replay).await, name);
+    }
+    for handoff in [&active, &at_the_step] {
+        let stored = store.get_interactive_handoff(&handoff.id).await.unwrap();
+        assert_eq!(
+            stored.as_ref(),
+            Some(handoff),
+            "a refused replay changed it"
+        );
+    }
+    assert_eq!(
+        store.list_interactive_handoffs(None).await.unwrap().len(),
+        2
+    );
 }
 
 /// C2: the parent must exist, be live, own the generation, use the same

@@ -15,7 +15,8 @@ use lf_handoff_adapters::domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
 };
 use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, StepKey,
+    refused_env_reason, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
+    StepKey,
 };
 use lf_handoff_adapters::ports::PruneCount;
 use lf_handoff_adapters::{open_store, DeliveryCursor, ListQuery, Store};
@@ -388,7 +389,12 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     for handoff in &handoffs {
         let Some(step) = &handoff.step else { continue };
         let parent = store.get_parent(&handoff.parent).await.unwrap().unwrap();
+        // A body of this release opens without the environment names C29
+        // refuses (a fixture's `EDITOR`); the stored handoff keeps them.
+        let mut environment = handoff.environment.clone();
+        environment.retain(|name, _| refused_env_reason(name).is_none());
         let request = OpenRequest::like(handoff)
+            .environment(environment)
             .body_generation(parent.body_generation())
             .reason("the step again after the upgrade")
             .at_step(step.clone());

@@ -72,10 +72,16 @@ fn attach_runs_the_argv_without_a_shell_with_its_env_and_cwd() {
     let handoff = sandbox.open_on_wave(&work, &[&out_env, &secret_env], &argv);
     let id = handoff["id"].as_str().unwrap();
 
-    let mut command = sandbox.command(&["attach", id]);
+    let recorder = recorder.to_str().unwrap();
+    let mut command = sandbox.command(&["attach", id, "--allow-program", recorder]);
     command.env("INHERITED", "from the caller");
     let run = Run::from_output(command.output().unwrap());
     assert_eq!(run.code, 7, "attach exits with the command's code: {run:?}");
+    // Before it runs, it shows the command and every environment name, and
+    // no value.
+    assert!(run.stderr.contains(recorder), "{run:?}");
+    assert!(run.stderr.contains("environment: OUT, SECRET"), "{run:?}");
+    assert!(!run.stderr.contains(SECRET), "{run:?}");
 
     assert_eq!(
         recorded_args(&out),
@@ -108,10 +114,20 @@ fn attach_exits_with_the_command_own_code_including_zero() {
     let sandbox = Sandbox::new();
     let work = sandbox.mkdir("work");
     let ok = sandbox.open_on_wave(&work, &[], &["true"]);
-    let run = sandbox.run(&["attach", ok["id"].as_str().unwrap()]);
+    let run = sandbox.run(&[
+        "attach",
+        ok["id"].as_str().unwrap(),
+        "--allow-program",
+        "true",
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
     let failing = sandbox.open_on_wave(&work, &[], &["sh", "-c", "exit 42"]);
-    let run = sandbox.run(&["attach", failing["id"].as_str().unwrap()]);
+    let run = sandbox.run(&[
+        "attach",
+        failing["id"].as_str().unwrap(),
+        "--allow-program",
+        "sh",
+    ]);
     assert_eq!(run.code, 42, "{run:?}");
 }
 
@@ -121,21 +137,27 @@ fn attach_that_cannot_run_exits_127_or_126_with_an_error_line() {
     let work = sandbox.mkdir("work");
     let missing = sandbox.open_on_wave(&work, &[], &["lf-no-such-command-anywhere"]);
     let id = missing["id"].as_str().unwrap();
+    let allow = ["--allow-program", "lf-no-such-command-anywhere"];
     // Without --json the `attaching to ...` note comes first.
-    let run = sandbox.run(&["attach", id]);
+    let run = sandbox.run(&[&["attach", id][..], &allow].concat());
     assert_eq!(run.code, 127, "{run:?}");
     assert_eq!(run.stdout, "", "{run:?}");
     assert!(
         run.stderr.lines().last().unwrap().starts_with("error: "),
         "{run:?}"
     );
-    let run = sandbox.run(&["--json", "attach", id]);
+    let run = sandbox.run(&[&["--json", "attach", id][..], &allow].concat());
     let error = assert_kind(&run, 127, "command_not_found", "attach a missing command");
     assert!(error.contains("lf-no-such-command-anywhere"), "{error}");
 
     let gone = sandbox.open_on_wave(&sandbox.path("no/such/dir"), &[], &["true"]);
     let error = sandbox.fails(
-        &["attach", gone["id"].as_str().unwrap()],
+        &[
+            "attach",
+            gone["id"].as_str().unwrap(),
+            "--allow-program",
+            "true",
+        ],
         126,
         "cannot_execute",
     );
@@ -236,4 +258,149 @@ exec sh -c "$last"
     for pwned in ["pwned", "pwned2", "pwned3", "pwned4"] {
         assert!(!work.join(pwned).exists(), "nothing was run by a shell");
     }
+}
+
+/// The attach boundary (C29): a program not on the allow-list is refused
+/// before the attach is recorded, naming it and how to allow it; the flag
+/// allows it for one attach and the config file for good (its list
+/// replaces the default); a program is compared as written; `--print`
+/// always prints.
+#[test]
+fn attach_runs_only_allowed_programs_and_says_how_to_allow_one() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("work");
+    let mark = work.join("mark");
+    let handoff = sandbox.open_on_wave(
+        &work,
+        &["MARK=ran"],
+        &["sh", "-c", "printf %s \"$MARK\" > mark"],
+    );
+    let id = handoff["id"].as_str().unwrap();
+
+    let error = sandbox.fails(&["attach", id], 126, "program_not_allowed");
+    for part in [
+        "(tmux)",
+        "\"sh\"",
+        "--allow-program sh",
+        "config.toml",
+        r#"allow_programs = ["tmux", "sh"]"#,
+        "--print",
+    ] {
+        assert!(error.contains(part), "{part}: {error}");
+    }
+    assert!(!mark.exists(), "nothing ran");
+    assert_eq!(
+        sandbox.json(&["status", id])["status"],
+        "waiting",
+        "a refused attach records nothing"
+    );
+
+    // Compared as written: a path to a shell, or a `tmux` the agent could
+    // have written, is not what the person allowed.
+    for argv in [&["/bin/sh", "-c", "true"][..], &["./tmux", "attach"]] {
+        let other = sandbox.open_on_wave(&work, &[], argv);
+        let other = other["id"].as_str().unwrap();
+        let args = ["attach", other, "--allow-program", "sh"];
+        let error = sandbox.fails(&args, 126, "program_not_allowed");
+        assert!(error.contains(argv[0]), "{error}");
+    }
+
+    let printed = sandbox.ok(&["attach", id, "--print"]);
+    assert!(printed.contains("MARK=ran"), "{printed}");
+    assert!(!mark.exists(), "--print runs nothing");
+
+    let run = sandbox.run(&["attach", id, "--allow-program", "sh"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "ran");
+    assert!(
+        run.stderr.contains("sh -c 'printf %s \"$MARK\" > mark'"),
+        "the whole command is shown: {run:?}"
+    );
+    assert!(run.stderr.contains("environment: MARK)"), "{run:?}");
+
+    let config = sandbox.mkdir("config/lf-handoff").join("config.toml");
+    std::fs::write(&config, "[attach]\nallow_programs = [\"sh\"]\n").unwrap();
+    std::fs::remove_file(&mark).unwrap();
+    let run = sandbox.run(&["attach", id]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(mark.exists(), "the config file allows sh");
+    let tmux = sandbox.handoff();
+    let error = sandbox.fails(&["attach", &tmux], 126, "program_not_allowed");
+    assert!(
+        error.contains(r#"allow_programs = ["sh", "tmux"]"#),
+        "the config file's list replaces the default: {error}"
+    );
+
+    std::fs::write(&config, "[attach]\nallow_program = [\"sh\"]\n").unwrap();
+    let error = sandbox.fails(&["attach", id], 2, "usage");
+    assert!(error.contains("allow_program"), "{error}");
+}
+
+/// The attach boundary (C29): `open` refuses an environment name that
+/// changes how programs load or start, naming it, also when the step's
+/// handoff exists; nothing is written.
+#[test]
+fn open_refuses_an_environment_that_changes_how_programs_start() {
+    let sandbox = Sandbox::new();
+    let wave = format!("wave:{}", sandbox.wave());
+    let open = |env: Option<&str>| {
+        let mut extra = vec!["--step", "login@turn-1"];
+        if let Some(pair) = env {
+            extra.extend(["--env", pair]);
+        }
+        sandbox.open_args(&wave, &extra)
+    };
+    for round in ["before", "after"] {
+        for pair in ["BASH_ENV=/tmp/x", "LD_PRELOAD=/tmp/x.so", "PATH=/tmp/bin"] {
+            let name = pair.split('=').next().unwrap();
+            let error = sandbox.fails(&open(Some(pair)), 2, "invalid_input");
+            assert!(error.contains(name), "{round} {name}: {error}");
+        }
+        if round == "before" {
+            assert_eq!(sandbox.json(&["list"]), serde_json::json!([]));
+            sandbox.ok(&open(None));
+        }
+    }
+    assert_eq!(sandbox.json(&["list"]).as_array().unwrap().len(), 1);
+}
+
+/// The attach boundary (C29): a handoff an earlier release stored with an
+/// environment name `open` now refuses (brought here by an import, which
+/// keeps it) is refused by `attach` as `open` refuses it, whatever the
+/// allow-list, recording nothing; `--print` still shows it.
+#[test]
+fn attach_refuses_a_stored_environment_that_open_refuses() {
+    let sandbox = Sandbox::new();
+    let work = sandbox.mkdir("work");
+    let handoff = sandbox.open_on_wave(&work, &["K=v"], &["tmux", "attach"]);
+    let id = handoff["id"].as_str().unwrap();
+    let export = sandbox.path("export.jsonl");
+    sandbox.ok(&["export", "--output", export.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&export).unwrap();
+    let older_text = text.replace(
+        r#""environment":{"K":"v"}"#,
+        r#""environment":{"BASH_ENV":"/tmp/x","K":"v"}"#,
+    );
+    assert_ne!(older_text, text);
+    let older_file = sandbox.path("older.jsonl");
+    std::fs::write(&older_file, older_text).unwrap();
+    let older = format!("sqlite://{}", sandbox.path("older.db").display());
+    sandbox.ok(&[
+        "--store",
+        &older,
+        "import",
+        "--input",
+        older_file.to_str().unwrap(),
+    ]);
+
+    for allow in [&[][..], &["--allow-program", "tmux"]] {
+        let args = [&["--store", &older, "attach", id][..], allow].concat();
+        let error = sandbox.fails(&args, 2, "invalid_input");
+        assert!(error.contains("\"BASH_ENV\""), "{error}");
+        assert!(error.contains("--print"), "{error}");
+    }
+    let status = sandbox.json(&["--store", &older, "status", id]);
+    assert_eq!(status["status"], "waiting", "nothing was recorded");
+    let printed = sandbox.ok(&["--store", &older, "attach", id, "--print"]);
+    assert!(printed.contains("BASH_ENV=/tmp/x"), "{printed}");
 }

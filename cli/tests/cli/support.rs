@@ -153,17 +153,24 @@ impl Sandbox {
     /// `extra` flags of `open` (a deadline, say), and returns the
     /// handoff's JSON.
     pub fn open_with(&self, extra: &[&str]) -> Value {
-        let wave = self.wave();
-        let cwd = self.dir.path().to_str().unwrap().to_string();
-        let parent = format!("wave:{wave}");
+        let parent = format!("wave:{}", self.wave());
+        let opened = self.json(&self.open_args(&parent, extra));
+        assert_eq!(opened["created"], true, "{opened}");
+        opened["handoff"].clone()
+    }
+
+    /// The arguments of an `open` on `parent` (cwd: the sandbox) with the
+    /// `extra` flags of `open`, attaching with `tmux attach`.
+    pub fn open_args(&self, parent: &str, extra: &[&str]) -> Vec<String> {
+        let cwd = self.dir.path().to_str().unwrap();
         let mut args = vec![
             "open",
             "--parent",
-            &parent,
+            parent,
             "--home",
             "jack@local",
             "--cwd",
-            &cwd,
+            cwd,
             "--provider",
             "codex",
             "--generation",
@@ -173,9 +180,7 @@ impl Sandbox {
         ];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["--", "tmux", "attach"]);
-        let opened = self.json(&args);
-        assert_eq!(opened["created"], true, "{opened}");
-        opened["handoff"].clone()
+        args.into_iter().map(String::from).collect()
     }
 
     /// Creates a wave and returns its id.

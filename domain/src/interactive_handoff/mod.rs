@@ -13,9 +13,12 @@
 //!   history event each change appends ([`HandoffChange`], contract C15);
 //! - the invariants I1-I7 ([`InteractiveHandoff::validate`],
 //!   [`check_one_active_per_parent`]);
+//! - the environment names an attach command may not carry
+//!   ([`check_attach_environment`], contract C29);
 //! - the census row and the attach descriptor.
 
 mod deadline;
+mod environment;
 mod history;
 mod invariant;
 mod step;
@@ -37,6 +40,9 @@ use crate::text::{check_absolute_path, check_non_blank, check_text, MAX_ITEMS};
 use crate::wave_home::WaveHome;
 
 pub use deadline::{expire_if_due, extend};
+pub use environment::{
+    check_attach_environment, refused_env_reason, REFUSED_ENV_NAMES, REFUSED_ENV_PREFIXES,
+};
 pub use history::{Actor, HandoffChange, HandoffEvent, HandoffEventKind, MAX_ACTOR_BYTES};
 pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
 pub use step::{StepKey, MAX_STEP_BYTES};
@@ -277,19 +283,25 @@ pub struct OpenInteractiveHandoff {
     pub body_generation: u32,
     /// Why a person is needed.
     pub reason: String,
-    /// Environment to add when attaching.
+    /// Environment to add when attaching; a name that changes how
+    /// programs load or start (`LD_*`, `BASH_ENV`, `PATH`, ...) is refused
+    /// (contract C29).
     pub environment: BTreeMap<String, String>,
     /// The command a person runs to attach, as an argument vector.
     pub attach_argv: Vec<String>,
 }
 
 impl OpenInteractiveHandoff {
-    /// Checks the request on its own (contract C1, invariant I5).
+    /// Checks the request on its own (contract C1, invariant I5), and its
+    /// environment against the attach boundary (contract C29), which a
+    /// request must keep but a stored record of an earlier release may not.
     ///
     /// # Errors
-    /// [`DomainError::InvalidInput`] naming the first field that is wrong.
+    /// [`DomainError::InvalidInput`] naming the first field that is wrong,
+    /// or every environment name the attach boundary refuses.
     pub fn validate(&self) -> DomainResult<()> {
-        check_fields(&fields_of!(self))
+        check_fields(&fields_of!(self))?;
+        check_attach_environment(&self.environment)
     }
 }
 

@@ -39,7 +39,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    refused_env_reason, Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, InteractiveHandoffStatus,
 };
 use lf_handoff_adapters::{ListQuery, StoreError};
@@ -307,6 +307,12 @@ async fn handoff_view(
             .environment
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        refused_environment: handoff
+            .environment
+            .keys()
+            .filter(|name| refused_env_reason(name).is_some())
+            .cloned()
             .collect(),
         attach_command: format!("lf-handoff attach {}", handoff.id),
         attach_argv: shell_line(&handoff.attach_argv),

@@ -271,6 +271,9 @@ pub(super) struct HandoffView {
     pub(super) cwd: String,
     pub(super) provider: String,
     pub(super) environment: Vec<(String, String)>,
+    /// The environment names `lf-handoff attach` refuses to run (C29),
+    /// which only a store of an earlier release can hold.
+    pub(super) refused_environment: Vec<String>,
     pub(super) attach_command: String,
     pub(super) attach_argv: String,
     pub(super) history: Vec<EventRow>,
