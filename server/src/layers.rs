@@ -1,6 +1,7 @@
 //! What runs around every handler: who may call the route (C20), one log
 //! line and the metrics of every request, and a panic turned into a 500.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -11,7 +12,7 @@ use lf_handoff_api::routes::{find, Access, Method, RouteId};
 use lf_handoff_api::{Category, ErrorResponse};
 
 use crate::error::{error_response, ApiError};
-use crate::state::AppState;
+use crate::state::{AppState, TokenHash};
 
 /// Refuses a request to a route its token may not call: 401 without a
 /// token or with one the service does not know, 403 when the token's
@@ -37,10 +38,10 @@ pub async fn authorize(
         route.id,
         RouteId::Events | RouteId::ListRecords | RouteId::Get | RouteId::History
     );
-    let caller = match bearer(request.headers()) {
-        Some(token) => state.tokens().authenticate(token).cloned(),
+    let entry = match bearer(request.headers()) {
+        Some(token) => state.tokens().entry_of(token).cloned(),
         None => match crate::web::session_cookie(request.headers()) {
-            Some(cookie) if cookie_reads => crate::web::session_caller(&state, cookie).await,
+            Some(cookie) if cookie_reads => crate::web::session_entry(&state, cookie).await,
             _ => {
                 return ApiError::plain(
                     Category::Unauthorized,
@@ -50,7 +51,7 @@ pub async fn authorize(
             }
         },
     };
-    let Some(caller) = caller else {
+    let Some(entry) = entry else {
         return ApiError::plain(
             Category::Unauthorized,
             "the token is not one this service accepts (revoked, or made for another tokens \
@@ -58,6 +59,7 @@ pub async fn authorize(
         )
         .into_response();
     };
+    let caller = entry.caller.clone();
     if !route.access.allows(Some(&caller.scopes)) {
         let held: Vec<&str> = caller.scopes.iter().map(|s| s.as_str()).collect();
         let needed: Vec<&str> = route.access.scopes().iter().map(|s| s.as_str()).collect();
@@ -75,6 +77,9 @@ pub async fn authorize(
         .into_response();
     }
     request.extensions_mut().insert(caller);
+    request
+        .extensions_mut()
+        .insert(TokenHash(Arc::from(entry.hash())));
     next.run(request).await
 }
 

@@ -16,6 +16,12 @@ use crate::metrics::{Gauge, Metrics};
 use crate::tokens::{Caller, TokenTable};
 use lf_handoff_api::{HandoffJson, Scope};
 
+/// The stored hash of the token a request was made with (its bearer
+/// token's, or the token its sign-in names), which the authorization layer
+/// hands to the handlers that hold a request open.
+#[derive(Debug, Clone)]
+pub struct TokenHash(pub Arc<[u8]>);
+
 /// The limits that hold under abuse (C20), each with a clear error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -94,6 +100,9 @@ pub struct AppState {
 struct Shared {
     store: Store,
     tokens: RwLock<Arc<TokenTable>>,
+    /// Counts the token tables accepted, so what a token holds open can
+    /// end when its token is gone.
+    tokens_read: watch::Sender<u64>,
     limits: Limits,
     metrics: Metrics,
     streams: Arc<Semaphore>,
@@ -118,10 +127,12 @@ impl AppState {
     /// `tokens`, within `limits`, signing links with `person.links`.
     pub fn new(store: Store, tokens: TokenTable, limits: Limits, person: PersonSide) -> Self {
         let (shutdown, _) = watch::channel(false);
+        let (tokens_read, _) = watch::channel(0);
         Self {
             inner: Arc::new(Shared {
                 store,
                 tokens: RwLock::new(Arc::new(tokens)),
+                tokens_read,
                 streams: Arc::new(Semaphore::new(limits.max_streams)),
                 limits,
                 metrics: Metrics::default(),
@@ -152,13 +163,35 @@ impl AppState {
             .clone()
     }
 
-    /// Accepts the tokens of `table` from now on (SIGHUP).
+    /// Accepts the tokens of `table` from now on (SIGHUP); the event
+    /// streams and long polls of a token it no longer holds end
+    /// ([`token_gone`](Self::token_gone)).
     pub fn replace_tokens(&self, table: TokenTable) {
         *self
             .inner
             .tokens
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        self.inner.tokens_read.send_modify(|read| *read += 1);
+    }
+
+    /// Resolves once the tokens accepted hold no token whose stored hash
+    /// is `hash` (it was revoked, and the tokens file read again): what a
+    /// request of that token holds open ends then.
+    pub async fn token_gone(&self, hash: TokenHash) {
+        let mut read = self.inner.tokens_read.subscribe();
+        loop {
+            if self
+                .tokens()
+                .find(|entry| entry.hash() == &*hash.0)
+                .is_none()
+            {
+                return;
+            }
+            if read.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// The secret that signs links and anti-forgery tokens now.

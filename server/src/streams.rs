@@ -22,7 +22,7 @@ use std::sync::{mpsc as std_mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, Request, State};
+use axum::extract::{Extension, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -42,7 +42,7 @@ use tokio::sync::mpsc;
 use crate::error::ApiError;
 use crate::extract::{check_length, media_type, stalled, too_large, IdParam, Who};
 use crate::metrics::Gauge;
-use crate::state::{shutting_down, AppState};
+use crate::state::{shutting_down, AppState, TokenHash};
 
 /// How often an idle event stream sends a comment, so proxies keep it
 /// open and a vanished client is noticed: half the idle timeout common
@@ -59,10 +59,23 @@ const CHANNEL: usize = 8;
 
 type Answer = Result<Response, ApiError>;
 
+/// What resolves when a stream's token is revoked.
+type Gone = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// The answer (or last event) of a request held open whose token was
+/// revoked meanwhile.
+fn revoked() -> ApiError {
+    ApiError::plain(
+        Category::Unauthorized,
+        "the token this request was made with was revoked; nothing more is sent with it",
+    )
+}
+
 /// `GET /v1/handoffs/{id}/wait?timeout=30s`: the long poll.
 pub async fn wait(
     State(state): State<AppState>,
     Who(caller): Who,
+    Extension(token): Extension<TokenHash>,
     id: IdParam,
     RawQuery(query): RawQuery,
 ) -> Answer {
@@ -76,6 +89,7 @@ pub async fn wait(
     let waited = tokio::select! {
         waited = store.wait(&handoff_id, Some(params.timeout)) => Some(waited?),
         () = shutting_down(&mut shutdown) => None,
+        () = state.token_gone(token) => return Err(revoked()),
     };
     let (ended, handoff) = match waited {
         Some(Waited::Ended(handoff)) => (true, handoff),
@@ -99,6 +113,7 @@ pub async fn wait(
 /// events, resumed after `Last-Event-ID` when the client sends one.
 pub async fn events(
     State(state): State<AppState>,
+    Extension(token): Extension<TokenHash>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Answer {
@@ -124,34 +139,49 @@ pub async fn events(
     // EventSource) that reconnects with it as `Last-Event-ID` misses
     // nothing even when no event came before the connection broke.
     let start = Event::default().id(watcher.position().to_string());
-    let events = stream::unfold(Some((watcher, shutdown, slot)), |running| async move {
-        let (mut watcher, mut shutdown, slot) = running?;
-        let next = tokio::select! {
-            next = watcher.next() => next,
-            () = shutting_down(&mut shutdown) => return None,
-        };
-        match next {
-            Ok(event) => {
-                let data = match serde_json::to_string(&event) {
-                    Ok(data) => data,
-                    Err(error) => {
-                        tracing::warn!("an event could not be encoded: {error}");
-                        return None;
-                    }
-                };
-                let sent = Event::default().id(event.position.to_string()).data(data);
-                Some((Ok::<_, Infallible>(sent), Some((watcher, shutdown, slot))))
-            }
-            Err(error) => {
-                // The store failed: say so in the stream, then end it;
-                // the client resumes from the last id it saw.
-                tracing::warn!("an event stream ends: {error}");
-                let object = crate::error::withheld(&error);
-                let data = serde_json::to_string(&object).unwrap_or_default();
-                Some((Ok(Event::default().event("error").data(data)), None))
-            }
-        }
+    // Resolves only when the stream's token is revoked, which ends it.
+    let gone: Gone = Box::pin({
+        let state = state.clone();
+        async move { state.token_gone(token).await }
     });
+    let events = stream::unfold(
+        Some((watcher, shutdown, slot, gone)),
+        |running| async move {
+            let (mut watcher, mut shutdown, slot, mut gone) = running?;
+            let next = tokio::select! {
+                next = watcher.next() => next,
+                () = shutting_down(&mut shutdown) => return None,
+                () = &mut gone => {
+                    let data = serde_json::to_string(&revoked().0).unwrap_or_default();
+                    return Some((Ok(Event::default().event("error").data(data)), None));
+                }
+            };
+            match next {
+                Ok(event) => {
+                    let data = match serde_json::to_string(&event) {
+                        Ok(data) => data,
+                        Err(error) => {
+                            tracing::warn!("an event could not be encoded: {error}");
+                            return None;
+                        }
+                    };
+                    let sent = Event::default().id(event.position.to_string()).data(data);
+                    Some((
+                        Ok::<_, Infallible>(sent),
+                        Some((watcher, shutdown, slot, gone)),
+                    ))
+                }
+                Err(error) => {
+                    // The store failed: say so in the stream, then end it;
+                    // the client resumes from the last id it saw.
+                    tracing::warn!("an event stream ends: {error}");
+                    let object = crate::error::withheld(&error);
+                    let data = serde_json::to_string(&object).unwrap_or_default();
+                    Some((Ok(Event::default().event("error").data(data)), None))
+                }
+            }
+        },
+    );
     let events = stream::once(async move { Ok::<_, Infallible>(start) }).chain(events);
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))

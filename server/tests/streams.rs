@@ -251,3 +251,80 @@ async fn a_shutdown_ends_streams_and_answers_long_polls_with_what_they_have() {
         .await
         .is_err());
 }
+
+/// Revoking a token cuts it off as soon as the tokens file is read again
+/// (C29): its event stream ends with an `error` event saying so, its long
+/// poll is answered 401, and a stream of another token goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_a_token_ends_its_event_streams_and_long_polls() {
+    use lf_handoff_server::tokens::{self, TokenTable};
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let mut revoked_stream = served
+        .client
+        .get(format!("{}/v1/events", served.url))
+        .bearer_auth(&served.person)
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let kept_token_stream = served
+        .client
+        .get(format!("{}/v1/events", served.url))
+        .bearer_auth(&served.operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept_token_stream.status().as_u16(), 200);
+    let polling = {
+        let client = served.client.clone();
+        let url = format!("{}/v1/handoffs/{id}/wait?timeout=60s", served.url);
+        let token = served.agent.clone();
+        tokio::spawn(async move {
+            let reply = client.get(url).bearer_auth(token).send().await.unwrap();
+            (reply.status().as_u16(), reply.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let path = served.dir.path().join("tokens");
+    tokens::revoke(&path, "alice").unwrap();
+    tokens::revoke(&path, "bot@ci").unwrap();
+    let table = TokenTable::new(tokens::read_file(&path).unwrap()).unwrap();
+    served.state.replace_tokens(table);
+
+    let (status, text) = tokio::time::timeout(Duration::from_secs(5), polling)
+        .await
+        .expect("the long poll of a revoked token was held on")
+        .unwrap();
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("revoked"), "{text}");
+
+    let mut text = String::new();
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(5), revoked_stream.next())
+        .await
+        .expect("the stream of a revoked token was held on")
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(text.contains("event: error"), "{text}");
+    assert!(text.contains("unauthorized"), "{text}");
+    // The operator's stream goes on, and carries the next change.
+    let handoff_id = lf_handoff_adapters::domain::id::InteractiveHandoffId::parse(&id).unwrap();
+    served
+        .store
+        .attach_interactive_handoff(&handoff_id)
+        .await
+        .unwrap();
+    let mut operator_stream = kept_token_stream.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains(&id) {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), operator_stream.next())
+            .await
+            .expect("the operator's stream ended or stalled")
+            .expect("the operator's stream ended")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    served.stop().await;
+}

@@ -7,7 +7,8 @@
 //! option; a transaction pooler reached without `pooler=transaction` is
 //! reported as such at the first clash of prepared statements; behind a
 //! transaction pooler without `listen_url`, a wait still returns within
-//! the documented re-check.
+//! the documented re-check; a `LISTEN` held through a transaction pooler
+//! is reported as such when its notification meets another statement.
 // A test file: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,11 +16,12 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use lf_handoff_adapters::domain::id::WaveId;
+use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{
     open_store, GenerateId, PostgresConfig, StorageConfig, StoreError, UnavailableKind, Waited,
 };
 use lf_handoff_conformance::backends::postgres::TEST_URL_VAR;
-use lf_handoff_conformance::fixtures::{lifecycle, open_on_new_wave, outcome};
+use lf_handoff_conformance::fixtures::{lifecycle, open_on_new_wave, outcome, wave_request};
 use lf_handoff_conformance::pgbouncer::{skip_or_fail, PgBouncer, PoolMode};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _};
@@ -250,6 +252,84 @@ async fn a_wait_behind_a_transaction_pooler_returns_within_the_recheck() {
             "{query}: the wait returned {latency:?} after the finish, past the 1 s re-check"
         );
     }
+    drop_schemas(&[&schema]).await;
+}
+
+/// Behind a pooler in transaction mode, a store URL without
+/// `pooler=transaction` holds a `LISTEN` for a `wait` in a server session
+/// the pooler then hands to other clients: a change's notification meets
+/// the next statement there. Whatever fails then says what is wrong and
+/// what to set (`pooler=transaction`), never that the server does not
+/// answer like PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_through_a_transaction_pooler_is_refused_saying_what_to_set() {
+    let Some(bouncer) = bouncer(PoolMode::Transaction, &["max_db_connections = 1"]).await else {
+        return;
+    };
+    let database = test_database();
+    let schema = format!("lfp_{}", suffix());
+    let config = through(&bouncer, &database, &format!("schema={schema}&pool_size=1"));
+    let store = open_store(&config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}; {}", bouncer.log_tail()));
+    let waiter = open_store(&config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut errors = Vec::new();
+    for n in 0..5 {
+        let wave = Wave::new(
+            WaveId::new(),
+            format!("product-{n}"),
+            dir.path().display().to_string(),
+        );
+        if let Err(error) = store.create_wave(&wave).await {
+            errors.push(error);
+            continue;
+        }
+        let handoff = match store
+            .open_interactive_handoff(wave_request(&wave, dir.path()))
+            .await
+        {
+            Ok((handoff, _)) => handoff,
+            Err(error) => {
+                errors.push(error);
+                continue;
+            }
+        };
+        let id = handoff.id.clone();
+        let waiter = waiter.clone();
+        let waiting =
+            tokio::spawn(async move { waiter.wait(&id, Some(Duration::from_secs(2))).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        errors.extend(store.attach_interactive_handoff(&handoff.id).await.err());
+        errors.extend(
+            store
+                .finish_interactive_handoff(&handoff.id, &outcome(0))
+                .await
+                .err(),
+        );
+        errors.extend(store.list_interactive_handoffs(None).await.err());
+        if let Ok(Err(error)) = waiting.await {
+            errors.push(error);
+        }
+    }
+    println!("{} calls failed", errors.len());
+    assert!(
+        errors
+            .iter()
+            .any(|error| error.to_string().contains("NotificationResponse")),
+        "no call met a notification in its server session: {errors:?}"
+    );
+    for error in &errors {
+        let message = error.to_string();
+        println!("{message}");
+        assert!(
+            !message.contains("does not answer like a PostgreSQL server"),
+            "{message}"
+        );
+        assert!(message.contains("pooler=transaction"), "{message}");
+    }
+    drop((store, waiter));
+    drop(bouncer);
     drop_schemas(&[&schema]).await;
 }
 

@@ -188,7 +188,7 @@ impl Server {
     }
 
     /// The kind and message of an error other than a unique violation.
-    fn describe(&self, error: &sqlx::Error) -> (UnavailableKind, String) {
+    pub(super) fn describe(&self, error: &sqlx::Error) -> (UnavailableKind, String) {
         let sqlx::Error::Database(db) = error else {
             return self.driver_error(error);
         };
@@ -366,6 +366,19 @@ impl Server {
                 format!(
                     "TLS with PostgreSQL at {address} failed ({tls}); check sslmode and the \
                      certificate options (sslrootcert, sslcert, sslkey) in the store URL"
+                ),
+            ),
+            // A notification where a statement's answer belongs: the server
+            // session holds another client's LISTEN, which a pooler in
+            // transaction mode hands to whoever comes next.
+            sqlx::Error::Protocol(detail) if detail.contains("NotificationResponse") => (
+                UnavailableKind::Refused,
+                format!(
+                    "{address}: the server session changed under the store ({detail}): the \
+                     store URL leads to a connection pooler in transaction mode, which handed \
+                     this client a session where another one listens for changes; add \
+                     pooler=transaction to the store URL (and listen_url=postgres://... of the \
+                     server itself, or of a pooler in session mode, for prompt waits)"
                 ),
             ),
             sqlx::Error::Protocol(detail) => (

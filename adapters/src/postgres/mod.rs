@@ -567,6 +567,31 @@ mod tests {
         }
     }
 
+    /// A notification met where a statement's answer belongs (a pooler in
+    /// transaction mode handed over a session that holds another client's
+    /// `LISTEN`) says what is wrong and what to set, not that the server
+    /// does not answer like PostgreSQL.
+    #[test]
+    fn a_notification_in_a_statements_answer_names_the_pooler_setting() {
+        let config = PostgresConfig::from_url("postgres://lf@127.0.0.1:6432/lf").unwrap();
+        let hosts = Hosts::new(
+            hosts_of(config.host_options().unwrap()),
+            config.target_session_attrs,
+            config.acquire_timeout,
+            config.pooler,
+        );
+        let server = Server::new(Arc::new(hosts), None, &config);
+        let clash =
+            sqlx::Error::Protocol("execute: unexpected message: NotificationResponse".to_string());
+        let (kind, message) = server.describe(&clash);
+        assert_eq!(kind, UnavailableKind::Refused);
+        assert!(message.contains("pooler=transaction"), "{message}");
+        assert!(message.contains("listen_url"), "{message}");
+        assert!(!message.contains("does not answer like"), "{message}");
+        let other = sqlx::Error::Protocol("unknown message type: 'X'".to_string());
+        assert!(server.describe(&other).1.contains("does not answer like"));
+    }
+
     #[test]
     fn messages_name_the_server_by_host_and_port_or_socket() {
         for (url, address) in [

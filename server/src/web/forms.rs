@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::links::{SessionValue, SESSION_VALIDITY};
+use crate::tokens::TokenEntry;
 
 /// The value of the sign-in cookie, if the request carries one.
 pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
@@ -31,8 +32,14 @@ pub(super) struct Session {
 /// out (through any server of the store: the sign-out is in the store).
 /// A store that cannot say counts as signed out.
 pub async fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
+    session_entry(state, value).await.map(|entry| entry.caller)
+}
+
+/// The token entry a sign-in cookie's `value` names, as
+/// [`session_caller`] finds it.
+pub async fn session_entry(state: &AppState, value: &str) -> Option<TokenEntry> {
     let session = SessionValue::parse(value, state.store().now())?;
-    let caller = {
+    let entry = {
         let secret = state.link_secret();
         state
             .tokens()
@@ -40,10 +47,10 @@ pub async fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
                 entry.caller.scopes.contains(&Scope::Person)
                     && secret.check_session(&session, entry.hash())
             })
-            .map(|entry| entry.caller.clone())?
+            .cloned()?
     };
     match state.store().is_revoked(&session_key(value)).await {
-        Ok(false) => Some(caller),
+        Ok(false) => Some(entry),
         Ok(true) => None,
         Err(error) => {
             let answer = crate::error::withheld(&error);

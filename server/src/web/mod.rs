@@ -57,7 +57,7 @@ mod forms;
 mod views;
 
 use forms::*;
-pub use forms::{session_caller, session_cookie};
+pub use forms::{session_cookie, session_entry};
 use views::*;
 
 /// The sign-in cookie's name.
