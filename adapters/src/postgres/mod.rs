@@ -567,20 +567,25 @@ mod tests {
         }
     }
 
-    /// A notification met where a statement's answer belongs (a pooler in
-    /// transaction mode handed over a session that holds another client's
-    /// `LISTEN`) says what is wrong and what to set, not that the server
-    /// does not answer like PostgreSQL.
-    #[test]
-    fn a_notification_in_a_statements_answer_names_the_pooler_setting() {
-        let config = PostgresConfig::from_url("postgres://lf@127.0.0.1:6432/lf").unwrap();
+    /// The server of the store URL `url`, as messages name it.
+    fn server_of(url: &str) -> Server {
+        let config = PostgresConfig::from_url(url).unwrap();
         let hosts = Hosts::new(
             hosts_of(config.host_options().unwrap()),
             config.target_session_attrs,
             config.acquire_timeout,
             config.pooler,
         );
-        let server = Server::new(Arc::new(hosts), None, &config);
+        Server::new(Arc::new(hosts), None, &config)
+    }
+
+    /// A notification met where a statement's answer belongs (a pooler in
+    /// transaction mode handed over a session that holds another client's
+    /// `LISTEN`) says what is wrong and what to set, not that the server
+    /// does not answer like PostgreSQL.
+    #[test]
+    fn a_notification_in_a_statements_answer_names_the_pooler_setting() {
+        let server = server_of("postgres://lf@127.0.0.1:6432/lf");
         let clash =
             sqlx::Error::Protocol("execute: unexpected message: NotificationResponse".to_string());
         let (kind, message) = server.describe(&clash);
@@ -602,14 +607,7 @@ mod tests {
                 "socket /var/run/postgresql (port 5432)",
             ),
         ] {
-            let config = PostgresConfig::from_url(url).unwrap();
-            let hosts = Hosts::new(
-                hosts_of(config.host_options().unwrap()),
-                config.target_session_attrs,
-                config.acquire_timeout,
-                config.pooler,
-            );
-            let server = Server::new(Arc::new(hosts), None, &config);
+            let server = server_of(url);
             assert_eq!(server.address, address, "{url}");
             assert_eq!(
                 server.to_string(),
