@@ -22,8 +22,8 @@ pub struct HandoffJson {
     /// Whether it was due when it was printed.
     pub due: bool,
     /// A signed link where a person sees and answers the handoff without
-    /// signing in (C21), made for the caller: only in the service's
-    /// answers to a token of scope `person` or `operator`.
+    /// signing in (C21), acting as the caller (`link:NAME`): only in the
+    /// service's answers to a token of scope `person`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
 }

@@ -49,6 +49,10 @@ pub const LINK_ACTOR_PREFIX: &str = "link:";
 /// is asked for.
 pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest a link lives (C29): a `valid_for` beyond it is refused,
+/// and a deadline further away than it is not waited for.
+pub const MAX_VALIDITY: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
 /// How many random bytes a secret holds (256 bits).
 const SECRET_BYTES: usize = 32;
 
@@ -329,25 +333,39 @@ fn session_message(token_hash: &[u8], expires: i64) -> Vec<u8> {
 
 /// When a link made at `now` stops working: `now + valid_for` when asked,
 /// else the handoff's `deadline` when it has one still ahead, else
-/// [`DEFAULT_VALIDITY`] from now.
+/// [`DEFAULT_VALIDITY`] from now; never later than [`MAX_VALIDITY`] from
+/// now, so a deadline further away than that is not waited for.
+///
+/// # Errors
+/// `InvalidInput` for a `valid_for` over [`MAX_VALIDITY`], naming the
+/// limit: a link that lives longer is not made.
 pub fn link_expiry(
     deadline: Option<OffsetDateTime>,
     now: OffsetDateTime,
     valid_for: Option<Duration>,
-) -> OffsetDateTime {
+) -> StoreResult<OffsetDateTime> {
+    let latest = now.saturating_add(seconds(MAX_VALIDITY));
     match (valid_for, deadline) {
-        (Some(valid_for), _) => now.saturating_add(time::Duration::saturating_seconds_f64(
+        (Some(valid_for), _) if valid_for > MAX_VALIDITY => Err(StoreError::InvalidInput(format!(
+            "valid_for: a link lives at most {days} days; ask for {days}d or less",
+            days = MAX_VALIDITY.as_secs() / 86_400
+        ))),
+        (Some(valid_for), _) => Ok(now.saturating_add(time::Duration::saturating_seconds_f64(
             valid_for.as_secs_f64(),
-        )),
-        (None, Some(deadline)) if deadline > now => deadline,
-        _ => now.saturating_add(time::Duration::seconds(
-            i64::try_from(DEFAULT_VALIDITY.as_secs()).unwrap_or(i64::MAX),
-        )),
+        ))),
+        (None, Some(deadline)) if deadline > now => Ok(deadline.min(latest)),
+        _ => Ok(now.saturating_add(seconds(DEFAULT_VALIDITY))),
     }
 }
 
-/// A signed link.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `span` as a `time` duration, saturating.
+fn seconds(span: Duration) -> time::Duration {
+    time::Duration::seconds(i64::try_from(span.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A signed link. Its `Debug` leaves the signature out: whoever holds
+/// the signature holds the link.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SignedLink {
     /// The handoff.
     pub id: InteractiveHandoffId,
@@ -358,6 +376,17 @@ pub struct SignedLink {
     /// When it stops working, in Unix seconds.
     pub expires: i64,
     signature: String,
+}
+
+impl std::fmt::Debug for SignedLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedLink")
+            .field("id", &self.id)
+            .field("holder", &self.holder)
+            .field("expires", &self.expires)
+            .field("signature", &"<redacted>")
+            .finish()
+    }
 }
 
 impl SignedLink {
@@ -423,7 +452,7 @@ pub(crate) fn rfc3339(time: OffsetDateTime) -> String {
         .unwrap_or_else(|_| time.unix_timestamp().to_string())
 }
 
-fn link_actor(holder: &str) -> StoreResult<Actor> {
+pub(crate) fn link_actor(holder: &str) -> StoreResult<Actor> {
     if holder.contains(['\n', '\r']) || holder.trim().is_empty() {
         return Err(StoreError::InvalidInput(
             "a link's name must not be blank or hold a line break".into(),
@@ -664,19 +693,47 @@ mod tests {
     #[test]
     fn a_link_lasts_until_the_deadline_or_a_day() {
         let deadline = now() + time::Duration::hours(3);
-        assert_eq!(link_expiry(Some(deadline), now(), None), deadline);
+        assert_eq!(link_expiry(Some(deadline), now(), None).unwrap(), deadline);
         assert_eq!(
-            link_expiry(None, now(), None),
+            link_expiry(None, now(), None).unwrap(),
             now() + time::Duration::hours(24)
         );
         assert_eq!(
-            link_expiry(Some(deadline), now(), Some(Duration::from_secs(60))),
+            link_expiry(Some(deadline), now(), Some(Duration::from_secs(60))).unwrap(),
             now() + time::Duration::minutes(1)
         );
         // A deadline already passed: a day, so the outcome can be seen.
         assert_eq!(
-            link_expiry(Some(now()), now(), None),
+            link_expiry(Some(now()), now(), None).unwrap(),
             now() + time::Duration::hours(24)
+        );
+    }
+
+    #[test]
+    fn a_link_lives_at_most_thirty_days() {
+        let month = now() + time::Duration::days(30);
+        assert_eq!(link_expiry(None, now(), Some(MAX_VALIDITY)).unwrap(), month);
+        let longer =
+            link_expiry(None, now(), Some(MAX_VALIDITY + Duration::from_secs(1))).unwrap_err();
+        assert!(longer.is_invalid_input(), "{longer}");
+        assert!(longer.message().contains("30 days"), "{longer}");
+        // A deadline further away is not waited for.
+        let far = now() + time::Duration::days(90);
+        assert_eq!(link_expiry(Some(far), now(), None).unwrap(), month);
+    }
+
+    #[test]
+    fn a_signed_links_debug_hides_its_signature() {
+        let secret = LinkSecret::random().unwrap();
+        let link = secret
+            .sign(&id(), "alice", now() + time::Duration::hours(1))
+            .unwrap();
+        let signature = query(&link).rsplit_once("sig=").unwrap().1.to_string();
+        let shown = format!("{link:?} {secret:?}");
+        assert!(!shown.contains(&signature), "{shown}");
+        assert!(
+            shown.contains("alice") && shown.contains("<redacted>"),
+            "{shown}"
         );
     }
 }

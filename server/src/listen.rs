@@ -45,9 +45,10 @@ use crate::notify::{self, NotifyConfig};
 use crate::state::{AppState, Limits, PersonSide};
 use crate::tokens::{self, TokenTable};
 
-/// The name the links in notifications are made for: what is done through
-/// them is recorded as `link:notification`.
-pub const NOTIFICATION_LINK_HOLDER: &str = "notification";
+/// The name the links in notifications are made for when the endpoint's
+/// URL names none (`#for=NAME`): what is done through them is recorded as
+/// `link:notification`.
+pub const NOTIFICATION_LINK_HOLDER: &str = notify::DEFAULT_LINK_HOLDER;
 
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
@@ -427,11 +428,12 @@ impl Server {
             return Vec::new();
         };
         // Every message carries the handoff's signed link (C21), for
-        // whoever follows it from the chat: `link:notification`.
+        // whoever follows it from the chat, acting as the name the
+        // endpoint is configured with (`link:NAME`).
         if notify.links.is_none() {
             let state = self.state.clone();
-            notify.links = Some(Arc::new(move |handoff| {
-                state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
+            notify.links = Some(Arc::new(move |holder, handoff| {
+                state.notification_link(holder, handoff)
             }));
         }
         notify::start(notify, &self.state)

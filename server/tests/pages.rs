@@ -611,18 +611,18 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     let made = served
         .post(
             &path,
-            &served.operator,
-            &json!({"for": "dana", "valid_for": "2h"}),
+            &served.person,
+            &json!({"for": "alice", "valid_for": "2h"}),
         )
         .await;
     assert_eq!(made.status, 200, "{}", made.text);
     let made = made.json();
     assert_eq!(made["id"], json!(id));
-    assert_eq!(made["for"], "dana");
+    assert_eq!(made["for"], "alice");
     let link = made["link"].as_str().unwrap();
     let local = link.strip_prefix(&served.url).unwrap();
     assert!(
-        local.starts_with(&format!("/h/{id}?for=dana&exp=")),
+        local.starts_with(&format!("/h/{id}?for=alice&exp=")),
         "{link}"
     );
     let expires = time::OffsetDateTime::parse(
@@ -634,7 +634,7 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     assert!(left > time::Duration::minutes(119) && left <= time::Duration::hours(2));
     let shown = page(&served, "GET", local, None, None, &[]).await;
     assert_eq!(shown.status, 200);
-    assert!(shown.text.contains("link for dana"));
+    assert!(shown.text.contains("link for alice"));
 
     // For the token's name by default.
     let mine = served.post(&path, &served.person, &json!({})).await.json();
@@ -651,7 +651,7 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     served
         .post(&path, &served.person, &json!({"for": " "}))
         .await
-        .error(400, "invalid_input");
+        .error(403, "forbidden");
     served
         .post(&path, &served.person, &json!({"colour": "red"}))
         .await

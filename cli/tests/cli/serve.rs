@@ -832,22 +832,26 @@ fn link_prints_a_signed_link_the_service_answers() {
     );
     assert_eq!(status, 403);
 
-    // Over the service, without the secret: the service makes the link.
+    // Over the service, without the secret: the service makes the link,
+    // for the token's name and no other.
     let over = through(
         &sandbox,
         &serving,
         &alice,
-        &["link", &id, "--for", "erin", "--valid-for", "1h"],
+        &["link", &id, "--valid-for", "1h"],
     );
     assert_eq!(over.code, 0, "{}", over.stderr);
     let link = over.stdout.trim();
     assert!(
-        link.starts_with(&format!("{base}/h/{id}?for=erin&exp=")),
+        link.starts_with(&format!("{base}/h/{id}?for=alice&exp=")),
         "{link}"
     );
     let (status, page) = serving.request("GET", &link[base.len()..], None, None);
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("link for erin"));
+    assert!(page.contains("link for alice"));
+    let other = through(&sandbox, &serving, &alice, &["link", &id, "--for", "erin"]);
+    assert_eq!(other.code, 5, "{}", other.stderr);
+    assert!(other.stderr.contains("\"alice\""), "{}", other.stderr);
     let refused = through(&sandbox, &serving, &bot, &["link", &id]);
     assert_ne!(refused.code, 0, "an agent's token makes no link");
     assert!(refused.stderr.contains("link"), "{}", refused.stderr);

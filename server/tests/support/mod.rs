@@ -99,6 +99,24 @@ impl Served {
 
     /// A server over `store`, its tokens file in `dir`.
     pub async fn serve(dir: TempDir, store: Store, limits: Limits) -> Self {
+        Self::serve_configured(dir, store, |config| config.limits = limits).await
+    }
+
+    /// A server over a new SQLite store, configured by `configure` after
+    /// the defaults (listening on `127.0.0.1:0`, the tokens file) are set.
+    pub async fn start_configured(configure: impl FnOnce(&mut ServeConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_store(dir.path()).await;
+        Self::serve_configured(dir, store, configure).await
+    }
+
+    /// A server over `store`, its tokens file in `dir`, configured by
+    /// `configure`.
+    pub async fn serve_configured(
+        dir: TempDir,
+        store: Store,
+        configure: impl FnOnce(&mut ServeConfig),
+    ) -> Self {
         let path = dir.path().join("tokens");
         let now = store.now();
         let agent = tokens::create(&path, "bot@ci", &[Scope::Agent], now)
@@ -113,13 +131,13 @@ impl Served {
         let wrong = tokens::make_token("nobody", &[Scope::Operator], now)
             .unwrap()
             .token;
-        Self::serve_with_tokens(dir, store, limits, agent, person, operator, wrong).await
+        Self::serve_with_tokens(dir, store, configure, agent, person, operator, wrong).await
     }
 
     async fn serve_with_tokens(
         dir: TempDir,
         store: Store,
-        limits: Limits,
+        configure: impl FnOnce(&mut ServeConfig),
         agent: String,
         person: String,
         operator: String,
@@ -127,7 +145,7 @@ impl Served {
     ) -> Self {
         let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
         config.tokens = Some(dir.path().join("tokens"));
-        config.limits = limits;
+        configure(&mut config);
         let server = bind(config, store.clone()).await.unwrap();
         let url = server.url();
         let state = server.state().clone();
@@ -158,7 +176,7 @@ impl Served {
         Self::serve_with_tokens(
             dir,
             store,
-            Limits::default(),
+            |_| {},
             self.agent.clone(),
             self.person.clone(),
             self.operator.clone(),

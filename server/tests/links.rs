@@ -1,0 +1,232 @@
+//! Links act as their maker (C29), through HTTP: a token makes links only
+//! for its own name, only a token of scope `person` makes links that act,
+//! a link lives at most 30 days, and a notification's link acts as the
+//! name its endpoint is configured with.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_server::{bind, NotifyConfig, ServeConfig};
+use serde_json::{json, Value};
+use support::Served;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// Completes the handoff of the link at `url` through its page's form, as
+/// a browser would (no token), and returns the actor the history records for it.
+async fn complete_through(served: &Served, url: &str, id: &str) -> String {
+    let path = url.strip_prefix(&served.url).unwrap();
+    let shown = served.send("GET", path, None, None, Vec::new()).await;
+    assert_eq!(shown.status, 200, "{}", shown.text);
+    let start = shown.text.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let end = shown.text[start..].find('"').unwrap();
+    let form = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("csrf", &shown.text[start..start + end]),
+            ("action", "complete"),
+            ("text", "done"),
+        ])
+        .finish();
+    // The form's answer is a redirect back to the link, which the client
+    // follows: the link's page, showing the outcome.
+    let done = served
+        .send(
+            "POST",
+            path,
+            None,
+            Some("application/x-www-form-urlencoded"),
+            form.into_bytes(),
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.text);
+    let id = InteractiveHandoffId::parse(id).unwrap();
+    let history = served.store.history(&id).await.unwrap();
+    history.last().unwrap().actor.as_str().to_string()
+}
+
+fn expiry(made: &Value) -> OffsetDateTime {
+    OffsetDateTime::parse(made["expires"].as_str().unwrap(), &Rfc3339).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_acts_as_its_maker_and_only_a_persons_token_makes_one() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let path = format!("/v1/handoffs/{id}/link");
+    let before = served.snapshot().await;
+
+    // No token makes a link that acts under another name.
+    let other = served
+        .post(&path, &served.person, &json!({"for": "person-1"}))
+        .await;
+    assert_eq!(other.error(403, "forbidden"), "link_for_another_name");
+    assert!(other.text.contains("alice"), "{}", other.text);
+    // An operator's token makes no link, and its answers carry none:
+    // operators do not finish handoffs.
+    for body in [json!({}), json!({"for": "person-1"}), json!({"for": "ops"})] {
+        let refused = served.post(&path, &served.operator, &body).await;
+        assert_eq!(refused.error(403, "forbidden"), "forbidden");
+    }
+    let seen = served
+        .get(&format!("/v1/handoffs/{id}"), &served.operator)
+        .await
+        .json();
+    assert_eq!(seen["id"], json!(id));
+    assert!(seen.get("link").is_none(), "{seen}");
+    let listed = served
+        .get("/v1/handoff-records", &served.operator)
+        .await
+        .json();
+    assert!(listed[0].get("link").is_none(), "{listed}");
+    assert_eq!(served.snapshot().await, before, "a refusal writes nothing");
+
+    // A person's link, named or not, acts as that person's link.
+    let named = served
+        .post(&path, &served.person, &json!({"for": "alice"}))
+        .await;
+    assert_eq!(named.status, 200, "{}", named.text);
+    assert_eq!(named.json()["for"], "alice");
+    let made = served.post(&path, &served.person, &json!({})).await.json();
+    assert_eq!(made["for"], "alice");
+    let link = made["link"].as_str().unwrap();
+    assert!(link.contains("for=alice&"), "{link}");
+    assert_eq!(complete_through(&served, link, &id).await, "link:alice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_lives_at_most_thirty_days() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let path = format!("/v1/handoffs/{id}/link");
+    let month = time::Duration::days(30);
+
+    let longer = served
+        .post(&path, &served.person, &json!({"valid_for": "31d"}))
+        .await;
+    assert_eq!(longer.error(400, "invalid_input"), "invalid_input");
+    assert!(longer.text.contains("30 days"), "{}", longer.text);
+    let made = served
+        .post(&path, &served.person, &json!({"valid_for": "30d"}))
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text);
+    let left = expiry(&made.json()) - served.store.now();
+    assert!(left > month - time::Duration::minutes(1) && left <= month);
+
+    // A deadline further away is not waited for: the link made by
+    // default, and the one a person's answer carries, stop at 30 days.
+    let far = served.open(json!({"expires_in": "9w"})).await["handoff"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let made = served
+        .post(
+            &format!("/v1/handoffs/{far}/link"),
+            &served.person,
+            &json!({}),
+        )
+        .await
+        .json();
+    assert!(expiry(&made) - served.store.now() <= month, "{made}");
+    let given = served
+        .get(&format!("/v1/handoffs/{far}"), &served.person)
+        .await
+        .json()["link"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let exp: i64 = given
+        .split("exp=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        exp <= (served.store.now() + month).unix_timestamp(),
+        "{given}"
+    );
+}
+
+/// What a webhook receiver was posted: the path and the JSON body of each
+/// message.
+type Received = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A webhook receiver on `127.0.0.1:0` that takes every post; its base
+/// URL and what it received.
+async fn receiver() -> (String, Received) {
+    let received = Received::default();
+    let kept = received.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, body: String| {
+        let kept = kept.clone();
+        async move {
+            let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            kept.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((uri.path().to_string(), value));
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// The link of the first `opened` message posted to `path` about the
+/// handoff `id`, if one came.
+fn link_of(received: &Received, path: &str, id: &str) -> Option<String> {
+    received
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(to, body)| to == path && body["kind"] == "opened" && body["handoff"]["id"] == id)
+        .map(|(_, body)| body["link"].as_str().unwrap().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notifications_link_acts_as_the_name_its_endpoint_is_configured_with() {
+    let (hooks, received) = receiver().await;
+    let mut notify = NotifyConfig::new(vec![
+        format!("{hooks}/named?key=SECRET#for=On%20call"),
+        format!("{hooks}/plain"),
+    ]);
+    notify.lease = Duration::from_secs(3);
+    let served = Served::start_configured(|config| config.notify = Some(notify)).await;
+
+    // A new endpoint starts from the log's end once its delivery started:
+    // open handoffs until one is told to both endpoints.
+    let mut told = None;
+    for _ in 0..40 {
+        let id = served.open_id().await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if let (Some(named), Some(plain)) = (
+            link_of(&received, "/named", &id),
+            link_of(&received, "/plain", &id),
+        ) {
+            told = Some((id, named, plain));
+            break;
+        }
+    }
+    let (id, named, plain) = told.expect("both endpoints were told of a handoff");
+    assert!(named.contains("for=On+call&"), "{named}");
+    // Without a name, the links act as `notification`, as before.
+    assert!(plain.contains("for=notification&"), "{plain}");
+    assert_eq!(complete_through(&served, &named, &id).await, "link:On call");
+
+    // A fragment that is not `for=NAME`, or a name that makes no actor, is
+    // refused before the service starts, naming the endpoint by its host.
+    for bad in ["#who=x", "#for=", "#for=a&for=b"] {
+        let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
+        config.notify = Some(NotifyConfig::new(vec![format!("{hooks}/hook/SECRET{bad}")]));
+        let refused = bind(config, served.store.clone()).await.err().unwrap();
+        assert!(refused.is_invalid_input(), "{bad}: {refused}");
+        assert!(refused.message().contains(&hooks), "{refused}");
+        assert!(!refused.message().contains("SECRET"), "{refused}");
+    }
+}
