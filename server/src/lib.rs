@@ -51,7 +51,7 @@ mod web;
 pub use error::ApiError;
 pub use handlers::app;
 pub use listen::{
-    bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN,
+    bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN, HSTS,
     NOTIFICATION_LINK_HOLDER,
 };
 pub use metrics::{Gauge, Metrics};

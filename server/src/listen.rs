@@ -11,7 +11,9 @@
 //!   `header_read_timeout`, which also closes an idle keep-alive
 //!   connection; TCP keepalive finds peers that vanished (half-open); a
 //!   TLS handshake has the same time as the headers. A stalled connection
-//!   holds only its own place.
+//!   holds only its own place. Under TLS every answer carries
+//!   `Strict-Transport-Security` ([`HSTS`]), so a browser that saw the
+//!   service once never reaches it in clear text again.
 //! - **SIGTERM** (and SIGINT): stop accepting, end event streams and long
 //!   polls (they answer with what they have), let requests in flight
 //!   finish within `drain`, then stop. **SIGHUP**: read the tokens file
@@ -49,6 +51,11 @@ use crate::tokens::{self, TokenTable};
 /// URL names none (`#for=NAME`): what is done through them is recorded as
 /// `link:notification`.
 pub const NOTIFICATION_LINK_HOLDER: &str = notify::DEFAULT_LINK_HOLDER;
+
+/// The `Strict-Transport-Security` value of every answer under TLS: a
+/// year, the usual span. It names no subdomains, since the service does
+/// not know what else its domain serves.
+pub const HSTS: &str = "max-age=31536000";
 
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
@@ -355,6 +362,11 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send,
     ) -> StoreResult<()> {
         let limits = *self.state.limits();
+        let router = if self.tls.is_some() {
+            router.layer(axum::middleware::map_response(strict_transport))
+        } else {
+            router
+        };
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let refusals = Arc::new(Semaphore::new(REFUSALS));
@@ -438,6 +450,15 @@ impl Server {
         }
         notify::start(notify, &self.state)
     }
+}
+
+/// Adds `Strict-Transport-Security` to an answer under TLS.
+async fn strict_transport(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().insert(
+        axum::http::header::STRICT_TRANSPORT_SECURITY,
+        axum::http::HeaderValue::from_static(HSTS),
+    );
+    response
 }
 
 /// Serves one accepted connection: its TLS handshake first (bounded by the
@@ -532,9 +553,14 @@ async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits) {
         limits.max_connections
     ));
     let body = serde_json::to_string(&error).unwrap_or_default();
+    let hsts = if tls.is_some() {
+        format!("strict-transport-security: {HSTS}\r\n")
+    } else {
+        String::new()
+    };
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+         {hsts}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
         crate::error::RETRY_AFTER_SECS,
         body.len()
     );
