@@ -478,17 +478,6 @@ pub async fn history(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> 
     emit(&history_table(&events))
 }
 
-/// `link --json`.
-#[derive(Debug, serde::Serialize)]
-struct LinkJson<'a> {
-    id: &'a InteractiveHandoffId,
-    link: String,
-    #[serde(rename = "for")]
-    holder: &'a str,
-    #[serde(with = "time::serde::rfc3339")]
-    expires: time::OffsetDateTime,
-}
-
 /// Who a link signed here with the secret file is for when `--for` names
 /// no one.
 const LOCAL_LINK_HOLDER: &str = "person";
@@ -521,10 +510,10 @@ pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
         .map_err(CliError::from)?;
     let text = link.url(url);
     if ctx.json {
-        return emit_json(&LinkJson {
-            id: &handoff.id,
+        return emit_json(&lf_handoff_api::LinkJson {
+            id: handoff.id.to_string(),
             link: text,
-            holder,
+            holder: holder.to_string(),
             expires: time::OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
         });
     }

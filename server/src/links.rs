@@ -299,12 +299,21 @@ impl LinkSecret {
     }
 }
 
-/// A sign-in cookie's value, read: when it expires and its tag.
-#[derive(Debug)]
+/// A sign-in cookie's value, read: when it expires and its tag. Its
+/// `Debug` hides the tag, which is the sign-in.
 pub struct SessionValue {
     /// Unix seconds.
     pub expires: i64,
     tag: Vec<u8>,
+}
+
+impl std::fmt::Debug for SessionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionValue")
+            .field("expires", &self.expires)
+            .field("tag", &"<redacted>")
+            .finish()
+    }
 }
 
 impl SessionValue {

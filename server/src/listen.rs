@@ -168,8 +168,8 @@ impl ServeConfig {
 }
 
 /// A token made for one run (no tokens file): shown at start, gone when
-/// the process ends.
-#[derive(Debug, Clone)]
+/// the process ends. Its `Debug` hides the token.
+#[derive(Clone)]
 pub struct RunToken {
     /// Its scope.
     pub scope: Scope,
@@ -177,6 +177,16 @@ pub struct RunToken {
     pub name: String,
     /// The token.
     pub token: String,
+}
+
+impl std::fmt::Debug for RunToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunToken")
+            .field("scope", &self.scope)
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// A bound service, ready to [`run`](Self::run).

@@ -316,8 +316,9 @@ enum Ended {
     Stopping,
 }
 
-/// The message posted for an event or a reminder.
-#[derive(Debug, Serialize)]
+/// The message posted for an event or a reminder. It has no `Debug`: its
+/// link is a credential.
+#[derive(Serialize)]
 struct Message<'a> {
     /// What Slack and Mattermost show.
     text: String,

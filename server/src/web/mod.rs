@@ -536,6 +536,18 @@ mod tests {
     }
 
     #[test]
+    fn a_forms_debug_names_its_fields_only() {
+        let form =
+            forms::Form::parse(b"token=lfh_SECRET&csrf=CSRF&action=complete").unwrap_or_default();
+        let shown = format!("{form:?}");
+        assert!(
+            !shown.contains("SECRET") && !shown.contains("CSRF"),
+            "{shown}"
+        );
+        assert!(shown.contains("token") && shown.contains("csrf"), "{shown}");
+    }
+
+    #[test]
     fn the_cookie_is_found_among_others() {
         let mut headers = HeaderMap::new();
         headers.insert(
