@@ -135,7 +135,7 @@ async fn wrong_method(method: HttpMethod, uri: Uri) -> ApiError {
 }
 
 /// Whether `path` fits the route template `template`.
-fn same_shape(template: &str, path: &str) -> bool {
+pub(crate) fn same_shape(template: &str, path: &str) -> bool {
     let (a, b): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
     a.len() == b.len() && a.iter().zip(&b).all(|(t, p)| t.starts_with('{') || t == p)
 }

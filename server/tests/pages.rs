@@ -801,3 +801,45 @@ async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
     assert_eq!(listed, [0, 1, 2]);
     served.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_asked_with_another_method_answers_405_with_its_error_page() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let link = served
+        .state
+        .link_secret()
+        .sign(
+            &InteractiveHandoffId::parse(&id).unwrap(),
+            "carol",
+            served.store.now() + time::Duration::hours(1),
+        )
+        .unwrap();
+    let signature = link.path().rsplit_once("sig=").unwrap().1.to_string();
+    for (method, path, allow) in [
+        ("DELETE", "/".to_string(), "GET, HEAD"),
+        ("POST", "/inbox/rows".to_string(), "GET, HEAD"),
+        ("PUT", format!("/inbox/{id}"), "GET, HEAD, POST"),
+        ("DELETE", link.path(), "GET, HEAD, POST"),
+        ("GET", "/sign-in".to_string(), "POST"),
+        ("GET", "/sign-out".to_string(), "POST"),
+        ("POST", "/static/inbox.css".to_string(), "GET, HEAD"),
+        ("PATCH", "/static/inbox.js".to_string(), "GET, HEAD"),
+    ] {
+        let answer = page(&served, method, &path, None, None, &[]).await;
+        assert_eq!(answer.status, 405, "{method} {path}");
+        assert!(
+            answer.header("content-type").starts_with("text/html"),
+            "{method} {path}: {}",
+            answer.header("content-type")
+        );
+        assert!(
+            answer.text.contains(&format!("does not take {method}")),
+            "{method} {path}: {}",
+            answer.text
+        );
+        assert_eq!(answer.header("allow"), allow, "{method} {path}");
+        assert_eq!(answer.header("content-security-policy"), CSP);
+        assert!(!answer.text.contains(&signature), "{}", answer.text);
+    }
+}

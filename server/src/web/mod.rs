@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -81,6 +81,19 @@ const URGENT: time::Duration = time::Duration::minutes(15);
 const STYLE: &str = include_str!("../../static/inbox.css");
 const SCRIPT: &str = include_str!("../../static/inbox.js");
 
+/// The methods each page takes, by path template: what the `Allow` header
+/// of a 405 names. A `GET` page also answers `HEAD`.
+const METHODS: [(&str, &str); 8] = [
+    ("/", "GET, HEAD"),
+    ("/inbox/rows", "GET, HEAD"),
+    ("/inbox/{id}", "GET, HEAD, POST"),
+    ("/h/{id}", "GET, HEAD, POST"),
+    ("/sign-in", "POST"),
+    ("/sign-out", "POST"),
+    ("/static/inbox.css", "GET, HEAD"),
+    ("/static/inbox.js", "GET, HEAD"),
+];
+
 /// The pages' routes, with their headers.
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -92,7 +105,26 @@ pub fn routes() -> Router<AppState> {
         .route("/sign-out", post(sign_out))
         .route("/static/inbox.css", get(style))
         .route("/static/inbox.js", get(script))
+        .method_not_allowed_fallback(wrong_method)
         .layer(map_response(page_headers))
+}
+
+/// A page asked with a method it does not take: a 405 whose body is the
+/// error page, as for any other refusal of a page, with `Allow`.
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    let allow = METHODS
+        .iter()
+        .find(|(template, _)| crate::handlers::same_shape(template, uri.path()))
+        .map_or("GET, HEAD", |(_, allow)| allow);
+    // The path only: a link's query holds its signature.
+    let mut response = error_page(ApiError::plain(
+        Category::MethodNotAllowed,
+        format!("{} does not take {method}; use {allow}", uri.path()),
+    ));
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
 }
 
 async fn page_headers(mut response: Response) -> Response {
