@@ -30,8 +30,9 @@
 //!   reminder of its own.
 //! - **The text** is for a Slack or Mattermost incoming webhook, which
 //!   show `text` as it is: what an agent typed is cut to a length, its
-//!   control characters dropped, and `&`, `<`, `>` escaped as Slack asks
-//!   (so a reason cannot mention `<!channel>`).
+//!   control characters dropped, `&`, `<`, `>` escaped as Slack asks (so
+//!   a reason cannot mention `<!channel>`), and mentions (`@channel`) and
+//!   Markdown links (`[label](url)`) broken with a zero-width space.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -693,8 +694,13 @@ fn notified(kind: HandoffEventKind) -> Option<&'static str> {
 }
 
 /// What an agent or a person typed, fit for a webhook's `text`: control
-/// characters dropped, cut to [`TEXT_LIMIT`] characters, and `&`, `<`,
-/// `>` escaped as Slack's formatting asks.
+/// characters dropped, cut to [`TEXT_LIMIT`] characters, `&`, `<`, `>`
+/// escaped as Slack's formatting asks (so no `<!channel>`, `<@U123>` or
+/// `<http://x|label>`), and a zero-width space after every `@` and between
+/// `]` and `(`, so neither a mention (`@channel`, `@here`, `@all`,
+/// `@everyone`, a person's name) nor a Markdown link whose label hides
+/// where it goes (`[label](url)`) is rendered by Mattermost, Discord, or
+/// Slack with `link_names`.
 fn clean(typed: &str) -> String {
     let mut kept: String = typed
         .chars()
@@ -707,6 +713,8 @@ fn clean(typed: &str) -> String {
     kept.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('@', "@\u{200b}")
+        .replace("](", "]\u{200b}(")
 }
 
 /// Unicode's bidirectional controls, which can make a line read other
@@ -769,6 +777,10 @@ mod tests {
             "&lt;!channel&gt; a &amp; b &lt;https://x|y&gt;"
         );
         assert_eq!(clean("line\nbreak\u{202e}txt.exe"), "linebreaktxt.exe");
+        assert_eq!(
+            clean("@channel [Sign in](https://evil.example) ![x](y) mail@x"),
+            "@\u{200b}channel [Sign in]\u{200b}(https://evil.example) ![x]\u{200b}(y) mail@\u{200b}x"
+        );
         let long = "x".repeat(TEXT_LIMIT + 10);
         assert_eq!(clean(&long).chars().count(), TEXT_LIMIT + 1);
     }

@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -153,45 +152,9 @@ async fn a_link_lives_at_most_thirty_days() {
     );
 }
 
-/// What a webhook receiver was posted: the path and the JSON body of each
-/// message.
-type Received = Arc<Mutex<Vec<(String, Value)>>>;
-
-/// A webhook receiver on `127.0.0.1:0` that takes every post; its base
-/// URL and what it received.
-async fn receiver() -> (String, Received) {
-    let received = Received::default();
-    let kept = received.clone();
-    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, body: String| {
-        let kept = kept.clone();
-        async move {
-            let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            kept.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((uri.path().to_string(), value));
-            "ok"
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, received)
-}
-
-/// The link of the first `opened` message posted to `path` about the
-/// handoff `id`, if one came.
-fn link_of(received: &Received, path: &str, id: &str) -> Option<String> {
-    received
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .find(|(to, body)| to == path && body["kind"] == "opened" && body["handoff"]["id"] == id)
-        .map(|(_, body)| body["link"].as_str().unwrap().to_string())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notifications_link_acts_as_the_name_its_endpoint_is_configured_with() {
-    let (hooks, received) = receiver().await;
+    let (hooks, received) = support::receiver().await;
     let mut notify = NotifyConfig::new(vec![
         format!("{hooks}/named?key=SECRET#for=On%20call"),
         format!("{hooks}/plain"),
@@ -199,21 +162,9 @@ async fn a_notifications_link_acts_as_the_name_its_endpoint_is_configured_with()
     notify.lease = Duration::from_secs(3);
     let served = Served::start_configured(|config| config.notify = Some(notify)).await;
 
-    // A new endpoint starts from the log's end once its delivery started:
-    // open handoffs until one is told to both endpoints.
-    let mut told = None;
-    for _ in 0..40 {
-        let id = served.open_id().await;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        if let (Some(named), Some(plain)) = (
-            link_of(&received, "/named", &id),
-            link_of(&received, "/plain", &id),
-        ) {
-            told = Some((id, named, plain));
-            break;
-        }
-    }
-    let (id, named, plain) = told.expect("both endpoints were told of a handoff");
+    let told = support::told(&served, &received, &["/named", "/plain"], json!({})).await;
+    let link = |path: &str| told[path]["link"].as_str().unwrap().to_string();
+    let (id, named, plain) = (told.id.clone(), link("/named"), link("/plain"));
     assert!(named.contains("for=On+call&"), "{named}");
     // Without a name, the links act as `notification`, as before.
     assert!(plain.contains("for=notification&"), "{plain}");

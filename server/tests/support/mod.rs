@@ -333,3 +333,75 @@ pub fn open_body(wave: &Wave, dir: &Path, extra: Value) -> Value {
     }
     body
 }
+
+/// What a webhook receiver was posted: the path and the JSON body of each
+/// message.
+pub type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// A webhook receiver on `127.0.0.1:0` that takes every post; its base
+/// URL and what it received.
+pub async fn receiver() -> (String, Received) {
+    let received = Received::default();
+    let kept = received.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, body: String| {
+        let kept = kept.clone();
+        async move {
+            let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((uri.path().to_string(), value));
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// The `opened` message each endpoint was posted about one handoff.
+#[derive(Debug)]
+pub struct Told {
+    /// The handoff.
+    pub id: String,
+    /// Each endpoint's path and its message.
+    pub messages: std::collections::BTreeMap<String, Value>,
+}
+
+impl std::ops::Index<&str> for Told {
+    type Output = Value;
+
+    fn index(&self, path: &str) -> &Value {
+        &self.messages[path]
+    }
+}
+
+/// Opens handoffs (with the fields of `extra`) until every endpoint of
+/// `paths` was posted the `opened` message of one of them: a new endpoint
+/// starts from the log's end once its delivery started, so the first
+/// handoffs may come before it.
+pub async fn told(served: &Served, received: &Received, paths: &[&str], extra: Value) -> Told {
+    for _ in 0..40 {
+        let id = served.open(extra.clone()).await["handoff"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let posted = received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let messages: std::collections::BTreeMap<String, Value> = posted
+            .into_iter()
+            .filter(|(path, body)| {
+                paths.contains(&path.as_str())
+                    && body["kind"] == "opened"
+                    && body["handoff"]["id"] == id.as_str()
+            })
+            .collect();
+        if messages.len() == paths.len() {
+            return Told { id, messages };
+        }
+    }
+    panic!("the endpoints {paths:?} were told of no handoff");
+}
