@@ -201,6 +201,30 @@ pub struct Server {
     notify: Option<NotifyConfig>,
 }
 
+/// How many connections may wait to be accepted.
+const BACKLOG: i32 = 1024;
+
+/// A socket listening on `address` (address reuse, a backlog of 1024), not
+/// yet accepting: what [`bind_to`] serves on. A caller that binds first
+/// learns that the address cannot be used (in use, not this machine's,
+/// not permitted) from the system's own error, before anything else is
+/// opened.
+///
+/// # Errors
+/// The system's error.
+pub fn listen(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
 /// Checks `config`, reads its tokens (or makes this run's), loads TLS and
 /// binds the address: everything that can fail before serving.
 ///
@@ -209,6 +233,27 @@ pub struct Server {
 /// `Unavailable` for a tokens file, certificate or key that cannot be
 /// read; `Unavailable` when the address cannot be bound.
 pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
+    bind_with(config, store, None).await
+}
+
+/// [`bind`] on `listener`, a socket already listening on `config.listen`
+/// ([`listen`]).
+///
+/// # Errors
+/// As [`bind`], but for binding.
+pub async fn bind_to(
+    config: ServeConfig,
+    store: Store,
+    listener: std::net::TcpListener,
+) -> StoreResult<Server> {
+    bind_with(config, store, Some(listener)).await
+}
+
+async fn bind_with(
+    config: ServeConfig,
+    store: Store,
+    listener: Option<std::net::TcpListener>,
+) -> StoreResult<Server> {
     config.check()?;
     let (table, run_tokens) = match &config.tokens {
         Some(path) => (TokenTable::new(tokens::read_file(path)?)?, Vec::new()),
@@ -224,7 +269,12 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
         links,
         secure_cookies: tls.is_some() || config.behind_proxy,
     };
-    let listener = TcpListener::bind(config.listen).await.map_err(|error| {
+    let listener = match listener {
+        Some(listener) => Ok(listener),
+        None => listen(config.listen),
+    }
+    .and_then(TcpListener::from_std)
+    .map_err(|error| {
         StoreError::unavailable(
             UnavailableKind::of_io_error(&error),
             format!("cannot listen on {}: {error}", config.listen),
@@ -611,9 +661,31 @@ async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(
 /// # Errors
 /// As [`bind`]; `Unavailable` when the signal handlers cannot be set up.
 pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
+    serve_with(config, store, None).await
+}
+
+/// [`serve`] on `listener`, a socket already listening on `config.listen`
+/// ([`listen`]): what `lf-handoff serve` runs, having bound the address
+/// before it opened the store.
+///
+/// # Errors
+/// As [`serve`], but for binding.
+pub async fn serve_on(
+    config: ServeConfig,
+    store: Store,
+    listener: std::net::TcpListener,
+) -> StoreResult<()> {
+    serve_with(config, store, Some(listener)).await
+}
+
+async fn serve_with(
+    config: ServeConfig,
+    store: Store,
+    listener: Option<std::net::TcpListener>,
+) -> StoreResult<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let backend = store.backend();
-    let server = bind(config, store).await?;
+    let server = bind_with(config, store, listener).await?;
     print_banner(&server, backend);
     let signals = |kind: SignalKind| {
         signal(kind).map_err(|error| {

@@ -464,6 +464,31 @@ fn kill_9_loses_nothing_the_service_acknowledged() {
 }
 
 #[test]
+fn serve_on_an_address_in_use_says_so_and_how_to_give_another() {
+    let sandbox = Sandbox::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let store = sandbox.path("serve.db");
+    let url = format!("sqlite://{}", store.display());
+    let message = sandbox.fails(
+        &["--store", &url, "serve", "--listen", &address],
+        5,
+        "address_in_use",
+    );
+    assert!(
+        message.contains(&format!(
+            "cannot listen on {address}: another process listens there"
+        )),
+        "{message}"
+    );
+    assert!(message.contains("--listen HOST:PORT"), "{message}");
+    assert!(!message.contains("storage"), "{message}");
+    // Found before the store is opened: nothing was made.
+    assert!(!store.exists());
+    drop(taken);
+}
+
+#[test]
 fn a_non_loopback_address_needs_tokens_and_tls_or_a_proxy() {
     let sandbox = Sandbox::new();
     let message = sandbox.fails(&["serve", "--listen", "0.0.0.0:0"], 2, "invalid_input");
