@@ -110,11 +110,7 @@ async fn a_service_with_a_certificate_answers_over_https_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_under_tls_carries_hsts() {
-    let served = Tls::start(Limits {
-        max_connections: 1,
-        ..Limits::default()
-    })
-    .await;
+    let served = Tls::start(Limits::default()).await;
     let (port, person, client) = (served.port, served.person.clone(), served.client());
     let base = format!("https://localhost:{port}");
     for (method, path, token, status) in [
@@ -145,14 +141,24 @@ async fn every_answer_under_tls_carries_hsts() {
             "{method} {path}"
         );
     }
+    served.stop().await;
     // The refusal of a connection over the limit carries it too: one
     // connection that sends nothing holds the only place.
-    let client = served.client();
-    let held = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let served = Tls::start(Limits {
+        max_connections: 1,
+        ..Limits::default()
+    })
+    .await;
+    let held = tokio::net::TcpStream::connect(("127.0.0.1", served.port))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let refused = client.get(format!("{base}/healthz")).send().await.unwrap();
+    let refused = served
+        .client()
+        .get(format!("https://localhost:{}/healthz", served.port))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status().as_u16(), 503);
     assert_eq!(refused.headers()["strict-transport-security"], HSTS);
     drop(held);
