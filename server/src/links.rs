@@ -248,6 +248,11 @@ impl LinkSecret {
         if now.unix_timestamp() >= expires {
             return Err(LinkRefusal::Expired(expires_at));
         }
+        // A genuine link made to live longer than a link may (signed with
+        // the secret file by hand, or before the limit) is not honoured.
+        if expires_at > now.saturating_add(seconds(MAX_VALIDITY)) {
+            return Err(LinkRefusal::TooLong(expires_at));
+        }
         Ok(LinkGrant {
             id,
             holder,
@@ -440,6 +445,8 @@ pub enum LinkRefusal {
     BadSignature,
     /// A genuine link whose time has passed (at this time).
     Expired(OffsetDateTime),
+    /// A genuine link that lives longer than [`MAX_VALIDITY`] from now.
+    TooLong(OffsetDateTime),
 }
 
 impl std::fmt::Display for LinkRefusal {
@@ -451,6 +458,12 @@ impl std::fmt::Display for LinkRefusal {
                  secret has been rotated since it was made",
             ),
             Self::Expired(at) => write!(f, "this link expired at {}", crate::links::rfc3339(*at)),
+            Self::TooLong(at) => write!(
+                f,
+                "this link lives until {}, longer than the {} days a link may; ask for a new one",
+                crate::links::rfc3339(*at),
+                MAX_VALIDITY.as_secs() / 86_400
+            ),
         }
     }
 }
@@ -729,6 +742,15 @@ mod tests {
         // A deadline further away is not waited for.
         let far = now() + time::Duration::days(90);
         assert_eq!(link_expiry(Some(far), now(), None).unwrap(), month);
+        // A link signed to live longer is not honoured.
+        let secret = LinkSecret::random().unwrap();
+        let long = secret.sign(&id(), "alice", far).unwrap();
+        assert_eq!(
+            secret.verify(ID, &query(&long), now()),
+            Err(LinkRefusal::TooLong(far))
+        );
+        let fits = secret.sign(&id(), "alice", month).unwrap();
+        assert!(secret.verify(ID, &query(&fits), now()).is_ok());
     }
 
     #[test]

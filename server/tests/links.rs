@@ -150,6 +150,31 @@ async fn a_link_lives_at_most_thirty_days() {
         exp <= (served.store.now() + month).unix_timestamp(),
         "{given}"
     );
+
+    // A link signed by hand to live longer (`lf-handoff link` of an older
+    // release, say) is refused, and changes nothing.
+    let long = served
+        .state
+        .link_secret()
+        .sign(
+            &InteractiveHandoffId::parse(&far).unwrap(),
+            "alice",
+            served.store.now() + time::Duration::days(60),
+        )
+        .unwrap();
+    let before = served.snapshot().await;
+    for method in ["GET", "POST"] {
+        let refused = served
+            .send(method, &long.path(), None, None, Vec::new())
+            .await;
+        assert_eq!(refused.status, 403, "{method}: {}", refused.text);
+        assert!(
+            refused.text.contains("longer than the 30 days"),
+            "{}",
+            refused.text
+        );
+    }
+    assert_eq!(served.snapshot().await, before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

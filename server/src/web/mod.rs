@@ -486,7 +486,9 @@ fn verify_link(state: &AppState, id: &str, query: &str) -> Result<LinkGrant, Lin
 fn refused_link(refusal: &LinkRefusal) -> Response {
     let status = match refusal {
         LinkRefusal::Malformed(_) => StatusCode::BAD_REQUEST,
-        LinkRefusal::BadSignature | LinkRefusal::Expired(_) => StatusCode::FORBIDDEN,
+        LinkRefusal::BadSignature | LinkRefusal::Expired(_) | LinkRefusal::TooLong(_) => {
+            StatusCode::FORBIDDEN
+        }
     };
     message_page(
         status,
