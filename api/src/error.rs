@@ -8,7 +8,7 @@
 //! | `usage` | 400 | 2 | `usage` (the command line only) |
 //! | `invalid_input` | 400 | 2 | `invalid_input` |
 //! | `unauthorized` | 401 | 5 | `unauthorized` (no token, or one the service does not know) |
-//! | `forbidden` | 403 | 5 | `forbidden` (the token's scopes do not allow the route) |
+//! | `forbidden` | 403 | 5 | `forbidden` (the token's scopes do not allow the route), `link_for_another_name` (a link asked for a name not the token's) |
 //! | `not_found` | 404 | 3 | `not_found` |
 //! | `method_not_allowed` | 405 | 2 | `method_not_allowed` |
 //! | `conflict` | 409 | 4 | the conflict kinds (`parent_busy`, `expired`, ...) |
@@ -45,6 +45,10 @@ pub const COMMAND_NOT_FOUND: u8 = 127;
 /// The kind of a service at one of its limits (connections, event
 /// streams and long polls): category `unavailable`, transient.
 pub const BUSY: &str = "busy";
+
+/// The kind of a request for a link (C21) for a name other than the
+/// token's: category `forbidden`, as no token acts under another name.
+pub const LINK_FOR_ANOTHER_NAME: &str = "link_for_another_name";
 
 /// What the message of a store that cannot be used starts with.
 const UNAVAILABLE_PREFIX: &str = "storage unavailable: ";

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 /// A handoff as every command prints it with `--json` (`Handoff`): the
 /// record's fields, and `due`: whether it is active with its deadline
 /// passed, so that only an expiry can still happen to it (C14).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HandoffJson {
     /// The record.
     #[serde(flatten)]
@@ -22,10 +22,22 @@ pub struct HandoffJson {
     /// Whether it was due when it was printed.
     pub due: bool,
     /// A signed link where a person sees and answers the handoff without
-    /// signing in (C21), made for the caller: only in the service's
-    /// answers to a token of scope `person` or `operator`.
+    /// signing in (C21), acting as the caller (`link:NAME`): only in the
+    /// service's answers to a token of scope `person`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+}
+
+/// The link is a credential (whoever holds it acts with it): `Debug`
+/// says only whether there is one.
+impl std::fmt::Debug for HandoffJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandoffJson")
+            .field("handoff", &self.handoff)
+            .field("due", &self.due)
+            .field("link", &self.link.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl HandoffJson {
@@ -152,8 +164,9 @@ pub struct Health {
     pub backend: String,
 }
 
-/// The answer of `POST /v1/handoffs/{id}/link`: a signed link (C21).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// The answer of `POST /v1/handoffs/{id}/link`: a signed link (C21). Its
+/// `Debug` hides the link, a credential.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LinkJson {
     /// The handoff's id.
     pub id: String,
@@ -166,4 +179,15 @@ pub struct LinkJson {
     /// When it stops working.
     #[serde(with = "time::serde::rfc3339")]
     pub expires: OffsetDateTime,
+}
+
+impl std::fmt::Debug for LinkJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkJson")
+            .field("id", &self.id)
+            .field("link", &"<redacted>")
+            .field("holder", &self.holder)
+            .field("expires", &self.expires)
+            .finish()
+    }
 }

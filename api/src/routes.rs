@@ -562,8 +562,11 @@ pub const ROUTES: &[Route] = &[
             "`fail --reason`.", OK_HANDOFF),
         Body::Json("Reason"), true),
     with_body(
-        plain(R::Link, Post, "/v1/handoffs/{id}/link", Access::Scopes(CENSUS), "Make a signed link",
-            "`link --for --valid-for`: a link where a person sees and answers the handoff without signing in (C21). Body `{}` for a link for the token's name until the deadline.",
+        plain(R::Link, Post, "/v1/handoffs/{id}/link", Access::Scopes(PERSON), "Make a signed link",
+            "`link --valid-for`: a link where a person sees and answers the handoff without signing in (C21), \
+             acting as `link:` and the token's name. `for`, when given, must be that name (403 \
+             `link_for_another_name` otherwise); `valid_for` is at most `30d`. Body `{}` for a link until the \
+             deadline (at most 30 days).",
             &[ok(Body::Json("LinkJson"))]),
         Body::Json("LinkRequest"), false),
     with_body(
@@ -666,7 +669,7 @@ mod tests {
             assert!(!allowed(id, Scope::Person));
             assert!(!allowed(id, Scope::Operator));
         }
-        for id in [R::Attach, R::Complete, R::Back, R::Fail, R::Extend] {
+        for id in [R::Attach, R::Complete, R::Back, R::Fail, R::Extend, R::Link] {
             assert!(allowed(id, Scope::Person));
             assert!(!allowed(id, Scope::Agent));
             assert!(!allowed(id, Scope::Operator));
@@ -675,7 +678,7 @@ mod tests {
             assert!(allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Person));
         }
-        for id in [R::List, R::History, R::Events, R::Link] {
+        for id in [R::List, R::History, R::Events] {
             assert!(allowed(id, Scope::Person) && allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Agent));
         }

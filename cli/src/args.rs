@@ -216,9 +216,10 @@ pub struct LinkArgs {
     /// The handoff id (ih_...).
     pub id: InteractiveHandoffId,
     /// Who the link is for: what its holder does is recorded as
-    /// `link:NAME`.
-    #[arg(long = "for", value_name = "NAME", default_value = "person")]
-    pub holder: String,
+    /// `link:NAME`. Signed here with --link-secret: default `person`.
+    /// Through a service: the token's name, the only one it may give.
+    #[arg(long = "for", value_name = "NAME")]
+    pub holder: Option<String>,
     /// How long the link works (90s, 15m, 2h, 1d). Default: until the
     /// handoff's deadline, or a day when it has none.
     #[arg(long = "valid-for", value_name = "DURATION", value_parser = parse_span)]
@@ -301,7 +302,8 @@ pub struct ServeArgs {
     pub public_url: Option<String>,
     /// Post a JSON message to this URL (a Slack or Mattermost incoming
     /// webhook shows its `text`) for each opened handoff, each finish and
-    /// each deadline coming near (repeatable).
+    /// each deadline coming near (repeatable). `URL#for=NAME` names who
+    /// the messages' links act as (`link:NAME`; default `notification`).
     #[arg(long, value_name = "URL")]
     pub notify: Vec<String>,
     /// A file holding a shared secret: each message carries its

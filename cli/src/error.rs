@@ -51,6 +51,27 @@ impl CliError {
         ))
     }
 
+    /// The kind of an address `serve` cannot listen on because another
+    /// process listens there.
+    pub const ADDRESS_IN_USE: &'static str = "address_in_use";
+
+    /// The kind of an address `serve` cannot listen on for another reason
+    /// (not this machine's, not permitted).
+    pub const CANNOT_LISTEN: &'static str = "cannot_listen";
+
+    /// The address `serve` was given cannot be listened on (exit 5, as
+    /// anything of this machine that cannot be used): `kind` is
+    /// [`ADDRESS_IN_USE`](Self::ADDRESS_IN_USE) or
+    /// [`CANNOT_LISTEN`](Self::CANNOT_LISTEN).
+    pub fn cannot_listen(kind: &str, message: impl Into<String>) -> Self {
+        Self::new(
+            Category::Unavailable,
+            kind,
+            lf_handoff_api::error::UNAVAILABLE,
+            message.into(),
+        )
+    }
+
     /// The async runtime did not start (exit 5): the process is out of
     /// threads or memory.
     pub fn no_runtime(error: &std::io::Error) -> Self {

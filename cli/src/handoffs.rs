@@ -478,16 +478,9 @@ pub async fn history(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> 
     emit(&history_table(&events))
 }
 
-/// `link --json`.
-#[derive(Debug, serde::Serialize)]
-struct LinkJson<'a> {
-    id: &'a InteractiveHandoffId,
-    link: String,
-    #[serde(rename = "for")]
-    holder: &'a str,
-    #[serde(with = "time::serde::rfc3339")]
-    expires: time::OffsetDateTime,
-}
+/// Who a link signed here with the secret file is for when `--for` names
+/// no one.
+const LOCAL_LINK_HOLDER: &str = "person";
 
 /// `link`: a signed link to a handoff that exists, made with the secret
 /// of the `serve` that will answer it.
@@ -510,30 +503,32 @@ pub async fn link(ctx: &Context, args: LinkArgs) -> CliResult<()> {
     let secret = LinkSecret::load(secret_file).map_err(CliError::from)?;
     let handoff = load(ctx, &args.id).await?;
     let now = ctx.store.now();
-    let expires = link_expiry(handoff.expires_at, now, args.valid_for);
+    let expires = link_expiry(handoff.expires_at, now, args.valid_for).map_err(CliError::from)?;
+    let holder = args.holder.as_deref().unwrap_or(LOCAL_LINK_HOLDER);
     let link = secret
-        .sign(&handoff.id, &args.holder, expires)
+        .sign(&handoff.id, holder, expires)
         .map_err(CliError::from)?;
     let text = link.url(url);
     if ctx.json {
-        return emit_json(&LinkJson {
-            id: &handoff.id,
+        return emit_json(&lf_handoff_api::LinkJson {
+            id: handoff.id.to_string(),
             link: text,
-            holder: &args.holder,
+            holder: holder.to_string(),
             expires: time::OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
         });
     }
     emit(&format!("{text}\n"))
 }
 
-/// `link` over a service: the service signs the link with its secret.
+/// `link` over a service: the service signs the link with its secret, for
+/// the token's name (a `--for` naming anyone else is refused there).
 pub async fn link_through_service(
     http: &lf_handoff_adapters::HttpConfig,
     args: &LinkArgs,
     json: bool,
 ) -> CliResult<()> {
     let request = lf_handoff_api::requests::LinkRequest {
-        holder: Some(args.holder.clone()),
+        holder: args.holder.clone(),
         valid_for: args
             .valid_for
             .map(|span| format!("{}s", span.as_secs().max(1))),

@@ -6,6 +6,8 @@
 //! line at INFO (`-v` and `RUST_LOG` add to it or replace it); this run's
 //! tokens, when there is no tokens file, go to stdout, never the log.
 
+use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use lf_handoff_adapters::{open_store, StorageConfig, StoreError, UnavailableKind};
@@ -20,7 +22,9 @@ use crate::error::{CliError, CliResult};
 /// # Errors
 /// Exit 2 for a refused configuration (a non-loopback address without
 /// tokens or TLS, an unreadable certificate); 3 for a missing tokens file;
-/// 5 when the store cannot be opened or the address bound.
+/// 5 when the store cannot be opened or the address bound (kind
+/// `address_in_use` or `cannot_listen`, found before the store is
+/// opened).
 pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
     let notify = notify_config(&args)?;
     let serve_config = ServeConfig {
@@ -49,6 +53,7 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
     };
     // Refused before the store is opened.
     serve_config.check().map_err(CliError::from)?;
+    let listener = listen(serve_config.listen)?;
     // Request lines at INFO unless -v or RUST_LOG installed a subscriber.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new("lf_handoff_server=info"))
@@ -57,14 +62,43 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
         .try_init();
     let (done, finished) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
-        let _ = done.send(run(config, serve_config));
+        let _ = done.send(run(config, serve_config, listener));
     });
     finished
         .await
         .map_err(|_| CliError::unavailable(UnavailableKind::Other, "the service thread stopped"))?
 }
 
-fn run(config: StorageConfig, serve_config: ServeConfig) -> CliResult<()> {
+/// A socket listening on `address`, or the error that says why it cannot
+/// be had and how to choose another: an address is not storage, so the
+/// error is of its own kind.
+fn listen(address: SocketAddr) -> CliResult<std::net::TcpListener> {
+    lf_handoff_server::listen(address).map_err(|error| {
+        let (kind, why) = match error.kind() {
+            io::ErrorKind::AddrInUse => (
+                CliError::ADDRESS_IN_USE,
+                "another process listens there (another serve?)".to_string(),
+            ),
+            io::ErrorKind::AddrNotAvailable => (
+                CliError::CANNOT_LISTEN,
+                "no interface of this machine has that address".to_string(),
+            ),
+            io::ErrorKind::PermissionDenied => (
+                CliError::CANNOT_LISTEN,
+                "not permitted (a port under 1024 needs privileges)".to_string(),
+            ),
+            _ => (CliError::CANNOT_LISTEN, error.to_string()),
+        };
+        CliError::cannot_listen(kind, format!("cannot listen on {address}: {why}"))
+            .hint("give another address with --listen HOST:PORT")
+    })
+}
+
+fn run(
+    config: StorageConfig,
+    serve_config: ServeConfig,
+    listener: std::net::TcpListener,
+) -> CliResult<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("lf-handoff-serve")
@@ -72,7 +106,7 @@ fn run(config: StorageConfig, serve_config: ServeConfig) -> CliResult<()> {
         .map_err(|e| CliError::no_runtime(&e))?;
     let result = runtime.block_on(async move {
         let store = open_store(&config).await?;
-        lf_handoff_server::serve(serve_config, store).await
+        lf_handoff_server::serve_on(serve_config, store, listener).await
     });
     // Tasks still holding the store (a stream the drain cut) end here.
     runtime.shutdown_timeout(Duration::from_secs(1));

@@ -15,8 +15,8 @@ use crate::args::TokenCommand;
 use crate::error::{CliError, CliResult};
 use crate::output::{emit, emit_json, note, printable, timestamp};
 
-/// A token as `--json` prints it.
-#[derive(Debug, Serialize)]
+/// A token as `--json` prints it. Its `Debug` hides the token.
+#[derive(Serialize)]
 struct TokenJson<'a> {
     name: &'a str,
     scopes: &'a [Scope],
@@ -25,6 +25,17 @@ struct TokenJson<'a> {
     /// Only when it is made.
     #[serde(skip_serializing_if = "Option::is_none")]
     token: Option<&'a str>,
+}
+
+impl std::fmt::Debug for TokenJson<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenJson")
+            .field("name", &self.name)
+            .field("scopes", &self.scopes)
+            .field("created", &self.created)
+            .field("token", &self.token.map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl<'a> TokenJson<'a> {
@@ -117,4 +128,28 @@ fn list(path: &Path, json: bool) -> CliResult<()> {
         );
     }
     emit(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_tokens_json_debug_hides_the_token() {
+        let made = lf_handoff_server::tokens::make_token(
+            "alice",
+            &[Scope::Person],
+            OffsetDateTime::UNIX_EPOCH,
+        )
+        .unwrap();
+        let json = TokenJson::of(&made.entry, Some(&made.token));
+        let shown = format!("{json:?}");
+        assert!(!shown.contains(&made.token[4..]), "{shown}");
+        assert!(
+            shown.contains("alice") && shown.contains("<redacted>"),
+            "{shown}"
+        );
+    }
 }

@@ -23,12 +23,13 @@ use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ListQuery, PruneOptions, StoreError};
+use lf_handoff_api::error::LINK_FOR_ANOTHER_NAME;
 use lf_handoff_api::requests::{
     self, ClaimWake, CreateTask, Extend, LinkRequest, ListParams, OpenRequest, Prune, Reason,
     Summary,
 };
 use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
-use lf_handoff_api::{openapi, Category, Claimed, Health, LinkJson, Opened, Pruned};
+use lf_handoff_api::{openapi, Category, Claimed, ErrorResponse, Health, LinkJson, Opened, Pruned};
 use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -134,7 +135,7 @@ async fn wrong_method(method: HttpMethod, uri: Uri) -> ApiError {
 }
 
 /// Whether `path` fits the route template `template`.
-fn same_shape(template: &str, path: &str) -> bool {
+pub(crate) fn same_shape(template: &str, path: &str) -> bool {
     let (a, b): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
     a.len() == b.len() && a.iter().zip(&b).all(|(t, p)| t.starts_with('{') || t == p)
 }
@@ -321,11 +322,7 @@ async fn list_records(
     RawQuery(query): RawQuery,
 ) -> Answer {
     let (handoffs, _) = listed(&state, query.as_deref()).await?;
-    let records: Vec<_> = handoffs
-        .into_iter()
-        .map(|handoff| state.handoff_json(&caller, handoff))
-        .collect();
-    ok(&records)
+    ok(&state.handoff_jsons(&caller, handoffs))
 }
 
 /// The handoffs a list query selects, and the time they were read.
@@ -413,7 +410,10 @@ async fn extend(
 }
 
 /// `POST /v1/handoffs/{id}/link`: a signed link to a handoff that exists,
-/// for the name asked (the token's by default).
+/// acting as `link:` and the token's name (C29: no token makes a link
+/// that acts under another name, so `for`, when given, must be that
+/// name), for at most 30 days. The route takes only scope `person`: an
+/// operator's token makes no link, as operators do not finish handoffs.
 async fn link(
     State(state): State<AppState>,
     Who(caller): Who,
@@ -421,23 +421,31 @@ async fn link(
     JsonBody(body): JsonBody<LinkRequest>,
 ) -> Answer {
     let handoff_id = handoff_id(&id)?;
+    let maker = caller.name.as_str();
+    if let Some(asked) = body.holder.as_deref().filter(|asked| *asked != maker) {
+        return Err(ApiError(ErrorResponse::new(
+            Category::Forbidden,
+            LINK_FOR_ANOTHER_NAME,
+            format!(
+                "a link acts as the token that makes it: this token makes links for {maker:?} \
+                 only, not for {asked:?}; leave for out, or make the link with that person's \
+                 own token"
+            ),
+        )));
+    }
     let valid_for = body.valid_for()?;
-    let holder = body
-        .holder
-        .clone()
-        .unwrap_or_else(|| caller.name.as_str().to_string());
     let handoff = state
         .store()
         .get_interactive_handoff(&handoff_id)
         .await?
         .ok_or_else(|| missing("handoff", &id.0))?;
     let now = state.store().now();
-    let expires = crate::links::link_expiry(handoff.expires_at, now, valid_for);
-    let link = state.link_secret().sign(&handoff.id, &holder, expires)?;
+    let expires = crate::links::link_expiry(handoff.expires_at, now, valid_for)?;
+    let link = state.make_link(maker, &handoff.id, expires, "route")?;
     ok(&LinkJson {
         id: handoff.id.to_string(),
         link: link.url(state.public_url().unwrap_or_default()),
-        holder,
+        holder: maker.to_string(),
         expires: OffsetDateTime::from_unix_timestamp(link.expires).unwrap_or(expires),
     })
 }
@@ -479,11 +487,7 @@ async fn expire(State(state): State<AppState>, Who(caller): Who, _: NoBody) -> A
 async fn expire_records(State(state): State<AppState>, Who(caller): Who, _: NoBody) -> Answer {
     let store = state.store_as(&caller.name);
     let expired = store.expire_due().await?;
-    let records: Vec<_> = expired
-        .into_iter()
-        .map(|handoff| state.handoff_json(&caller, handoff))
-        .collect();
-    ok(&records)
+    ok(&state.handoff_jsons(&caller, expired))
 }
 
 async fn prune(

@@ -51,8 +51,8 @@ mod web;
 pub use error::ApiError;
 pub use handlers::app;
 pub use listen::{
-    bind, serve, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN,
-    NOTIFICATION_LINK_HOLDER,
+    bind, bind_to, listen, serve, serve_on, Reloader, RunToken, ServeConfig, Server, TlsFiles,
+    DEFAULT_LISTEN, HSTS, NOTIFICATION_LINK_HOLDER,
 };
 pub use metrics::{Gauge, Metrics};
 pub use notify::NotifyConfig;

@@ -49,6 +49,10 @@ pub const LINK_ACTOR_PREFIX: &str = "link:";
 /// is asked for.
 pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// The longest a link lives (C29): a `valid_for` beyond it is refused,
+/// and a deadline further away than it is not waited for.
+pub const MAX_VALIDITY: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
 /// How many random bytes a secret holds (256 bits).
 const SECRET_BYTES: usize = 32;
 
@@ -141,7 +145,8 @@ impl LinkSecret {
             Ok(text) => Self::parse_file(path, &text),
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 Err(StoreError::NotFound(format!(
-                    "there is no link secret at {}; `lf-handoff serve` makes it (--link-secret                      FILE, or link-secret beside its --tokens file)",
+                    "there is no link secret at {}; `lf-handoff serve` makes it (--link-secret \
+                     FILE, or link-secret beside its --tokens file)",
                     path.display()
                 )))
             }
@@ -181,17 +186,35 @@ impl LinkSecret {
         holder: &str,
         expires: OffsetDateTime,
     ) -> StoreResult<SignedLink> {
+        self.sign_by(id, holder, expires, None)
+    }
+
+    /// [`sign`](Self::sign), for a link a token makes: `maker` is that
+    /// token's stored hash, whose [`maker_mark`] the link carries (`by`)
+    /// and signs, so the link stops working once the token is revoked.
+    ///
+    /// # Errors
+    /// As [`sign`](Self::sign).
+    pub fn sign_by(
+        &self,
+        id: &InteractiveHandoffId,
+        holder: &str,
+        expires: OffsetDateTime,
+        maker: Option<&[u8]>,
+    ) -> StoreResult<SignedLink> {
         let actor = link_actor(holder)?;
         let expires = expires.unix_timestamp();
+        let by = maker.map(maker_mark);
         let tag = hmac::sign(
             &self.key,
-            link_message(id.as_str(), holder, expires).as_bytes(),
+            link_message(id.as_str(), holder, expires, by.as_deref()).as_bytes(),
         );
         Ok(SignedLink {
             id: id.clone(),
             holder: holder.to_string(),
             actor,
             expires,
+            by,
             signature: URL_SAFE_NO_PAD.encode(tag.as_ref()),
         })
     }
@@ -208,12 +231,13 @@ impl LinkSecret {
         query: &str,
         now: OffsetDateTime,
     ) -> Result<LinkGrant, LinkRefusal> {
-        let (mut holder, mut expires, mut signature) = (None, None, None);
+        let (mut holder, mut expires, mut signature, mut by) = (None, None, None, None);
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             let slot = match key.as_ref() {
                 "for" => &mut holder,
                 "exp" => &mut expires,
                 "sig" => &mut signature,
+                "by" => &mut by,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -233,7 +257,7 @@ impl LinkSecret {
             .map_err(|_| LinkRefusal::BadSignature)?;
         hmac::verify(
             &self.key,
-            link_message(id, &holder, expires).as_bytes(),
+            link_message(id, &holder, expires, by.as_deref()).as_bytes(),
             &signature,
         )
         .map_err(|_| LinkRefusal::BadSignature)?;
@@ -244,11 +268,17 @@ impl LinkSecret {
         if now.unix_timestamp() >= expires {
             return Err(LinkRefusal::Expired(expires_at));
         }
+        // A genuine link made to live longer than a link may (signed with
+        // the secret file by hand, or before the limit) is not honoured.
+        if expires_at > now.saturating_add(seconds(MAX_VALIDITY)) {
+            return Err(LinkRefusal::TooLong(expires_at));
+        }
         Ok(LinkGrant {
             id,
             holder,
             actor,
             expires: expires_at,
+            by,
         })
     }
 
@@ -301,13 +331,23 @@ impl LinkSecret {
     }
 }
 
-/// A sign-in cookie's value, read: when it expires and its tag.
-#[derive(Debug)]
+/// A sign-in cookie's value, read: when it expires and its tag. Its
+/// `Debug` hides the tag, which is the sign-in.
 pub struct SessionValue {
     /// Unix seconds.
     pub expires: i64,
     nonce: Vec<u8>,
     tag: Vec<u8>,
+}
+
+impl std::fmt::Debug for SessionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionValue")
+            .field("expires", &self.expires)
+            .field("nonce", &"<redacted>")
+            .field("tag", &"<redacted>")
+            .finish()
+    }
 }
 
 impl SessionValue {
@@ -345,25 +385,39 @@ fn session_message(token_hash: &[u8], expires: i64, nonce: &[u8]) -> Vec<u8> {
 
 /// When a link made at `now` stops working: `now + valid_for` when asked,
 /// else the handoff's `deadline` when it has one still ahead, else
-/// [`DEFAULT_VALIDITY`] from now.
+/// [`DEFAULT_VALIDITY`] from now; never later than [`MAX_VALIDITY`] from
+/// now, so a deadline further away than that is not waited for.
+///
+/// # Errors
+/// `InvalidInput` for a `valid_for` over [`MAX_VALIDITY`], naming the
+/// limit: a link that lives longer is not made.
 pub fn link_expiry(
     deadline: Option<OffsetDateTime>,
     now: OffsetDateTime,
     valid_for: Option<Duration>,
-) -> OffsetDateTime {
+) -> StoreResult<OffsetDateTime> {
+    let latest = now.saturating_add(seconds(MAX_VALIDITY));
     match (valid_for, deadline) {
-        (Some(valid_for), _) => now.saturating_add(time::Duration::saturating_seconds_f64(
+        (Some(valid_for), _) if valid_for > MAX_VALIDITY => Err(StoreError::InvalidInput(format!(
+            "valid_for: a link lives at most {days} days; ask for {days}d or less",
+            days = MAX_VALIDITY.as_secs() / 86_400
+        ))),
+        (Some(valid_for), _) => Ok(now.saturating_add(time::Duration::saturating_seconds_f64(
             valid_for.as_secs_f64(),
-        )),
-        (None, Some(deadline)) if deadline > now => deadline,
-        _ => now.saturating_add(time::Duration::seconds(
-            i64::try_from(DEFAULT_VALIDITY.as_secs()).unwrap_or(i64::MAX),
-        )),
+        ))),
+        (None, Some(deadline)) if deadline > now => Ok(deadline.min(latest)),
+        _ => Ok(now.saturating_add(seconds(DEFAULT_VALIDITY))),
     }
 }
 
-/// A signed link.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `span` as a `time` duration, saturating.
+fn seconds(span: Duration) -> time::Duration {
+    time::Duration::seconds(i64::try_from(span.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// A signed link. Its `Debug` leaves the signature out: whoever holds
+/// the signature holds the link.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SignedLink {
     /// The handoff.
     pub id: InteractiveHandoffId,
@@ -373,7 +427,20 @@ pub struct SignedLink {
     pub actor: Actor,
     /// When it stops working, in Unix seconds.
     pub expires: i64,
+    /// The [`maker_mark`] of the token that made it, if a token did.
+    pub by: Option<String>,
     signature: String,
+}
+
+impl std::fmt::Debug for SignedLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedLink")
+            .field("id", &self.id)
+            .field("holder", &self.holder)
+            .field("expires", &self.expires)
+            .field("signature", &"<redacted>")
+            .finish()
+    }
 }
 
 impl SignedLink {
@@ -382,6 +449,7 @@ impl SignedLink {
         let query = form_urlencoded::Serializer::new(String::new())
             .append_pair("for", &self.holder)
             .append_pair("exp", &self.expires.to_string())
+            .extend_pairs(self.by.as_deref().map(|by| ("by", by)))
             .append_pair("sig", &self.signature)
             .finish();
         format!("/h/{}?{query}", self.id.as_str())
@@ -406,6 +474,10 @@ pub struct LinkGrant {
     pub actor: Actor,
     /// When it stops working.
     pub expires: OffsetDateTime,
+    /// The [`maker_mark`] of the token that made it, if a token did: the
+    /// link works only while a person's token of that mark and the
+    /// holder's name is accepted.
+    pub by: Option<String>,
 }
 
 /// Why a link is refused.
@@ -418,6 +490,10 @@ pub enum LinkRefusal {
     BadSignature,
     /// A genuine link whose time has passed (at this time).
     Expired(OffsetDateTime),
+    /// A genuine link that lives longer than [`MAX_VALIDITY`] from now.
+    TooLong(OffsetDateTime),
+    /// A genuine link whose maker's token was revoked.
+    MakerRevoked,
 }
 
 impl std::fmt::Display for LinkRefusal {
@@ -429,6 +505,16 @@ impl std::fmt::Display for LinkRefusal {
                  secret has been rotated since it was made",
             ),
             Self::Expired(at) => write!(f, "this link expired at {}", crate::links::rfc3339(*at)),
+            Self::TooLong(at) => write!(
+                f,
+                "this link lives until {}, longer than the {} days a link may; ask for a new one",
+                crate::links::rfc3339(*at),
+                MAX_VALIDITY.as_secs() / 86_400
+            ),
+            Self::MakerRevoked => f.write_str(
+                "the token that made this link was revoked, and its links with it; ask for a \
+                 new one",
+            ),
         }
     }
 }
@@ -439,7 +525,7 @@ pub(crate) fn rfc3339(time: OffsetDateTime) -> String {
         .unwrap_or_else(|_| time.unix_timestamp().to_string())
 }
 
-fn link_actor(holder: &str) -> StoreResult<Actor> {
+pub(crate) fn link_actor(holder: &str) -> StoreResult<Actor> {
     if holder.contains(['\n', '\r']) || holder.trim().is_empty() {
         return Err(StoreError::InvalidInput(
             "a link's name must not be blank or hold a line break".into(),
@@ -449,8 +535,18 @@ fn link_actor(holder: &str) -> StoreResult<Actor> {
         .map_err(|e| StoreError::InvalidInput(format!("the link's name: {e}")))
 }
 
-fn link_message(id: &str, holder: &str, expires: i64) -> String {
-    format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}")
+fn link_message(id: &str, holder: &str, expires: i64, by: Option<&str>) -> String {
+    match by {
+        Some(by) => format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}\nby {by}"),
+        None => format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}"),
+    }
+}
+
+/// What a link made by a token carries of it: the first 8 bytes of the
+/// token's stored hash (itself a SHA-256 of the token), in hex; enough to
+/// tell the token apart, nothing to act with.
+pub fn maker_mark(token_hash: &[u8]) -> String {
+    hex::encode(token_hash.get(..8).unwrap_or(token_hash))
 }
 
 fn random_bytes() -> StoreResult<[u8; SECRET_BYTES]> {
@@ -687,19 +783,56 @@ mod tests {
     #[test]
     fn a_link_lasts_until_the_deadline_or_a_day() {
         let deadline = now() + time::Duration::hours(3);
-        assert_eq!(link_expiry(Some(deadline), now(), None), deadline);
+        assert_eq!(link_expiry(Some(deadline), now(), None).unwrap(), deadline);
         assert_eq!(
-            link_expiry(None, now(), None),
+            link_expiry(None, now(), None).unwrap(),
             now() + time::Duration::hours(24)
         );
         assert_eq!(
-            link_expiry(Some(deadline), now(), Some(Duration::from_secs(60))),
+            link_expiry(Some(deadline), now(), Some(Duration::from_secs(60))).unwrap(),
             now() + time::Duration::minutes(1)
         );
         // A deadline already passed: a day, so the outcome can be seen.
         assert_eq!(
-            link_expiry(Some(now()), now(), None),
+            link_expiry(Some(now()), now(), None).unwrap(),
             now() + time::Duration::hours(24)
+        );
+    }
+
+    #[test]
+    fn a_link_lives_at_most_thirty_days() {
+        let month = now() + time::Duration::days(30);
+        assert_eq!(link_expiry(None, now(), Some(MAX_VALIDITY)).unwrap(), month);
+        let longer =
+            link_expiry(None, now(), Some(MAX_VALIDITY + Duration::from_secs(1))).unwrap_err();
+        assert!(longer.is_invalid_input(), "{longer}");
+        assert!(longer.message().contains("30 days"), "{longer}");
+        // A deadline further away is not waited for.
+        let far = now() + time::Duration::days(90);
+        assert_eq!(link_expiry(Some(far), now(), None).unwrap(), month);
+        // A link signed to live longer is not honoured.
+        let secret = LinkSecret::random().unwrap();
+        let long = secret.sign(&id(), "alice", far).unwrap();
+        assert_eq!(
+            secret.verify(ID, &query(&long), now()),
+            Err(LinkRefusal::TooLong(far))
+        );
+        let fits = secret.sign(&id(), "alice", month).unwrap();
+        assert!(secret.verify(ID, &query(&fits), now()).is_ok());
+    }
+
+    #[test]
+    fn a_signed_links_debug_hides_its_signature() {
+        let secret = LinkSecret::random().unwrap();
+        let link = secret
+            .sign(&id(), "alice", now() + time::Duration::hours(1))
+            .unwrap();
+        let signature = query(&link).rsplit_once("sig=").unwrap().1.to_string();
+        let shown = format!("{link:?} {secret:?}");
+        assert!(!shown.contains(&signature), "{shown}");
+        assert!(
+            shown.contains("alice") && shown.contains("<redacted>"),
+            "{shown}"
         );
     }
 }

@@ -16,6 +16,9 @@
 //!   answer, which also closes an idle keep-alive connection; its body
 //!   within a total time (`extract`); TCP keepalive finds peers that
 //!   vanished (half-open); a TLS handshake has the same time as the head.
+//!   Under TLS every answer carries `Strict-Transport-Security`
+//!   ([`HSTS`]), so a browser that saw the service once never reaches it
+//!   in clear text again.
 //! - **SIGTERM** (and SIGINT): stop accepting, end event streams and long
 //!   polls (they answer with what they have), let requests in flight
 //!   finish within `drain`, then stop. **SIGHUP**: read the tokens file
@@ -50,9 +53,15 @@ use crate::notify::{self, NotifyConfig};
 use crate::state::{AppState, Limits, PersonSide};
 use crate::tokens::{self, TokenTable};
 
-/// The name the links in notifications are made for: what is done through
-/// them is recorded as `link:notification`.
-pub const NOTIFICATION_LINK_HOLDER: &str = "notification";
+/// The name the links in notifications are made for when the endpoint's
+/// URL names none (`#for=NAME`): what is done through them is recorded as
+/// `link:notification`.
+pub const NOTIFICATION_LINK_HOLDER: &str = notify::DEFAULT_LINK_HOLDER;
+
+/// The `Strict-Transport-Security` value of every answer under TLS: a
+/// year, the usual span. It names no subdomains, since the service does
+/// not know what else its domain serves.
+pub const HSTS: &str = "max-age=31536000";
 
 /// Where `serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7381";
@@ -165,8 +174,8 @@ impl ServeConfig {
 }
 
 /// A token made for one run (no tokens file): shown at start, gone when
-/// the process ends.
-#[derive(Debug, Clone)]
+/// the process ends. Its `Debug` hides the token.
+#[derive(Clone)]
 pub struct RunToken {
     /// Its scope.
     pub scope: Scope,
@@ -174,6 +183,16 @@ pub struct RunToken {
     pub name: String,
     /// The token.
     pub token: String,
+}
+
+impl std::fmt::Debug for RunToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunToken")
+            .field("scope", &self.scope)
+            .field("name", &self.name)
+            .field("token", &"<redacted>")
+            .finish()
+    }
 }
 
 /// A bound service, ready to [`run`](Self::run).
@@ -188,6 +207,30 @@ pub struct Server {
     notify: Option<NotifyConfig>,
 }
 
+/// How many connections may wait to be accepted.
+const BACKLOG: i32 = 1024;
+
+/// A socket listening on `address` (address reuse, a backlog of 1024), not
+/// yet accepting: what [`bind_to`] serves on. A caller that binds first
+/// learns that the address cannot be used (in use, not this machine's,
+/// not permitted) from the system's own error, before anything else is
+/// opened.
+///
+/// # Errors
+/// The system's error.
+pub fn listen(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
 /// Checks `config`, reads its tokens (or makes this run's), loads TLS and
 /// binds the address: everything that can fail before serving.
 ///
@@ -196,6 +239,27 @@ pub struct Server {
 /// `Unavailable` for a tokens file, certificate or key that cannot be
 /// read; `Unavailable` when the address cannot be bound.
 pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
+    bind_with(config, store, None).await
+}
+
+/// [`bind`] on `listener`, a socket already listening on `config.listen`
+/// ([`listen`]).
+///
+/// # Errors
+/// As [`bind`], but for binding.
+pub async fn bind_to(
+    config: ServeConfig,
+    store: Store,
+    listener: std::net::TcpListener,
+) -> StoreResult<Server> {
+    bind_with(config, store, Some(listener)).await
+}
+
+async fn bind_with(
+    config: ServeConfig,
+    store: Store,
+    listener: Option<std::net::TcpListener>,
+) -> StoreResult<Server> {
     config.check()?;
     let (table, run_tokens) = match &config.tokens {
         Some(path) => (TokenTable::new(tokens::read_file(path)?)?, Vec::new()),
@@ -211,7 +275,12 @@ pub async fn bind(config: ServeConfig, store: Store) -> StoreResult<Server> {
         links,
         secure_cookies: tls.is_some() || config.behind_proxy,
     };
-    let listener = TcpListener::bind(config.listen).await.map_err(|error| {
+    let listener = match listener {
+        Some(listener) => Ok(listener),
+        None => listen(config.listen),
+    }
+    .and_then(TcpListener::from_std)
+    .map_err(|error| {
         StoreError::unavailable(
             UnavailableKind::of_io_error(&error),
             format!("cannot listen on {}: {error}", config.listen),
@@ -359,6 +428,11 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send,
     ) -> StoreResult<()> {
         let limits = *self.state.limits();
+        let router = if self.tls.is_some() {
+            router.layer(axum::middleware::map_response(strict_transport))
+        } else {
+            router
+        };
         let graceful = GracefulShutdown::new();
         let connections = Arc::new(Semaphore::new(limits.max_connections));
         let peers = Peers::new(limits.connections_per_peer());
@@ -441,15 +515,25 @@ impl Server {
             return Vec::new();
         };
         // Every message carries the handoff's signed link (C21), for
-        // whoever follows it from the chat: `link:notification`.
+        // whoever follows it from the chat, acting as the name the
+        // endpoint is configured with (`link:NAME`).
         if notify.links.is_none() {
             let state = self.state.clone();
-            notify.links = Some(Arc::new(move |handoff| {
-                state.link_named(NOTIFICATION_LINK_HOLDER, handoff)
+            notify.links = Some(Arc::new(move |holder, handoff| {
+                state.notification_link(holder, handoff)
             }));
         }
         notify::start(notify, &self.state)
     }
+}
+
+/// Adds `Strict-Transport-Security` to an answer under TLS.
+async fn strict_transport(mut response: axum::response::Response) -> axum::response::Response {
+    response.headers_mut().insert(
+        axum::http::header::STRICT_TRANSPORT_SECURITY,
+        axum::http::HeaderValue::from_static(HSTS),
+    );
+    response
 }
 
 /// Serves one accepted connection: its TLS handshake first (bounded by the
@@ -609,7 +693,8 @@ fn peer_key(ip: IpAddr) -> IpAddr {
 async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits, over_share: bool) {
     let error = ErrorResponse::busy(if over_share {
         format!(
-            "this address holds its share of {} connections of the service; close one, or try              again shortly",
+            "this address holds its share of {} connections of the service; close one, or try \
+             again shortly",
             limits.connections_per_peer()
         )
     } else {
@@ -619,9 +704,14 @@ async fn refuse(stream: TcpStream, tls: Option<TlsAcceptor>, limits: &Limits, ov
         )
     });
     let body = serde_json::to_string(&error).unwrap_or_default();
+    let hsts = if tls.is_some() {
+        format!("strict-transport-security: {HSTS}\r\n")
+    } else {
+        String::new()
+    };
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+         {hsts}connection: close\r\ncontent-length: {}\r\n\r\n{body}",
         crate::error::RETRY_AFTER_SECS,
         body.len()
     );
@@ -662,9 +752,31 @@ async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(
 /// # Errors
 /// As [`bind`]; `Unavailable` when the signal handlers cannot be set up.
 pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
+    serve_with(config, store, None).await
+}
+
+/// [`serve`] on `listener`, a socket already listening on `config.listen`
+/// ([`listen`]): what `lf-handoff serve` runs, having bound the address
+/// before it opened the store.
+///
+/// # Errors
+/// As [`serve`], but for binding.
+pub async fn serve_on(
+    config: ServeConfig,
+    store: Store,
+    listener: std::net::TcpListener,
+) -> StoreResult<()> {
+    serve_with(config, store, Some(listener)).await
+}
+
+async fn serve_with(
+    config: ServeConfig,
+    store: Store,
+    listener: Option<std::net::TcpListener>,
+) -> StoreResult<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let backend = store.backend();
-    let server = bind(config, store).await?;
+    let server = bind_with(config, store, listener).await?;
     print_banner(&server, backend);
     let signals = |kind: SignalKind| {
         signal(kind).map_err(|error| {

@@ -30,8 +30,9 @@
 //!   reminder of its own.
 //! - **The text** is for a Slack or Mattermost incoming webhook, which
 //!   show `text` as it is: what an agent typed is cut to a length, its
-//!   control characters dropped, and `&`, `<`, `>` escaped as Slack asks
-//!   (so a reason cannot mention `<!channel>`).
+//!   control characters dropped, `&`, `<`, `>` escaped as Slack asks (so
+//!   a reason cannot mention `<!channel>`), and mentions (`@channel`) and
+//!   Markdown links (`[label](url)`) broken with a zero-width space.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,13 +59,85 @@ pub const SIGNATURE_HEADER: &str = "x-lf-handoff-signature";
 /// How many characters of an agent's text a message carries.
 const TEXT_LIMIT: usize = 300;
 
-/// Makes the signed link of a handoff (C21), `None` when it has none.
-pub type LinkMaker = Arc<dyn Fn(&InteractiveHandoff) -> Option<String> + Send + Sync>;
+/// Makes the signed link of a handoff (C21) for a name (acting as
+/// `link:NAME`), `None` when it has none.
+pub type LinkMaker = Arc<dyn Fn(&str, &InteractiveHandoff) -> Option<String> + Send + Sync>;
+
+/// The name an endpoint's links are made for when its URL names none
+/// (`#for=NAME`): what is done through them is recorded as
+/// `link:notification`.
+pub const DEFAULT_LINK_HOLDER: &str = "notification";
+
+/// One `--notify` endpoint: the URL posted to, and the name the links of
+/// its messages act as.
+///
+/// The name rides in the URL's fragment, `https://host/hook#for=oncall`:
+/// a fragment is never sent in an HTTP request, so the receiver sees the
+/// URL it gave out, and each endpoint carries its own name.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The URL posted to: the configured one without its fragment.
+    pub url: String,
+    /// The name the links of its messages are made for (`link:NAME`).
+    pub link_for: String,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL's path may be its secret (a Slack webhook's).
+        f.debug_struct("Endpoint")
+            .field("url", &label(&self.url))
+            .field("link_for", &self.link_for)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Reads a `--notify` value: an `http://` or `https://` URL with a
+    /// host, and an optional fragment `for=NAME` naming who its links act
+    /// as (default [`DEFAULT_LINK_HOLDER`]).
+    ///
+    /// # Errors
+    /// `InvalidInput` naming the endpoint by its host: not such a URL, a
+    /// fragment other than `for=NAME`, or a name that makes no actor.
+    pub fn parse(spec: &str) -> StoreResult<Self> {
+        let (url, fragment) = spec.split_once('#').unwrap_or((spec, ""));
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            StoreError::InvalidInput(format!("--notify {}: not a URL ({e})", label(url)))
+        })?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(StoreError::InvalidInput(format!(
+                "--notify {}: an endpoint is an http:// or https:// URL with a host",
+                label(url)
+            )));
+        }
+        let mut link_for = None;
+        for (key, value) in form_urlencoded::parse(fragment.as_bytes()) {
+            if key != "for" || link_for.is_some() {
+                return Err(StoreError::InvalidInput(format!(
+                    "--notify {}: the URL's fragment may only be #for=NAME, the name the \
+                     links of its messages act as (link:NAME)",
+                    label(url)
+                )));
+            }
+            link_for = Some(value.into_owned());
+        }
+        let link_for = link_for.unwrap_or_else(|| DEFAULT_LINK_HOLDER.to_string());
+        crate::links::link_actor(&link_for).map_err(|e| {
+            StoreError::InvalidInput(format!("--notify {} #for=: {}", label(url), e.message()))
+        })?;
+        Ok(Self {
+            url: url.to_string(),
+            link_for,
+        })
+    }
+}
 
 /// Where and how the service posts its messages.
 #[derive(Clone)]
 pub struct NotifyConfig {
-    /// The endpoints (`http://` or `https://` URLs).
+    /// The endpoints (`http://` or `https://` URLs, each with an optional
+    /// `#for=NAME`: see [`Endpoint::parse`]).
     pub endpoints: Vec<String>,
     /// The shared secret the messages are signed with, if any.
     pub secret: Option<Vec<u8>>,
@@ -82,7 +155,8 @@ pub struct NotifyConfig {
     pub max_backoff: Duration,
     /// How long one post may take.
     pub timeout: Duration,
-    /// Makes the signed link of a handoff (C21), when links are served.
+    /// Makes the signed link of a handoff (C21) for an endpoint's name,
+    /// when links are served.
     pub links: Option<LinkMaker>,
 }
 
@@ -119,21 +193,14 @@ impl NotifyConfig {
     }
 
     /// Refuses endpoints that are not `http://` or `https://` URLs with a
-    /// host, and a lease under a second.
+    /// host or whose fragment is not `#for=NAME` with a valid name, and a
+    /// lease under a second.
     ///
     /// # Errors
     /// `InvalidInput` naming the endpoint by its host.
     pub fn check(&self) -> StoreResult<()> {
-        for url in &self.endpoints {
-            let parsed = reqwest::Url::parse(url).map_err(|e| {
-                StoreError::InvalidInput(format!("--notify {}: not a URL ({e})", label(url)))
-            })?;
-            if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-                return Err(StoreError::InvalidInput(format!(
-                    "--notify {}: an endpoint is an http:// or https:// URL with a host",
-                    label(url)
-                )));
-            }
+        for spec in &self.endpoints {
+            Endpoint::parse(spec)?;
         }
         if self.lease < Duration::from_secs(1) {
             return Err(StoreError::InvalidInput(
@@ -202,11 +269,21 @@ pub fn start(config: NotifyConfig, state: &AppState) -> Vec<tokio::task::JoinHan
     config
         .endpoints
         .iter()
-        .map(|url| {
+        .filter_map(|spec| match Endpoint::parse(spec) {
+            Ok(endpoint) => Some(endpoint),
+            Err(error) => {
+                tracing::error!("notifications: {error}; this endpoint is skipped");
+                None
+            }
+        })
+        .map(|endpoint| {
             let delivery = Delivery {
-                url: url.clone(),
-                label: label(url),
-                key: cursor_key(url),
+                label: label(&endpoint.url),
+                // The URL without its fragment, so naming the links of an
+                // endpoint keeps its cursor.
+                key: cursor_key(&endpoint.url),
+                url: endpoint.url,
+                link_for: endpoint.link_for,
                 holder: holder.clone(),
                 config: config.clone(),
                 client: client.clone(),
@@ -221,6 +298,8 @@ pub fn start(config: NotifyConfig, state: &AppState) -> Vec<tokio::task::JoinHan
 /// One endpoint's deliveries in this process.
 struct Delivery {
     url: String,
+    /// The name its links act as (`link:NAME`).
+    link_for: String,
     label: String,
     key: String,
     holder: String,
@@ -238,8 +317,9 @@ enum Ended {
     Stopping,
 }
 
-/// The message posted for an event or a reminder.
-#[derive(Debug, Serialize)]
+/// The message posted for an event or a reminder. It has no `Debug`: its
+/// link is a credential.
+#[derive(Serialize)]
 struct Message<'a> {
     /// What Slack and Mattermost show.
     text: String,
@@ -267,7 +347,11 @@ impl Delivery {
     }
 
     async fn run(mut self) {
-        tracing::info!(endpoint = %self.label, "notifications: delivering");
+        tracing::info!(
+            endpoint = %self.label,
+            link_for = %self.link_for,
+            "notifications: delivering"
+        );
         while !*self.shutdown.borrow() {
             match self.take_lease().await {
                 Ok(Some(cursor)) => match self.deliver(cursor).await {
@@ -474,9 +558,10 @@ impl Delivery {
         handoff: Option<InteractiveHandoff>,
     ) -> Message<'e> {
         let now = self.store().now();
-        let link = handoff
-            .as_ref()
-            .and_then(|handoff| self.config.links.as_ref().and_then(|links| links(handoff)));
+        let link = handoff.as_ref().and_then(|handoff| {
+            let links = self.config.links.as_ref()?;
+            links(&self.link_for, handoff)
+        });
         let idempotency_key = match (event, &handoff) {
             (Some(event), _) => format!("event-{}", event.position),
             (None, Some(handoff)) => format!(
@@ -609,8 +694,13 @@ fn notified(kind: HandoffEventKind) -> Option<&'static str> {
 }
 
 /// What an agent or a person typed, fit for a webhook's `text`: control
-/// characters dropped, cut to [`TEXT_LIMIT`] characters, and `&`, `<`,
-/// `>` escaped as Slack's formatting asks.
+/// characters dropped, cut to [`TEXT_LIMIT`] characters, `&`, `<`, `>`
+/// escaped as Slack's formatting asks (so no `<!channel>`, `<@U123>` or
+/// `<http://x|label>`), and a zero-width space after every `@` and between
+/// `]` and `(`, so neither a mention (`@channel`, `@here`, `@all`,
+/// `@everyone`, a person's name) nor a Markdown link whose label hides
+/// where it goes (`[label](url)`) is rendered by Mattermost, Discord, or
+/// Slack with `link_names`.
 fn clean(typed: &str) -> String {
     let mut kept: String = typed
         .chars()
@@ -623,6 +713,8 @@ fn clean(typed: &str) -> String {
     kept.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('@', "@\u{200b}")
+        .replace("](", "]\u{200b}(")
 }
 
 /// Unicode's bidirectional controls, which can make a line read other
@@ -685,6 +777,10 @@ mod tests {
             "&lt;!channel&gt; a &amp; b &lt;https://x|y&gt;"
         );
         assert_eq!(clean("line\nbreak\u{202e}txt.exe"), "linebreaktxt.exe");
+        assert_eq!(
+            clean("@channel [Sign in](https://evil.example) ![x](y) mail@x"),
+            "@\u{200b}channel [Sign in]\u{200b}(https://evil.example) ![x]\u{200b}(y) mail@\u{200b}x"
+        );
         let long = "x".repeat(TEXT_LIMIT + 10);
         assert_eq!(clean(&long).chars().count(), TEXT_LIMIT + 1);
     }

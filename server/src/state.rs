@@ -6,12 +6,14 @@
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
+use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
-use lf_handoff_adapters::Store;
+use lf_handoff_adapters::{Store, StoreResult};
+use time::OffsetDateTime;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::links::{link_expiry, LinkSecret};
+use crate::links::{link_expiry, LinkSecret, SignedLink};
 use crate::metrics::{Gauge, Metrics};
 use crate::tokens::{Caller, TokenTable};
 use lf_handoff_api::{HandoffJson, Scope};
@@ -227,29 +229,76 @@ impl AppState {
             .set(url.trim_end_matches('/').to_string());
     }
 
-    /// A signed link to `handoff` for `caller`, when its token may hand
-    /// links out (scope `person` or `operator`): valid until the
-    /// handoff's deadline, else for a day. `None` for other tokens, and
-    /// for a name too long to make the actor `link:NAME`.
+    /// A signed link to `handoff` made by `caller`, acting as
+    /// `link:NAME` with the token's own name, when the token may make
+    /// links that act (scope `person`): valid until the handoff's
+    /// deadline, else for a day, at most [`MAX_VALIDITY`](crate::links::MAX_VALIDITY). `None` for
+    /// other tokens, and for a name too long to make that actor. The link
+    /// is logged as made (C29).
     pub fn link_for(&self, caller: &Caller, handoff: &InteractiveHandoff) -> Option<String> {
-        if !caller
-            .scopes
-            .iter()
-            .any(|scope| matches!(scope, Scope::Person | Scope::Operator))
-        {
-            return None;
-        }
-        self.link_named(caller.name.as_str(), handoff)
+        let link = self.answer_link(caller, handoff)?;
+        log_link(caller.name.as_str(), &link, "answer");
+        Some(link.url(self.public_url().unwrap_or_default()))
     }
 
     /// A signed link to `handoff` for `holder` (acting as `link:HOLDER`),
-    /// valid until the handoff's deadline, else for a day; `None` for a
-    /// name too long to make that actor.
-    pub fn link_named(&self, holder: &str, handoff: &InteractiveHandoff) -> Option<String> {
+    /// valid until the handoff's deadline, else for a day, at most
+    /// [`MAX_VALIDITY`](crate::links::MAX_VALIDITY): the link of a notification, made for the name
+    /// its endpoint is configured with. Logged as made by `notify`.
+    /// `None` for a name too long to make that actor.
+    pub fn notification_link(&self, holder: &str, handoff: &InteractiveHandoff) -> Option<String> {
         let now = self.store().now();
-        let expires = link_expiry(handoff.expires_at, now, None);
-        let link = self.link_secret().sign(&handoff.id, holder, expires).ok()?;
+        let expires = link_expiry(handoff.expires_at, now, None).ok()?;
+        let link = self
+            .make_link(holder, &handoff.id, expires, "notification")
+            .ok()?;
         Some(link.url(self.public_url().unwrap_or_default()))
+    }
+
+    /// A signed link to handoff `id` for `maker`, until `expires`, logged
+    /// (maker, handoff, expiry and `via`, what asked for it; never the
+    /// signature).
+    ///
+    /// # Errors
+    /// `InvalidInput` when `link:MAKER` is not a valid actor.
+    pub fn make_link(
+        &self,
+        maker: &str,
+        id: &InteractiveHandoffId,
+        expires: OffsetDateTime,
+        via: &'static str,
+    ) -> StoreResult<SignedLink> {
+        let link =
+            self.link_secret()
+                .sign_by(id, maker, expires, self.token_hash_of(maker).as_deref())?;
+        log_link(maker, &link, via);
+        Ok(link)
+    }
+
+    /// The stored hash of the person's token named `name`, which the links
+    /// it makes are bound to (C29: they stop when it is revoked); `None`
+    /// for a name no person's token has (a notification endpoint's).
+    fn token_hash_of(&self, name: &str) -> Option<Vec<u8>> {
+        self.tokens()
+            .find(|entry| {
+                entry.caller.name.as_str() == name && entry.caller.scopes.contains(&Scope::Person)
+            })
+            .map(|entry| entry.hash().to_vec())
+    }
+
+    /// Whether a link with `grant` may still act: one a token made works
+    /// while a person's token of that name and mark is accepted.
+    pub fn maker_holds(&self, grant: &crate::links::LinkGrant) -> bool {
+        let Some(by) = &grant.by else {
+            return true;
+        };
+        self.tokens()
+            .find(|entry| {
+                entry.caller.name.as_str() == grant.holder
+                    && entry.caller.scopes.contains(&Scope::Person)
+                    && crate::links::maker_mark(entry.hash()) == *by
+            })
+            .is_some()
     }
 
     /// `handoff` as the service answers `caller` with it: with a link
@@ -257,6 +306,54 @@ impl AppState {
     pub fn handoff_json(&self, caller: &Caller, handoff: InteractiveHandoff) -> HandoffJson {
         let link = self.link_for(caller, &handoff);
         HandoffJson::new(handoff, self.store().now()).with_link(link)
+    }
+
+    /// `handoffs` as the service answers `caller` with them, each with a
+    /// link when `caller` may have one. The links of one answer are
+    /// logged as one line (a page of a list holds up to 1000 handoffs).
+    pub fn handoff_jsons(
+        &self,
+        caller: &Caller,
+        handoffs: Vec<InteractiveHandoff>,
+    ) -> Vec<HandoffJson> {
+        let now = self.store().now();
+        let mut made = 0_usize;
+        let mut latest: Option<i64> = None;
+        let answers = handoffs
+            .into_iter()
+            .map(|handoff| {
+                let link = self.answer_link(caller, &handoff).map(|link| {
+                    made += 1;
+                    latest = latest.max(Some(link.expires));
+                    link.url(self.public_url().unwrap_or_default())
+                });
+                HandoffJson::new(handoff, now).with_link(link)
+            })
+            .collect();
+        if let Some(latest) = latest {
+            tracing::info!(
+                maker = caller.name.as_str(),
+                links = made,
+                latest_expiry = %unix_rfc3339(latest),
+                via = "answer",
+                "links made, one per handoff of the answer"
+            );
+        }
+        answers
+    }
+
+    /// The link a handoff answer to `caller` carries, not logged; `None`
+    /// when the token has no scope `person`.
+    fn answer_link(&self, caller: &Caller, handoff: &InteractiveHandoff) -> Option<SignedLink> {
+        if !caller.scopes.contains(&Scope::Person) {
+            return None;
+        }
+        let now = self.store().now();
+        let expires = link_expiry(handoff.expires_at, now, None).ok()?;
+        let maker = self.token_hash_of(caller.name.as_str());
+        self.link_secret()
+            .sign_by(&handoff.id, caller.name.as_str(), expires, maker.as_deref())
+            .ok()
     }
 
     /// Whether the sign-in cookie is `Secure`.
@@ -308,6 +405,24 @@ impl AppState {
     pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
     }
+}
+
+/// Logs that `maker` made `link` (C29): who, for which handoff, until
+/// when, and what asked for it. Never the signature, which is the link.
+fn log_link(maker: &str, link: &SignedLink, via: &'static str) {
+    tracing::info!(
+        maker,
+        handoff = %link.id,
+        expires = %unix_rfc3339(link.expires),
+        via,
+        "link made"
+    );
+}
+
+/// Unix seconds as RFC 3339 (the seconds themselves if out of range).
+fn unix_rfc3339(seconds: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(seconds)
+        .map_or_else(|_| seconds.to_string(), crate::links::rfc3339)
 }
 
 /// A held place among the event streams and long polls.

@@ -58,14 +58,25 @@ pub struct Caller {
     pub scopes: Vec<Scope>,
 }
 
-/// One line of the tokens file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One line of the tokens file. Its `Debug` hides the hash, which a
+/// sign-in cookie signs.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TokenEntry {
     /// The token's name and scopes.
     pub caller: Caller,
     /// When it was made.
     pub created: OffsetDateTime,
     hash: [u8; 32],
+}
+
+impl std::fmt::Debug for TokenEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenEntry")
+            .field("caller", &self.caller)
+            .field("created", &self.created)
+            .field("hash", &"<redacted>")
+            .finish()
+    }
 }
 
 impl TokenEntry {
@@ -90,13 +101,21 @@ impl TokenEntry {
 }
 
 /// A token made now, with its entry: the text is shown once, the entry
-/// kept.
-#[derive(Debug)]
+/// kept. Its `Debug` hides the token.
 pub struct NewToken {
     /// The token text, `lfh_...`: shown once, never stored.
     pub token: String,
     /// What the tokens file keeps of it.
     pub entry: TokenEntry,
+}
+
+impl std::fmt::Debug for NewToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewToken")
+            .field("token", &"<redacted>")
+            .field("entry", &self.entry)
+            .finish()
+    }
 }
 
 /// Makes a token named `name` holding `scopes`, at `now`.

@@ -352,3 +352,149 @@ async fn an_import_is_read_as_it_is_sent() {
     assert_eq!(served.snapshot().await, before, "nothing written");
     served.stop().await;
 }
+
+/// A server that answers every request (read up to its head) with `head`,
+/// then a chunked body of `first` and `piece` again and again up to
+/// `total` bytes, then stalls with the connection open: what a service
+/// gone wrong, or something else answering in its place, can send.
+async fn stalling(head: &'static str, first: Vec<u8>, piece: Vec<u8>, total: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (first, piece) = (first.clone(), piece.clone());
+            tokio::spawn(async move {
+                let mut stream = tokio::io::BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    match stream.read_line(&mut line).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) if line == "\r\n" => break,
+                        Ok(_) => {}
+                    }
+                }
+                let stream = stream.get_mut();
+                let chunk = |bytes: &[u8]| {
+                    let mut out = format!("{:x}\r\n", bytes.len()).into_bytes();
+                    out.extend_from_slice(bytes);
+                    out.extend_from_slice(b"\r\n");
+                    out
+                };
+                let mut sent = first.len();
+                let mut out = format!("{head}transfer-encoding: chunked\r\n\r\n").into_bytes();
+                out.extend(chunk(&first));
+                if stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                while sent < total {
+                    if stream.write_all(&chunk(&piece)).await.is_err() {
+                        return;
+                    }
+                    sent += piece.len();
+                }
+                tokio::time::sleep(Duration::from_secs(600)).await;
+            });
+        }
+    });
+    url
+}
+
+/// Forty MiB of JSON whitespace, more than the client reads of an answer.
+async fn oversized_json() -> String {
+    stalling(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n",
+        b"[".to_vec(),
+        vec![b' '; 1024 * 1024],
+        40 * 1024 * 1024,
+    )
+    .await
+}
+
+/// How long a bounded read may take: the call's own timeout is 60 s.
+const BOUND: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_answer_is_read_up_to_a_bound() {
+    // A call that answers one JSON body, on a connection of its own.
+    let id = InteractiveHandoffId::parse("ih_01a241b1-e8a4-75f2-af70-000000000000").unwrap();
+    let store = client(&oversized_json().await, ANY_TOKEN).await;
+    let error = tokio::time::timeout(BOUND, store.history(&id))
+        .await
+        .expect("refused at the bound, not read until the call's timeout")
+        .unwrap_err();
+    assert_eq!(error.unavailable_kind(), Some(UnavailableKind::Other));
+    assert!(error.to_string().contains("more than 32 MiB"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_to_an_import_sent_as_it_is_read_is_read_up_to_a_bound() {
+    // An import of more than 1 MiB goes through reqwest.
+    let store = client(&oversized_json().await, ANY_TOKEN).await;
+    let input = vec![b' '; 2 * 1024 * 1024];
+    let error = tokio::time::timeout(BOUND, store.import(&input[..], None))
+        .await
+        .expect("refused at the bound, not read until the call's timeout")
+        .unwrap_err();
+    assert!(error.to_string().contains("more than 32 MiB"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_whose_data_never_ends_is_refused_at_a_bound() {
+    let url = stalling(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n",
+        b"id: 0\n\n".to_vec(),
+        format!("data: {}\n", "x".repeat(1000)).into_bytes(),
+        8 * 1024 * 1024,
+    )
+    .await;
+    let store = client(&url, ANY_TOKEN).await;
+    let mut watcher = store
+        .watch(
+            lf_handoff_adapters::WatchFrom::Now,
+            lf_handoff_adapters::WatchFilter::default(),
+        )
+        .await
+        .unwrap();
+    let error = watcher
+        .next_within(Duration::from_secs(5))
+        .await
+        .expect_err("an event over 1 MiB is refused");
+    assert!(error.to_string().contains("longer than 1 MiB"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_goes_in_clear_text_only_to_a_loopback_host_unless_the_url_allows_it() {
+    let open = |url: &str| {
+        let config = HttpConfig::new(url)
+            .unwrap()
+            .with_token(Token::new(ANY_TOKEN).unwrap());
+        async move { open_store(&StorageConfig::Http(config)).await }
+    };
+    for remote in ["http://10.0.0.7:7381", "http://lf.example/registry"] {
+        let error = open(remote).await.unwrap_err();
+        assert!(error.is_invalid_input(), "{remote}: {error}");
+        assert!(
+            error.to_string().contains("?insecure=true") && error.to_string().contains("https://"),
+            "{error}"
+        );
+        assert!(!error.to_string().contains(ANY_TOKEN), "{error}");
+        open(&format!("{remote}?insecure=true")).await.unwrap();
+    }
+    for near in [
+        "http://127.0.0.1:7381",
+        "http://localhost:7381",
+        "http://[::1]:7381",
+        "https://10.0.0.7:7381",
+    ] {
+        open(near).await.unwrap();
+    }
+    // A served store on a loopback address works as before.
+    let served = Served::start().await;
+    let store = client(&served.url, &served.person).await;
+    assert!(store
+        .list_interactive_handoffs(lf_handoff_adapters::ListQuery::default())
+        .await
+        .unwrap()
+        .is_empty());
+    served.stop().await;
+}

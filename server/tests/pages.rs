@@ -679,18 +679,18 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     let made = served
         .post(
             &path,
-            &served.operator,
-            &json!({"for": "dana", "valid_for": "2h"}),
+            &served.person,
+            &json!({"for": "alice", "valid_for": "2h"}),
         )
         .await;
     assert_eq!(made.status, 200, "{}", made.text);
     let made = made.json();
     assert_eq!(made["id"], json!(id));
-    assert_eq!(made["for"], "dana");
+    assert_eq!(made["for"], "alice");
     let link = made["link"].as_str().unwrap();
     let local = link.strip_prefix(&served.url).unwrap();
     assert!(
-        local.starts_with(&format!("/h/{id}?for=dana&exp=")),
+        local.starts_with(&format!("/h/{id}?for=alice&exp=")),
         "{link}"
     );
     let expires = time::OffsetDateTime::parse(
@@ -702,7 +702,7 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     assert!(left > time::Duration::minutes(119) && left <= time::Duration::hours(2));
     let shown = page(&served, "GET", local, None, None, &[]).await;
     assert_eq!(shown.status, 200);
-    assert!(shown.text.contains("link for dana"));
+    assert!(shown.text.contains("link for alice"));
 
     // For the token's name by default.
     let mine = served.post(&path, &served.person, &json!({})).await.json();
@@ -719,7 +719,7 @@ async fn the_link_route_makes_a_link_for_a_name_and_a_time() {
     served
         .post(&path, &served.person, &json!({"for": " "}))
         .await
-        .error(400, "invalid_input");
+        .error(403, "forbidden");
     served
         .post(&path, &served.person, &json!({"colour": "red"}))
         .await
@@ -868,4 +868,46 @@ async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
         .collect();
     assert_eq!(listed, [0, 1, 2]);
     served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_asked_with_another_method_answers_405_with_its_error_page() {
+    let served = Served::start().await;
+    let id = served.open_id().await;
+    let link = served
+        .state
+        .link_secret()
+        .sign(
+            &InteractiveHandoffId::parse(&id).unwrap(),
+            "carol",
+            served.store.now() + time::Duration::hours(1),
+        )
+        .unwrap();
+    let signature = link.path().rsplit_once("sig=").unwrap().1.to_string();
+    for (method, path, allow) in [
+        ("DELETE", "/".to_string(), "GET, HEAD"),
+        ("POST", "/inbox/rows".to_string(), "GET, HEAD"),
+        ("PUT", format!("/inbox/{id}"), "GET, HEAD, POST"),
+        ("DELETE", link.path(), "GET, HEAD, POST"),
+        ("GET", "/sign-in".to_string(), "POST"),
+        ("GET", "/sign-out".to_string(), "POST"),
+        ("POST", "/static/inbox.css".to_string(), "GET, HEAD"),
+        ("PATCH", "/static/inbox.js".to_string(), "GET, HEAD"),
+    ] {
+        let answer = page(&served, method, &path, None, None, &[]).await;
+        assert_eq!(answer.status, 405, "{method} {path}");
+        assert!(
+            answer.header("content-type").starts_with("text/html"),
+            "{method} {path}: {}",
+            answer.header("content-type")
+        );
+        assert!(
+            answer.text.contains(&format!("does not take {method}")),
+            "{method} {path}: {}",
+            answer.text
+        );
+        assert_eq!(answer.header("allow"), allow, "{method} {path}");
+        assert_eq!(answer.header("content-security-policy"), CSP);
+        assert!(!answer.text.contains(&signature), "{}", answer.text);
+    }
 }

@@ -35,6 +35,13 @@ pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest error body read: an error object is a few hundred bytes.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// The largest answer read whole (a JSON answer): a page of a list (at
+/// most 1000 whole records) or an expiry sweep's records fit many times
+/// over, and a service (or whatever answers in its place) that sends more
+/// cannot make the client hold it. Streams (events, an export) are read
+/// piece by piece and not bounded by it.
+pub(super) const MAX_ANSWER: usize = 32 * 1024 * 1024;
+
 /// The largest piece a body read from a reader is sent in, and how many
 /// pieces may wait to be sent: what such a body holds in memory.
 const READER_CHUNK: usize = 64 * 1024;
@@ -152,6 +159,7 @@ impl Client {
     /// As [`HttpConfig::resolve_token`]; `Refused` when the `ca` file is
     /// not PEM certificates; `Io` when it cannot be read.
     pub(super) fn new(config: &HttpConfig) -> StoreResult<Self> {
+        config.check_clear_text()?;
         let token = config.resolve_token()?;
         let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -240,13 +248,46 @@ impl Client {
             Some(route) => retrying(window, || self.plain_attempt(route, call)).await?,
             None => {
                 let response = self.send(call, window).await?;
-                response
-                    .bytes()
-                    .await
-                    .map_err(|e| self.unreachable(call, &e))?
+                Bytes::from(self.whole(call, response).await?)
             }
         };
         self.decode(call, &bytes)
+    }
+
+    /// The body of `response` to `call`, read whole up to [`MAX_ANSWER`].
+    ///
+    /// # Errors
+    /// `Unavailable` of kind `Other` for an answer over the limit;
+    /// `Unreachable` when the connection fails while it comes.
+    async fn whole(&self, call: &Call<'_>, response: Response) -> StoreResult<Vec<u8>> {
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.unreachable(call, &e))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER {
+                return Err(self.too_large(call));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The error of an answer to `call` longer than [`MAX_ANSWER`].
+    fn too_large(&self, call: &Call<'_>) -> StoreError {
+        StoreError::unavailable(
+            UnavailableKind::Other,
+            format!(
+                "the service at {} answered {} {} with more than {} MiB, the most this client \
+                 reads of an answer; is the URL that of `lf-handoff serve`?",
+                self.base,
+                call.method,
+                call.path,
+                MAX_ANSWER / (1024 * 1024)
+            ),
+        )
     }
 
     /// The answer `bytes` to `call` as `T`.
@@ -321,10 +362,7 @@ impl Client {
             }
             (Err(error), _) => return Err(self.unreachable(&call, &error)),
         };
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.unreachable(&call, &e))?;
+        let bytes = self.whole(&call, response).await?;
         self.decode(&call, &bytes)
     }
 
@@ -373,7 +411,9 @@ impl Client {
             error,
             again: false,
         })?;
-        let exchange = route.connections.exchange(request, MAX_ERROR_BODY);
+        let exchange = route
+            .connections
+            .exchange(request, MAX_ANSWER, MAX_ERROR_BODY);
         let answer = match call.timeout {
             Some(limit) => match tokio::time::timeout(limit, exchange).await {
                 Ok(answer) => answer,
@@ -387,6 +427,10 @@ impl Client {
             None => exchange.await,
         };
         match answer {
+            Ok(answer) if answer.status.is_success() && !answer.whole => Err(Attempt {
+                error: self.too_large(call),
+                again: false,
+            }),
             Ok(answer) if answer.status.is_success() => Ok(answer.body),
             Ok(answer) => Err(refused(error_from_body(answer.status, &answer.body))),
             Err(failure) => {

@@ -1,8 +1,11 @@
 //! [`HttpConfig`]: a registry served by `lf-handoff serve`, named by its
 //! URL, `http://host:port` or `https://host:port` (an optional path prefix
 //! for a service behind a proxy), with the options `token_file` (a file
-//! holding the token) and `ca` (a PEM file of the authorities to trust
-//! besides the system's, for a service with a certificate of its own).
+//! holding the token), `ca` (a PEM file of the authorities to trust
+//! besides the system's, for a service with a certificate of its own) and
+//! `insecure=true` (send the token over plain `http://` to a host that is
+//! not this machine's loopback: by default the client refuses, since
+//! anyone on the way could read the token).
 //!
 //! The token never appears in a URL, a message or a `Debug` form: it comes
 //! from [`HttpConfig::token`], the `token_file` option, or the environment
@@ -71,6 +74,9 @@ pub struct HttpConfig {
     pub token_file: Option<PathBuf>,
     /// A PEM file of authorities to trust besides the system's.
     pub ca: Option<PathBuf>,
+    /// Whether the token may go in clear text (`http://`) to a host that
+    /// is not a loopback one (`?insecure=true`).
+    pub insecure: bool,
 }
 
 impl HttpConfig {
@@ -134,6 +140,7 @@ impl HttpConfig {
             token: None,
             token_file: None,
             ca: None,
+            insecure: false,
         };
         for (key, value) in query_pairs(url, query)? {
             config.set(&key, &value)?;
@@ -149,9 +156,21 @@ impl HttpConfig {
                 self.token_file = Some(decode_absolute(key, &escape(value), example)?);
             }
             "ca" => self.ca = Some(decode_absolute(key, &escape(value), example)?),
+            "insecure" => {
+                self.insecure = match value {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(invalid(format!(
+                            "service option insecure={other:?}: give insecure=true or \
+                             insecure=false"
+                        )))
+                    }
+                }
+            }
             other => {
                 return Err(invalid(format!(
-                    "unknown service option {other:?}; accepted: token_file, ca"
+                    "unknown service option {other:?}; accepted: token_file, ca, insecure"
                 )))
             }
         }
@@ -167,11 +186,35 @@ impl HttpConfig {
         if let Some(ca) = &self.ca {
             options.push(format!("ca={}", encode_path(ca)));
         }
+        if self.insecure {
+            options.push("insecure=true".to_string());
+        }
         if options.is_empty() {
             self.base.clone()
         } else {
             format!("{}?{}", self.base, options.join("&"))
         }
+    }
+
+    /// Refuses to send the token in clear text to another machine: an
+    /// `http://` URL whose host is not a loopback one (`localhost`,
+    /// `127.0.0.0/8`, `::1`) needs `insecure=true`.
+    ///
+    /// # Errors
+    /// `InvalidInput` saying how to allow it, or to use `https://`.
+    pub(crate) fn check_clear_text(&self) -> StoreResult<()> {
+        let Some(rest) = self.base.strip_prefix("http://") else {
+            return Ok(());
+        };
+        if self.insecure || is_loopback(rest) {
+            return Ok(());
+        }
+        Err(invalid(format!(
+            "refusing to send the service token in clear text to {}: anyone on the way could \
+             read it; use https://, or add ?insecure=true to the store URL to send it over \
+             plain http:// anyway (a network you trust, a tunnel)",
+            self.base
+        )))
     }
 
     /// The token to send: the configured one, else the token file's, else
@@ -203,6 +246,24 @@ impl HttpConfig {
             ))),
         }
     }
+}
+
+/// Whether the authority at the start of `rest` (`host:port/path`) names
+/// this machine's loopback: `localhost`, an address of `127.0.0.0/8`, or
+/// `::1`.
+fn is_loopback(rest: &str) -> bool {
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        // `[::1]:7381`: the address is what the brackets hold.
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 /// `value` as a URL escapes it, so [`decode_absolute`] (which decodes
@@ -264,6 +325,43 @@ mod tests {
         assert_eq!(config.token_file.as_deref(), Some(Path::new("/run/t k")));
         assert_eq!(config.ca.as_deref(), Some(Path::new("/etc/ca.pem")));
         assert_eq!(HttpConfig::new(&config.url()).unwrap(), config);
+    }
+
+    #[test]
+    fn the_insecure_option_round_trips_and_only_loopback_hosts_go_without_it() {
+        let config = HttpConfig::new("http://10.0.0.7:7381?insecure=true").unwrap();
+        assert!(config.insecure);
+        assert_eq!(config.url(), "http://10.0.0.7:7381?insecure=true");
+        assert_eq!(HttpConfig::new(&config.url()).unwrap(), config);
+        assert!(config.check_clear_text().is_ok());
+        for loopback in [
+            "http://127.0.0.1:7381",
+            "http://127.8.9.10:1/prefix",
+            "http://localhost:7381",
+            "http://LOCALHOST",
+            "http://[::1]:7381",
+            "https://10.0.0.7:7381",
+            "https://lf.example",
+        ] {
+            let config = HttpConfig::new(loopback).unwrap();
+            assert!(config.check_clear_text().is_ok(), "{loopback}");
+        }
+        for remote in [
+            "http://10.0.0.7:7381",
+            "http://lf.example",
+            "http://localhost.evil.example:1",
+            "http://127.0.0.1.evil.example",
+            "http://[::ffff:10.0.0.7]:1",
+            "http://10.0.0.7:1?insecure=false",
+        ] {
+            let error = HttpConfig::new(remote)
+                .unwrap()
+                .check_clear_text()
+                .unwrap_err();
+            assert!(error.is_invalid_input(), "{remote}: {error}");
+            assert!(error.to_string().contains("?insecure=true"), "{error}");
+        }
+        assert!(HttpConfig::new("http://h:1?insecure=yes").is_err());
     }
 
     #[test]

@@ -26,7 +26,8 @@ use super::client::{Call, Shared};
 /// service sends a comment every 30 s (every 15 s up to release 0.3).
 const SILENCE: Duration = Duration::from_secs(90);
 
-/// The longest line read: an event is at most a few kilobytes.
+/// The longest line read, and the most an event's data lines hold
+/// together: an event is at most a few kilobytes.
 const MAX_LINE: usize = 1024 * 1024;
 
 /// An event stream of the service.
@@ -204,13 +205,21 @@ impl ServiceEvents {
                 })?);
             }
             "event" => self.event.kind = Some(value.to_string()),
-            "data" => match &mut self.event.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
+            "data" => {
+                let held = self.event.data.as_ref().map_or(0, String::len);
+                if held + value.len() > MAX_LINE {
+                    self.body = None;
+                    self.event = Fields::default();
+                    return Err(protocol("an event whose data is longer than 1 MiB"));
                 }
-                None => self.event.data = Some(value.to_string()),
-            },
+                match &mut self.event.data {
+                    Some(data) => {
+                        data.push('\n');
+                        data.push_str(value);
+                    }
+                    None => self.event.data = Some(value.to_string()),
+                }
+            }
             _ => {}
         }
         Ok(Dispatched::Nothing)

@@ -632,17 +632,26 @@ fn written(error: &std::io::Error) -> StoreError {
     )
 }
 
-/// Keeps the last whole line seen in `line` (and whether the stream ends
-/// with a line end in `ended`), given the next `chunk` of the stream.
+/// Keeps the last whole line seen (its first [`MAX_END_LINE`] bytes) in
+/// `line`, and whether the stream ends with a line end in `ended`, given
+/// the next `chunk` of the stream.
 fn remember_last_line(line: &mut Vec<u8>, chunk: &[u8], ended: &mut bool) {
     for piece in chunk.split_inclusive(|&byte| byte == b'\n') {
         if *ended {
             line.clear();
         }
-        line.extend_from_slice(piece);
+        // Only the start of a long line is kept: an end line is short, and
+        // a record's line (or a stream that never ends its line) must not
+        // grow the client's memory.
+        let room = MAX_END_LINE.saturating_sub(line.len());
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
         *ended = piece.ends_with(b"\n");
     }
 }
+
+/// The most of an export's last line kept to read its end line from, which
+/// holds a few counts.
+const MAX_END_LINE: usize = 64 * 1024;
 
 /// The counts of an export's end line.
 fn end_line(line: &[u8]) -> Option<ArchiveSummary> {

@@ -61,12 +61,14 @@ pub(super) struct Plain {
     idle: Mutex<Vec<Open>>,
 }
 
-/// An answer: its status and its body (whole for a success; for another,
-/// cut after the limit [`Plain::exchange`] was given).
+/// An answer: its status and its body, cut after the limit
+/// [`Plain::exchange`] was given for its status.
 #[derive(Debug)]
 pub(super) struct Answer {
     pub(super) status: StatusCode,
     pub(super) body: Bytes,
+    /// Whether `body` is the whole body (not cut at the limit).
+    pub(super) whole: bool,
 }
 
 /// Why a call got no answer.
@@ -117,7 +119,7 @@ impl Plain {
         }
     }
 
-    /// Sends `request` and reads its answer: the whole body of a
+    /// Sends `request` and reads its answer: at most `limit` bytes of a
     /// successful one, at most `error_limit` bytes of another (the rest is
     /// left unread, and the connection closed).
     ///
@@ -126,6 +128,7 @@ impl Plain {
     pub(super) async fn exchange(
         &self,
         request: Request<Full<Bytes>>,
+        limit: usize,
         error_limit: usize,
     ) -> Result<Answer, Failure> {
         let mut request = request;
@@ -146,7 +149,7 @@ impl Plain {
         };
         let status = response.status();
         let limit = if status.is_success() {
-            usize::MAX
+            limit
         } else {
             error_limit
         };
@@ -155,7 +158,11 @@ impl Plain {
         if keep && whole {
             self.give_back(open);
         }
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            body,
+            whole,
+        })
     }
 
     /// The most recently used idle connection that is still open.

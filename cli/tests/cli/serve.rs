@@ -464,6 +464,31 @@ fn kill_9_loses_nothing_the_service_acknowledged() {
 }
 
 #[test]
+fn serve_on_an_address_in_use_says_so_and_how_to_give_another() {
+    let sandbox = Sandbox::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let store = sandbox.path("serve.db");
+    let url = format!("sqlite://{}", store.display());
+    let message = sandbox.fails(
+        &["--store", &url, "serve", "--listen", &address],
+        5,
+        "address_in_use",
+    );
+    assert!(
+        message.contains(&format!(
+            "cannot listen on {address}: another process listens there"
+        )),
+        "{message}"
+    );
+    assert!(message.contains("--listen HOST:PORT"), "{message}");
+    assert!(!message.contains("storage"), "{message}");
+    // Found before the store is opened: nothing was made.
+    assert!(!store.exists());
+    drop(taken);
+}
+
+#[test]
 fn a_non_loopback_address_needs_tokens_and_tls_or_a_proxy() {
     let sandbox = Sandbox::new();
     let message = sandbox.fails(&["serve", "--listen", "0.0.0.0:0"], 2, "invalid_input");
@@ -832,22 +857,26 @@ fn link_prints_a_signed_link_the_service_answers() {
     );
     assert_eq!(status, 403);
 
-    // Over the service, without the secret: the service makes the link.
+    // Over the service, without the secret: the service makes the link,
+    // for the token's name and no other.
     let over = through(
         &sandbox,
         &serving,
         &alice,
-        &["link", &id, "--for", "erin", "--valid-for", "1h"],
+        &["link", &id, "--valid-for", "1h"],
     );
     assert_eq!(over.code, 0, "{}", over.stderr);
     let link = over.stdout.trim();
     assert!(
-        link.starts_with(&format!("{base}/h/{id}?for=erin&exp=")),
+        link.starts_with(&format!("{base}/h/{id}?for=alice&exp=")),
         "{link}"
     );
     let (status, page) = serving.request("GET", &link[base.len()..], None, None);
     assert_eq!(status, 200, "{page}");
-    assert!(page.contains("link for erin"));
+    assert!(page.contains("link for alice"));
+    let other = through(&sandbox, &serving, &alice, &["link", &id, "--for", "erin"]);
+    assert_eq!(other.code, 5, "{}", other.stderr);
+    assert!(other.stderr.contains("\"alice\""), "{}", other.stderr);
     let refused = through(&sandbox, &serving, &bot, &["link", &id]);
     assert_ne!(refused.code, 0, "an agent's token makes no link");
     assert!(refused.stderr.contains("link"), "{}", refused.stderr);

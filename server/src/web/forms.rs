@@ -180,9 +180,18 @@ pub(super) async fn sign_out(State(state): State<AppState>, request: Request) ->
 // ---------------------------------------------------------------------
 // Forms
 
-/// A form's fields, each given at most once.
-#[derive(Debug, Default)]
+/// A form's fields, each given at most once. Its `Debug` names the fields
+/// only: a sign-in form's `token` and every form's `csrf` are secrets.
+#[derive(Default)]
 pub(super) struct Form(pub(super) BTreeMap<String, String>);
+
+impl std::fmt::Debug for Form {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Form")
+            .field(&self.0.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
 
 impl Form {
     pub(super) fn parse(body: &[u8]) -> Result<Self, ApiError> {

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::extract::{Path, RawQuery, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -81,6 +81,19 @@ const URGENT: time::Duration = time::Duration::minutes(15);
 const STYLE: &str = include_str!("../../static/inbox.css");
 const SCRIPT: &str = include_str!("../../static/inbox.js");
 
+/// The methods each page takes, by path template: what the `Allow` header
+/// of a 405 names. A `GET` page also answers `HEAD`.
+const METHODS: [(&str, &str); 8] = [
+    ("/", "GET, HEAD"),
+    ("/inbox/rows", "GET, HEAD"),
+    ("/inbox/{id}", "GET, HEAD, POST"),
+    ("/h/{id}", "GET, HEAD, POST"),
+    ("/sign-in", "POST"),
+    ("/sign-out", "POST"),
+    ("/static/inbox.css", "GET, HEAD"),
+    ("/static/inbox.js", "GET, HEAD"),
+];
+
 /// The pages' routes, with their headers.
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -92,7 +105,26 @@ pub fn routes() -> Router<AppState> {
         .route("/sign-out", post(sign_out))
         .route("/static/inbox.css", get(style))
         .route("/static/inbox.js", get(script))
+        .method_not_allowed_fallback(wrong_method)
         .layer(map_response(page_headers))
+}
+
+/// A page asked with a method it does not take: a 405 whose body is the
+/// error page, as for any other refusal of a page, with `Allow`.
+async fn wrong_method(method: Method, uri: Uri) -> Response {
+    let allow = METHODS
+        .iter()
+        .find(|(template, _)| crate::handlers::same_shape(template, uri.path()))
+        .map_or("GET, HEAD", |(_, allow)| allow);
+    // The path only: a link's query holds its signature.
+    let mut response = error_page(ApiError::plain(
+        Category::MethodNotAllowed,
+        format!("{} does not take {method}; use {allow}", uri.path()),
+    ));
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
 }
 
 async fn page_headers(mut response: Response) -> Response {
@@ -457,14 +489,21 @@ fn link_query(query: Option<&str>) -> String {
 
 fn verify_link(state: &AppState, id: &str, query: &str) -> Result<LinkGrant, LinkRefusal> {
     let now = state.store().now();
-    state.link_secret().verify(id, query, now)
+    let grant = state.link_secret().verify(id, query, now)?;
+    if !state.maker_holds(&grant) {
+        return Err(LinkRefusal::MakerRevoked);
+    }
+    Ok(grant)
 }
 
 /// The page of a refused link.
 fn refused_link(refusal: &LinkRefusal) -> Response {
     let status = match refusal {
         LinkRefusal::Malformed(_) => StatusCode::BAD_REQUEST,
-        LinkRefusal::BadSignature | LinkRefusal::Expired(_) => StatusCode::FORBIDDEN,
+        LinkRefusal::BadSignature
+        | LinkRefusal::Expired(_)
+        | LinkRefusal::TooLong(_)
+        | LinkRefusal::MakerRevoked => StatusCode::FORBIDDEN,
     };
     message_page(
         status,
@@ -543,6 +582,18 @@ mod tests {
             shell_line(&argv),
             r"tmux attach-session -t 'agent one' 'it'\''s'"
         );
+    }
+
+    #[test]
+    fn a_forms_debug_names_its_fields_only() {
+        let form =
+            forms::Form::parse(b"token=lfh_SECRET&csrf=CSRF&action=complete").unwrap_or_default();
+        let shown = format!("{form:?}");
+        assert!(
+            !shown.contains("SECRET") && !shown.contains("CSRF"),
+            "{shown}"
+        );
+        assert!(shown.contains("token") && shown.contains("csrf"), "{shown}");
     }
 
     #[test]

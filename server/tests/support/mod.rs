@@ -99,6 +99,24 @@ impl Served {
 
     /// A server over `store`, its tokens file in `dir`.
     pub async fn serve(dir: TempDir, store: Store, limits: Limits) -> Self {
+        Self::serve_configured(dir, store, |config| config.limits = limits).await
+    }
+
+    /// A server over a new SQLite store, configured by `configure` after
+    /// the defaults (listening on `127.0.0.1:0`, the tokens file) are set.
+    pub async fn start_configured(configure: impl FnOnce(&mut ServeConfig)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_store(dir.path()).await;
+        Self::serve_configured(dir, store, configure).await
+    }
+
+    /// A server over `store`, its tokens file in `dir`, configured by
+    /// `configure`.
+    pub async fn serve_configured(
+        dir: TempDir,
+        store: Store,
+        configure: impl FnOnce(&mut ServeConfig),
+    ) -> Self {
         let path = dir.path().join("tokens");
         let now = store.now();
         let agent = tokens::create(&path, "bot@ci", &[Scope::Agent], now)
@@ -113,13 +131,13 @@ impl Served {
         let wrong = tokens::make_token("nobody", &[Scope::Operator], now)
             .unwrap()
             .token;
-        Self::serve_with_tokens(dir, store, limits, agent, person, operator, wrong).await
+        Self::serve_with_tokens(dir, store, configure, agent, person, operator, wrong).await
     }
 
     async fn serve_with_tokens(
         dir: TempDir,
         store: Store,
-        limits: Limits,
+        configure: impl FnOnce(&mut ServeConfig),
         agent: String,
         person: String,
         operator: String,
@@ -127,7 +145,7 @@ impl Served {
     ) -> Self {
         let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap());
         config.tokens = Some(dir.path().join("tokens"));
-        config.limits = limits;
+        configure(&mut config);
         let server = bind(config, store.clone()).await.unwrap();
         let url = server.url();
         let state = server.state().clone();
@@ -160,7 +178,7 @@ impl Served {
         Self::serve_with_tokens(
             dir,
             store,
-            Limits::default(),
+            |_| {},
             self.agent.clone(),
             self.person.clone(),
             self.operator.clone(),
@@ -398,4 +416,76 @@ pub async fn sign_out(served: &Served, cookie: &str) {
     )
     .await;
     assert_eq!(out.status, 303, "{}", out.text);
+}
+
+/// What a webhook receiver was posted: the path and the JSON body of each
+/// message.
+pub type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>;
+
+/// A webhook receiver on `127.0.0.1:0` that takes every post; its base
+/// URL and what it received.
+pub async fn receiver() -> (String, Received) {
+    let received = Received::default();
+    let kept = received.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, body: String| {
+        let kept = kept.clone();
+        async move {
+            let value: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            kept.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((uri.path().to_string(), value));
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, received)
+}
+
+/// The `opened` message each endpoint was posted about one handoff.
+#[derive(Debug)]
+pub struct Told {
+    /// The handoff.
+    pub id: String,
+    /// Each endpoint's path and its message.
+    pub messages: std::collections::BTreeMap<String, Value>,
+}
+
+impl std::ops::Index<&str> for Told {
+    type Output = Value;
+
+    fn index(&self, path: &str) -> &Value {
+        &self.messages[path]
+    }
+}
+
+/// Opens handoffs (with the fields of `extra`) until every endpoint of
+/// `paths` was posted the `opened` message of one of them: a new endpoint
+/// starts from the log's end once its delivery started, so the first
+/// handoffs may come before it.
+pub async fn told(served: &Served, received: &Received, paths: &[&str], extra: Value) -> Told {
+    for _ in 0..40 {
+        let id = served.open(extra.clone()).await["handoff"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let posted = received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let messages: std::collections::BTreeMap<String, Value> = posted
+            .into_iter()
+            .filter(|(path, body)| {
+                paths.contains(&path.as_str())
+                    && body["kind"] == "opened"
+                    && body["handoff"]["id"] == id.as_str()
+            })
+            .collect();
+        if messages.len() == paths.len() {
+            return Told { id, messages };
+        }
+    }
+    panic!("the endpoints {paths:?} were told of no handoff");
 }
