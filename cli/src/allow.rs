@@ -22,6 +22,7 @@ use serde::Deserialize;
 use crate::error::{CliError, CliResult};
 use crate::output::{printable, shell_words};
 use crate::store_select::{config_file, read_config, Environment};
+use crate::tmux::plain_attach;
 
 /// The programs `attach` runs when the config file names none.
 pub const DEFAULT_ALLOWED: &[&str] = &["tmux"];
@@ -111,7 +112,7 @@ impl AllowList {
             )));
         };
         if self.allows(program) {
-            return Ok(());
+            return self.check_tmux(id, argv);
         }
         let shown = printable(program);
         let allowed = if self.programs.is_empty() {
@@ -151,6 +152,32 @@ impl AllowList {
             shell_words(argv)
         ))
         .hint(advice))
+    }
+}
+
+impl AllowList {
+    /// Allowing `tmux` allows joining a session, not whatever tmux can
+    /// run: a command of a program named `tmux` runs only when it is a
+    /// plain attach ([`plain_attach`]), so `tmux new-session CMD`, `tmux
+    /// -c CMD`, `tmux -f FILE attach` or `tmux attach \; run-shell CMD`,
+    /// which an agent could write, do not run.
+    fn check_tmux(&self, id: &impl std::fmt::Display, argv: &[String]) -> CliResult<()> {
+        let is_tmux = argv
+            .first()
+            .and_then(|program| Path::new(program).file_name())
+            .is_some_and(|name| name == "tmux");
+        if !is_tmux || plain_attach(argv).is_some() {
+            return Ok(());
+        }
+        Err(CliError::not_allowed(format!(
+            "handoff {id}'s command does more than join a tmux session, which is all an allowed \
+             tmux may do: {}",
+            shell_words(argv)
+        ))
+        .hint(format!(
+            "`lf-handoff attach {id} --print` shows it without running it; read it, and run it \
+             yourself if you trust it"
+        )))
     }
 }
 
@@ -197,5 +224,35 @@ mod tests {
         assert!(message.contains("sh -c 'echo hi'"), "{message}");
         assert!(message.contains("/home/j/config.toml"), "{message}");
         list.check(&"ih_1", &argv(&["tmux", "attach"])).unwrap();
+    }
+
+    #[test]
+    fn an_allowed_tmux_only_joins_a_session() {
+        let list = AllowList::new(None, &[], None).unwrap();
+        for joins in [
+            &["tmux", "attach"][..],
+            &["tmux", "attach-session", "-t", "agent-7"],
+            &["tmux", "-L", "lf", "a", "-t", "agent-7"],
+            &["tmux", "-S", "/tmp/lf.sock", "attach", "-d", "-t", "x"],
+        ] {
+            list.check(&"ih_1", &argv(joins))
+                .unwrap_or_else(|e| panic!("{joins:?}: {e}"));
+        }
+        for runs in [
+            &["tmux", "new-session", "sh -c 'curl evil'"][..],
+            &["tmux", "-c", "curl evil"],
+            &["tmux", "-f", "/tmp/evil.conf", "attach", "-t", "x"],
+            &["tmux", "attach", "-t", "x", ";", "run-shell", "curl evil"],
+            &["tmux", "run-shell", "curl evil"],
+            &["tmux", "attach", "-t", "x", "extra"],
+        ] {
+            let error = list.check(&"ih_1", &argv(runs)).unwrap_err();
+            assert_eq!(
+                (error.code(), error.kind()),
+                (126, "program_not_allowed"),
+                "{runs:?}"
+            );
+            assert!(error.to_string().contains("more than join"), "{error}");
+        }
     }
 }

@@ -50,27 +50,11 @@ const ATTACH_WITH_VALUE: &[char] = &['c', 'f', 't'];
 const ATTACH_FLAGS: &[char] = &['d', 'E', 'r', 'x'];
 
 impl TmuxAttach {
-    /// The attach that `argv` makes, if it is a plain `tmux attach`.
+    /// The attach that `argv` makes, if it is a plain `tmux attach` to a
+    /// named session.
     pub fn parse(argv: &[String]) -> Option<Self> {
         let (program, rest) = argv.split_first()?;
-        if Path::new(program).file_name()? != "tmux" {
-            return None;
-        }
-        let (global_options, position) = options(rest, GLOBAL_WITH_VALUE, GLOBAL_FLAGS)?;
-        // `-c` runs a shell command instead of a tmux command.
-        if global_options.iter().any(|(flag, _)| *flag == 'c') {
-            return None;
-        }
-        let command = rest.get(position)?;
-        if command.is_empty() || !"attach-session".starts_with(command.as_str()) {
-            return None;
-        }
-        let (attach_options, end) =
-            options(&rest[position + 1..], ATTACH_WITH_VALUE, ATTACH_FLAGS)?;
-        if position + 1 + end != rest.len() {
-            // Arguments after the options: another command (`\;`).
-            return None;
-        }
+        let (global_options, position, attach_options) = plain_attach(argv)?;
         let target = attach_options
             .into_iter()
             .rev()
@@ -123,6 +107,47 @@ impl TmuxAttach {
     pub fn target(&self) -> &str {
         &self.target
     }
+}
+
+/// The global options, the subcommand's position among the words after
+/// the program, and the attach options of `argv`, if it is a plain `tmux
+/// attach-session` (or an abbreviation of it): tmux's own global options
+/// but `-c` (which runs a shell command) and `-f` (a configuration file,
+/// which a server that the attach starts would run), the attach's own
+/// options, and
+/// nothing after them (no second command, such as `\; run-shell ...`).
+/// Such a command joins a session and starts nothing.
+#[allow(clippy::type_complexity)]
+pub fn plain_attach(
+    argv: &[String],
+) -> Option<(
+    Vec<(char, Option<String>)>,
+    usize,
+    Vec<(char, Option<String>)>,
+)> {
+    let (program, rest) = argv.split_first()?;
+    if Path::new(program).file_name()? != "tmux" {
+        return None;
+    }
+    let (global_options, position) = options(rest, GLOBAL_WITH_VALUE, GLOBAL_FLAGS)?;
+    // `-c` runs a shell command instead of a tmux command; `-f` names a
+    // configuration file, whose commands a server the attach starts runs.
+    if global_options
+        .iter()
+        .any(|(flag, _)| matches!(flag, 'c' | 'f'))
+    {
+        return None;
+    }
+    let command = rest.get(position)?;
+    if command.is_empty() || !"attach-session".starts_with(command.as_str()) {
+        return None;
+    }
+    let (attach_options, end) = options(&rest[position + 1..], ATTACH_WITH_VALUE, ATTACH_FLAGS)?;
+    if position + 1 + end != rest.len() {
+        // Arguments after the options: another command (`\;`).
+        return None;
+    }
+    Some((global_options, position, attach_options))
 }
 
 /// Reads getopt-style options from the start of `words` (`-ab`, `-tNAME`,

@@ -1,6 +1,8 @@
 //! The error answer: the error object (C18, C19) with the status of its
 //! category, and `Retry-After` when a later attempt may succeed.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use lf_handoff_adapters::StoreError;
@@ -49,8 +51,25 @@ pub fn withheld(error: &StoreError) -> ErrorResponse {
         return ErrorResponse::from_store(error);
     }
     let id = error_id();
-    tracing::warn!(error.id = %id, "store failure: {error}");
+    // Anyone can ask `/readyz` while the store is down: one WARN line a
+    // second at most, the others at DEBUG, so the log stays readable.
+    if first_this_second() {
+        tracing::warn!(error.id = %id, "store failure: {error}");
+    } else {
+        tracing::debug!(error.id = %id, "store failure: {error}");
+    }
     ErrorResponse::withheld(error, &id)
+}
+
+/// Whether no store failure was logged at WARN in the current second yet
+/// (and marks this second as logged).
+fn first_this_second() -> bool {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or_default();
+    LAST.swap(now, Ordering::Relaxed) != now
 }
 
 /// A new id for a logged failure: `e-` and 12 random hex digits, enough

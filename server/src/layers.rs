@@ -12,7 +12,7 @@ use lf_handoff_api::routes::{find, Access, Method, RouteId};
 use lf_handoff_api::{Category, ErrorResponse};
 
 use crate::error::{error_response, ApiError};
-use crate::state::{AppState, TokenHash};
+use crate::state::{AppState, Holder};
 
 /// Refuses a request to a route its token may not call: 401 without a
 /// token or with one the service does not know, 403 when the token's
@@ -38,10 +38,18 @@ pub async fn authorize(
         route.id,
         RouteId::Events | RouteId::ListRecords | RouteId::Get | RouteId::History
     );
+    let mut sign_in = None;
     let entry = match bearer(request.headers()) {
         Some(token) => state.tokens().entry_of(token).cloned(),
         None => match crate::web::session_cookie(request.headers()) {
-            Some(cookie) if cookie_reads => crate::web::session_entry(&state, cookie).await,
+            Some(cookie) if cookie_reads => match crate::web::session_entry(&state, cookie).await {
+                Ok(entry) => {
+                    sign_in = crate::links::SessionValue::parse(cookie, state.store().now())
+                        .map(|value| value.revocation_key());
+                    entry
+                }
+                Err(error) => return error.into_response(),
+            },
             _ => {
                 return ApiError::plain(
                     Category::Unauthorized,
@@ -77,9 +85,11 @@ pub async fn authorize(
         .into_response();
     }
     request.extensions_mut().insert(caller);
-    request
-        .extensions_mut()
-        .insert(TokenHash(Arc::from(entry.hash())));
+    request.extensions_mut().insert(Holder {
+        hash: Arc::from(entry.hash()),
+        caller: entry.caller.clone(),
+        sign_in,
+    });
     next.run(request).await
 }
 

@@ -43,6 +43,7 @@ pub mod links;
 mod listen;
 mod metrics;
 pub mod notify;
+mod peers;
 mod state;
 mod streams;
 pub mod tokens;

@@ -351,6 +351,16 @@ impl std::fmt::Debug for SessionValue {
 }
 
 impl SessionValue {
+    /// The store's key for this sign-in's sign-out (C29): a hash of its
+    /// nonce, which names the sign-in whatever text carried it, and gives
+    /// the store nothing to sign in with.
+    pub fn revocation_key(&self) -> String {
+        let mut message = format!("{SESSION_DOMAIN}\nsign-out\n").into_bytes();
+        message.extend_from_slice(&self.nonce);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &message);
+        format!("session:{}", hex::encode(digest.as_ref()))
+    }
+
     /// Reads `s2.EXPIRES.NONCE.TAG`; `None` for anything else (the nonce-less
     /// `s1.` sign-ins of earlier releases included: their person signs in
     /// again), or one that has expired at `now`.
@@ -358,7 +368,12 @@ impl SessionValue {
         let rest = value.strip_prefix("s2.")?;
         let (expires, rest) = rest.split_once('.')?;
         let (nonce, tag) = rest.split_once('.')?;
-        if expires.len() > 20 || !expires.bytes().all(|b| b.is_ascii_digit()) {
+        // One spelling per sign-in: no sign, no leading zero, so that no
+        // other text of a signed-out cookie passes for a sign-in.
+        if expires.len() > 20
+            || expires.starts_with('0')
+            || !expires.bytes().all(|b| b.is_ascii_digit())
+        {
             return None;
         }
         let expires: i64 = expires.parse().ok()?;

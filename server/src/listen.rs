@@ -25,12 +25,11 @@
 //!   again; a file that cannot be read keeps the tokens in use, and the
 //!   log says why.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write as _;
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http1;
@@ -50,6 +49,7 @@ use crate::handlers::app;
 use crate::links::LinkSecret;
 use crate::metrics::Gauge;
 use crate::notify::{self, NotifyConfig};
+use crate::peers::Peers;
 use crate::state::{AppState, Limits, PersonSide};
 use crate::tokens::{self, TokenTable};
 
@@ -617,73 +617,6 @@ async fn serve_connection<I>(
     // instead of waking another worker thread each time.
     if let Err(error) = Gated::new(watcher.watch(connection)).await {
         tracing::debug!("a connection ended: {error}");
-    }
-}
-
-/// How many connections each peer holds, by [`peer_key`]; a peer may hold
-/// at most `share`.
-#[derive(Debug)]
-struct Peers {
-    share: usize,
-    held: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
-}
-
-/// A connection's place in its peer's share, given back when dropped.
-#[derive(Debug)]
-struct PeerPlace {
-    key: IpAddr,
-    held: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl Peers {
-    fn new(share: usize) -> Self {
-        Self {
-            share,
-            held: Arc::default(),
-        }
-    }
-
-    /// A place for a connection of `ip`, or `None` when its share is held.
-    fn take(&self, ip: IpAddr) -> Option<PeerPlace> {
-        let key = peer_key(ip);
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.entry(key).or_insert(0);
-        if *count >= self.share {
-            return None;
-        }
-        *count += 1;
-        Some(PeerPlace {
-            key,
-            held: self.held.clone(),
-        })
-    }
-}
-
-impl Drop for PeerPlace {
-    fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = held.get_mut(&self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                held.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// What a peer is counted as: its IPv4 address (also when it reaches an
-/// IPv6 socket as `::ffff:a.b.c.d`), or its IPv6 /64 network, which one
-/// host usually holds whole.
-fn peer_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let network = u128::from(v6) & !((1_u128 << 64) - 1);
-                IpAddr::V6(Ipv6Addr::from(network))
-            }
-        },
     }
 }
 

@@ -18,11 +18,25 @@ use crate::metrics::{Gauge, Metrics};
 use crate::tokens::{Caller, TokenTable};
 use lf_handoff_api::{HandoffJson, Scope};
 
-/// The stored hash of the token a request was made with (its bearer
-/// token's, or the token its sign-in names), which the authorization layer
-/// hands to the handlers that hold a request open.
+/// Who holds a request open: the stored hash of the token it was made
+/// with (its bearer token's, or the token its sign-in names), its caller
+/// as it was then, and, for a sign-in, the key of its sign-out. The
+/// authorization layer hands it to the handlers that hold a request open,
+/// which end when [`AppState::gone`] says so.
 #[derive(Debug, Clone)]
-pub struct TokenHash(pub Arc<[u8]>);
+pub struct Holder {
+    /// The token's stored hash.
+    pub hash: Arc<[u8]>,
+    /// Its name and scopes when the request came.
+    pub caller: Caller,
+    /// The sign-in's revocation key, when a cookie made the request.
+    pub sign_in: Option<String>,
+}
+
+/// How often a request held open by a sign-in looks in the store for its
+/// sign-out through another server (one through this server wakes it at
+/// once).
+const SIGN_OUT_RECHECK: Duration = Duration::from_secs(1);
 
 /// The limits that hold under abuse (C20), each with a clear error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +119,9 @@ struct Shared {
     /// Counts the token tables accepted, so what a token holds open can
     /// end when its token is gone.
     tokens_read: watch::Sender<u64>,
+    /// Counts the sign-outs through this server, so what a sign-in holds
+    /// open can end at once.
+    signed_out: watch::Sender<u64>,
     limits: Limits,
     metrics: Metrics,
     streams: Arc<Semaphore>,
@@ -130,11 +147,13 @@ impl AppState {
     pub fn new(store: Store, tokens: TokenTable, limits: Limits, person: PersonSide) -> Self {
         let (shutdown, _) = watch::channel(false);
         let (tokens_read, _) = watch::channel(0);
+        let (signed_out, _) = watch::channel(0);
         Self {
             inner: Arc::new(Shared {
                 store,
                 tokens: RwLock::new(Arc::new(tokens)),
                 tokens_read,
+                signed_out,
                 streams: Arc::new(Semaphore::new(limits.max_streams)),
                 limits,
                 metrics: Metrics::default(),
@@ -177,21 +196,45 @@ impl AppState {
         self.inner.tokens_read.send_modify(|read| *read += 1);
     }
 
-    /// Resolves once the tokens accepted hold no token whose stored hash
-    /// is `hash` (it was revoked, and the tokens file read again): what a
-    /// request of that token holds open ends then.
-    pub async fn token_gone(&self, hash: TokenHash) {
+    /// Tells what sign-ins hold open that one was signed out here.
+    pub fn signed_out(&self) {
+        self.inner.signed_out.send_modify(|count| *count += 1);
+    }
+
+    /// Resolves once what `holder` holds open may not go on: the tokens
+    /// accepted no longer hold its token with the name and scopes it had
+    /// (revoked, or changed, and the tokens file read again), or its
+    /// sign-in was signed out, through this server (at once) or another
+    /// of the store (within [`SIGN_OUT_RECHECK`]).
+    pub async fn gone(&self, holder: Holder) {
         let mut read = self.inner.tokens_read.subscribe();
+        let mut signed_out = self.inner.signed_out.subscribe();
         loop {
-            if self
+            let held = self
                 .tokens()
-                .find(|entry| entry.hash() == &*hash.0)
-                .is_none()
-            {
+                .find(|entry| entry.hash() == &*holder.hash && entry.caller == holder.caller)
+                .is_some();
+            if !held {
                 return;
             }
-            if read.changed().await.is_err() {
-                std::future::pending::<()>().await;
+            match &holder.sign_in {
+                None => {
+                    if read.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                Some(key) => {
+                    // A store that cannot say now is asked again later:
+                    // the request's own reads report the store's failure.
+                    if let Ok(true) = self.store().is_revoked(key).await {
+                        return;
+                    }
+                    tokio::select! {
+                        _ = read.changed() => {}
+                        _ = signed_out.changed() => {}
+                        () = tokio::time::sleep(SIGN_OUT_RECHECK) => {}
+                    }
+                }
             }
         }
     }

@@ -42,7 +42,7 @@ use tokio::sync::mpsc;
 use crate::error::ApiError;
 use crate::extract::{check_length, media_type, stalled, too_large, IdParam, Who};
 use crate::metrics::Gauge;
-use crate::state::{shutting_down, AppState, TokenHash};
+use crate::state::{shutting_down, AppState, Holder};
 
 /// How often an idle event stream sends a comment, so proxies keep it
 /// open and a vanished client is noticed: half the idle timeout common
@@ -75,7 +75,7 @@ fn revoked() -> ApiError {
 pub async fn wait(
     State(state): State<AppState>,
     Who(caller): Who,
-    Extension(token): Extension<TokenHash>,
+    Extension(holder): Extension<Holder>,
     id: IdParam,
     RawQuery(query): RawQuery,
 ) -> Answer {
@@ -89,7 +89,7 @@ pub async fn wait(
     let waited = tokio::select! {
         waited = store.wait(&handoff_id, Some(params.timeout)) => Some(waited?),
         () = shutting_down(&mut shutdown) => None,
-        () = state.token_gone(token) => return Err(revoked()),
+        () = state.gone(holder) => return Err(revoked()),
     };
     let (ended, handoff) = match waited {
         Some(Waited::Ended(handoff)) => (true, handoff),
@@ -113,7 +113,7 @@ pub async fn wait(
 /// events, resumed after `Last-Event-ID` when the client sends one.
 pub async fn events(
     State(state): State<AppState>,
-    Extension(token): Extension<TokenHash>,
+    Extension(holder): Extension<Holder>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Answer {
@@ -142,7 +142,7 @@ pub async fn events(
     // Resolves only when the stream's token is revoked, which ends it.
     let gone: Gone = Box::pin({
         let state = state.clone();
-        async move { state.token_gone(token).await }
+        async move { state.gone(holder).await }
     });
     let events = stream::unfold(
         Some((watcher, shutdown, slot, gone)),

@@ -141,7 +141,9 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
 async fn a_store_failure_reaches_clients_as_its_kind_and_an_id_and_the_log_has_the_details() {
     let captured = Captured::default();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("lf_handoff_server=warn"))
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "lf_handoff_server=debug",
+        ))
         .with_writer(captured.clone())
         .with_ansi(false)
         .init();

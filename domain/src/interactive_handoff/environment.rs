@@ -46,10 +46,47 @@ pub const REFUSED_ENV_PREFIXES: &[(&str, &str)] = &[
         "npm_config_",
         "it sets npm configuration, which can name commands npm runs",
     ),
+    (
+        "CARGO_",
+        "it sets cargo configuration, which can name programs cargo runs (a rustc wrapper, \
+         a target's runner)",
+    ),
 ];
 
 /// The refused environment names, each with why.
 pub const REFUSED_ENV_NAMES: &[(&str, &str)] = &[
+    // Which tmux server a tmux command talks to.
+    (
+        "TMUX",
+        "it chooses the tmux server a tmux command talks to, whose panes run its commands",
+    ),
+    (
+        "TMUX_TMPDIR",
+        "it chooses where tmux finds its server's socket",
+    ),
+    // Editors' and readline's startup commands.
+    ("VIMINIT", "vim runs it at start"),
+    ("EXINIT", "vi and vim run it at start"),
+    ("MYVIMRC", "it chooses the startup file vim reads"),
+    (
+        "INPUTRC",
+        "it chooses the startup file readline reads, which can bind keys to commands",
+    ),
+    // Which repository git reads, whose configuration can name commands.
+    (
+        "GIT_DIR",
+        "it chooses the repository git reads, whose configuration can name commands git runs",
+    ),
+    (
+        "GIT_WORK_TREE",
+        "it chooses the working tree git runs in, and its hooks and configuration",
+    ),
+    ("LOCPATH", "it chooses the locale files the C library loads"),
+    ("RUSTC_WRAPPER", "cargo runs it in place of the compiler"),
+    (
+        "RUSTC_WORKSPACE_WRAPPER",
+        "cargo runs it in place of the compiler",
+    ),
     // Which program runs, and the startup files it reads.
     ("PATH", "it chooses which program a command name runs"),
     (

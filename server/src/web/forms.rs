@@ -26,19 +26,19 @@ pub(super) struct Session {
     pub(super) caller: Caller,
 }
 
-/// The person a sign-in cookie's `value` names: a token of scope `person`
-/// still in the tokens file, signed in less than
+/// The token entry a sign-in cookie's `value` names: a token of scope
+/// `person` still in the tokens file, signed in less than
 /// [`SESSION_VALIDITY`](crate::links::SESSION_VALIDITY) ago, and not signed
 /// out (through any server of the store: the sign-out is in the store).
-/// A store that cannot say counts as signed out.
-pub async fn session_caller(state: &AppState, value: &str) -> Option<Caller> {
-    session_entry(state, value).await.map(|entry| entry.caller)
-}
-
-/// The token entry a sign-in cookie's `value` names, as
-/// [`session_caller`] finds it.
-pub async fn session_entry(state: &AppState, value: &str) -> Option<TokenEntry> {
-    let session = SessionValue::parse(value, state.store().now())?;
+///
+/// # Errors
+/// The store's error (withheld, 503) when it cannot say whether the
+/// sign-in was signed out: the caller refuses the request without taking
+/// the person's cookie.
+pub async fn session_entry(state: &AppState, value: &str) -> Result<Option<TokenEntry>, ApiError> {
+    let Some(session) = SessionValue::parse(value, state.store().now()) else {
+        return Ok(None);
+    };
     let entry = {
         let secret = state.link_secret();
         state
@@ -47,35 +47,32 @@ pub async fn session_entry(state: &AppState, value: &str) -> Option<TokenEntry> 
                 entry.caller.scopes.contains(&Scope::Person)
                     && secret.check_session(&session, entry.hash())
             })
-            .cloned()?
+            .cloned()
     };
-    match state.store().is_revoked(&session_key(value)).await {
-        Ok(false) => Some(entry),
-        Ok(true) => None,
-        Err(error) => {
-            let answer = crate::error::withheld(&error);
-            tracing::warn!(
-                "a sign-in could not be checked against the sign-outs: {}",
-                answer.error.message
-            );
-            None
-        }
+    let Some(entry) = entry else {
+        return Ok(None);
+    };
+    if state.store().is_revoked(&session.revocation_key()).await? {
+        return Ok(None);
     }
+    Ok(Some(entry))
 }
 
-/// The store's key for the sign-out of the sign-in whose cookie holds
-/// `value`: a hash of it, so the store never holds a usable cookie.
-fn session_key(value: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, value.as_bytes());
-    format!("session:{}", crate::hex::encode(digest.as_ref()))
-}
-
-pub(super) async fn session(state: &AppState, headers: &HeaderMap) -> Option<Session> {
-    let cookie = session_cookie(headers)?;
-    session_caller(state, cookie).await.map(|caller| Session {
+/// The signed-in person of `headers`' cookie, if any.
+///
+/// # Errors
+/// As [`session_entry`].
+pub(super) async fn session(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Option<Session>, ApiError> {
+    let Some(cookie) = session_cookie(headers) else {
+        return Ok(None);
+    };
+    Ok(session_entry(state, cookie).await?.map(|entry| Session {
         cookie: cookie.to_string(),
-        caller,
-    })
+        caller: entry.caller,
+    }))
 }
 
 pub(super) fn cookie_header(state: &AppState, value: &str, max_age: Option<u64>) -> HeaderValue {
@@ -147,7 +144,11 @@ pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> 
 }
 
 pub(super) async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
-    let Some(session) = session(&state, request.headers()).await else {
+    let session = match session(&state, request.headers()).await {
+        Ok(session) => session,
+        Err(error) => return error_page(error),
+    };
+    let Some(session) = session else {
         return redirect("/");
     };
     let form = match read_form(&state, request, Sender::Known).await {
@@ -159,16 +160,15 @@ pub(super) async fn sign_out(State(state): State<AppState>, request: Request) ->
     }
     // The sign-in ends on every server of the store, not only in this
     // browser, until it would have run out anyway.
-    let until = SessionValue::parse(&session.cookie, state.store().now())
-        .and_then(|value| OffsetDateTime::from_unix_timestamp(value.expires).ok())
-        .unwrap_or_else(|| state.store().now() + SESSION_VALIDITY);
-    if let Err(error) = state
-        .store()
-        .revoke(&session_key(&session.cookie), until)
-        .await
-    {
+    let Some(value) = SessionValue::parse(&session.cookie, state.store().now()) else {
+        return redirect("/");
+    };
+    let until = OffsetDateTime::from_unix_timestamp(value.expires)
+        .unwrap_or_else(|_| state.store().now() + SESSION_VALIDITY);
+    if let Err(error) = state.store().revoke(&value.revocation_key(), until).await {
         return error_page(ApiError::from(error));
     }
+    state.signed_out();
     tracing::info!(person = %session.caller.name.as_str(), "signed out");
     let mut response = redirect("/");
     response

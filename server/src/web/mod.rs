@@ -214,7 +214,11 @@ async fn inbox(
         }
         return sign_in_with(&state, &token);
     }
-    let Some(session) = session(&state, &headers).await else {
+    let session = match session(&state, &headers).await {
+        Ok(session) => session,
+        Err(error) => return error_page(error),
+    };
+    let Some(session) = session else {
         return match session_cookie(&headers) {
             Some(_) => {
                 let mut page = sign_in_page(
@@ -267,8 +271,10 @@ async fn inbox_rows(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if session(&state, &headers).await.is_none() {
-        return error_page(ApiError::plain(Category::Unauthorized, "sign in first"));
+    match session(&state, &headers).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return error_page(ApiError::plain(Category::Unauthorized, "sign in first")),
+        Err(error) => return error_page(error),
     }
     let (filter, _) = Filter::parse(query.as_deref().unwrap_or_default());
     match rows(&state, &filter).await {
@@ -386,7 +392,11 @@ async fn handoff_page(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let Some(session) = session(&state, &headers).await else {
+    let session = match session(&state, &headers).await {
+        Ok(session) => session,
+        Err(error) => return error_page(error),
+    };
+    let Some(session) = session else {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
     };
     let id = match handoff_id(&id) {
@@ -453,7 +463,11 @@ async fn handoff_action(
     Path(id): Path<String>,
     request: Request,
 ) -> Response {
-    let Some(session) = session(&state, request.headers()).await else {
+    let session = match session(&state, request.headers()).await {
+        Ok(session) => session,
+        Err(error) => return error_page(error),
+    };
+    let Some(session) = session else {
         return sign_in_page(StatusCode::UNAUTHORIZED, Some("sign in first".into()));
     };
     let id = match handoff_id(&id) {
