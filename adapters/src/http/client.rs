@@ -383,14 +383,7 @@ impl Client {
         let probe = Call::post(call.path).body(Vec::new(), media_type);
         match self.json::<serde_json::Value>(&probe, Duration::ZERO).await {
             Err(refused @ StoreError::Conflict { .. }) => refused,
-            Err(refused)
-                if matches!(
-                    refused.unavailable_kind(),
-                    Some(UnavailableKind::PermissionDenied | UnavailableKind::Refused)
-                ) =>
-            {
-                refused
-            }
+            Err(refused @ StoreError::Denied { .. }) => refused,
             _ => match lost {
                 StoreError::Unavailable { kind, message, .. } => StoreError::unavailable(
                     kind,

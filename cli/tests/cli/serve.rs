@@ -616,14 +616,14 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
         (
             agent.as_str(),
             vec!["complete", &id, "--summary", "x"],
-            5,
-            "permission_denied",
+            7,
+            "forbidden",
         ),
         (
             "lfh_not-a-token-of-this-service",
             vec!["list"],
-            5,
-            "refused",
+            6,
+            "unauthorized",
         ),
     ];
     for (token, args, code, kind) in cases {
@@ -636,7 +636,7 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
     let mut command = sandbox.command(&["--store", &format!("http://{}", serving.address), "list"]);
     command.env_remove("LF_HANDOFF_TOKEN");
     let run = Run::from_output(command.output().unwrap());
-    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(run.code, 6, "{run:?}");
     assert!(run.stderr.contains("LF_HANDOFF_TOKEN"), "{run:?}");
     let run = through(&sandbox, &serving, &person, &["--actor", "someone", "list"]);
     assert_eq!(run.code, 2, "{run:?}");
@@ -649,6 +649,58 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
     let run = Run::from_output(command.output().unwrap());
     assert_eq!(run.code, 5, "{run:?}");
     assert!(run.stderr.contains("could not connect"), "{run:?}");
+}
+
+/// C18, C20: through a served store, a refused scope and a refused
+/// credential are not storage failures: each has its own category and exit
+/// code (7, 6), and the message leads with the scope the command needs and
+/// says how to get such a token, the route it was refused on only as detail.
+#[test]
+fn a_refused_scope_or_token_says_so_with_its_own_exit_code_and_the_next_step() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &[]);
+    let agent = serving.token("agent");
+
+    let run = through(&sandbox, &serving, &agent, &["list"]);
+    assert_eq!(run.code, 7, "{run:?}");
+    let line = run.stderr.trim();
+    assert!(
+        line.starts_with("error: this needs a token of scope person or operator;"),
+        "the scope needed comes first: {run:?}"
+    );
+    assert!(!line.contains("storage unavailable"), "{run:?}");
+    assert!(
+        line.contains("lf-handoff token create NAME --scope person"),
+        "it says how to make one: {run:?}"
+    );
+    let run = through(&sandbox, &serving, &agent, &["--json", "list"]);
+    let error: Value = serde_json::from_str(run.stderr.trim()).unwrap();
+    assert_eq!(
+        (
+            &error["error"]["category"],
+            &error["error"]["kind"],
+            &error["error"]["code"]
+        ),
+        (&json!("forbidden"), &json!("forbidden"), &json!(7)),
+        "{run:?}"
+    );
+
+    let run = through(&sandbox, &serving, "lfh_revoked-or-never-made", &["list"]);
+    assert_eq!(run.code, 6, "{run:?}");
+    assert!(
+        run.stderr.contains("not one this service accepts"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("token create"), "{run:?}");
+    let run = through(
+        &sandbox,
+        &serving,
+        "lfh_revoked-or-never-made",
+        &["--json", "list"],
+    );
+    let error: Value = serde_json::from_str(run.stderr.trim()).unwrap();
+    assert_eq!(error["error"]["category"], "unauthorized", "{run:?}");
+    assert_eq!(error["error"]["code"], 6, "{run:?}");
 }
 
 /// C24: the Python example (standard library only) opens a handoff,
