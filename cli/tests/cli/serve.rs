@@ -27,8 +27,13 @@ impl Serving {
     /// Starts `serve --listen 127.0.0.1:0` with `args` and waits for its
     /// banner (and, without a tokens file, its tokens).
     pub(crate) fn start(sandbox: &Sandbox, args: &[&str]) -> Self {
+        Self::start_on(sandbox, "127.0.0.1:0", args)
+    }
+
+    /// Starts `serve --listen LISTEN` with `args`, as [`start`](Self::start).
+    pub(crate) fn start_on(sandbox: &Sandbox, listen: &str, args: &[&str]) -> Self {
         let log = sandbox.path(&format!("serve-{}.log", std::process::id()));
-        let mut command = sandbox.command(&[&["serve", "--listen", "127.0.0.1:0"], args].concat());
+        let mut command = sandbox.command(&[&["serve", "--listen", listen], args].concat());
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -486,6 +491,33 @@ fn serve_on_an_address_in_use_says_so_and_how_to_give_another() {
     // Found before the store is opened: nothing was made.
     assert!(!store.exists());
     drop(taken);
+}
+
+/// `--listen` takes `localhost:PORT` as this machine's loopback, and a
+/// port alone or a host name is refused (exit 2) saying what to give.
+#[test]
+fn listen_takes_localhost_and_says_what_an_address_is() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start_on(&sandbox, "localhost:0", &[]);
+    assert!(
+        serving.address.starts_with("127.0.0.1:"),
+        "{}",
+        serving.address
+    );
+    let (status, _) = serving.request("GET", "/healthz", None, None);
+    assert_eq!(status, 200);
+    drop(serving);
+    let message = sandbox.fails(&["serve", "--listen", "7383"], 2, "usage");
+    assert!(
+        message.contains("a port without an address: give 127.0.0.1:7383"),
+        "{message}"
+    );
+    let message = sandbox.fails(&["serve", "--listen", "db.internal:7383"], 2, "usage");
+    assert!(message.contains("not an IP address"), "{message}");
+    assert!(
+        message.contains("localhost:7383 is 127.0.0.1:7383"),
+        "{message}"
+    );
 }
 
 #[test]
