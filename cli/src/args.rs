@@ -131,6 +131,10 @@ pub enum Command {
         /// The claiming body's generation.
         #[arg(long, value_name = "G")]
         generation: u32,
+        /// Exit 4 (kind not_claimed) when this generation did not get the
+        /// wake, so a script can branch on the exit code alone.
+        #[arg(long)]
+        require: bool,
     },
     /// Move the deadline of an active handoff (or give it one).
     Extend(ExtendArgs),

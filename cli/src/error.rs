@@ -88,6 +88,12 @@ impl CliError {
         Self::new(Category::Timeout, "timeout", CONFLICT, message.into())
     }
 
+    /// `claim-wake --require` did not get the wake: another generation
+    /// holds it (exit 4, kind `not_claimed`).
+    pub fn not_claimed(message: impl Into<String>) -> Self {
+        Self::new(Category::Conflict, "not_claimed", CONFLICT, message.into())
+    }
+
     /// The demo found the store breaking its contract (exit 4).
     pub fn contract_broken(message: impl Into<String>) -> Self {
         Self::new(

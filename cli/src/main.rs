@@ -209,7 +209,11 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         Command::Fail { id, reason } => {
             handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
         }
-        Command::ClaimWake { id, generation } => handoffs::claim_wake(ctx, &id, generation).await?,
+        Command::ClaimWake {
+            id,
+            generation,
+            require,
+        } => handoffs::claim_wake(ctx, &id, generation, require).await?,
         Command::Extend(args) => handoffs::extend(ctx, args).await?,
         Command::Expire => handoffs::expire(ctx).await?,
         Command::History { id } => handoffs::history(ctx, &id).await?,

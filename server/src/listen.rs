@@ -104,6 +104,9 @@ pub struct ServeConfig {
     pub public_url: Option<String>,
     /// Where to post notifications (C23), if anywhere.
     pub notify: Option<NotifyConfig>,
+    /// The store as the start line names it: its URL without secrets
+    /// (`StorageConfig`'s `Display`). Without one, only its backend.
+    pub store_label: Option<String>,
 }
 
 impl ServeConfig {
@@ -118,6 +121,7 @@ impl ServeConfig {
             link_secret: None,
             public_url: None,
             notify: None,
+            store_label: None,
         }
     }
 
@@ -775,9 +779,12 @@ async fn serve_with(
     listener: Option<std::net::TcpListener>,
 ) -> StoreResult<()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let backend = store.backend();
+    let label = config
+        .store_label
+        .clone()
+        .unwrap_or_else(|| format!("{} store", store.backend()));
     let server = bind_with(config, store, listener).await?;
-    print_banner(&server, backend);
+    print_banner(&server, &label);
     let signals = |kind: SignalKind| {
         signal(kind).map_err(|error| {
             StoreError::unavailable(
@@ -810,18 +817,22 @@ async fn serve_with(
     server.run(shutdown).await
 }
 
-/// Where the service listens, and this run's tokens when it made them, on
-/// stdout (never in the log).
-fn print_banner(server: &Server, backend: &str) {
-    let mut text = format!("lf-handoff serve: {} ({backend} store)\n", server.url());
+/// Where the service listens and the store it serves (`store`, without
+/// secrets), and this run's tokens when it made them, on stdout (never in
+/// the log). Each token is a line of its own that a shell takes as an
+/// assignment, `LF_HANDOFF_AGENT_TOKEN=lfh_...` (the scope in the name), so
+/// pasting them all, or `eval` of those lines, defines three variables and
+/// overwrites none.
+fn print_banner(server: &Server, store: &str) {
+    let mut text = format!("lf-handoff serve: {} ({store})\n", server.url());
     if !server.run_tokens().is_empty() {
         text.push_str(
             "tokens for this run only (no --tokens file); each ends with this process:\n",
         );
         for token in server.run_tokens() {
             text.push_str(&format!(
-                "  {:<8}  LF_HANDOFF_TOKEN={}\n",
-                token.scope.as_str(),
+                "LF_HANDOFF_{}_TOKEN={}\n",
+                token.scope.as_str().to_ascii_uppercase(),
                 token.token
             ));
         }

@@ -71,14 +71,20 @@ impl Serving {
         }
     }
 
-    /// The run's token of `scope` from the banner.
+    /// The run's token of `scope` from the banner's
+    /// `LF_HANDOFF_SCOPE_TOKEN=` line.
     pub(crate) fn token(&self, scope: &str) -> String {
+        let name = format!("LF_HANDOFF_{}_TOKEN=", scope.to_ascii_uppercase());
         self.banner
             .iter()
-            .find(|line| line.trim_start().starts_with(scope))
-            .and_then(|line| line.split("LF_HANDOFF_TOKEN=").nth(1))
+            .find_map(|line| line.strip_prefix(&name))
             .unwrap()
             .to_string()
+    }
+
+    /// The banner's first line: where it listens and what it serves.
+    pub(crate) fn start_line(&self) -> &str {
+        &self.banner[0]
     }
 
     /// One HTTP/1.1 request; the status and body.
@@ -279,6 +285,32 @@ fn without_a_tokens_file_serve_prints_a_token_of_each_scope_and_never_logs_them(
         serving.token("person"),
         serving.token("operator"),
     );
+    // The start line names the store it serves.
+    assert!(
+        serving.start_line().ends_with(&format!(
+            "(store sqlite://{})",
+            sandbox.default_store().display()
+        )),
+        "{:?}",
+        serving.banner
+    );
+    // Each token line is a shell assignment of its own variable, whose
+    // value needs no quoting.
+    let assignments: Vec<&String> = serving
+        .banner
+        .iter()
+        .filter(|line| line.starts_with("LF_HANDOFF_"))
+        .collect();
+    assert_eq!(assignments.len(), 3, "{:?}", serving.banner);
+    for token in [&agent, &person, &operator] {
+        assert!(
+            token.starts_with("lfh_")
+                && token
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{token}"
+        );
+    }
     let sign_in = serving
         .banner
         .iter()
@@ -959,10 +991,10 @@ fn link_prints_a_signed_link_the_service_answers() {
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("link for alice"));
     let other = through(&sandbox, &serving, &alice, &["link", &id, "--for", "erin"]);
-    assert_eq!(other.code, 5, "{}", other.stderr);
+    assert_eq!(other.code, 7, "{}", other.stderr);
     assert!(other.stderr.contains("\"alice\""), "{}", other.stderr);
     let refused = through(&sandbox, &serving, &bot, &["link", &id]);
-    assert_ne!(refused.code, 0, "an agent's token makes no link");
+    assert_eq!(refused.code, 7, "an agent's token makes no link");
     assert!(refused.stderr.contains("link"), "{}", refused.stderr);
     serving.signal("-TERM");
     assert_eq!(serving.exit_within(Duration::from_secs(15)), Some(0));
