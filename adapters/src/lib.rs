@@ -69,9 +69,9 @@ pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
     archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ClaimedWake,
-    ConflictKind, DeliveryCursor, GenerateId, ListQuery, PruneOptions, Store, StoreError,
-    StorePorts, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited, WatchFilter,
-    WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    ConflictKind, DeliveryCursor, DeniedKind, GenerateId, ListQuery, PruneOptions, Store,
+    StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited,
+    WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,

@@ -51,6 +51,9 @@ pub enum DurationError {
     MissingUnit(String),
     /// A unit that is not `w`, `d`, `h`, `m` or `s`.
     UnknownUnit(String),
+    /// A number with a fraction (`1.5h`, `0,5d`): the grammar takes whole
+    /// numbers, so an hour and a half is `1h30m`.
+    Fraction(String),
     /// A unit given twice or after a smaller one (`1h1h`, `30m1h`).
     OutOfOrder(String),
     /// The parts add up to zero.
@@ -78,8 +81,15 @@ impl fmt::Display for DurationError {
             Self::UnknownUnit(unit) => write!(
                 f,
                 "unknown duration unit {unit:?}: use s (seconds), m (minutes), h (hours), \
-                 d (days) or w (weeks)"
+                 d (days) or w (weeks); {FORM}"
             ),
+            Self::Fraction(text) => match whole_form(text) {
+                Some(whole) => write!(
+                    f,
+                    "{text:?} is not a duration: numbers are whole, so write {whole}; {FORM}"
+                ),
+                None => write!(f, "{text:?} is not a duration: numbers are whole; {FORM}"),
+            },
             Self::OutOfOrder(text) => write!(
                 f,
                 "{text:?} is not a duration: give each unit once, largest first, as in 1d12h or 1h30m"
@@ -95,6 +105,35 @@ impl fmt::Display for DurationError {
 }
 
 impl std::error::Error for DurationError {}
+
+/// The whole-number form of a one-part duration with a fraction (`1.5h`
+/// is `1h30m`, `0,25d` is `6h`), if it is one and comes to a whole,
+/// positive number of seconds within [`MAX`].
+fn whole_form(text: &str) -> Option<String> {
+    let unit = text.chars().last()?;
+    let length = UNITS.iter().find(|(name, _)| *name == unit)?.1;
+    let number = text[..text.len() - unit.len_utf8()].replace(',', ".");
+    let (whole, fraction) = number.split_once('.')?;
+    let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if !(all_digits(whole) && all_digits(fraction)) || fraction.is_empty() || fraction.len() > 9 {
+        return None;
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let scale = 10_u64.pow(u32::try_from(fraction.len()).ok()?);
+    let fraction: u64 = fraction.parse().ok()?;
+    let parts = whole.checked_mul(length)?;
+    let share = fraction.checked_mul(length)?;
+    if share % scale != 0 {
+        return None;
+    }
+    let seconds = parts.checked_add(share / scale)?;
+    let duration = Duration::from_secs(seconds);
+    (seconds > 0 && duration <= MAX).then(|| format(duration))
+}
 
 /// Parses a duration (see the [module](self) for the grammar).
 ///
@@ -135,6 +174,9 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
             .iter()
             .position(|(name, _)| unit.len() == 1 && unit.starts_with(*name))
         else {
+            if unit.starts_with(['.', ',']) {
+                return Err(DurationError::Fraction(trimmed.to_string()));
+            }
             return Err(DurationError::UnknownUnit(unit.to_string()));
         };
         if index < next_unit {
@@ -197,6 +239,22 @@ mod tests {
     const DAY: u64 = 86_400;
 
     #[test]
+    fn a_fraction_is_refused_with_its_whole_form() {
+        for (text, whole) in [("1.5h", "1h30m"), ("0,25d", "6h"), ("2.5w", "2w3d12h")] {
+            let message = parse(text).unwrap_err().to_string();
+            assert!(message.contains(&format!("write {whole};")), "{message}");
+            assert!(message.contains("1h30m"), "{message}");
+        }
+        // No whole form: a third of a second, or two fractions.
+        for text in ["0.3333s", "1.5h30.5m"] {
+            let message = parse(text).unwrap_err().to_string();
+            assert!(message.contains("numbers are whole;"), "{message}");
+        }
+        let message = parse("500ms").unwrap_err().to_string();
+        assert!(message.contains("1h30m"), "{message}");
+    }
+
+    #[test]
     fn each_unit_and_combinations_parse() {
         for (text, seconds) in [
             ("90s", 90),
@@ -228,7 +286,8 @@ mod tests {
             ("h", E::MissingNumber("h".into())),
             ("-1h", E::MissingNumber("-1h".into())),
             ("1h 30m", E::MissingNumber("1h 30m".into())),
-            ("1.5h", E::UnknownUnit(".".into())),
+            ("1.5h", E::Fraction("1.5h".into())),
+            ("0,25d", E::Fraction("0,25d".into())),
             ("500ms", E::UnknownUnit("ms".into())),
             ("2H", E::UnknownUnit("H".into())),
             ("1y", E::UnknownUnit("y".into())),

@@ -7,8 +7,8 @@
 //! | --- | --- | --- | --- |
 //! | `usage` | 400 | 2 | `usage` (the command line only) |
 //! | `invalid_input` | 400 | 2 | `invalid_input` |
-//! | `unauthorized` | 401 | 5 | `unauthorized` (no token, or one the service does not know) |
-//! | `forbidden` | 403 | 5 | `forbidden` (the token's scopes do not allow the route), `link_for_another_name` (a link asked for a name not the token's) |
+//! | `unauthorized` | 401 | 6 | `unauthorized` (no token, or one the service does not know) |
+//! | `forbidden` | 403 | 7 | `forbidden` (the token's scopes do not allow the route), `link_for_another_name` (a link asked for a name not the token's) |
 //! | `not_found` | 404 | 3 | `not_found` |
 //! | `method_not_allowed` | 405 | 2 | `method_not_allowed` |
 //! | `conflict` | 409 | 4 | the conflict kinds (`parent_busy`, `expired`, ...) |
@@ -21,11 +21,13 @@
 //!
 //! An error object converts back into a [`StoreError`] of the same kind
 //! ([`ErrorResponse::into_store_error`]), so a client of the service
-//! branches on the kinds a local store gives.
+//! branches on the kinds a local store gives; `unauthorized` and
+//! `forbidden` come back as [`StoreError::Denied`], not as a store that
+//! cannot be used.
 
 use std::fmt;
 
-use lf_handoff_application::{ConflictKind, StoreError, UnavailableKind};
+use lf_handoff_application::{ConflictKind, DeniedKind, StoreError, UnavailableKind};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -37,6 +39,11 @@ pub const NOT_FOUND: u8 = 3;
 pub const CONFLICT: u8 = 4;
 /// The exit code of a store (or service) that cannot be used.
 pub const UNAVAILABLE: u8 = 5;
+/// The exit code of a service that refused the credential: no token, or
+/// one it does not accept.
+pub const UNAUTHORIZED: u8 = 6;
+/// The exit code of a service that refused the token's scope.
+pub const FORBIDDEN: u8 = 7;
 /// The exit code of an attach command found but not runnable.
 pub const CANNOT_EXECUTE: u8 = 126;
 /// The exit code of an attach command not found.
@@ -181,11 +188,9 @@ impl Category {
             Self::NotFound => NOT_FOUND,
             Self::Conflict | Self::Timeout => CONFLICT,
             Self::Attach => CANNOT_EXECUTE,
-            Self::Unauthorized
-            | Self::Forbidden
-            | Self::Internal
-            | Self::Unavailable
-            | Self::Other => UNAVAILABLE,
+            Self::Unauthorized => UNAUTHORIZED,
+            Self::Forbidden => FORBIDDEN,
+            Self::Internal | Self::Unavailable | Self::Other => UNAVAILABLE,
         }
     }
 }
@@ -279,6 +284,13 @@ impl ErrorResponse {
                 Category::Unavailable,
                 format!("{UNAVAILABLE_PREFIX}{message}"),
             ),
+            StoreError::Denied { kind, message } => (
+                match kind {
+                    DeniedKind::Unauthorized => Category::Unauthorized,
+                    _ => Category::Forbidden,
+                },
+                message.clone(),
+            ),
             // StoreError is non_exhaustive; a future kind is reported as a
             // storage failure rather than lost.
             #[allow(unreachable_patterns)]
@@ -304,9 +316,8 @@ impl ErrorResponse {
 
     /// The store error this object stands for, with the same kind: what a
     /// client of the service returns to its caller. Errors of the service
-    /// itself map to the nearest store error: `unauthorized` to
-    /// `Unavailable` of kind `Refused`, `forbidden` to `PermissionDenied`,
-    /// a service at a limit to `Locked` (transient), a malformed request
+    /// itself map to the nearest store error: `unauthorized` and
+    /// `forbidden` to [`StoreError::Denied`] of that kind, a service at a limit to `Locked` (transient), a malformed request
     /// (`method_not_allowed`, `payload_too_large`, `unsupported_media_type`)
     /// to `InvalidInput`, anything else to `Unavailable` of kind `Other`.
     pub fn into_store_error(self) -> StoreError {
@@ -341,10 +352,8 @@ impl ErrorResponse {
                 };
                 StoreError::unavailable(kind, message)
             }
-            Category::Unauthorized => StoreError::unavailable(UnavailableKind::Refused, message),
-            Category::Forbidden => {
-                StoreError::unavailable(UnavailableKind::PermissionDenied, message)
-            }
+            Category::Unauthorized => StoreError::denied(DeniedKind::Unauthorized, message),
+            Category::Forbidden => StoreError::denied(DeniedKind::Forbidden, message),
             Category::Timeout | Category::Internal | Category::Attach | Category::Other => {
                 StoreError::unavailable(UnavailableKind::Other, message)
             }
@@ -415,6 +424,11 @@ mod tests {
                 .into_iter()
                 .map(|kind| StoreError::unavailable(kind, format!("down: {kind}"))),
         );
+        errors.extend(
+            DeniedKind::ALL
+                .into_iter()
+                .map(|kind| StoreError::denied(kind, format!("refused: {kind}"))),
+        );
         errors
     }
 
@@ -446,6 +460,16 @@ mod tests {
                 StoreError::unavailable(UnavailableKind::Damaged, "x"),
                 503,
                 UNAVAILABLE,
+            ),
+            (
+                StoreError::denied(DeniedKind::Unauthorized, "x"),
+                401,
+                UNAUTHORIZED,
+            ),
+            (
+                StoreError::denied(DeniedKind::Forbidden, "x"),
+                403,
+                FORBIDDEN,
             ),
         ];
         for (error, status, code) in cases {
@@ -486,12 +510,24 @@ mod tests {
     #[test]
     fn service_errors_map_to_the_nearest_store_error() {
         let refused = ErrorResponse::plain(Category::Unauthorized, "who?").into_store_error();
-        assert_eq!(refused.unavailable_kind(), Some(UnavailableKind::Refused));
+        assert_eq!(refused.denied_kind(), Some(DeniedKind::Unauthorized));
         let denied = ErrorResponse::plain(Category::Forbidden, "no").into_store_error();
-        assert_eq!(
-            denied.unavailable_kind(),
-            Some(UnavailableKind::PermissionDenied)
-        );
+        assert_eq!(denied.denied_kind(), Some(DeniedKind::Forbidden));
+        let link = ErrorResponse::new(Category::Forbidden, LINK_FOR_ANOTHER_NAME, "not yours")
+            .into_store_error();
+        assert_eq!(link.denied_kind(), Some(DeniedKind::Forbidden));
+        // No exit code is shared by two categories but usage's and
+        // conflict's groups: a script tells a refused credential from a
+        // refused scope from a store that cannot be used.
+        let codes: Vec<u8> = [
+            Category::Unauthorized,
+            Category::Forbidden,
+            Category::Unavailable,
+        ]
+        .iter()
+        .map(|category| category.code())
+        .collect();
+        assert_eq!(codes, [UNAUTHORIZED, FORBIDDEN, UNAVAILABLE]);
         let large = ErrorResponse::plain(Category::PayloadTooLarge, "big").into_store_error();
         assert!(large.is_invalid_input());
         let unknown: ErrorResponse = serde_json::from_str(

@@ -105,6 +105,44 @@ impl fmt::Display for UnavailableKind {
     }
 }
 
+/// Why a service refused its caller (contract C18, C20): what the caller
+/// must change, its credential or its scope. Only a store reached over
+/// HTTP (`http://`, `https://`) gives it; a local store has no callers to
+/// refuse.
+///
+/// New kinds may be added, so match with a wildcard arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeniedKind {
+    /// No token was given, or the service does not accept the one given
+    /// (revoked, made for another tokens file, a sign-in that expired).
+    /// Give a token the service knows.
+    Unauthorized,
+    /// The token is known, but its scope does not allow what was asked
+    /// (a person's action with an agent's token, a link for another name).
+    /// Use a token of the scope the message names.
+    Forbidden,
+}
+
+impl DeniedKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 2] = [Self::Unauthorized, Self::Forbidden];
+
+    /// The kind's stable snake_case name, as the command line prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+        }
+    }
+}
+
+impl fmt::Display for DeniedKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a store operation failed, named by what the caller can do.
 ///
 /// `Conflict` and `Unavailable` carry a kind a program branches on; every
@@ -141,6 +179,18 @@ pub enum StoreError {
         /// The engine's own error, for diagnostics.
         #[source]
         source: Option<BoxError>,
+    },
+    /// The service behind an `http://` or `https://` store refused the
+    /// caller: no token or an unknown one ([`DeniedKind::Unauthorized`]),
+    /// or a token whose scope does not allow the call
+    /// ([`DeniedKind::Forbidden`]). Nothing was changed. Retrying with the
+    /// same token cannot help; the message names what would.
+    #[error("not allowed: {message}")]
+    Denied {
+        /// Which refusal, in a form a program can branch on.
+        kind: DeniedKind,
+        /// What was refused and what to do, for people.
+        message: String,
     },
 }
 
@@ -182,6 +232,22 @@ impl StoreError {
         Self::unavailable(UnavailableKind::Damaged, message)
     }
 
+    /// A [`StoreError::Denied`] of `kind`.
+    pub fn denied(kind: DeniedKind, message: impl Into<String>) -> Self {
+        Self::Denied {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The refusal's kind, if this is a [`StoreError::Denied`].
+    pub fn denied_kind(&self) -> Option<DeniedKind> {
+        match self {
+            Self::Denied { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// The conflict's kind, if this is a [`StoreError::Conflict`].
     pub fn conflict_kind(&self) -> Option<ConflictKind> {
         match self {
@@ -199,13 +265,14 @@ impl StoreError {
     }
 
     /// The most specific kind's stable snake_case name: `invalid_input`,
-    /// `not_found`, or the conflict's or unavailable kind's name.
+    /// `not_found`, or the conflict's, unavailable or denied kind's name.
     pub fn kind_name(&self) -> &'static str {
         match self {
             Self::InvalidInput(_) => "invalid_input",
             Self::NotFound(_) => "not_found",
             Self::Conflict { kind, .. } => kind.as_str(),
             Self::Unavailable { kind, .. } => kind.as_str(),
+            Self::Denied { kind, .. } => kind.as_str(),
         }
     }
 
@@ -215,7 +282,8 @@ impl StoreError {
             Self::InvalidInput(message)
             | Self::NotFound(message)
             | Self::Conflict { message, .. }
-            | Self::Unavailable { message, .. } => message,
+            | Self::Unavailable { message, .. }
+            | Self::Denied { message, .. } => message,
         }
     }
 
@@ -237,6 +305,11 @@ impl StoreError {
     /// Returns true if and only if this is [`StoreError::Unavailable`].
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })
+    }
+
+    /// Returns true if and only if this is [`StoreError::Denied`].
+    pub fn is_denied(&self) -> bool {
+        matches!(self, Self::Denied { .. })
     }
 }
 

@@ -46,7 +46,7 @@ pub use archive::{
     ArchiveWriter,
 };
 pub use delivery::{Deliveries, DeliveryCursor};
-pub use error::{BoxError, StoreError, StoreResult, UnavailableKind};
+pub use error::{BoxError, DeniedKind, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
 pub use local::{PruneOptions, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
 pub use ports::{

@@ -8,6 +8,8 @@
 //! | 3 | `not_found` | not found |
 //! | 4 | `conflict`, `timeout` | conflict (and `wait` timing out) |
 //! | 5 | `unavailable` | storage unavailable |
+//! | 6 | `unauthorized` | a service refused the credential: no token, or one it does not accept |
+//! | 7 | `forbidden` | a service refused the token's scope (the message names the scope needed) |
 //! | 126, 127 | `attach` | `attach` could not run its command, or would not (126) |
 //!
 //! `attach` (without `--print`) exits with the attached command's own code,
@@ -84,6 +86,12 @@ impl CliError {
     /// `wait` timed out (exit 4).
     pub fn timeout(message: impl Into<String>) -> Self {
         Self::new(Category::Timeout, "timeout", CONFLICT, message.into())
+    }
+
+    /// `claim-wake --require` did not get the wake: another generation
+    /// holds it (exit 4, kind `not_claimed`).
+    pub fn not_claimed(message: impl Into<String>) -> Self {
+        Self::new(Category::Conflict, "not_claimed", CONFLICT, message.into())
     }
 
     /// The demo found the store breaking its contract (exit 4).

@@ -338,19 +338,28 @@ pub async fn finish(
     ))
 }
 
-/// `claim-wake`: exits 0 whether or not this generation won. The answer
-/// says who holds the wake, from the handoff as the claim's own change
-/// left it.
+/// `claim-wake`: exits 0 whether or not this generation won, unless
+/// `require`, when a lost claim is exit 4 of kind `not_claimed` with the
+/// same line as the error. The answer says who holds the wake, from the
+/// handoff as the claim's own change left it.
 pub async fn claim_wake(
     ctx: &Context,
     id: &InteractiveHandoffId,
     generation: u32,
+    require: bool,
 ) -> CliResult<()> {
     let answer = ctx
         .store
         .claim_interactive_handoff_wake_with_record(id, generation)
         .await
         .map_err(|e| ctx.fail(e))?;
+    if require && !answer.claimed {
+        return Err(CliError::not_claimed(claim_message(
+            false,
+            generation,
+            &answer.handoff,
+        )));
+    }
     if ctx.json {
         let now = ctx.store.now();
         return emit_json(&Claimed::new(

@@ -209,7 +209,11 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         Command::Fail { id, reason } => {
             handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
         }
-        Command::ClaimWake { id, generation } => handoffs::claim_wake(ctx, &id, generation).await?,
+        Command::ClaimWake {
+            id,
+            generation,
+            require,
+        } => handoffs::claim_wake(ctx, &id, generation, require).await?,
         Command::Extend(args) => handoffs::extend(ctx, args).await?,
         Command::Expire => handoffs::expire(ctx).await?,
         Command::History { id } => handoffs::history(ctx, &id).await?,
@@ -281,9 +285,21 @@ fn usage_error(error: &clap::Error, json: bool) -> ExitCode {
                 .hint(format!("run `{help}` to see them"))
                 .report(json)
         }
-        _ => CliError::usage(clap_one_line(&error.render().to_string()))
-            .hint(format!("see `{help}`"))
-            .report(json),
+        _ => {
+            let text = clap_one_line(&error.render().to_string());
+            let mut refused = CliError::usage(text.clone());
+            // `open`'s attach command is the one argument that must come
+            // after `--`: say so where it is missing or came without it.
+            let attach_missing = text.contains("<ARGV>")
+                || (error.kind() == ErrorKind::UnknownArgument && !text.contains("argument '-"));
+            if command_path() == "open " && attach_missing {
+                refused = refused.hint(
+                    "the attach command goes last, after `--`, as in `lf-handoff open ... -- \
+                     tmux attach-session -t SESSION`",
+                );
+            }
+            refused.hint(format!("see `{help}`")).report(json)
+        }
     }
 }
 

@@ -263,7 +263,7 @@ pub fn descriptor_block_running(descriptor: &AttachDescriptor, run: String) -> S
             .join(" ")
     };
     block(&[
-        ("id", descriptor.session_id.to_string()),
+        ("id", descriptor.id.to_string()),
         ("status", descriptor.status.describe().to_string()),
         ("host", descriptor.host.clone()),
         (

@@ -50,6 +50,8 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
         link_secret: args.link_secret,
         public_url: args.public_url,
         notify,
+        // The URL without its password: the start line is not a secret.
+        store_label: Some(format!("store {config}")),
     };
     // Refused before the store is opened.
     serve_config.check().map_err(CliError::from)?;

@@ -63,7 +63,9 @@ pub async fn authorize(
         return ApiError::plain(
             Category::Unauthorized,
             "the token is not one this service accepts (revoked, or made for another tokens \
-             file), or the sign-in has expired",
+             file), or the sign-in has expired; use a token of the service's tokens file (made \
+             with `lf-handoff token create NAME --scope SCOPE --tokens FILE`) or one `serve` \
+             printed at its start",
         )
         .into_response();
     };
@@ -73,14 +75,7 @@ pub async fn authorize(
         let needed: Vec<&str> = route.access.scopes().iter().map(|s| s.as_str()).collect();
         return ApiError::plain(
             Category::Forbidden,
-            format!(
-                "token {:?} holds the scope {}; {} {} needs {}",
-                caller.name.as_str(),
-                held.join(", "),
-                route.method.as_str(),
-                route.path,
-                needed.join(" or ")
-            ),
+            scope_refused(&held, &needed, caller.name.as_str(), route),
         )
         .into_response();
     }
@@ -91,6 +86,27 @@ pub async fn authorize(
         sign_in,
     });
     next.run(request).await
+}
+
+/// What a token whose scopes do not allow `route` is told: the scope that
+/// would, first (a person at the command line never named the route),
+/// then what the token holds and the route, then how to get such a token.
+fn scope_refused(
+    held: &[&str],
+    needed: &[&str],
+    name: &str,
+    route: &lf_handoff_api::Route,
+) -> String {
+    let first = needed.first().copied().unwrap_or("operator");
+    format!(
+        "this needs a token of scope {}; the token {name:?} holds {} ({} {} was refused); use a \
+         {first} token, or make one with `lf-handoff token create NAME --scope {first} --tokens \
+         FILE`",
+        needed.join(" or "),
+        held.join(", "),
+        route.method.as_str(),
+        route.path,
+    )
 }
 
 fn route_of(

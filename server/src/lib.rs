@@ -44,6 +44,7 @@ mod listen;
 mod metrics;
 pub mod notify;
 mod peers;
+mod serve;
 mod state;
 mod streams;
 pub mod tokens;
@@ -52,9 +53,10 @@ mod web;
 pub use error::ApiError;
 pub use handlers::app;
 pub use listen::{
-    bind, bind_to, listen, serve, serve_on, Reloader, RunToken, ServeConfig, Server, TlsFiles,
-    DEFAULT_LISTEN, HSTS, NOTIFICATION_LINK_HOLDER,
+    bind, bind_to, listen, Reloader, RunToken, ServeConfig, Server, TlsFiles, DEFAULT_LISTEN, HSTS,
+    NOTIFICATION_LINK_HOLDER,
 };
 pub use metrics::{Gauge, Metrics};
 pub use notify::NotifyConfig;
+pub use serve::{serve, serve_on};
 pub use state::{AppState, Limits, PersonSide};

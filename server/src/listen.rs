@@ -1,6 +1,7 @@
-//! Binding, the connection loop and the signals: what `lf-handoff serve`
-//! runs ([`serve`]), in two steps a test can drive ([`bind`], then
-//! [`Server::run`] until a future of its own ends).
+//! Binding and the connection loop: what `lf-handoff serve` runs
+//! (`crate::serve`, which adds the start line and the signals), in two
+//! steps a test can drive ([`bind`], then [`Server::run`] until a future
+//! of its own ends).
 //!
 //! - **Refusals** (C20): a non-loopback address is refused without a
 //!   tokens file, and without TLS unless the service sits behind a proxy
@@ -26,7 +27,6 @@
 //!   log says why.
 
 use std::future::Future;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -104,6 +104,9 @@ pub struct ServeConfig {
     pub public_url: Option<String>,
     /// Where to post notifications (C23), if anywhere.
     pub notify: Option<NotifyConfig>,
+    /// The store as the start line names it: its URL without secrets
+    /// (`StorageConfig`'s `Display`). Without one, only its backend.
+    pub store_label: Option<String>,
 }
 
 impl ServeConfig {
@@ -118,6 +121,7 @@ impl ServeConfig {
             link_secret: None,
             public_url: None,
             notify: None,
+            store_label: None,
         }
     }
 
@@ -255,7 +259,7 @@ pub async fn bind_to(
     bind_with(config, store, Some(listener)).await
 }
 
-async fn bind_with(
+pub(crate) async fn bind_with(
     config: ServeConfig,
     store: Store,
     listener: Option<std::net::TcpListener>,
@@ -673,97 +677,4 @@ async fn answer_and_close<S: AsyncRead + AsyncWrite + Unpin>(
         stream.shutdown().await
     })
     .await;
-}
-
-/// Serves `store` as `config` says until SIGTERM or SIGINT: binds, prints
-/// where it listens (and, without a tokens file, this run's tokens and
-/// the sign-in URL) on stdout, re-reads the tokens file on SIGHUP, and
-/// drains on the way out. This is all `lf-handoff serve` does after
-/// choosing the store. It needs tokio's multi-threaded runtime (export and
-/// import run the store on a blocking thread).
-///
-/// # Errors
-/// As [`bind`]; `Unavailable` when the signal handlers cannot be set up.
-pub async fn serve(config: ServeConfig, store: Store) -> StoreResult<()> {
-    serve_with(config, store, None).await
-}
-
-/// [`serve`] on `listener`, a socket already listening on `config.listen`
-/// ([`listen`]): what `lf-handoff serve` runs, having bound the address
-/// before it opened the store.
-///
-/// # Errors
-/// As [`serve`], but for binding.
-pub async fn serve_on(
-    config: ServeConfig,
-    store: Store,
-    listener: std::net::TcpListener,
-) -> StoreResult<()> {
-    serve_with(config, store, Some(listener)).await
-}
-
-async fn serve_with(
-    config: ServeConfig,
-    store: Store,
-    listener: Option<std::net::TcpListener>,
-) -> StoreResult<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let backend = store.backend();
-    let server = bind_with(config, store, listener).await?;
-    print_banner(&server, backend);
-    let signals = |kind: SignalKind| {
-        signal(kind).map_err(|error| {
-            StoreError::unavailable(
-                UnavailableKind::Other,
-                format!("cannot set up signal handling: {error}"),
-            )
-        })
-    };
-    let mut hangup = signals(SignalKind::hangup())?;
-    let mut terminate = signals(SignalKind::terminate())?;
-    let mut interrupt = signals(SignalKind::interrupt())?;
-    let reloader = server.reloader();
-    let shutdown = async move {
-        loop {
-            tokio::select! {
-                _ = hangup.recv() => match reloader.reload() {
-                    Ok(count) => tracing::info!(
-                        "SIGHUP: the tokens file and the link secret were read again: {count} tokens"
-                    ),
-                    Err(error) => tracing::warn!(
-                        "SIGHUP: the tokens file or the link secret could not be read ({error}); \
-                         the tokens in use stay"
-                    ),
-                },
-                _ = terminate.recv() => break,
-                _ = interrupt.recv() => break,
-            }
-        }
-    };
-    server.run(shutdown).await
-}
-
-/// Where the service listens, and this run's tokens when it made them, on
-/// stdout (never in the log).
-fn print_banner(server: &Server, backend: &str) {
-    let mut text = format!("lf-handoff serve: {} ({backend} store)\n", server.url());
-    if !server.run_tokens().is_empty() {
-        text.push_str(
-            "tokens for this run only (no --tokens file); each ends with this process:\n",
-        );
-        for token in server.run_tokens() {
-            text.push_str(&format!(
-                "  {:<8}  LF_HANDOFF_TOKEN={}\n",
-                token.scope.as_str(),
-                token.token
-            ));
-        }
-        if let Some(url) = server.sign_in_url() {
-            text.push_str(&format!("sign in (person): {url}\n"));
-        }
-    }
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush());
 }

@@ -322,8 +322,8 @@ async fn an_import_is_read_as_it_is_sent() {
     let mut input = Endless::new(total);
     let error = person.import(&mut input, None).await.unwrap_err();
     assert_eq!(
-        error.unavailable_kind(),
-        Some(UnavailableKind::PermissionDenied),
+        error.denied_kind(),
+        Some(lf_handoff_adapters::DeniedKind::Forbidden),
         "{error}"
     );
     let taken = input.taken();

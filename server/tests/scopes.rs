@@ -153,7 +153,7 @@ async fn every_route_refuses_no_token_a_wrong_token_and_a_wrong_scope_and_serves
                     "unauthorized",
                     "{what} with {label}"
                 );
-                assert_eq!(reply.json()["error"]["code"], 5);
+                assert_eq!(reply.json()["error"]["code"], 6);
                 refused += 1;
             }
         }
@@ -172,6 +172,12 @@ async fn every_route_refuses_no_token_a_wrong_token_and_a_wrong_scope_and_serves
                 .unwrap()
                 .to_string();
             assert!(message.contains(scope.as_str()), "{message}");
+            assert!(
+                message.starts_with("this needs a token of scope "),
+                "{message}"
+            );
+            assert!(message.contains(&what), "{message}");
+            assert_eq!(reply.json()["error"]["code"], 7);
             refused += 1;
         }
     }

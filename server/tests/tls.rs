@@ -165,6 +165,52 @@ async fn every_answer_under_tls_carries_hsts() {
     served.stop().await;
 }
 
+/// An `https://` store whose service has a certificate of a private
+/// authority: without `ca=` the call is refused at once (not retried as a
+/// lost connection) naming the option that sets the authority; with it,
+/// the call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_certificate_names_the_option_that_sets_the_authority() {
+    use lf_handoff_adapters::{HttpConfig, Token, UnavailableKind};
+    let served = Tls::start(Limits::default()).await;
+    let url = format!("https://localhost:{}", served.port);
+    let unknown = "ih_01a23770-d145-7233-b23a-4c031002983d".parse().unwrap();
+    let store = |config: HttpConfig| async {
+        open_store(&StorageConfig::Http(
+            config.with_token(Token::new(&served.person).unwrap()),
+        ))
+        .await
+        .unwrap()
+    };
+    let untrusting = store(HttpConfig::new(&url).unwrap()).await;
+    let started = std::time::Instant::now();
+    let error = untrusting
+        .get_interactive_handoff(&unknown)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.unavailable_kind(),
+        Some(UnavailableKind::Refused),
+        "{error}"
+    );
+    assert!(error.to_string().contains("?ca=/abs/path"), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not retried: {:?}",
+        started.elapsed()
+    );
+    let authority = served._dir.path().join("authority.pem");
+    std::fs::write(&authority, &served.cert).unwrap();
+    let trusting =
+        store(HttpConfig::new(&format!("{url}?ca={}", authority.display())).unwrap()).await;
+    assert!(trusting
+        .get_interactive_handoff(&unknown)
+        .await
+        .unwrap()
+        .is_none());
+    served.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_without_tls_sends_no_hsts() {
     let served = support::Served::start().await;

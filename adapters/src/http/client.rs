@@ -223,10 +223,12 @@ impl Client {
             match self.request(call).send().await {
                 Ok(response) if response.status().is_success() => Ok(response),
                 Ok(response) => Err(refused(error_object(response).await)),
-                Err(error) => Err(Attempt {
-                    error: self.unreachable(call, &error),
-                    again: true,
-                }),
+                Err(error) => {
+                    let error = self.unreachable(call, &error);
+                    // A certificate that is not trusted stays so.
+                    let again = error.unavailable_kind() == Some(UnavailableKind::Unreachable);
+                    Err(Attempt { error, again })
+                }
             }
         })
         .await
@@ -383,14 +385,7 @@ impl Client {
         let probe = Call::post(call.path).body(Vec::new(), media_type);
         match self.json::<serde_json::Value>(&probe, Duration::ZERO).await {
             Err(refused @ StoreError::Conflict { .. }) => refused,
-            Err(refused)
-                if matches!(
-                    refused.unavailable_kind(),
-                    Some(UnavailableKind::PermissionDenied | UnavailableKind::Refused)
-                ) =>
-            {
-                refused
-            }
+            Err(refused @ StoreError::Denied { .. }) => refused,
             _ => match lost {
                 StoreError::Unavailable { kind, message, .. } => StoreError::unavailable(
                     kind,
@@ -509,9 +504,23 @@ impl Client {
     }
 
     /// The error of a call whose request or answer failed on the way.
+    /// A certificate this machine does not trust is `Refused` instead,
+    /// naming the option that sets the service's authority.
     pub(super) fn unreachable(&self, call: &Call<'_>, error: &reqwest::Error) -> StoreError {
         // reqwest's message names the URL, which holds no secret: the
         // token travels in a header.
+        if certificate_refused(error) {
+            return StoreError::unavailable(
+                UnavailableKind::Refused,
+                format!(
+                    "the service at {} presented a certificate this machine does not trust \
+                     ({}); if a private authority signed it, add ?ca=/abs/path/authority.pem \
+                     (that authority's certificate, PEM) to the store URL",
+                    self.base,
+                    error_chain(error)
+                ),
+            );
+        }
         let what = if error.is_timeout() {
             "timed out"
         } else if error.is_connect() {
@@ -628,6 +637,30 @@ fn plain_route(base: &str) -> Option<PlainRoute> {
         host: authority,
         prefix: url.path().trim_end_matches('/').to_string(),
     })
+}
+
+/// Whether `error` (or a cause of it) is the TLS library refusing the
+/// service's certificate. The TLS error travels inside an I/O error, whose
+/// own `source` skips it, so each I/O error is looked into.
+fn certificate_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let refused = |cause: &(dyn std::error::Error + 'static)| {
+        matches!(
+            cause.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        )
+    };
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        let inner = error
+            .downcast_ref::<io::Error>()
+            .and_then(|io| io.get_ref())
+            .is_some_and(|inner| refused(inner));
+        if refused(error) || inner {
+            return true;
+        }
+        cause = error.source();
+    }
+    error_chain(error).contains("invalid peer certificate")
 }
 
 /// `error` and its causes on one line.

@@ -14,7 +14,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
+use lf_handoff_application::{DeniedKind, StoreError, StoreResult, UnavailableKind};
 
 use crate::config::text::{decode_absolute, encode_path, invalid, query_pairs, split_query};
 
@@ -221,7 +221,7 @@ impl HttpConfig {
     /// the environment's.
     ///
     /// # Errors
-    /// `Unavailable` of kind `Refused` when there is none, naming the
+    /// `Denied` of kind `Unauthorized` when there is none, naming the
     /// three places; `Io` or `PermissionDenied` when the token file cannot
     /// be read; `InvalidInput` for a malformed token.
     pub(crate) fn resolve_token(&self) -> StoreResult<Token> {
@@ -233,8 +233,8 @@ impl HttpConfig {
         }
         match std::env::var(TOKEN_ENV) {
             Ok(text) if !text.trim().is_empty() => Token::new(&text),
-            Ok(_) | Err(std::env::VarError::NotPresent) => Err(StoreError::unavailable(
-                UnavailableKind::Refused,
+            Ok(_) | Err(std::env::VarError::NotPresent) => Err(StoreError::denied(
+                DeniedKind::Unauthorized,
                 format!(
                     "the service at {} needs a token: set {TOKEN_ENV}, give --token-file, or \
                      add ?token_file=/abs/path to the store URL",

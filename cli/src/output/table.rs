@@ -41,7 +41,9 @@ pub fn table(
 ) -> String {
     let with_deadline = rows.iter().any(|row| row.expires_at.is_some());
     let with_step = rows.iter().any(|row| row.step.is_some());
-    let mut header = vec!["ID", "PARENT", "STATUS", "AGE"];
+    // CHANGED: how long ago the handoff last changed (opened, attached,
+    // finished, extended), not how long it has existed.
+    let mut header = vec!["ID", "PARENT", "STATUS", "CHANGED"];
     if with_deadline {
         header.push("DEADLINE");
     }
@@ -53,10 +55,10 @@ pub fn table(
         .iter()
         .map(|row| {
             let mut cells = vec![
-                row.session_id.to_string(),
+                row.id.to_string(),
                 format!("{}:{}", row.parent_kind, row.parent_id),
                 row.status.as_str().to_string(),
-                age(row.age_secs.unwrap_or(0)),
+                format!("{} ago", age(row.age_secs.unwrap_or(0))),
             ];
             if with_deadline {
                 cells.push(deadline_cell(row, now));
@@ -266,9 +268,10 @@ mod tests {
         use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
         use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoffStatus, StepKey};
         let at = OffsetDateTime::UNIX_EPOCH;
+        let id = InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap();
         InteractiveHandoffListRow {
-            session_id: InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d")
-                .unwrap(),
+            id: id.clone(),
+            session_id: id,
             parent_kind: "task".into(),
             parent_id: "ts_01a23770-d145-7233-b23a-4c031002983e".into(),
             wave_id: WaveId::parse("wv_01a23770-d145-7233-b23a-4c031002983f").unwrap(),
@@ -309,8 +312,9 @@ mod tests {
         assert!(lines[2].ends_with("a credential is needed for the login"));
 
         // Narrow: the parent gives way, then the step, so the reason keeps
-        // MIN_REASON characters (ids stay whole).
-        for width in [90, 100, 120] {
+        // MIN_REASON characters (ids stay whole). The narrowest width is 4
+        // more than when the CHANGED column was AGE.
+        for width in [94, 100, 120] {
             let narrow = table(&rows, OffsetDateTime::UNIX_EPOCH, Some(width));
             for line in narrow.lines() {
                 assert!(line.chars().count() <= width, "{width}: {line:?}");

@@ -278,6 +278,33 @@ fn usage_errors_exit_2_with_one_error_line() {
     );
 }
 
+/// Usage errors that a newcomer meets say the next step: where `open`'s
+/// attach command goes, and the whole-number form of a duration.
+#[test]
+fn usage_errors_say_what_to_type_instead() {
+    let sandbox = Sandbox::new();
+    let parent = format!("wave:{}", sandbox.wave());
+    let mut open = sandbox.open_args(&parent, &[]);
+    let dashes = open.iter().position(|arg| arg == "--").unwrap();
+    open.truncate(dashes);
+    let message = sandbox.fails(&open, 2, "usage");
+    assert!(
+        message.contains("the attach command goes last, after `--`"),
+        "without it: {message}"
+    );
+    open.extend(["tmux".to_string(), "attach".to_string()]);
+    let message = sandbox.fails(&open, 2, "usage");
+    assert!(
+        message.contains("the attach command goes last, after `--`"),
+        "with it but no `--`: {message}"
+    );
+    let id = sandbox.handoff();
+    let message = sandbox.fails(&["extend", &id, "--by", "1.5h"], 2, "usage");
+    assert!(message.contains("write 1h30m"), "{message}");
+    let message = sandbox.fails(&["open", "--help-me"], 2, "usage");
+    assert!(!message.contains("attach command"), "{message}");
+}
+
 #[test]
 fn help_and_version_exit_0() {
     let sandbox = Sandbox::new();

@@ -30,6 +30,7 @@ const HANDOFF_FIELDS: &[&str] = &[
 ];
 
 const ROW_FIELDS: &[&str] = &[
+    "id",
     "session_id",
     "parent_kind",
     "parent_id",
@@ -262,7 +263,11 @@ fn list_rows_never_carry_environment_or_argv() {
         assert_timestamp(&row["updated_at"]);
         assert!(row["age_secs"].as_i64().unwrap() >= 0);
     }
-    assert_eq!(rows[0]["session_id"], first["id"], "oldest first");
+    assert_eq!(rows[0]["id"], first["id"], "oldest first");
+    // `session_id` is kept, the same id, for one release.
+    for row in rows {
+        assert_eq!(row["session_id"], row["id"], "{row}");
+    }
     assert_eq!(rows[0]["parent_kind"], "wave");
     assert_eq!(rows[0]["parent_id"], first["parent"]["id"]);
     assert_eq!(rows[0]["wave_id"], first["wave_id"]);
@@ -275,20 +280,23 @@ fn list_rows_never_carry_environment_or_argv() {
 
     let active = sandbox.json(&["list", "--active"]);
     assert_eq!(active.as_array().unwrap().len(), 1);
-    assert_eq!(active[0]["session_id"], first["id"]);
+    assert_eq!(active[0]["id"], first["id"]);
     let parent = format!("wave:{}", second["parent"]["id"].as_str().unwrap());
     let mine = sandbox.json(&["list", "--parent", &parent]);
     assert_eq!(mine.as_array().unwrap().len(), 1);
-    assert_eq!(mine[0]["session_id"], second["id"]);
+    assert_eq!(mine[0]["id"], second["id"]);
     let none = sandbox.json(&["list", "--parent", &parent, "--active"]);
     assert_eq!(none, serde_json::json!([]));
 
     let table = sandbox.ok(&["list"]);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
-    for title in ["ID", "PARENT", "STATUS", "AGE", "REASON"] {
+    for title in ["ID", "PARENT", "STATUS", "CHANGED", "REASON"] {
         assert!(lines[0].contains(title), "{table}");
     }
+    // The column says what it measures: the time since the last change.
+    let changed = lines[0].find("CHANGED").unwrap();
+    assert!(lines[1][changed..].contains(" ago"), "{table}");
     assert!(!lines[0].contains("STEP"), "no handoff has a step: {table}");
     let status_column = lines[0].find("STATUS").unwrap();
     assert_eq!(&lines[1][status_column..status_column + 7], "waiting");
@@ -410,9 +418,21 @@ fn attach_print_records_the_attach_and_prints_the_descriptor() {
     let descriptor = sandbox.json(&["attach", id, "--print"]);
     assert_eq!(
         keys(&descriptor),
-        sorted(&["session_id", "status", "cwd", "host", "environment", "argv"])
+        sorted(&[
+            "id",
+            "session_id",
+            "status",
+            "cwd",
+            "host",
+            "environment",
+            "argv"
+        ])
     );
-    assert_eq!(descriptor["session_id"], id);
+    assert_eq!(descriptor["id"], id);
+    assert_eq!(
+        descriptor["session_id"], id,
+        "the old name, for one release"
+    );
     assert_eq!(descriptor["status"], "attached");
     assert_eq!(descriptor["cwd"], cwd.to_str().unwrap());
     assert_eq!(descriptor["host"], "localhost");
@@ -539,4 +559,33 @@ fn claim_wake_says_who_holds_the_wake_and_exits_0_either_way() {
         3,
         "not_found",
     );
+}
+
+/// `claim-wake --require` lets a script branch on the exit code alone: 0
+/// and the claim's line when this generation holds the wake (also on a
+/// retry), exit 4 of kind `not_claimed` naming the holder when another
+/// generation does.
+#[test]
+fn claim_wake_require_exits_4_when_another_generation_holds_the_wake() {
+    let sandbox = Sandbox::new();
+    let id = sandbox.handoff();
+    sandbox.ok(&["back", &id, "--summary", "continue"]);
+    for _ in 0..2 {
+        let won = sandbox.ok(&["claim-wake", &id, "--generation", "2", "--require"]);
+        assert!(won.starts_with("claimed: generation 2"), "{won}");
+    }
+    let json = sandbox.json(&["claim-wake", &id, "--generation", "2", "--require"]);
+    assert_eq!(json["claimed"], true);
+    let message = sandbox.fails(
+        &["claim-wake", &id, "--generation", "3", "--require"],
+        4,
+        "not_claimed",
+    );
+    assert!(
+        message.starts_with("not claimed: generation 2 already holds the wake"),
+        "{message}"
+    );
+    // Nothing was written by the lost claims.
+    let history = sandbox.json(&["history", &id]);
+    assert_eq!(history.as_array().unwrap().len(), 3, "{history}");
 }

@@ -1,15 +1,22 @@
-//! The "Using lf-handoff" walk-through works as shown: its shell lines are
-//! run, in order, with `sh -e`.
+//! The "Using lf-handoff" walk-through and the "Serving the registry"
+//! walk work as shown: their shell lines are run, in order, with `sh -e`.
 
 use crate::support::{binary, Run, Sandbox};
 
+/// The repository's root.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
 /// The walk-through's text: its section of README.md.
 fn walkthrough() -> String {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    section("## Using lf-handoff")
+}
+
+/// The README's section that starts with `heading`, to the next `## `.
+fn section(heading: &str) -> String {
+    let readme = std::fs::read_to_string(format!("{ROOT}/README.md")).unwrap();
     let start = readme
-        .find("## Using lf-handoff")
-        .expect("README.md has a \"Using lf-handoff\" section");
+        .find(heading)
+        .unwrap_or_else(|| panic!("README.md has a {heading:?} section"));
     let rest = &readme[start + 2..];
     let end = rest.find("\n## ").map_or(rest.len(), |end| end + 1);
     rest[..end].to_string()
@@ -30,6 +37,28 @@ fn shell_lines(text: &str) -> Vec<String> {
         }
     }
     lines
+}
+
+/// Runs `command` (a shell running README lines) with the binary under
+/// test first on PATH, a scratch HOME and TMPDIR, and none of the settings
+/// that would choose another store or token.
+fn run_in(sandbox: &Sandbox, mut command: std::process::Command) -> Run {
+    let bin = binary().parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    command
+        .env("PATH", path)
+        .env("TMPDIR", sandbox.mkdir("tmp"))
+        .env("HOME", sandbox.path("home"))
+        .env_remove("LF_HOME")
+        .env_remove("LF_HANDOFF_STORE")
+        .env_remove("LF_HANDOFF_TOKEN")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME");
+    Run::from_output(command.output().unwrap())
 }
 
 #[test]
@@ -60,23 +89,9 @@ fn the_walkthrough_runs_line_by_line() {
         );
     }
     let script = lines.join("\n");
-    let bin = binary().parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let mut command = std::process::Command::new("sh");
-    command
-        .args(["-e", "-c", &script])
-        .env("PATH", path)
-        .env("TMPDIR", sandbox.mkdir("tmp"))
-        .env("HOME", sandbox.path("home"))
-        .env_remove("LF_HOME")
-        .env_remove("LF_HANDOFF_STORE")
-        .env_remove("XDG_CONFIG_HOME")
-        .env_remove("XDG_DATA_HOME");
-    let run = Run::from_output(command.output().unwrap());
+    command.args(["-e", "-c", &script]);
+    let run = run_in(&sandbox, command);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout.contains("token abc123 in "),
@@ -129,6 +144,69 @@ fn the_walkthrough_runs_line_by_line() {
             "wake_taken_over"
         ],
         "history shows each change once: {run:?}"
+    );
+    assert!(!run.stderr.contains("error:"), "{run:?}");
+}
+
+/// The service walk ("Serving the registry"): its `sh` lines, run in order
+/// with `sh -e` at the repository's root, start `serve` in the background,
+/// define the three tokens from what it prints, and go through a handoff
+/// and the Python example with the scope each step needs. The only change
+/// is the port: a free one instead of 7381, which another service may hold.
+#[test]
+fn the_service_walk_runs_line_by_line() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: the service walk runs python3, which is not installed");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let lines = shell_lines(&section("## Serving the registry"));
+    let script = lines.join("\n");
+    for needed in [
+        "lf-handoff serve --listen 127.0.0.1:7381 > ",
+        "eval \"$(grep '^LF_HANDOFF_[A-Z]*_TOKEN='",
+        "$LF_HANDOFF_AGENT_TOKEN",
+        "$LF_HANDOFF_PERSON_TOKEN",
+        "/v1/handoffs/$ID/wait",
+        "openssl rand",
+        "examples/python/handoff.py",
+        "kill \"$SERVE_PID\"",
+    ] {
+        assert!(script.contains(needed), "it shows {needed}: {script}");
+    }
+    // Every variable is defined before it is used: `sh -u` says so.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    // A failing line must not leave the service or the agent running.
+    let script = format!(
+        "trap 'kill ${{SERVE_PID:-}} ${{AGENT_PID:-}} 2>/dev/null || true' EXIT\n{}",
+        script.replace("127.0.0.1:7381", &format!("127.0.0.1:{port}"))
+    );
+    let mut command = std::process::Command::new("timeout");
+    command
+        .args(["120", "sh", "-eu", "-c", &script])
+        .current_dir(ROOT);
+    let run = run_in(&sandbox, command);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "lf-handoff serve: http://127.0.0.1:{port} (store sqlite://"
+        )),
+        "the start line names the store: {run:?}"
+    );
+    assert!(
+        run.stdout.contains("claimed: generation 2 holds the wake"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("\"ended\":true"), "{run:?}");
+    assert!(
+        run.stdout.contains(r#""claimed": true"#),
+        "the Python example claimed its wake: {run:?}"
     );
     assert!(!run.stderr.contains("error:"), "{run:?}");
 }

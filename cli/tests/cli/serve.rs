@@ -27,8 +27,13 @@ impl Serving {
     /// Starts `serve --listen 127.0.0.1:0` with `args` and waits for its
     /// banner (and, without a tokens file, its tokens).
     pub(crate) fn start(sandbox: &Sandbox, args: &[&str]) -> Self {
+        Self::start_on(sandbox, "127.0.0.1:0", args)
+    }
+
+    /// Starts `serve --listen LISTEN` with `args`, as [`start`](Self::start).
+    pub(crate) fn start_on(sandbox: &Sandbox, listen: &str, args: &[&str]) -> Self {
         let log = sandbox.path(&format!("serve-{}.log", std::process::id()));
-        let mut command = sandbox.command(&[&["serve", "--listen", "127.0.0.1:0"], args].concat());
+        let mut command = sandbox.command(&[&["serve", "--listen", listen], args].concat());
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -66,14 +71,20 @@ impl Serving {
         }
     }
 
-    /// The run's token of `scope` from the banner.
+    /// The run's token of `scope` from the banner's
+    /// `LF_HANDOFF_SCOPE_TOKEN=` line.
     pub(crate) fn token(&self, scope: &str) -> String {
+        let name = format!("LF_HANDOFF_{}_TOKEN=", scope.to_ascii_uppercase());
         self.banner
             .iter()
-            .find(|line| line.trim_start().starts_with(scope))
-            .and_then(|line| line.split("LF_HANDOFF_TOKEN=").nth(1))
+            .find_map(|line| line.strip_prefix(&name))
             .unwrap()
             .to_string()
+    }
+
+    /// The banner's first line: where it listens and what it serves.
+    pub(crate) fn start_line(&self) -> &str {
+        &self.banner[0]
     }
 
     /// One HTTP/1.1 request; the status and body.
@@ -274,6 +285,32 @@ fn without_a_tokens_file_serve_prints_a_token_of_each_scope_and_never_logs_them(
         serving.token("person"),
         serving.token("operator"),
     );
+    // The start line names the store it serves.
+    assert!(
+        serving.start_line().ends_with(&format!(
+            "(store sqlite://{})",
+            sandbox.default_store().display()
+        )),
+        "{:?}",
+        serving.banner
+    );
+    // Each token line is a shell assignment of its own variable, whose
+    // value needs no quoting.
+    let assignments: Vec<&String> = serving
+        .banner
+        .iter()
+        .filter(|line| line.starts_with("LF_HANDOFF_"))
+        .collect();
+    assert_eq!(assignments.len(), 3, "{:?}", serving.banner);
+    for token in [&agent, &person, &operator] {
+        assert!(
+            token.starts_with("lfh_")
+                && token
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{token}"
+        );
+    }
     let sign_in = serving
         .banner
         .iter()
@@ -488,6 +525,33 @@ fn serve_on_an_address_in_use_says_so_and_how_to_give_another() {
     drop(taken);
 }
 
+/// `--listen` takes `localhost:PORT` as this machine's loopback, and a
+/// port alone or a host name is refused (exit 2) saying what to give.
+#[test]
+fn listen_takes_localhost_and_says_what_an_address_is() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start_on(&sandbox, "localhost:0", &[]);
+    assert!(
+        serving.address.starts_with("127.0.0.1:"),
+        "{}",
+        serving.address
+    );
+    let (status, _) = serving.request("GET", "/healthz", None, None);
+    assert_eq!(status, 200);
+    drop(serving);
+    let message = sandbox.fails(&["serve", "--listen", "7383"], 2, "usage");
+    assert!(
+        message.contains("a port without an address: give 127.0.0.1:7383"),
+        "{message}"
+    );
+    let message = sandbox.fails(&["serve", "--listen", "db.internal:7383"], 2, "usage");
+    assert!(message.contains("not an IP address"), "{message}");
+    assert!(
+        message.contains("localhost:7383 is 127.0.0.1:7383"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_non_loopback_address_needs_tokens_and_tls_or_a_proxy() {
     let sandbox = Sandbox::new();
@@ -616,14 +680,14 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
         (
             agent.as_str(),
             vec!["complete", &id, "--summary", "x"],
-            5,
-            "permission_denied",
+            7,
+            "forbidden",
         ),
         (
             "lfh_not-a-token-of-this-service",
             vec!["list"],
-            5,
-            "refused",
+            6,
+            "unauthorized",
         ),
     ];
     for (token, args, code, kind) in cases {
@@ -636,7 +700,7 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
     let mut command = sandbox.command(&["--store", &format!("http://{}", serving.address), "list"]);
     command.env_remove("LF_HANDOFF_TOKEN");
     let run = Run::from_output(command.output().unwrap());
-    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(run.code, 6, "{run:?}");
     assert!(run.stderr.contains("LF_HANDOFF_TOKEN"), "{run:?}");
     let run = through(&sandbox, &serving, &person, &["--actor", "someone", "list"]);
     assert_eq!(run.code, 2, "{run:?}");
@@ -649,6 +713,58 @@ fn the_command_line_over_the_service_prints_and_exits_as_on_the_store() {
     let run = Run::from_output(command.output().unwrap());
     assert_eq!(run.code, 5, "{run:?}");
     assert!(run.stderr.contains("could not connect"), "{run:?}");
+}
+
+/// C18, C20: through a served store, a refused scope and a refused
+/// credential are not storage failures: each has its own category and exit
+/// code (7, 6), and the message leads with the scope the command needs and
+/// says how to get such a token, the route it was refused on only as detail.
+#[test]
+fn a_refused_scope_or_token_says_so_with_its_own_exit_code_and_the_next_step() {
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &[]);
+    let agent = serving.token("agent");
+
+    let run = through(&sandbox, &serving, &agent, &["list"]);
+    assert_eq!(run.code, 7, "{run:?}");
+    let line = run.stderr.trim();
+    assert!(
+        line.starts_with("error: this needs a token of scope person or operator;"),
+        "the scope needed comes first: {run:?}"
+    );
+    assert!(!line.contains("storage unavailable"), "{run:?}");
+    assert!(
+        line.contains("lf-handoff token create NAME --scope person"),
+        "it says how to make one: {run:?}"
+    );
+    let run = through(&sandbox, &serving, &agent, &["--json", "list"]);
+    let error: Value = serde_json::from_str(run.stderr.trim()).unwrap();
+    assert_eq!(
+        (
+            &error["error"]["category"],
+            &error["error"]["kind"],
+            &error["error"]["code"]
+        ),
+        (&json!("forbidden"), &json!("forbidden"), &json!(7)),
+        "{run:?}"
+    );
+
+    let run = through(&sandbox, &serving, "lfh_revoked-or-never-made", &["list"]);
+    assert_eq!(run.code, 6, "{run:?}");
+    assert!(
+        run.stderr.contains("not one this service accepts"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("token create"), "{run:?}");
+    let run = through(
+        &sandbox,
+        &serving,
+        "lfh_revoked-or-never-made",
+        &["--json", "list"],
+    );
+    let error: Value = serde_json::from_str(run.stderr.trim()).unwrap();
+    assert_eq!(error["error"]["category"], "unauthorized", "{run:?}");
+    assert_eq!(error["error"]["code"], 6, "{run:?}");
 }
 
 /// C24: the Python example (standard library only) opens a handoff,
@@ -875,10 +991,10 @@ fn link_prints_a_signed_link_the_service_answers() {
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("link for alice"));
     let other = through(&sandbox, &serving, &alice, &["link", &id, "--for", "erin"]);
-    assert_eq!(other.code, 5, "{}", other.stderr);
+    assert_eq!(other.code, 7, "{}", other.stderr);
     assert!(other.stderr.contains("\"alice\""), "{}", other.stderr);
     let refused = through(&sandbox, &serving, &bot, &["link", &id]);
-    assert_ne!(refused.code, 0, "an agent's token makes no link");
+    assert_eq!(refused.code, 7, "an agent's token makes no link");
     assert!(refused.stderr.contains("link"), "{}", refused.stderr);
     serving.signal("-TERM");
     assert_eq!(serving.exit_within(Duration::from_secs(15)), Some(0));

@@ -14,7 +14,10 @@ use crate::id::WaveId;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InteractiveHandoffListRow {
-    /// The handoff id.
+    /// The handoff id, under the name every other JSON shape gives it.
+    pub id: InteractiveHandoffId,
+    /// The handoff id again, under its old name: kept for one release so
+    /// scripts that read it go on working; read `id`.
     pub session_id: InteractiveHandoffId,
     /// `wave`, `project` or `task`.
     pub parent_kind: String,
@@ -58,7 +61,10 @@ pub struct InteractiveHandoffListRow {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AttachDescriptor {
-    /// The handoff id.
+    /// The handoff id, under the name every other JSON shape gives it.
+    pub id: InteractiveHandoffId,
+    /// The handoff id again, under its old name: kept for one release so
+    /// scripts that read it go on working; read `id`.
     pub session_id: InteractiveHandoffId,
     /// Where the handoff is in its life.
     pub status: InteractiveHandoffStatus,
@@ -78,6 +84,7 @@ impl InteractiveHandoff {
     pub fn list_row(&self, now: OffsetDateTime) -> InteractiveHandoffListRow {
         let age = (now - self.updated_at).whole_seconds().max(0);
         InteractiveHandoffListRow {
+            id: self.id.clone(),
             session_id: self.id.clone(),
             parent_kind: self.parent.kind().to_string(),
             parent_id: self.parent.id_str().to_string(),
@@ -100,6 +107,7 @@ impl InteractiveHandoff {
     /// What a person needs to attach.
     pub fn attach_descriptor(&self) -> AttachDescriptor {
         AttachDescriptor {
+            id: self.id.clone(),
             session_id: self.id.clone(),
             status: self.status,
             cwd: self.cwd.clone(),
