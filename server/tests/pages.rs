@@ -302,7 +302,15 @@ async fn forms_need_their_anti_forgery_token_and_this_origin() {
     let shown = page(&served, "GET", &path, cookie, None, &[]).await;
     assert_eq!(shown.status, 200, "{}", shown.text);
     assert_eq!(shown.header("content-security-policy"), CSP);
-    assert!(shown.text.contains(&format!("lf-handoff attach {id}")));
+    // A person who has only the service can paste it: it names the store.
+    assert!(
+        shown
+            .text
+            .contains(&format!("lf-handoff --store {} attach {id}", served.url)),
+        "{}",
+        shown.text
+    );
+    assert!(shown.text.contains("LF_HANDOFF_TOKEN"));
     let csrf = shown.csrf();
     let before = history_len(&served, &id).await;
 

@@ -352,7 +352,12 @@ async fn handoff_view(
             .filter(|name| refused_env_reason(name).is_some())
             .cloned()
             .collect(),
-        attach_command: format!("lf-handoff attach {}", handoff.id),
+        // The service's own address, so a person who has only the service
+        // (and a person token) can paste it.
+        attach_command: match state.public_url() {
+            Some(url) => format!("lf-handoff --store {url} attach {}", handoff.id),
+            None => format!("lf-handoff attach {}", handoff.id),
+        },
         attach_argv: shell_line(&handoff.attach_argv),
         history: events,
         action_url: access.action_url,
