@@ -8,6 +8,8 @@
 //! generous bound for a short run; the long form's is 10%,
 //! `docs/RELIABILITY.md`). Nothing here judges speed.
 //!
+//! A third test shows the soak can fail (a lost acknowledged open).
+//!
 //! The body deadline is 5 s rather than `serve`'s 30 s, so that the
 //! trickling peer is cut several times within the run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -61,6 +63,32 @@ fn soak(backend: &str) {
         "{text}"
     );
     eprintln!("{text}");
+}
+
+/// The soak can fail: told that an open it never made was acknowledged,
+/// its store check reports it lost and the run exits 1.
+#[test]
+fn a_soak_that_lost_an_acknowledged_open_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_lf-handoff-soak"))
+        .args([
+            "--backends",
+            "sqlite",
+            "--duration",
+            "3s",
+            "--max-rss-growth",
+            "1000",
+        ])
+        .arg("--self-test-fake-acks")
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("acknowledged changes lost 1,"), "{text}");
+    assert!(text.contains("[sqlite] legitimate errors: 0"), "{text}");
+    assert!(text.contains("soak: FAILED"), "{text}");
 }
 
 #[test]

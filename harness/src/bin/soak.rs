@@ -78,6 +78,10 @@ struct Args {
     max_rss_growth: f64,
     #[command(flatten)]
     placement: PlacementArgs,
+    /// Self-test: count an open that was never made as acknowledged, to
+    /// show the store's check reports it lost (the run must exit 1).
+    #[arg(long, hide = true)]
+    self_test_fake_acks: bool,
 }
 
 fn main() -> ExitCode {
@@ -116,6 +120,7 @@ fn main() -> ExitCode {
         },
         lanes: args.lanes,
         max_rss_growth: args.max_rss_growth / 100.0,
+        fake_acks: args.self_test_fake_acks,
     };
     println!(
         "soak: seed {}, {} s per backend on {} (warm-up {} s); serve with header timeout {:?}, \

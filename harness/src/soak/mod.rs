@@ -94,7 +94,13 @@ pub struct SoakOptions {
     /// The largest growth of the server's resident set from the end of
     /// the warm-up to the end of the run, as a fraction (0.10: 10%).
     pub max_rss_growth: f64,
+    /// Self-test: count an open as acknowledged that was never made, to
+    /// show the store's check finds it lost (the run must then fail).
+    pub fake_acks: bool,
 }
+
+/// The handoff the self-test claims was opened: an id no run makes.
+const FAKE_ACK: &str = "ih_00000000-0000-7000-8000-000000000000";
 
 /// The limits the soak gives `serve` (`--header-timeout`,
 /// `--body-timeout`, `--max-connections`); the per-peer share is
@@ -213,6 +219,9 @@ async fn soak_on(
     }
     figures.hostile = hostile.finish().await;
     figures.legit = legit.finish().await;
+    if options.fake_acks {
+        figures.legit.acked.opened.insert(FAKE_ACK.to_string());
+    }
     figures.rss.end = server.rss()?;
     figures.server_exit = server.stop().await;
     let config = target.config().clone();
