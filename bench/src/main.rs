@@ -30,8 +30,10 @@
 //!   `lf-handoff serve` against the library, `GET /v1/handoffs/{id}`
 //!   requests per second against a bare handler of the same HTTP stack,
 //!   a finish through one server to an event stream of another on one
-//!   PostgreSQL store, and what 1,000 idle event streams and 1,000 long
-//!   polls cost a server process (`--only serve` runs these alone);
+//!   PostgreSQL store, what 1,000 idle event streams and 1,000 long
+//!   polls cost a server process, and a client's `GET` p99 and throughput
+//!   while two other addresses trickle and flood (C29; `--only serve`
+//!   runs these alone);
 //! - memory ([`memory`]): the peak resident set of one `lf-handoff list`
 //!   on the largest store, and on sled a lifecycle loop's resident set at
 //!   each page-cache size.
@@ -123,8 +125,9 @@ struct Args {
     /// library), serve-get (GET requests per second, service and bare
     /// handler), serve-events (PostgreSQL: a finish through one server to
     /// an event stream of another), serve-idle (an `lf-handoff serve`
-    /// process holding idle event streams and long polls). `serve` names
-    /// the four.
+    /// process holding idle event streams and long polls), serve-hostile
+    /// (GET p99 and throughput while other addresses trickle and flood).
+    /// `serve` names the five.
     #[arg(
         long,
         value_delimiter = ',',
@@ -172,6 +175,14 @@ struct Args {
     /// Seconds of each idle window (nobody connected; everyone connected).
     #[arg(long, default_value_t = 10.0)]
     serve_idle_seconds: f64,
+    /// Keep-alive connections of the legitimate client of the hostile
+    /// figure.
+    #[arg(long, default_value_t = 4)]
+    serve_hostile_connections: usize,
+    /// Seconds of each run of the hostile figure (with and without the
+    /// hostile peers, --serve-rounds rounds).
+    #[arg(long, default_value_t = 5.0)]
+    serve_hostile_seconds: f64,
     /// The PostgreSQL server (default: `LF_HANDOFF_TEST_POSTGRES_URL`, else
     /// the local test server); every store is a fresh schema, dropped at
     /// the end.
@@ -282,6 +293,7 @@ fn main() -> ExitCode {
         args.serve_idle_streams = args.serve_idle_streams.min(100);
         args.serve_idle_polls = args.serve_idle_polls.min(100);
         args.serve_idle_seconds = args.serve_idle_seconds.min(1.0);
+        args.serve_hostile_seconds = args.serve_hostile_seconds.min(1.0);
         args.cache_lifecycles = args.cache_lifecycles.min(50);
         args.cache_gets = args.cache_gets.min(10);
         args.rss_runs = args.rss_runs.min(1);
@@ -508,7 +520,13 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
 /// The service's figures (issue 22).
 async fn serve_phases(backend: &dyn BenchBackend, args: &Args, report: &mut BackendReport) {
     let name = backend.name();
-    let wanted = ["serve-lifecycle", "serve-get", "serve-events", "serve-idle"];
+    let wanted = [
+        "serve-lifecycle",
+        "serve-get",
+        "serve-events",
+        "serve-idle",
+        "serve-hostile",
+    ];
     if !wanted.iter().any(|phase| args.runs(phase)) {
         return;
     }
@@ -578,6 +596,26 @@ async fn serve_phases(backend: &dyn BenchBackend, args: &Args, report: &mut Back
             Err(error) => report
                 .errors
                 .push(format!("idle clients of a server: {error}")),
+        }
+    }
+    if args.runs("serve-hostile") {
+        progress(
+            name,
+            "GET p99 and throughput while other addresses trickle and flood",
+        );
+        let measured = serve::hostile::measure(
+            backend,
+            &access,
+            args.serve_hostile_connections.max(1),
+            args.serve_hostile_seconds,
+            args.serve_rounds.max(1),
+        )
+        .await;
+        match measured {
+            Ok(figures) => report.serve_hostile = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("GET under hostile peers: {error}")),
         }
     }
 }

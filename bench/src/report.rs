@@ -14,6 +14,7 @@ use crate::memory::{CacheLoop, ListRss};
 use crate::race::RaceFigures;
 use crate::serve::events::EventFigures;
 use crate::serve::get::GetRateFigures;
+use crate::serve::hostile::HostileGetFigures;
 use crate::serve::idle::ServeIdleFigures;
 use crate::serve::lifecycle::ServeLifecycleFigures;
 use crate::statements::StatementFigures;
@@ -66,6 +67,12 @@ pub const SERVE_IDLE_RSS_GOAL_MB: f64 = 100.0;
 /// The idle server's CPU goal, ms per second: one clock tick (10 ms) in a
 /// 10 s window, the smallest CPU time `/proc` shows above none.
 pub const SERVE_IDLE_CPU_GOAL_MS: f64 = 1.0;
+/// The hostile peers' goal (C29): a third address's `GET` p99 at most
+/// this many ms while they trickle and flood...
+pub const SERVE_HOSTILE_P99_GOAL_MS: f64 = 50.0;
+/// ...and its throughput at least this share of the same run's without
+/// them.
+pub const SERVE_HOSTILE_RATIO_GOAL: f64 = 0.8;
 
 /// Everything one run measured.
 #[derive(Debug, Serialize)]
@@ -170,6 +177,8 @@ pub struct BackendReport {
     pub serve_events: Option<EventFigures>,
     /// Idle event streams and long polls on a server process.
     pub serve_idle: Option<ServeIdleFigures>,
+    /// `GET` while other addresses trickle and flood (C29).
+    pub serve_hostile: Option<HostileGetFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -429,6 +438,18 @@ fn serve_goals(goals: &mut Goals<'_>, backend: &BackendReport) {
             format!("serve CPU ms/s, {clients}"),
             idle.held.cpu_ms_per_sec,
             SERVE_IDLE_CPU_GOAL_MS,
+        );
+    }
+    if let Some(hostile) = &backend.serve_hostile {
+        goals.at_most(
+            "GET p99 ms, hostile peers".into(),
+            hostile.attacked.latency.p99_us / 1000.0,
+            SERVE_HOSTILE_P99_GOAL_MS,
+        );
+        goals.at_least(
+            "GET/s attacked/quiet".into(),
+            hostile.throughput_ratio,
+            SERVE_HOSTILE_RATIO_GOAL,
         );
     }
 }

@@ -13,6 +13,11 @@
 //! - `lf-handoff-race` ([`race`]): P processes race `open`, `finish` and
 //!   `claim_wake` over M handoffs; every race must have exactly one winner,
 //!   and the stored result must be the winner's.
+//! - `lf-handoff-soak` ([`soak`]): `lf-handoff serve` under a mixed
+//!   legitimate load while hostile peers trickle and flood; the
+//!   legitimate client must see no error, the store must keep its
+//!   invariants and everything acknowledged, and the server's memory
+//!   must stop growing after a warm-up.
 //!
 //! Both take the backends, the number of trials (or racers and handoffs) and
 //! a seed as arguments, stop at a time limit, and exit non-zero on any loss,
@@ -41,6 +46,7 @@ pub mod problems;
 pub mod program;
 pub mod race;
 pub mod requests;
+pub mod soak;
 pub mod target;
 pub mod upgrade;
 

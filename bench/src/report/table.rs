@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use super::{
     short, BackendReport, ColdStart, Growth, Report, SERVE_EVENTS_GOAL_MS, SERVE_GET_GOAL,
-    SERVE_IDLE_CPU_GOAL_MS, SERVE_IDLE_RSS_GOAL_MB, SERVE_LIFECYCLE_GOAL,
+    SERVE_HOSTILE_P99_GOAL_MS, SERVE_HOSTILE_RATIO_GOAL, SERVE_IDLE_CPU_GOAL_MS,
+    SERVE_IDLE_RSS_GOAL_MB, SERVE_LIFECYCLE_GOAL,
 };
 use crate::callers::CallerFigures;
 use crate::fsync::FsyncRate;
@@ -564,6 +565,55 @@ fn serve_tables(out: &mut String, backend: &BackendReport) {
             );
         }
     }
+    hostile_table(out, backend);
+}
+
+/// The hostile peers' figure (C29), with its goals.
+fn hostile_table(out: &mut String, backend: &BackendReport) {
+    let Some(hostile) = &backend.serve_hostile else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\n  GET /v1/handoffs/{{id}} from 127.0.0.1 ({} keep-alive connections, {} round(s) of \
+         {:.1} s per side) while 127.0.0.2 trickles a byte every 10 s on its share of {} \
+         connections and 127.0.0.3 floods idle connections; goals with them: p99 <= {} ms, \
+         throughput >= {} of without",
+        hostile.connections,
+        hostile.rounds,
+        hostile.seconds,
+        hostile.share,
+        SERVE_HOSTILE_P99_GOAL_MS,
+        SERVE_HOSTILE_RATIO_GOAL
+    );
+    let _ = writeln!(
+        out,
+        "  {:<22} {:>10} {:>10} {:>10} {:>10}",
+        "", "requests", "GET/s", "p50 ms", "p99 ms"
+    );
+    for (label, side) in [
+        ("without the peers", &hostile.quiet),
+        ("with the peers", &hostile.attacked),
+    ] {
+        let _ = writeln!(
+            out,
+            "  {:<22} {:>10} {:>10.0} {:>10.2} {:>10.2}",
+            label,
+            side.requests,
+            side.per_sec,
+            side.latency.median_us / 1000.0,
+            side.latency.p99_us / 1000.0
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  throughput with/without {:.2}; trickling connections held at the end of a run (fewest) \
+         {}; flooding connections {} ({} refused with a 503)",
+        hostile.throughput_ratio,
+        hostile.trickle_held,
+        hostile.flood_connections,
+        hostile.flood_refused
+    );
 }
 
 /// Microseconds for a table cell: one decimal below 10, none above.

@@ -27,7 +27,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use hyper::body::Bytes;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
+use lf_handoff_adapters::{open_store, StorageConfig, Store};
 use lf_handoff_api::HandoffJson;
 use serde::Serialize;
 
@@ -96,13 +97,7 @@ pub async fn measure(
     seconds: f64,
     rounds: usize,
 ) -> BenchResult<GetRateFigures> {
-    let config = backend.new_store("serve-get").await?;
-    let store = open_store(&config).await.context("open store")?;
-    let waves = create_waves(&store, 1).await?;
-    let (handoff, _) = store
-        .open_interactive_handoff(request(&waves[0]))
-        .await
-        .context("open")?;
+    let (config, store, handoff) = one_handoff(backend, "serve-get").await?;
     let path = format!("/v1/handoffs/{}", handoff.id.as_str());
     let expect = handoff.id.as_str().as_bytes().to_vec();
     let service = Service::start(store.clone(), access, None).await?;
@@ -169,6 +164,25 @@ pub async fn measure(
         library_per_sec,
         one_connection_ceiling,
     })
+}
+
+/// A new store of `backend` (named after `label`) holding one handoff,
+/// opened on a new wave.
+///
+/// # Errors
+/// When the store cannot be made or the handoff opened.
+pub(super) async fn one_handoff(
+    backend: &dyn BenchBackend,
+    label: &str,
+) -> BenchResult<(StorageConfig, Store, InteractiveHandoff)> {
+    let config = backend.new_store(label).await?;
+    let store = open_store(&config).await.context("open store")?;
+    let waves = create_waves(&store, 1).await?;
+    let (handoff, _) = store
+        .open_interactive_handoff(request(&waves[0]))
+        .await
+        .context("open")?;
+    Ok((config, store, handoff))
 }
 
 /// `get`s of `id` through `store` per second, one after another for

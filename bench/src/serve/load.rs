@@ -89,12 +89,14 @@ impl std::fmt::Debug for Connection {
 
 /// What `clients` connections got from sending `GET path` back to back
 /// for `duration`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Load {
     /// Requests answered.
     pub requests: u64,
     /// From the moment every connection was open to the last answer.
     pub elapsed: Duration,
+    /// Each request's time, from sending it to its whole answer.
+    pub times: Vec<Duration>,
 }
 
 /// Opens `clients` connections to `addr`, then has each send `GET path`
@@ -121,27 +123,29 @@ pub async fn run(
     for mut connection in connections {
         let (path, expect) = (path.to_string(), expect.to_vec());
         tasks.spawn(async move {
-            let mut requests = 0_u64;
+            let mut times = Vec::new();
             while Instant::now() < deadline {
+                let sent = Instant::now();
                 let (status, body) = connection.get_body(&path).await?;
+                times.push(sent.elapsed());
                 if status != 200 || !contains(&body, &expect) {
                     return fail(format!(
                         "GET {path} answered {status} with {} bytes, not the handoff",
                         body.len()
                     ));
                 }
-                requests += 1;
             }
-            Ok(requests)
+            Ok(times)
         });
     }
-    let mut requests = 0;
+    let mut times = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        requests += done.context("a client task")??;
+        times.extend(done.context("a client task")??);
     }
     Ok(Load {
-        requests,
+        requests: times.len() as u64,
         elapsed: started.elapsed(),
+        times,
     })
 }
 

@@ -11,7 +11,10 @@
 //! - [`events`] (PostgreSQL): a finish through one server to an
 //!   event-stream client of another server on the same store;
 //! - [`idle`]: the memory and CPU of an `lf-handoff serve` process holding
-//!   1,000 idle event streams and 1,000 pending long polls.
+//!   1,000 idle event streams and 1,000 pending long polls;
+//! - [`hostile`] (C29): `GET /v1/handoffs/{id}` from one address while
+//!   another trickles bodies on every connection it may hold and a third
+//!   floods idle connections, against the same client without them.
 //!
 //! Servers of this process listen on `127.0.0.1:0` and end with their
 //! [`Service`]; every client uses one token of every scope, from a tokens
@@ -19,6 +22,7 @@
 
 pub mod events;
 pub mod get;
+pub mod hostile;
 pub mod idle;
 pub mod lifecycle;
 mod load;
