@@ -256,14 +256,9 @@ async fn a_client_that_goes_away_gives_its_stream_place_back() {
 /// A connection to `served` from `source` (any 127.0.0.0/8 address reaches
 /// the loopback listener: one machine plays several peers).
 async fn connect_from(served: &Served, source: [u8; 4]) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(std::net::SocketAddr::from((source, 0)))
-        .unwrap();
-    socket
-        .connect(address(served).parse().unwrap())
+    lf_handoff_conformance::peers::connect_from(source.into(), address(served).parse().unwrap())
         .await
-        .unwrap()
+        .expect("a connection from another loopback address")
 }
 
 /// Sends `body` one byte every `pause` after `head`, until the server

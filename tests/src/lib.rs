@@ -60,6 +60,7 @@ pub mod fixtures;
 pub mod history;
 pub mod hostile;
 pub mod own_postgres;
+pub mod peers;
 pub mod pgbouncer;
 pub mod prune;
 pub mod relay;

@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lf_handoff_conformance::peers::connect_from;
 use lf_handoff_server::Limits;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use super::load::{self, Connection, Load};
@@ -201,7 +202,7 @@ impl Peers {
             let open = trickle_open.clone();
             tasks.spawn(async move {
                 loop {
-                    let Some(mut stream) = connect(TRICKLE_ADDR, server).await else {
+                    let Some(mut stream) = connect_from(TRICKLE_ADDR, server).await else {
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     };
@@ -215,7 +216,7 @@ impl Peers {
             let (made, refused) = (flood_connections.clone(), flood_refused.clone());
             tasks.spawn(async move {
                 loop {
-                    let Some(mut stream) = connect(FLOOD_ADDR, server).await else {
+                    let Some(mut stream) = connect_from(FLOOD_ADDR, server).await else {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
@@ -244,16 +245,6 @@ impl Peers {
         while self.tasks.join_next().await.is_some() {}
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-/// A connection from `source` to `server`, or `None` when none can be made.
-async fn connect(source: Ipv4Addr, server: SocketAddr) -> Option<TcpStream> {
-    let socket = TcpSocket::new_v4().ok()?;
-    socket.bind(SocketAddr::from((source, 0))).ok()?;
-    tokio::time::timeout(Duration::from_secs(5), socket.connect(server))
-        .await
-        .ok()?
-        .ok()
 }
 
 /// Sends `head`, then a byte every [`TRICKLE_EVERY`] until the server

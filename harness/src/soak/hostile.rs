@@ -17,12 +17,13 @@
 //! and cut.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use lf_handoff_conformance::peers::connect_from;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use super::{FLOOD_ADDR, TRICKLE_ADDR};
@@ -133,7 +134,7 @@ impl Hostile {
             let (figures, every) = (figures.clone(), options.trickle_every);
             tasks.spawn(async move {
                 while Instant::now() < deadline {
-                    let end = match connect(TRICKLE_ADDR, server).await {
+                    let end = match connect_from(TRICKLE_ADDR, server).await {
                         Some(stream) => {
                             lock(&figures).trickle.connections += 1;
                             trickle(stream, &head, every, deadline).await
@@ -152,7 +153,7 @@ impl Hostile {
             let figures = figures.clone();
             tasks.spawn(async move {
                 while Instant::now() < deadline {
-                    let end = match connect(FLOOD_ADDR, server).await {
+                    let end = match connect_from(FLOOD_ADDR, server).await {
                         Some(mut stream) => {
                             lock(&figures).flood.connections += 1;
                             read_end(&mut stream, deadline).await
@@ -182,16 +183,6 @@ impl Hostile {
 
 fn lock(figures: &Mutex<HostileFigures>) -> std::sync::MutexGuard<'_, HostileFigures> {
     figures.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A connection from `source` to `server`, or `None` when none can be made.
-async fn connect(source: Ipv4Addr, server: SocketAddr) -> Option<TcpStream> {
-    let socket = TcpSocket::new_v4().ok()?;
-    socket.bind(SocketAddr::from((source, 0))).ok()?;
-    tokio::time::timeout(Duration::from_secs(5), socket.connect(server))
-        .await
-        .ok()?
-        .ok()
 }
 
 /// Sends `head`, then a byte every `every` until the server answers or
