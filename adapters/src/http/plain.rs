@@ -5,7 +5,8 @@
 //! streams and export) runs each connection on a task of its own,
 //! so a call crosses from the caller's task to the connection's and back.
 //! On a service of the same machine that hand-over was a large part of a
-//! call's cost (`docs/BENCHMARKS.md`, "The service's client"). Here the
+//! call's cost (`docs/history/BENCHMARKS-2026-12.md`, "The service's
+//! client"). Here the
 //! caller polls hyper's HTTP/1.1 connection and its answer together,
 //! through the connection's [`Gate`] (their wakes of each other stay in
 //! the caller's poll), and the connection waits between calls in a short

@@ -90,7 +90,8 @@ impl Hold {
     /// sled serves one process, so none of any) is read on the caller's
     /// thread: a lookup in sled's cache takes a few microseconds, where the
     /// hop to the blocking pool and back took several times that (a `get`
-    /// ran at 29,000 a second through the pool; see `docs/BENCHMARKS.md`).
+    /// ran at 29,000 a second through the pool; see
+    /// `docs/history/BENCHMARKS-2026-12.md`).
     /// A page sled must read from its file is a read of the file system's
     /// cache as a rule, and it blocks the caller's thread for that read
     /// only. While a write is in flight a read may wait for sled's lock on

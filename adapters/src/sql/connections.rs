@@ -8,7 +8,8 @@
 //! thread; on PostgreSQL, to the server; and handing connections back
 //! through a task spread consecutive statements over every connection (in
 //! SQLite's WAL mode each then found another's commit and started with a
-//! cold page cache). The benchmark (`docs/BENCHMARKS.md`) measured that
+//! cold page cache). The benchmark
+//! (`docs/history/BENCHMARKS-2026-12.md`) measured that
 //! as most of the store's cost over raw statements.
 //!
 //! Here a statement takes the most recently returned idle connection and

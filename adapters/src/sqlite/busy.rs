@@ -7,7 +7,8 @@
 //! writers on one file each waiter soon sleeps 25-100 ms while the lock
 //! is free again after a fraction of a millisecond, so 16 concurrent
 //! callers made about a tenth of the lifecycles one caller makes alone
-//! (`docs/BENCHMARKS.md`). This handler sleeps 50 µs at first, doubling
+//! (`docs/history/BENCHMARKS-2026-12.md`). This handler sleeps 50 µs at
+//! first, doubling
 //! to at most [`LONGEST_SLEEP`], each sleep drawn at random between half
 //! and one and a half times that, so waiters that started together do not
 //! retry together. It gives up once the busy timeout has passed since the

@@ -4,7 +4,8 @@
 //! sqlx runs each SQLite connection on a thread of its own: a load
 //! through the pool hands its statement to that thread and waits to be
 //! woken with the row, two thread wakes that cost more than the read
-//! itself (a `get` took 40 µs, most of it those wakes; `docs/BENCHMARKS.md`).
+//! itself (a `get` took 40 µs, most of it those wakes;
+//! `docs/history/BENCHMARKS-2026-12.md`).
 //! A handoff's load by id instead runs on the caller's thread, on a
 //! connection of its own opened through `rusqlite`. It links the same
 //! SQLite library as sqlx (one copy in the binary, one `libsqlite3-sys`),
