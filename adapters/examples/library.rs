@@ -21,8 +21,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wave = Wave::new(WaveId::new(), "product".into(), "/src/product".into());
     store.create_wave(&wave).await?;
 
-    // The body (generation 1 of the wave) needs a person.
-    let request = OpenInteractiveHandoff {
+    // The body (generation 1 of the wave) needs a person. It names the step
+    // it is at, so running the step again (a restarted or replaced body)
+    // returns the same handoff instead of asking a person twice.
+    let step = StepKey::parse("oauth-login@turn-17")?;
+    let opening = OpenInteractiveHandoff {
         parent: InteractiveHandoffParent::Wave(wave.id().clone()),
         home: WaveHome::parse("jack@local")?,
         cwd: "/src/product".into(),
@@ -37,11 +40,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "-t".into(),
             "lf-1".into(),
         ],
+        options: OpenOptions::at_step(step),
     };
-    // It names the step it is at, so running the step again (a restarted or
-    // replaced body) returns the same handoff instead of asking a person twice.
-    let step = StepKey::parse("oauth-login@turn-17")?;
-    let opening = request.with_options(OpenOptions::at_step(step));
     let (handoff, created) = store.open_interactive_handoff(opening.clone()).await?;
     assert!(created);
     let (again, created) = store.open_interactive_handoff(opening.clone()).await?;
@@ -65,8 +65,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(!created && again == done);
 
     // The next body generation claims the wake exactly once.
-    assert!(store.claim_interactive_handoff_wake(&handoff.id, 2).await?);
-    assert!(!store.claim_interactive_handoff_wake(&handoff.id, 3).await?);
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&handoff.id, 2)
+            .await?
+            .claimed
+    );
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&handoff.id, 3)
+            .await?
+            .claimed
+    );
 
     // Errors carry a kind to branch on; the message is for people.
     let failed = InteractiveHandoffOutcome::Failed {

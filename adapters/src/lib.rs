@@ -5,10 +5,10 @@
 //!
 //! ```
 //! # async fn example() -> Result<(), lf_handoff_adapters::StoreError> {
-//! use lf_handoff_adapters::{open_store, StorageConfig};
+//! use lf_handoff_adapters::{open_store, ListQuery, StorageConfig};
 //! let dir = std::env::temp_dir().join(format!("lf-doc-{}", std::process::id()));
 //! let store = open_store(&StorageConfig::sqlite(dir.join("registry.db"))).await?;
-//! assert!(store.list_interactive_handoffs(None).await?.is_empty());
+//! assert!(store.list_interactive_handoffs(ListQuery::default()).await?.is_empty());
 //! # std::fs::remove_dir_all(dir).ok();
 //! # Ok(())
 //! # }
@@ -69,9 +69,10 @@ pub use config::{StorageConfig, ACCEPTED_SCHEMES};
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
     archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ClaimedWake,
-    ConflictKind, DeliveryCursor, DeniedKind, GenerateId, ListQuery, PruneOptions, Store,
-    StoreError, StorePorts, StoreResult, SystemClock, UnavailableKind, UuidV7Ids, Waited,
-    WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    ConflictKind, DeliveryCursor, DeniedKind, GenerateId, Handoffs, ListQuery, Parents,
+    PruneOptions, Registry, Store, StoreError, StorePorts, StoreResult, SystemClock,
+    UnavailableKind, Upkeep, UuidV7Ids, Waited, Waiting, WatchFilter, WatchFrom, Watcher,
+    DEFAULT_RETRY_WINDOW,
 };
 pub use postgres::{
     Pooler, PostgresConfig, TargetSessionAttrs, DEFAULT_ACQUIRE_TIMEOUT, DEFAULT_POOL_SIZE,

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_application::ListQuery;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -224,7 +225,7 @@ async fn an_enormous_busy_timeout_set_in_code_opens_the_store() {
         });
         let store = open_store(&config).await.unwrap();
         assert!(store
-            .list_interactive_handoffs(None)
+            .list_interactive_handoffs(ListQuery::default())
             .await
             .unwrap()
             .is_empty());

@@ -9,7 +9,7 @@ use lf_handoff_application::{ListQuery, StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
-    OpenInteractiveHandoff, OpenOptions, StepKey,
+    OpenInteractiveHandoff,
 };
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave_home::WaveHome;
@@ -41,52 +41,41 @@ pub struct CreateTask {
     pub pr: TaskPr,
 }
 
-/// `POST /v1/handoffs`: the open request's fields, with the step and the
-/// deadline (C12, C14). The deadline is `expires_at`, or `expires_in`
-/// counted from the service's clock (`90s`, `15m`, `2h`, `1d`, `2w`,
-/// `1h30m`); not both.
+/// `POST /v1/handoffs`: the open request's fields, the step and the
+/// deadline (C12, C14) among them. The deadline is `expires_at`, or
+/// `expires_in` counted from the service's clock (`90s`, `15m`, `2h`,
+/// `1d`, `2w`, `1h30m`); not both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct OpenRequest {
     /// The request.
     #[serde(flatten)]
     pub request: OpenInteractiveHandoff,
-    /// The body's name for the step it is at (C12).
-    #[serde(default)]
-    pub step: Option<StepKey>,
-    /// The deadline (C14).
-    #[serde(default, with = "time::serde::rfc3339::option")]
-    pub expires_at: Option<OffsetDateTime>,
     /// The deadline, this long from now (C14).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_in: Option<String>,
 }
 
 impl OpenRequest {
-    /// The request with its options, the deadline counted from `now`.
+    /// The request, its deadline counted from `now` when it gives
+    /// `expires_in`.
     ///
     /// # Errors
     /// `InvalidInput` for both deadlines at once, or an `expires_in` that
     /// is not a duration.
-    pub fn into_open(
-        self,
-        now: OffsetDateTime,
-    ) -> StoreResult<(OpenInteractiveHandoff, OpenOptions)> {
-        let expires_at = match (self.expires_at, self.expires_in) {
+    pub fn into_open(self, now: OffsetDateTime) -> StoreResult<OpenInteractiveHandoff> {
+        let mut request = self.request;
+        match (request.options.expires_at, self.expires_in) {
             (Some(_), Some(_)) => {
                 return Err(StoreError::InvalidInput(
                     "give expires_at or expires_in, not both".into(),
                 ))
             }
-            (at, None) => at,
-            (None, Some(span)) => Some(after(now, &span, "expires_in")?),
-        };
-        Ok((
-            self.request,
-            OpenOptions {
-                step: self.step,
-                expires_at,
-            },
-        ))
+            (_, None) => {}
+            (None, Some(span)) => {
+                request.options.expires_at = Some(after(now, &span, "expires_in")?)
+            }
+        }
+        Ok(request)
     }
 }
 

@@ -48,13 +48,16 @@ pub use archive::{
 pub use delivery::{Deliveries, DeliveryCursor};
 pub use error::{BoxError, DeniedKind, StoreError, StoreResult, UnavailableKind};
 pub use lf_handoff_domain::ConflictKind;
-pub use local::{PruneOptions, StorePorts, MAX_RACE_ATTEMPTS, PRUNE_BATCH};
+pub use local::{StorePorts, MAX_RACE_ATTEMPTS};
 pub use ports::{
     recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
     ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
     TransitionOutcome, Versioned,
 };
-pub use registry::{ClaimedWake, HandleSettings, Registry};
+pub use registry::{
+    ClaimedWake, HandleSettings, Handoffs, Parents, PruneOptions, Registry, Upkeep, Waiting,
+    PRUNE_BATCH,
+};
 pub use retry::{retries_total, retry, DEFAULT_RETRY_WINDOW};
 pub use revocation::Revocations;
 pub use store::Store;

@@ -198,11 +198,11 @@ pub struct ListQuery {
     pub newest_first: bool,
 }
 
-impl From<Option<&InteractiveHandoffParent>> for ListQuery {
-    /// Every handoff (`None`), or one parent's: the first version's list.
-    fn from(parent: Option<&InteractiveHandoffParent>) -> Self {
+impl From<&InteractiveHandoffParent> for ListQuery {
+    /// The handoffs of one parent.
+    fn from(parent: &InteractiveHandoffParent) -> Self {
         Self {
-            parent: parent.cloned(),
+            parent: Some(parent.clone()),
             ..Self::default()
         }
     }

@@ -346,7 +346,7 @@ async fn list_parent(
     let parent = population.parent_ref(p);
     let start = Instant::now();
     let handoffs = store
-        .list_interactive_handoffs(Some(&parent))
+        .list_interactive_handoffs(ListQuery::from(&parent))
         .await
         .context("list --parent")?;
     let elapsed = start.elapsed();

@@ -193,7 +193,8 @@ pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[
     let claimed = store
         .claim_interactive_handoff_wake(&handoff.id, 1)
         .await
-        .context("store claim_wake")?;
+        .context("store claim_wake")?
+        .claimed;
     let done = Instant::now();
     if !created || !claimed {
         return fail(format!(

@@ -133,8 +133,11 @@ pub async fn export(ctx: &Context, target: ExportTarget) -> CliResult<()> {
     let drawn = Drawn::new();
     match target {
         ExportTarget::Stdout => {
-            let out = BufWriter::new(io::stdout());
-            let summary = ctx.store.export(out, drawn.progress("exporting")).await;
+            let mut out = BufWriter::new(io::stdout());
+            let summary = ctx
+                .store
+                .export(&mut out, drawn.progress("exporting"))
+                .await;
             drawn.clear();
             let summary = summary.map_err(|e| ctx.fail(e))?;
             if ctx.json {
@@ -152,7 +155,7 @@ pub async fn export(ctx: &Context, target: ExportTarget) -> CliResult<()> {
             let summary = ctx
                 .store
                 .export(
-                    BufWriter::new(temporary.as_file_mut()),
+                    &mut BufWriter::new(temporary.as_file_mut()),
                     drawn.progress("exporting"),
                 )
                 .await;
@@ -200,12 +203,12 @@ pub async fn import(ctx: &Context, source: ImportSource) -> CliResult<()> {
     let (summary, from) = match source {
         ImportSource::Stdin => (
             ctx.store
-                .import(BufReader::new(io::stdin()), progress)
+                .import(&mut BufReader::new(io::stdin()), progress)
                 .await,
             "stdin".to_string(),
         ),
         ImportSource::File { file, path } => (
-            ctx.store.import(BufReader::new(file), progress).await,
+            ctx.store.import(&mut BufReader::new(file), progress).await,
             path.display().to_string(),
         ),
     };

@@ -112,6 +112,7 @@ fn request(task: &TaskSession) -> OpenInteractiveHandoff {
             "-t".to_string(),
             "lf-demo-w2-175".to_string(),
         ],
+        options: OpenOptions::default(),
     }
 }
 
@@ -565,8 +566,6 @@ async fn claim_and_read(
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> StoreResult<(bool, InteractiveHandoff)> {
-    let answer = store
-        .claim_interactive_handoff_wake_with_record(id, generation)
-        .await?;
+    let answer = store.claim_interactive_handoff_wake(id, generation).await?;
     Ok((answer.claimed, answer.handoff))
 }

@@ -55,6 +55,7 @@ pub fn open_request(args: OpenArgs) -> CliResult<OpenInteractiveHandoff> {
         reason: args.reason,
         environment,
         attach_argv: args.argv,
+        options: OpenOptions::default(),
     })
 }
 
@@ -350,7 +351,7 @@ pub async fn claim_wake(
 ) -> CliResult<()> {
     let answer = ctx
         .store
-        .claim_interactive_handoff_wake_with_record(id, generation)
+        .claim_interactive_handoff_wake(id, generation)
         .await
         .map_err(|e| ctx.fail(e))?;
     if require && !answer.claimed {

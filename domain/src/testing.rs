@@ -34,7 +34,7 @@ use time::OffsetDateTime;
 use crate::child_session::{ChildLeaseState, ChildProcessGeneration};
 use crate::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
 use crate::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, OpenHandoff,
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use crate::parent::Parent;
@@ -58,14 +58,12 @@ pub const DEFAULT_CWD: &str = "/src/product";
 /// An open request under construction: defaults that its parent accepts,
 /// a setter per field a test varies, and the options of C12 and C14.
 ///
-/// [`build`](Self::build) gives the request; the builder also converts
-/// into what `Store::open_interactive_handoff` takes, options included:
-/// `store.open_interactive_handoff(OpenRequest::on_wave(&wave).at_step(step))`.
+/// [`build`](Self::build) gives the request, options included:
+/// `store.open_interactive_handoff(OpenRequest::on_wave(&wave).at_step(step).build())`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct OpenRequest {
     request: OpenInteractiveHandoff,
-    options: OpenOptions,
 }
 
 impl OpenRequest {
@@ -89,8 +87,8 @@ impl OpenRequest {
                 attach_argv: ["tmux", "attach-session", "-t", "lf-body"]
                     .map(str::to_string)
                     .to_vec(),
+                options: OpenOptions::default(),
             },
-            options: OpenOptions::default(),
         }
     }
 
@@ -136,8 +134,8 @@ impl OpenRequest {
                 reason: handoff.reason.clone(),
                 environment: handoff.environment.clone(),
                 attach_argv: handoff.attach_argv.clone(),
+                options: OpenOptions::default(),
             },
-            options: OpenOptions::default(),
         }
     }
 
@@ -191,25 +189,19 @@ impl OpenRequest {
 
     /// The body's step (C12).
     pub fn at_step(mut self, step: StepKey) -> Self {
-        self.options.step = Some(step);
+        self.request.options.step = Some(step);
         self
     }
 
     /// The deadline (C14).
     pub fn expires_at(mut self, deadline: OffsetDateTime) -> Self {
-        self.options.expires_at = Some(deadline);
+        self.request.options.expires_at = Some(deadline);
         self
     }
 
-    /// The request, without its options.
+    /// The request.
     pub fn build(self) -> OpenInteractiveHandoff {
         self.request
-    }
-}
-
-impl From<OpenRequest> for OpenHandoff {
-    fn from(built: OpenRequest) -> Self {
-        built.request.with_options(built.options)
     }
 }
 

@@ -131,8 +131,7 @@ fn c29_open_refuses_a_refused_name_when_creating_and_when_replaying() {
     };
     let replaying = |request: &OpenInteractiveHandoff| {
         decide_open_with(
-            request,
-            &OpenOptions::default(),
+            &request.clone().with_options(OpenOptions::default()),
             &parent,
             Some(&existing),
             None,
@@ -147,8 +146,7 @@ fn c29_open_refuses_a_refused_name_when_creating_and_when_replaying() {
         // No handoff yet: it would be created.
         invalid_naming(
             decide_open_with(
-                &request,
-                &OpenOptions::default(),
+                &request.clone().with_options(OpenOptions::default()),
                 &parent,
                 None,
                 None,
@@ -162,8 +160,7 @@ fn c29_open_refuses_a_refused_name_when_creating_and_when_replaying() {
         // The parent's handoff for the step would be returned.
         invalid_naming(
             decide_open_with(
-                &request,
-                &with_step,
+                &request.clone().with_options(with_step.clone()),
                 &parent,
                 Some(&at_step),
                 Some(&at_step),

@@ -168,6 +168,7 @@ fn request() -> impl Strategy<Value = OpenInteractiveHandoff> {
                     reason,
                     environment,
                     attach_argv: argv,
+                    options: Default::default(),
                 }
             },
         )

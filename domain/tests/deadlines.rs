@@ -26,8 +26,9 @@ fn due_in(after: i64) -> InteractiveHandoff {
         expires_at: Some(at(after)),
     };
     match decide_open_with(
-        &OpenRequest::on(&parent).build(),
-        &options,
+        &OpenRequest::on(&parent)
+            .build()
+            .with_options(options.clone()),
         &parent,
         None,
         None,
@@ -70,8 +71,9 @@ fn open_keeps_a_future_deadline_and_refuses_a_past_one() {
             expires_at: Some(deadline),
         };
         let refused = decide_open_with(
-            &OpenRequest::on(&parent).build(),
-            &options,
+            &OpenRequest::on(&parent)
+                .build()
+                .with_options(options.clone()),
             &parent,
             None,
             None,

@@ -639,8 +639,9 @@ fn step(text: &str) -> StepKey {
 /// Opens at `key` on `parent`, which has no handoff yet.
 fn opened_at_step(parent: &Parent, key: &StepKey) -> InteractiveHandoff {
     match decide_open_with(
-        &OpenRequest::on(parent).build(),
-        &OpenOptions::at_step(key.clone()),
+        &OpenRequest::on(parent)
+            .build()
+            .with_options(OpenOptions::at_step(key.clone())),
         parent,
         None,
         None,
@@ -679,8 +680,9 @@ fn c12_a_step_the_parent_has_returns_its_handoff_whatever_its_status() {
     for existing in [&first, &done, &claimed] {
         let active = existing.is_active().then_some(existing);
         let decision = decide_open_with(
-            &OpenRequest::on(&parent).build(),
-            &OpenOptions::at_step(key.clone()),
+            &OpenRequest::on(&parent)
+                .build()
+                .with_options(OpenOptions::at_step(key.clone())),
             &parent,
             active,
             Some(existing),
@@ -700,8 +702,9 @@ fn c12_parent_checks_come_before_the_step_replay() {
     let next = parent.record_body(body(5, None), at(1)).unwrap();
     is_conflict(
         decide_open_with(
-            &OpenRequest::on(&parent).build(),
-            &OpenOptions::at_step(key.clone()),
+            &OpenRequest::on(&parent)
+                .build()
+                .with_options(OpenOptions::at_step(key.clone())),
             &next,
             Some(&first),
             Some(&first),
@@ -721,8 +724,9 @@ fn c12_another_step_while_the_parent_is_busy_is_a_conflict_naming_the_active_han
     for active in [&first, &unnamed] {
         is_conflict(
             decide_open_with(
-                &OpenRequest::on(&parent).build(),
-                &OpenOptions::at_step(step("b")),
+                &OpenRequest::on(&parent)
+                    .build()
+                    .with_options(OpenOptions::at_step(step("b"))),
                 &parent,
                 Some(active),
                 None,
@@ -755,8 +759,9 @@ fn c12_a_handoff_of_another_step_or_parent_is_not_returned() {
     let first = opened_at_step(&parent, &step("a"));
     is_invalid(
         decide_open_with(
-            &OpenRequest::on(&parent).build(),
-            &OpenOptions::at_step(step("b")),
+            &OpenRequest::on(&parent)
+                .build()
+                .with_options(OpenOptions::at_step(step("b"))),
             &parent,
             None,
             Some(&first),

@@ -16,6 +16,7 @@
 //! process per store (sled) races P store handles inside one process
 //! instead, released together by a barrier; the report says so.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -151,8 +152,8 @@ pub async fn perform(store: &Store, op: &RaceOp, cwd: &Path, false_wins: bool) -
         },
         RaceOp::Claim(id, generation) => {
             match store.claim_interactive_handoff_wake(id, *generation).await {
-                Ok(true) => format!("claimed {generation}"),
-                Ok(false) => "lost".into(),
+                Ok(wake) if wake.claimed => format!("claimed {generation}"),
+                Ok(_) => "lost".into(),
                 Err(e) => format!("error {e}"),
             }
         }
@@ -507,7 +508,10 @@ async fn judge_open(
     }
     let one = record_winners(&mut figures.open, &winners);
     let parent = InteractiveHandoffParent::Wave(wave.id().clone());
-    let stored = match store.list_interactive_handoffs(Some(&parent)).await {
+    let stored = match store
+        .list_interactive_handoffs(ListQuery::from(&parent))
+        .await
+    {
         Ok(stored) => stored,
         Err(e) => {
             figures.fail(format!("listing {parent}: {e}"));

@@ -292,10 +292,8 @@ async fn open(
     JsonBody(body): JsonBody<OpenRequest>,
 ) -> Answer {
     let store = state.store_as(&caller.name);
-    let (request, options) = body.into_open(store.now())?;
-    let (handoff, created) = store
-        .open_interactive_handoff(request.with_options(options))
-        .await?;
+    let request = body.into_open(store.now())?;
+    let (handoff, created) = store.open_interactive_handoff(request).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -461,7 +459,7 @@ async fn claim_wake(
     // The record comes from the claim's own change: it says who holds
     // the wake, and nothing (a prune) can come between.
     let answer = store
-        .claim_interactive_handoff_wake_with_record(&handoff_id, body.generation)
+        .claim_interactive_handoff_wake(&handoff_id, body.generation)
         .await?;
     ok(&Claimed::new(
         answer.claimed,

@@ -25,7 +25,7 @@
 //!   before the store is called. Bad input never reaches the store and
 //!   never gives a 500.
 //! - **Nothing polls.** The long poll and the event stream sleep on the
-//!   store's change signal (`Store::wait`, `Store::watch`).
+//!   store's change signal (`Waiting::wait`, `Waiting::watch`).
 //! - **Tokens never reach the log**: the request line logs the route
 //!   template, never the path's values, the query or a header.
 //! - **axum, hyper, tower-http, tokio-rustls**: the tokio HTTP stack the

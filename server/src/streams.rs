@@ -3,7 +3,7 @@
 //! `import`.
 //!
 //! Neither the long poll nor the event stream polls the store: they are
-//! `Store::wait` and `Store::watch`, which sleep on the backend's change
+//! `Waiting::wait` and `Waiting::watch`, which sleep on the backend's change
 //! signal (C16). Each holds one of the service's stream places while it
 //! is open (503 with `Retry-After` when none is free), and each ends when
 //! the service shuts down: a long poll answers with what it has (`ended`
@@ -17,7 +17,7 @@
 //! filling memory.
 
 use std::convert::Infallible;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -424,8 +424,8 @@ pub async fn import(State(state): State<AppState>, Who(caller): Who, request: Re
     };
     let store = state.store_as(&caller.name);
     let result = on_blocking_thread(move |handle| {
-        let input: Box<dyn BufRead + Send> = Box::new(BufReader::with_capacity(CHUNK, reader));
-        handle.block_on(store.import(input, None))
+        let mut input = BufReader::with_capacity(CHUNK, reader);
+        handle.block_on(store.import(&mut input, None))
     })
     .await?;
     let fed = *failed.lock().unwrap_or_else(PoisonError::into_inner);

@@ -191,7 +191,7 @@ async fn an_import_is_sent_once_even_within_the_retry_window() {
     let counts = r#"{"parents":1,"task_prs":0,"handoffs":1,"events":1,"last_position":1}"#;
     let (url, _, requests) = canned(vec![oversized_bad_gateway(), json_answer(counts)]).await;
     let store = client_within(&url, ANY_TOKEN, Duration::from_secs(30)).await;
-    let error = store.import(&b"{}\n"[..], None).await.unwrap_err();
+    let error = store.import(&mut &b"{}\n"[..], None).await.unwrap_err();
     assert_eq!(
         error.unavailable_kind(),
         Some(UnavailableKind::Unreachable),
@@ -431,7 +431,7 @@ async fn the_answer_to_an_import_sent_as_it_is_read_is_read_up_to_a_bound() {
     // An import of more than 1 MiB goes through reqwest.
     let store = client(&oversized_json().await, ANY_TOKEN).await;
     let input = vec![b' '; 2 * 1024 * 1024];
-    let error = tokio::time::timeout(BOUND, store.import(&input[..], None))
+    let error = tokio::time::timeout(BOUND, store.import(&mut &input[..], None))
         .await
         .expect("refused at the bound, not read until the call's timeout")
         .unwrap_err();

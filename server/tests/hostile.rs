@@ -7,6 +7,7 @@
 
 mod support;
 
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_server::Limits;
 use serde_json::json;
 use support::{open_body, Served};
@@ -723,7 +724,7 @@ async fn bodies_over_the_limit_are_413_whether_or_not_they_say_their_length() {
     }
     assert!(empty
         .store
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .is_empty());
@@ -792,7 +793,11 @@ async fn random_bodies_never_give_a_5xx() {
     // A flipped byte inside a string can still be a good request, which
     // opens (or reuses) the wave's handoff; anything else wrote nothing.
     let after = served.snapshot().await;
-    let opened = served.store.list_interactive_handoffs(None).await.unwrap();
+    let opened = served
+        .store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert!(opened.len() <= 1);
     if opened.is_empty() {
         assert_eq!(after, before);

@@ -646,7 +646,11 @@ async fn the_handoff_page_names_the_environment_beside_the_attach_command() {
         r#""environment":{"LF_HOME":"/tmp/lf"}"#,
         r#""environment":{"BASH_ENV":"/tmp/x","LF_HOME":"/tmp/lf"}"#,
     );
-    served.store.import(file.as_bytes(), None).await.unwrap();
+    served
+        .store
+        .import(&mut file.as_bytes(), None)
+        .await
+        .unwrap();
     let opened = served
         .open(json!({"environment": {"DEMO_TOKEN": "abc123", "<b>NAME</b>": "v"}}))
         .await;

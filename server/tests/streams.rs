@@ -7,6 +7,7 @@
 
 mod support;
 
+use lf_handoff_adapters::ListQuery;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -242,7 +243,11 @@ async fn a_shutdown_ends_streams_and_answers_long_polls_with_what_they_have() {
     assert_eq!(body["handoff"]["status"], "waiting");
     assert!(stream.next(SOON).await.is_none(), "the stream ends");
     // The store was left as it was; nothing is served any more.
-    let stored = served.store.list_interactive_handoffs(None).await.unwrap();
+    let stored = served
+        .store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(stored.len(), 1);
     assert!(served
         .client

@@ -99,10 +99,13 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
                 bob.finish_interactive_handoff(&handoff.id, &outcome_with(n, text))
                     .await
                     .unwrap();
-                assert!(store
-                    .claim_interactive_handoff_wake(&handoff.id, 1)
-                    .await
-                    .unwrap());
+                assert!(
+                    store
+                        .claim_interactive_handoff_wake(&handoff.id, 1)
+                        .await
+                        .unwrap()
+                        .claimed
+                );
             }
             _ => {
                 bob.finish_interactive_handoff(&handoff.id, &outcome_with(n + 2, text))
@@ -143,19 +146,24 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
         )
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&login.id, 4)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&login.id, 4)
+            .await
+            .unwrap()
+            .claimed
+    );
     let reference = InteractiveHandoffParent::Task(task.id.clone());
     store
         .record_body(&reference, body(5, Some("task-thread")))
         .await
         .unwrap();
-    assert!(bob
-        .claim_interactive_handoff_wake(&login.id, 5)
-        .await
-        .unwrap());
+    assert!(
+        bob.claim_interactive_handoff_wake(&login.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
     let mut next = task_request(&task);
     next.body_generation = 5;
     let options = OpenOptions {
@@ -216,10 +224,13 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
         let expired = waited_now(&bob, &expiring.id).await;
         assert_eq!(expired.outcome, Some(InteractiveHandoffOutcome::Expired));
     }
-    assert!(store
-        .claim_interactive_handoff_wake(&opened[1].id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened[1].id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let due = store
         .get_interactive_handoff(&opened[3].id)
         .await
@@ -367,7 +378,10 @@ async fn everything(
     Vec<Vec<lf_handoff_adapters::domain::interactive_handoff::HandoffEvent>>,
     Vec<InteractiveHandoff>,
 ) {
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     let mut histories = Vec::new();
     for handoff in &all {
         histories.push(store.history(&handoff.id).await.unwrap());
@@ -395,7 +409,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     let file = export(&source).await;
     assert_consistent(&file);
     let (_, target) = other(backend, &dir, "copy").await;
-    let summary = target.import(file.as_slice(), None).await.unwrap();
+    let summary = target.import(&mut file.as_slice(), None).await.unwrap();
     assert_eq!(summary.parents, HOSTILE.len() as u64 + 3 + 1 + 4);
     assert_eq!(summary.task_prs, 1);
     assert_same_export(&export(&target).await, &file, "export, import, export");
@@ -473,10 +487,13 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .finish_interactive_handoff(&waiting.id, &outcome(0))
         .await
         .unwrap();
-    assert!(target
-        .claim_interactive_handoff_wake(&waiting.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        target
+            .claim_interactive_handoff_wake(&waiting.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let history = target.history(&waiting.id).await.unwrap();
     let seqs: Vec<u64> = history[1..].iter().map(|e| e.seq).collect();
     assert_eq!(seqs, vec![2, 3, 4]);
@@ -510,7 +527,10 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     );
     assert_ne!(ahead_file.as_bytes(), file.as_slice());
     let (_, ahead) = other(backend, &dir, "ahead").await;
-    ahead.import(ahead_file.as_bytes(), None).await.unwrap();
+    ahead
+        .import(&mut ahead_file.as_bytes(), None)
+        .await
+        .unwrap();
     assert_same_export(
         &export(&ahead).await,
         ahead_file.as_bytes(),
@@ -535,18 +555,24 @@ pub async fn c17_import_refuses_a_non_empty_store_and_leaves_it_unchanged(backen
     let dir = tempfile::tempdir().unwrap();
     let source = populated(backend, &dir).await;
     let file = export(&source).await;
-    assert_not_empty(source.import(file.as_slice(), None).await, "into itself");
+    assert_not_empty(
+        source.import(&mut file.as_slice(), None).await,
+        "into itself",
+    );
     assert_same_export(&export(&source).await, &file, "the refused source");
 
     let (_, target) = other(backend, &dir, "busy").await;
     new_wave(&target, dir.path()).await;
     let before = export(&target).await;
-    assert_not_empty(target.import(file.as_slice(), None).await, "over a wave");
+    assert_not_empty(
+        target.import(&mut file.as_slice(), None).await,
+        "over a wave",
+    );
     assert_same_export(&export(&target).await, &before, "the refused target");
     // Whatever the input holds: the store is looked at first.
-    assert_not_empty(target.import(&b""[..], None).await, "an empty input");
+    assert_not_empty(target.import(&mut &b""[..], None).await, "an empty input");
     assert_not_empty(
-        target.import(&b"not an export\n"[..], None).await,
+        target.import(&mut &b"not an export\n"[..], None).await,
         "a damaged input",
     );
     assert_same_export(&export(&target).await, &before, "the refused target");
@@ -630,7 +656,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
     let (target_config, target) = other(backend, &dir, "target").await;
     let empty = export(&target).await;
     for (what, bytes, names) in cases {
-        match target.import(bytes.as_slice(), None).await {
+        match target.import(&mut bytes.as_slice(), None).await {
             Err(StoreError::InvalidInput(message)) => {
                 if let Some(names) = names {
                     assert!(message.contains(&names), "{what}: {message}");
@@ -642,7 +668,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
         // It opens again (a sled store left marked would be refused).
         drop(open_store(&target_config).await.unwrap());
     }
-    target.import(file.as_slice(), None).await.unwrap();
+    target.import(&mut file.as_slice(), None).await.unwrap();
     assert_same_export(&export(&target).await, &file, "the good file");
 }
 
@@ -706,7 +732,7 @@ pub async fn c17_an_export_during_writes_is_one_consistent_snapshot(backend: &dy
         "the writers went on between the exports"
     );
     let (_, copy) = other(backend, &dir, "copy").await;
-    copy.import(last.as_slice(), None).await.unwrap();
+    copy.import(&mut last.as_slice(), None).await.unwrap();
     assert_same_export(&export(&copy).await, last, "a snapshot, imported");
 }
 
@@ -733,7 +759,7 @@ pub async fn c17_upgraded_stores_of_earlier_releases_export_and_import_whole(
             "{release}: {events} events (a history only from a release that wrote one)"
         );
         let (_, copy) = other(backend, &dir, &format!("copy{}", release.number())).await;
-        copy.import(file.as_slice(), None).await.unwrap();
+        copy.import(&mut file.as_slice(), None).await.unwrap();
         assert_same_export(&export(&copy).await, &file, &format!("{release}"));
     }
 }
@@ -769,17 +795,17 @@ where
         let file = export(&store).await;
         assert_consistent(&file);
         let (_, there) = other(&*target, &dir, "target").await;
-        let summary: ArchiveSummary = there.import(file.as_slice(), None).await.unwrap();
+        let summary: ArchiveSummary = there.import(&mut file.as_slice(), None).await.unwrap();
         assert!(summary.events > summary.handoffs, "{summary:?}");
         let what = format!("{} to {}", source.name(), target.name());
         let again = export(&there).await;
         assert_same_export(&again, &file, &what);
         let (_, back) = other(&*source, &dir, "back").await;
-        back.import(again.as_slice(), None).await.unwrap();
+        back.import(&mut again.as_slice(), None).await.unwrap();
         assert_same_export(&export(&back).await, &file, &format!("{what} and back"));
         // The histories came across whole.
         let ids: BTreeSet<InteractiveHandoffId> = store
-            .list_interactive_handoffs(None)
+            .list_interactive_handoffs(ListQuery::default())
             .await
             .unwrap()
             .into_iter()
@@ -832,7 +858,7 @@ pub async fn c17_an_import_of_far_positions_keeps_later_events_after_them(backen
         })
         .collect();
     let (_, there) = other(backend, &dir, "far").await;
-    there.import(shifted.as_bytes(), None).await.unwrap();
+    there.import(&mut shifted.as_bytes(), None).await.unwrap();
     let mut watcher = there
         .watch(
             WatchFrom::After(0),
@@ -887,7 +913,7 @@ pub async fn c29_an_import_keeps_a_handoff_whose_environment_open_refuses(backen
     );
     assert_ne!(older, file, "the export names the fixture's environment");
     let (_, target) = other(backend, &dir, "older").await;
-    target.import(older.as_bytes(), None).await.unwrap();
+    target.import(&mut older.as_bytes(), None).await.unwrap();
     let stored = target
         .get_interactive_handoff(&handoff.id)
         .await

@@ -155,7 +155,7 @@ pub async fn c1_open_validates_its_request(backend: &dyn Backend) {
         assert_invalid(store.open_interactive_handoff(for_ghost).await, what);
     }
     assert!(store
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .is_empty());
@@ -204,7 +204,7 @@ pub async fn c29_open_refuses_environment_that_changes_how_programs_start(backen
     }
     assert!(
         store
-            .list_interactive_handoffs(None)
+            .list_interactive_handoffs(ListQuery::default())
             .await
             .unwrap()
             .is_empty(),
@@ -234,7 +234,11 @@ pub async fn c29_open_refuses_environment_that_changes_how_programs_start(backen
         );
     }
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap().len(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap()
+            .len(),
         2
     );
 }
@@ -285,7 +289,7 @@ pub async fn c2_open_validates_the_parent(backend: &dyn Backend) {
     );
     let parent = InteractiveHandoffParent::Task(task.id.clone());
     assert!(store
-        .list_interactive_handoffs(Some(&parent))
+        .list_interactive_handoffs(ListQuery::from(&parent))
         .await
         .unwrap()
         .is_empty());
@@ -339,10 +343,13 @@ pub async fn c2_c7_a_stale_generation_is_refused(backend: &dyn Backend) {
         store.claim_interactive_handoff_wake(&opened.id, 3).await,
         ConflictKind::StaleGeneration,
     );
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
 }
 
 /// C3: while the parent has an active handoff, open returns it unchanged.
@@ -405,7 +412,7 @@ pub async fn c3_racing_opens_for_one_parent_create_exactly_one(backend: &dyn Bac
         let parent = InteractiveHandoffParent::Wave(wave.id().clone());
         assert_eq!(
             store
-                .list_interactive_handoffs(Some(&parent))
+                .list_interactive_handoffs(ListQuery::from(&parent))
                 .await
                 .unwrap()
                 .len(),
@@ -443,7 +450,7 @@ pub async fn c3_racing_opens_from_separate_processes_create_exactly_one(backend:
         let parent = InteractiveHandoffParent::Wave(wave.id().clone());
         assert_eq!(
             store
-                .list_interactive_handoffs(Some(&parent))
+                .list_interactive_handoffs(ListQuery::from(&parent))
                 .await
                 .unwrap()
                 .len(),
@@ -480,7 +487,10 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
         .finish_interactive_handoff(&opened[4].id, &outcome(2))
         .await
         .unwrap();
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(all.len(), 6);
     let mut sorted = all.clone();
     sorted.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
@@ -490,7 +500,7 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
 
     let parent = opened[4].parent.clone();
     let mine = store
-        .list_interactive_handoffs(Some(&parent))
+        .list_interactive_handoffs(ListQuery::from(&parent))
         .await
         .unwrap();
     assert_eq!(mine.len(), 1);
@@ -792,18 +802,27 @@ pub async fn c7_claim_wake_rules(backend: &dyn Backend) {
         store.claim_interactive_handoff_wake(&opened.id, 3).await,
         ConflictKind::StaleGeneration,
     );
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
-    assert!(!store
-        .claim_interactive_handoff_wake(&opened.id, 6)
-        .await
-        .unwrap());
-    assert!(!store
-        .claim_interactive_handoff_wake(&opened.id, 4)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&opened.id, 6)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&opened.id, 4)
+            .await
+            .unwrap()
+            .claimed
+    );
     let stored = store
         .get_interactive_handoff(&opened.id)
         .await
@@ -828,10 +847,13 @@ pub async fn c7_same_generation_claim_retry(backend: &dyn Backend) {
         .finish_interactive_handoff(&opened.id, &outcome(1))
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 2)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 2)
+            .await
+            .unwrap()
+            .claimed
+    );
     let after_first = store
         .get_interactive_handoff(&opened.id)
         .await
@@ -841,10 +863,13 @@ pub async fn c7_same_generation_claim_retry(backend: &dyn Backend) {
     let reopened = open_store(&backend.config(location(dir.path())))
         .await
         .unwrap();
-    assert!(reopened
-        .claim_interactive_handoff_wake(&opened.id, 2)
-        .await
-        .unwrap());
+    assert!(
+        reopened
+            .claim_interactive_handoff_wake(&opened.id, 2)
+            .await
+            .unwrap()
+            .claimed
+    );
     assert_eq!(
         reopened.get_interactive_handoff(&opened.id).await.unwrap(),
         Some(after_first)
@@ -874,7 +899,8 @@ pub async fn c7_racing_claims_have_one_winner(backend: &dyn Backend) {
                         handle
                             .claim_interactive_handoff_wake(&id, generation)
                             .await
-                            .unwrap(),
+                            .unwrap()
+                            .claimed,
                     )
                 })
             })
@@ -917,14 +943,20 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
         .claim_interactive_handoff_wake(&done.id, 3)
         .await
         .unwrap();
-    let before = store.list_interactive_handoffs(None).await.unwrap();
+    let before = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     let parent_before = stored_task(&store, &task.id).await;
     drop(store);
     let reopened = open_store(&backend.config(location(dir.path())))
         .await
         .unwrap();
     assert_eq!(
-        reopened.list_interactive_handoffs(None).await.unwrap(),
+        reopened
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         before
     );
     assert_eq!(
@@ -982,7 +1014,10 @@ pub async fn c8_kill_9_loses_nothing_acknowledged(backend: &dyn Backend) {
     }
     // Every record reads back valid (reads validate), and at most one is
     // active per parent.
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     lf_handoff_adapters::domain::interactive_handoff::check_one_active_per_parent(&all).unwrap();
 }
 
@@ -1036,14 +1071,20 @@ pub async fn c6_a_handle_never_decides_on_a_record_another_changed(backend: &dyn
     assert_eq!(store.history(&handoff.id).await.unwrap().len(), 3);
     // And the other way round: the handle that finished claims on a record
     // the first handle then changed no further.
-    assert!(other
-        .claim_interactive_handoff_wake(&handoff.id, 1)
-        .await
-        .unwrap());
-    assert!(store
-        .claim_interactive_handoff_wake(&handoff.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        other
+            .claim_interactive_handoff_wake(&handoff.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&handoff.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     assert_eq!(store.history(&handoff.id).await.unwrap().len(), 4);
 }
 

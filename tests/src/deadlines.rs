@@ -4,6 +4,7 @@
 //! writers never both extend and expire it.
 
 use crate::fixtures::waited_now;
+use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
 
@@ -122,7 +123,10 @@ pub async fn c14_a_handoff_expires_only_when_due(backend: &dyn Backend) {
         "reads never write"
     );
     assert!(read.list_row(OffsetDateTime::now_utc()).due);
-    let listed = store.list_interactive_handoffs(None).await.unwrap();
+    let listed = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(listed, vec![read.clone()]);
 
     let expired = store.expire_due().await.unwrap();
@@ -140,10 +144,13 @@ pub async fn c14_a_handoff_expires_only_when_due(backend: &dyn Backend) {
         "expiring again changes nothing"
     );
 
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let events = store.history(&opened.id).await.unwrap();
     assert_eq!(
         kinds(&events),

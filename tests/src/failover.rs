@@ -25,6 +25,7 @@
 //! (`tests/failover.rs`); the long form is the `lf-handoff-failover`
 //! program (`src/bin/failover.rs`, docs/RELIABILITY.md).
 
+use lf_handoff_adapters::ListQuery;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -459,7 +460,8 @@ async fn play(store: &Store, dir: &Path, lifecycle: &mut Lifecycle) -> Result<()
     let claimed = store
         .claim_interactive_handoff_wake(&opened.id, 1)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .claimed;
     if !claimed {
         return Err("generation 1 was refused the wake it alone claims".into());
     }
@@ -485,7 +487,7 @@ async fn stored_level(
         return Ok(0);
     }
     let handoffs = store
-        .list_interactive_handoffs(Some(&parent))
+        .list_interactive_handoffs(ListQuery::from(&parent))
         .await
         .map_err(|e| e.to_string())?;
     let handoff = match handoffs.as_slice() {
@@ -617,7 +619,7 @@ async fn check(store: &Store, lifecycles: &[Lifecycle], report: &mut Report) {
         }
     }
     // One active handoff per parent, over everything the store holds.
-    match store.list_interactive_handoffs(None).await {
+    match store.list_interactive_handoffs(ListQuery::default()).await {
         Ok(all) => {
             let mut active: Vec<&InteractiveHandoffParent> = all
                 .iter()

@@ -377,7 +377,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     );
     assert_eq!(
         store
-            .list_interactive_handoffs(Some(&reference))
+            .list_interactive_handoffs(ListQuery::from(&reference))
             .await
             .unwrap(),
         vec![opened.clone()],
@@ -423,7 +423,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     )
     .await;
     assert!(
-        claimed,
+        claimed.claimed,
         "the generation whose claim committed holds the wake"
     );
     let after_claim = store.get_interactive_handoff(&opened.id).await.unwrap();
@@ -457,7 +457,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     assert_eq!(events(&store, &at_step.id).await.len(), 1);
     assert_eq!(
         store
-            .list_interactive_handoffs(Some(&reference))
+            .list_interactive_handoffs(ListQuery::from(&reference))
             .await
             .unwrap()
             .len(),

@@ -2,6 +2,7 @@
 //! workspace's test fixtures (`lf_handoff_adapters::testing`, re-exported
 //! here) and the store calls the scenarios repeat.
 
+use lf_handoff_adapters::ListQuery;
 use std::path::{Path, PathBuf};
 
 use lf_handoff_adapters::domain::id::{
@@ -17,7 +18,7 @@ use lf_handoff_adapters::domain::wave::Wave;
 pub use lf_handoff_adapters::testing::*;
 use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError, Waited};
 
-/// The stored parent `reference`, through [`Store::get_parent`].
+/// The stored parent `reference`, through [`get_parent`](lf_handoff_adapters::Parents::get_parent).
 async fn stored_parent(store: &Store, reference: InteractiveHandoffParent) -> Option<Parent> {
     store.get_parent(&reference).await.unwrap()
 }
@@ -62,15 +63,13 @@ pub async fn waited_now(store: &Store, id: &InteractiveHandoffId) -> Interactive
 /// left it (to see who holds the wake).
 ///
 /// # Errors
-/// As [`Store::claim_interactive_handoff_wake_with_record`].
+/// As [`claim_interactive_handoff_wake`](lf_handoff_adapters::Handoffs::claim_interactive_handoff_wake).
 pub async fn claim_and_read(
     store: &Store,
     id: &InteractiveHandoffId,
     generation: u32,
 ) -> Result<(bool, InteractiveHandoff), StoreError> {
-    let answer = store
-        .claim_interactive_handoff_wake_with_record(id, generation)
-        .await?;
+    let answer = store.claim_interactive_handoff_wake(id, generation).await?;
     Ok((answer.claimed, answer.handoff))
 }
 
@@ -126,7 +125,10 @@ pub async fn try_lifecycle(
         .await?;
     assert_eq!(finished.outcome, Some(outcome(n)));
     assert!(
-        store.claim_interactive_handoff_wake(&opened.id, 1).await?,
+        store
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await?
+            .claimed,
         "lifecycle {n}: generation 1 does not hold the wake"
     );
     Ok(opened.id)
@@ -164,7 +166,10 @@ pub async fn opens_empty_and_works(config: &StorageConfig, dir: &Path) {
     let store = open_store(config)
         .await
         .unwrap_or_else(|e| panic!("{config} does not open: {e}"));
-    let listed = store.list_interactive_handoffs(None).await.unwrap();
+    let listed = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert!(listed.is_empty(), "{config} holds {listed:?}");
     drop(store);
     works_across_a_reopen(config, dir).await;

@@ -96,14 +96,20 @@ pub async fn c15_every_change_appends_one_event_with_its_actor(backend: &dyn Bac
         .finish_interactive_handoff(&opened.id, &outcome(0))
         .await
         .unwrap();
-    assert!(body_process
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
-    assert!(body_process
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        body_process
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        body_process
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     store
         .record_body(
             &InteractiveHandoffParent::Wave(wave.id().clone()),
@@ -114,12 +120,16 @@ pub async fn c15_every_change_appends_one_event_with_its_actor(backend: &dyn Bac
     let took_over = replacement
         .claim_interactive_handoff_wake(&opened.id, 2)
         .await
-        .unwrap();
+        .unwrap()
+        .claimed;
     assert!(took_over);
-    assert!(!body_process
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        !body_process
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let last = store
         .get_interactive_handoff(&opened.id)
         .await
@@ -254,7 +264,7 @@ pub async fn c15_racing_writers_append_one_event_per_change(backend: &dyn Backen
             let _ = racer.attach_interactive_handoff(&id).await;
             let finished = racer.finish_interactive_handoff(&id, &outcome(n)).await;
             let claimed = racer.claim_interactive_handoff_wake(&id, 1).await;
-            (finished.is_ok(), claimed.unwrap())
+            (finished.is_ok(), claimed.unwrap().claimed)
         }));
     }
     let mut finished = 0;

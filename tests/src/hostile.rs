@@ -16,6 +16,7 @@
 //!   and a directory the store had to create is 0700.
 
 use crate::fixtures::{stored_task, stored_wave};
+use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -211,7 +212,10 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
     assert_eq!(stored.outcome, Some(long_outcome));
 
     // Forbidden values are refused before anything is written.
-    let before = store.list_interactive_handoffs(None).await.unwrap();
+    let before = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     let target = new_wave(&store, dir.path()).await;
     type Mutation = Box<dyn Fn(&mut OpenInteractiveHandoff) + Send + Sync>;
     let too_long = "z".repeat(MAX_TEXT_BYTES + 1);
@@ -303,10 +307,16 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         "a non-UTF-8 worktree",
     );
     assert_eq!(stored_task(&store, &task.id).await, None);
-    let mut after = store.list_interactive_handoffs(None).await.unwrap();
+    let mut after = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(after.pop().map(|h| h.id), Some(open.id.clone()));
     assert_eq!(after, before, "a refused request changed the store");
-    let everything = store.list_interactive_handoffs(None).await.unwrap();
+    let everything = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
 
     // The same after reopening from the URL alone.
     drop(store);
@@ -314,7 +324,10 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         .await
         .unwrap();
     assert_eq!(
-        reopened.list_interactive_handoffs(None).await.unwrap(),
+        reopened
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         everything
     );
     for wave in &waves {
@@ -424,7 +437,7 @@ async fn use_damaged(store: &Store, dir: &Path, what: &str) {
         }
         Err(other) => panic!("{what}, {step}: expected a value or Unavailable, got {other:?}"),
     };
-    match store.list_interactive_handoffs(None).await {
+    match store.list_interactive_handoffs(ListQuery::default()).await {
         Ok(all) => {
             for handoff in &all {
                 assert!(handoff.validate().is_ok(), "{what}: read an invalid record");
@@ -569,7 +582,10 @@ pub async fn store_files_are_private_to_their_owner(backend: &dyn Backend) {
     for _ in 0..3 {
         open_on_new_wave(&store, dir.path()).await;
     }
-    let listed = store.list_interactive_handoffs(None).await.unwrap();
+    let listed = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(listed.len(), 3);
     let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     if !created.exists() {

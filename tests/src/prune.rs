@@ -195,7 +195,10 @@ pub async fn c17_list_filters_alone_and_combined(backend: &dyn Backend) {
     let ids = |names: &[&str]| -> Vec<InteractiveHandoffId> {
         names.iter().map(|name| named[name].id.clone()).collect()
     };
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(
         all.iter().map(|h| h.id.clone()).collect::<Vec<_>>(),
         ids(&CREATED)
@@ -782,10 +785,13 @@ async fn finished_on_new_wave(store: &Store, dir: &TempDir, claim: bool) -> Inte
         .await
         .unwrap();
     if claim {
-        assert!(store
-            .claim_interactive_handoff_wake(&opened.id, 1)
-            .await
-            .unwrap());
+        assert!(
+            store
+                .claim_interactive_handoff_wake(&opened.id, 1)
+                .await
+                .unwrap()
+                .claimed
+        );
     }
     get(store, &opened.id).await.unwrap()
 }
@@ -810,10 +816,13 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
         .finish_interactive_handoff(&claimed.id, &outcome(0))
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&claimed.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&claimed.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     // Finished, nobody claimed its wake.
     let unclaimed = finished_on_new_wave(&store, &dir, false).await;
     // Expired, then claimed: opened, expired, wake_claimed.
@@ -825,10 +834,13 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
     };
     crate::deadlines::until_due(&[&expiring]).await;
     assert_eq!(store.expire_due().await.unwrap().len(), 1);
-    assert!(store
-        .claim_interactive_handoff_wake(&expiring.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&expiring.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     tick().await;
     let cutoff = OffsetDateTime::now_utc();
     tick().await;
@@ -859,7 +871,11 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
         expected
     );
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap().len(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap()
+            .len(),
         5
     );
 
@@ -926,10 +942,13 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
 
     // Once its wake is claimed, the unclaimed one goes too, with a cutoff
     // in the future; the active ones never.
-    assert!(store
-        .claim_interactive_handoff_wake(&unclaimed.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&unclaimed.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let later = OffsetDateTime::now_utc() + Duration::hours(1);
     assert_eq!(
         store
@@ -959,10 +978,13 @@ pub async fn c17_prune_removes_batch_after_batch(backend: &dyn Backend) {
             .finish_interactive_handoff(&handoff.id, &outcome(n))
             .await
             .unwrap();
-        assert!(store
-            .claim_interactive_handoff_wake(&handoff.id, 1)
-            .await
-            .unwrap());
+        assert!(
+            store
+                .claim_interactive_handoff_wake(&handoff.id, 1)
+                .await
+                .unwrap()
+                .claimed
+        );
         opened.push(handoff.id);
     }
     let waiting = open_at(&store, &dir, &wave, local(), &OpenOptions::default()).await;
@@ -1154,8 +1176,8 @@ pub async fn c17_prune_races_claims_and_lists_on_handles(backend: &dyn Backend) 
             let mut claims = BTreeMap::new();
             for id in ids {
                 let claim = match handle.claim_interactive_handoff_wake(&id, generation).await {
-                    Ok(true) => Claim::Won,
-                    Ok(false) => Claim::Lost,
+                    Ok(wake) if wake.claimed => Claim::Won,
+                    Ok(_) => Claim::Lost,
                     Err(StoreError::NotFound(_)) => Claim::Gone,
                     Err(e) => panic!("claim {id}: {e}"),
                 };

@@ -11,7 +11,7 @@ use lf_handoff_adapters::domain::child_session::{
 use lf_handoff_adapters::domain::id::WaveId;
 use lf_handoff_adapters::domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
 };
 use lf_handoff_adapters::domain::project_session::{
     ProjectSession, ProjectSessionId, ProjectSessionStatus,
@@ -22,6 +22,7 @@ use lf_handoff_adapters::domain::session_context::{
 };
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::GenerateId;
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::{open_store, Store};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -161,6 +162,7 @@ fn open_for(parent: InteractiveHandoffParent, cwd: PathBuf) -> OpenInteractiveHa
             "-t".to_string(),
             "lf-task-interactive".to_string(),
         ],
+        options: OpenOptions::default(),
     }
 }
 pub async fn interactive_handoff_survives_repeated_attach_restart_and_parent_replacement(
@@ -209,14 +211,20 @@ pub async fn interactive_handoff_survives_repeated_attach_restart_and_parent_rep
         .await
         .unwrap();
     assert_eq!(handed_back.status, InteractiveHandoffStatus::HandedBack);
-    assert!(reopened
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
-    assert!(!reopened
-        .claim_interactive_handoff_wake(&opened.id, 6)
-        .await
-        .unwrap());
+    assert!(
+        reopened
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        !reopened
+            .claim_interactive_handoff_wake(&opened.id, 6)
+            .await
+            .unwrap()
+            .claimed
+    );
     let claimed = reopened
         .get_interactive_handoff(&opened.id)
         .await
@@ -299,10 +307,13 @@ pub async fn failed_interactive_body_is_terminal_and_wakes_once(backend: &dyn Ba
             .outcome,
         Some(outcome)
     );
-    assert!(store
-        .claim_interactive_handoff_wake(&handoff.id, 2)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&handoff.id, 2)
+            .await
+            .unwrap()
+            .claimed
+    );
 }
 pub async fn list_row_maps_census_fields_and_active_filter_drops_terminal(backend: &dyn Backend) {
     let dir = tempfile::tempdir().unwrap();
@@ -328,7 +339,10 @@ pub async fn list_row_maps_census_fields_and_active_filter_drops_terminal(backen
     assert_eq!(row.provider, "codex");
     assert!(row.age_secs.is_some_and(|age| age >= 0));
     assert!(handoff.is_active());
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(all.len(), 1);
     let finished = store
         .finish_interactive_handoff(
@@ -341,7 +355,7 @@ pub async fn list_row_maps_census_fields_and_active_filter_drops_terminal(backen
         .unwrap();
     assert!(!finished.is_active());
     let active: Vec<_> = store
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .into_iter()

@@ -3,6 +3,7 @@
 //! step, finds the finished handoff instead of asking a person again, and
 //! takes the wake over from the body it replaced.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeSet;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -52,7 +53,7 @@ fn parent_of(wave: &Wave) -> InteractiveHandoffParent {
 
 async fn count(store: &Store, wave: &Wave) -> usize {
     store
-        .list_interactive_handoffs(Some(&parent_of(wave)))
+        .list_interactive_handoffs(ListQuery::from(&parent_of(wave)))
         .await
         .unwrap()
         .len()
@@ -79,10 +80,13 @@ async fn held_by_5(store: &Store, dir: &TempDir, next: u32) -> InteractiveHandof
         .finish_interactive_handoff(&opened.id, &outcome(1))
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
     store
         .record_body(&parent_of(&wave), body(next, None))
         .await
@@ -117,10 +121,13 @@ pub async fn c12_a_step_is_opened_once_for_ever(backend: &dyn Backend) {
         .finish_interactive_handoff(&first.id, &outcome(1))
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&first.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&first.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let claimed = store
         .get_interactive_handoff(&first.id)
         .await
@@ -317,10 +324,13 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
         .finish_interactive_handoff(&opened.id, &outcome(1))
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
     // Generation 5 "crashes" here. The orchestrator records generation 6.
     store
         .record_body(&parent_of(&wave), body(6, None))
@@ -346,7 +356,8 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
     let claimed = store
         .claim_interactive_handoff_wake(&opened.id, 6)
         .await
-        .unwrap();
+        .unwrap()
+        .claimed;
     assert!(claimed, "the replacement takes the wake over");
     let held = store
         .get_interactive_handoff(&opened.id)
@@ -354,14 +365,20 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
         .unwrap()
         .unwrap();
     assert_eq!(held.wake_claimed_by_generation, Some(6));
-    assert!(!store
-        .claim_interactive_handoff_wake(&opened.id, 5)
-        .await
-        .unwrap());
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 6)
-        .await
-        .unwrap());
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&opened.id, 5)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 6)
+            .await
+            .unwrap()
+            .claimed
+    );
     assert_eq!(count(&store, &wave).await, 1);
     // A stale body still cannot reach the step.
     request.body_generation = 5;
@@ -383,21 +400,28 @@ pub async fn c13_only_the_current_generation_takes_the_wake_over(backend: &dyn B
     let (dir, store) = fresh(backend).await;
     let opened = held_by_5(&store, &dir, 7).await;
     // 6 is newer than the holder but not the parent's current generation.
-    assert!(!store
-        .claim_interactive_handoff_wake(&opened.id, 6)
-        .await
-        .unwrap());
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 7)
-        .await
-        .unwrap());
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&opened.id, 6)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 7)
+            .await
+            .unwrap()
+            .claimed
+    );
     // Once 7 holds it, neither an older holder nor a newer stranger takes it.
     for generation in [5, 6, 8] {
         assert!(
             !store
                 .claim_interactive_handoff_wake(&opened.id, generation)
                 .await
-                .unwrap(),
+                .unwrap()
+                .claimed,
             "generation {generation}"
         );
     }
@@ -424,7 +448,7 @@ pub async fn c13_a_claim_answers_with_the_record_it_left(backend: &dyn Backend) 
     ];
     for (generation, claimed, holder) in expect {
         let answer = store
-            .claim_interactive_handoff_wake_with_record(&opened.id, generation)
+            .claim_interactive_handoff_wake(&opened.id, generation)
             .await
             .unwrap();
         assert_eq!(answer.claimed, claimed, "generation {generation}");
@@ -441,18 +465,12 @@ pub async fn c13_a_claim_answers_with_the_record_it_left(backend: &dyn Backend) 
             "generation {generation}"
         );
     }
-    match store
-        .claim_interactive_handoff_wake_with_record(&opened.id, 0)
-        .await
-    {
+    match store.claim_interactive_handoff_wake(&opened.id, 0).await {
         Err(StoreError::InvalidInput(_)) => {}
         other => panic!("expected InvalidInput for generation 0, got {other:?}"),
     }
     let unknown = InteractiveHandoffId::new();
-    match store
-        .claim_interactive_handoff_wake_with_record(&unknown, 7)
-        .await
-    {
+    match store.claim_interactive_handoff_wake(&unknown, 7).await {
         Err(StoreError::NotFound(_)) => {}
         other => panic!("expected NotFound, got {other:?}"),
     }
@@ -478,7 +496,8 @@ pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
                     let claimed = handle
                         .claim_interactive_handoff_wake(&id, generation)
                         .await
-                        .unwrap();
+                        .unwrap()
+                        .claimed;
                     (generation, claimed)
                 })
             })
@@ -506,9 +525,12 @@ pub async fn c13_racing_take_overs_have_one_winner(backend: &dyn Backend) {
             .unwrap()
             .unwrap();
         assert_eq!(stored.wake_claimed_by_generation, Some(6));
-        assert!(!store
-            .claim_interactive_handoff_wake(&opened.id, 5)
-            .await
-            .unwrap());
+        assert!(
+            !store
+                .claim_interactive_handoff_wake(&opened.id, 5)
+                .await
+                .unwrap()
+                .claimed
+        );
     }
 }

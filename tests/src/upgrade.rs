@@ -216,7 +216,7 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
         assert_eq!(stored, expected, "handoff {id}");
     }
     let listed: Vec<String> = store
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .iter()
@@ -227,7 +227,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
 
     // The census rows, as `list --json` printed them (but for their age).
     let rows = manifest(backend, release, "list");
-    let stored = store.list_interactive_handoffs(None).await.unwrap();
+    let stored = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(stored.len(), array(&rows).len());
     for (handoff, expected) in stored.iter().zip(array(&rows)) {
         let mut row = serde_json::to_value(handoff.list_row(handoff.updated_at)).unwrap();
@@ -245,7 +248,10 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
     // The list filters of C17 serve the old records too (on sled, from
     // the index trees the upgrade filled), and a prune would remove the
     // claimed ones, which have no history (C15).
-    let all = store.list_interactive_handoffs(None).await.unwrap();
+    let all = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     for handoff in &all {
         for query in [
             ListQuery {
@@ -385,7 +391,10 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     let dir = tempfile::tempdir().unwrap();
     let config = backend.release_store(release, dir.path()).await;
     let store = open_store(&config).await.unwrap();
-    let handoffs = store.list_interactive_handoffs(None).await.unwrap();
+    let handoffs = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
 
     // Every stored step, run again by its parent's current body, returns
     // its handoff as it is and creates nothing (C12).
@@ -402,7 +411,10 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
             .body_generation(parent.body_generation())
             .reason("the step again after the upgrade")
             .at_step(step.clone());
-        let (found, created) = store.open_interactive_handoff(request).await.unwrap();
+        let (found, created) = store
+            .open_interactive_handoff(request.build())
+            .await
+            .unwrap();
         assert!(!created, "step {step} of {} was opened again", handoff.id);
         assert_eq!(&found, handoff, "step {step}");
         replayed += 1;
@@ -447,10 +459,13 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         .finish_interactive_handoff(&waiting.id, &done)
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&waiting.id, waiting.body_generation)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&waiting.id, waiting.body_generation)
+            .await
+            .unwrap()
+            .claimed
+    );
     let events = store.history(&waiting.id).await.unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     let expected: Vec<u64> = (1..=before + 4).collect();
@@ -472,16 +487,22 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         .await
         .unwrap();
     let completed = in_status(&handoffs, InteractiveHandoffStatus::Completed);
-    assert!(store
-        .claim_interactive_handoff_wake(&completed.id, completed.body_generation)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&completed.id, completed.body_generation)
+            .await
+            .unwrap()
+            .claimed
+    );
     let handed_back = in_status(&handoffs, InteractiveHandoffStatus::HandedBack);
     let holder = handed_back.wake_claimed_by_generation.unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&handed_back.id, holder)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&handed_back.id, holder)
+            .await
+            .unwrap()
+            .claimed
+    );
 
     // A new handoff at a step on the completed handoff's parent (its body
     // generation and provider are the parent's).
@@ -492,20 +513,29 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         .reason("a second login after the upgrade")
         .at_step(step.clone());
     let (opened, created) = store
-        .open_interactive_handoff(request.clone())
+        .open_interactive_handoff(request.clone().build())
         .await
         .unwrap();
     assert!(created);
-    let (again, created) = store.open_interactive_handoff(request).await.unwrap();
+    let (again, created) = store
+        .open_interactive_handoff(request.build())
+        .await
+        .unwrap();
     assert!(!created);
     assert_eq!(again, opened);
 
-    let before: Vec<InteractiveHandoff> = store.list_interactive_handoffs(None).await.unwrap();
+    let before: Vec<InteractiveHandoff> = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(before.len(), handoffs.len() + 1);
     drop(store);
     let reopened = open_store(&config).await.unwrap();
     assert_eq!(
-        reopened.list_interactive_handoffs(None).await.unwrap(),
+        reopened
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         before
     );
 
@@ -535,7 +565,10 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         .filter(|h| h.wake_claimed_at.is_none())
         .collect();
     assert_eq!(
-        reopened.list_interactive_handoffs(None).await.unwrap(),
+        reopened
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         kept
     );
 

@@ -4,6 +4,7 @@
 //! concurrent writers; a dropped connection is made again; a deleted store
 //! ends the watch with `Unavailable`; `wait` returns the terminal handoff.
 
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::WatchFrom;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,7 +68,11 @@ pub(crate) async fn assert_quiet(watcher: &mut lf_handoff_adapters::Watcher, mil
 /// Every event of the store, in position order, read through histories.
 pub(crate) async fn all_events(store: &Store) -> Vec<HandoffEvent> {
     let mut events = Vec::new();
-    for handoff in store.list_interactive_handoffs(None).await.unwrap() {
+    for handoff in store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap()
+    {
         events.extend(store.history(&handoff.id).await.unwrap());
     }
     events.sort_by_key(|event| event.position);

@@ -10,6 +10,7 @@
 // A test file: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_adapters::ListQuery;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -123,8 +124,8 @@ async fn sessions_on(server: &Arc<OwnPostgres>) -> usize {
 async fn connected_only_to(store: &Store, primary: &Arc<OwnPostgres>, standby: &Arc<OwnPostgres>) {
     // Two calls at once make the store hold two connections.
     let (a, b) = tokio::join!(
-        store.list_interactive_handoffs(None),
-        store.list_interactive_handoffs(None)
+        store.list_interactive_handoffs(ListQuery::default()),
+        store.list_interactive_handoffs(ListQuery::default())
     );
     a.unwrap();
     b.unwrap();
@@ -211,7 +212,10 @@ async fn a_store_whose_hosts_are_all_down_names_each() {
     })
     .await
     .unwrap();
-    let error = store.list_interactive_handoffs(None).await.unwrap_err();
+    let error = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap_err();
     assert_eq!(
         error.unavailable_kind(),
         Some(UnavailableKind::Unreachable),

@@ -5,6 +5,7 @@
 // helpers as in its tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::WatchFrom;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -134,7 +135,11 @@ async fn a_store_rides_out_a_restart_of_its_server() {
     );
     // Everything the loop was told is stored.
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap().len(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap()
+            .len(),
         lifecycles
     );
 }

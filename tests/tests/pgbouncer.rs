@@ -12,6 +12,7 @@
 // A test file: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use lf_handoff_adapters::ListQuery;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -135,27 +136,39 @@ async fn a_store_never_reaches_a_registry_in_another_schema_through_a_pooler() {
         .await
         .unwrap_or_else(|e| panic!("{e}; {}", bouncer.log_tail()));
     let kept = lifecycle(&public, dir.path(), 0).await;
-    let before = public.list_interactive_handoffs(None).await.unwrap();
+    let before = public
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     drop(public);
 
     let team = open_store(&through(&bouncer, &database, "schema=team_b&pool_size=1"))
         .await
         .unwrap();
     assert!(team
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .is_empty());
     assert_eq!(team.get_interactive_handoff(&kept).await.unwrap(), None);
     let own = lifecycle(&team, dir.path(), 1).await;
-    assert_eq!(team.list_interactive_handoffs(None).await.unwrap().len(), 1);
+    assert_eq!(
+        team.list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     drop(team);
 
     let public = open_store(&through(&bouncer, &database, "schema=public&pool_size=1"))
         .await
         .unwrap();
     assert_eq!(
-        public.list_interactive_handoffs(None).await.unwrap(),
+        public
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         before
     );
     assert_eq!(public.get_interactive_handoff(&own).await.unwrap(), None);
@@ -187,7 +200,12 @@ async fn a_transaction_pooler_without_pooler_transaction_is_refused_saying_so() 
     // the same names.
     let id = lifecycle(&second, dir.path(), 0).await;
     let mut errors = Vec::new();
-    errors.extend(first.list_interactive_handoffs(None).await.err());
+    errors.extend(
+        first
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .err(),
+    );
     errors.extend(first.get_interactive_handoff(&id).await.err());
     errors.extend(first.history(&id).await.err());
     let Some(error) = errors.first() else {
@@ -307,7 +325,12 @@ async fn a_listen_through_a_transaction_pooler_is_refused_saying_what_to_set() {
                 .await
                 .err(),
         );
-        errors.extend(store.list_interactive_handoffs(None).await.err());
+        errors.extend(
+            store
+                .list_interactive_handoffs(ListQuery::default())
+                .await
+                .err(),
+        );
         if let Ok(Err(error)) = waiting.await {
             errors.push(error);
         }

@@ -56,15 +56,16 @@ use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
-    ArchiveSummary, ClaimedWake, Deliveries, DeliveryCursor, HandleSettings, ListQuery, PruneCount,
-    PruneOptions, Registry, Revocations, StoreError, StoreResult, UnavailableKind, Waited,
-    WatchFilter, WatchFrom, Watcher, DEFAULT_RETRY_WINDOW,
+    ArchiveSummary, ClaimedWake, Deliveries, DeliveryCursor, HandleSettings, Handoffs, ListQuery,
+    Parents, PruneCount, PruneOptions, Registry, Revocations, StoreError, StoreResult,
+    UnavailableKind, Upkeep, Waited, Waiting, WatchFilter, WatchFrom, Watcher,
+    DEFAULT_RETRY_WINDOW,
 };
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
     check_person_outcome, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, OpenHandoff,
+    InteractiveHandoffParent, OpenInteractiveHandoff,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
@@ -219,7 +220,10 @@ impl Registry for ServiceRegistry {
     fn now(&self) -> OffsetDateTime {
         OffsetDateTime::now_utc()
     }
+}
 
+#[async_trait]
+impl Parents for ServiceRegistry {
     async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
         self.create("/v1/waves", wave).await
     }
@@ -261,15 +265,16 @@ impl Registry for ServiceRegistry {
         let value = self.json(&Call::post_json(&path, &process)?).await?;
         parent_of(reference, value)
     }
+}
 
+#[async_trait]
+impl Handoffs for ServiceRegistry {
     async fn open_interactive_handoff(
         &self,
-        opening: OpenHandoff,
+        request: OpenInteractiveHandoff,
     ) -> StoreResult<(InteractiveHandoff, bool)> {
         let body = OpenRequest {
-            request: opening.request,
-            step: opening.options.step,
-            expires_at: opening.options.expires_at,
+            request,
             expires_in: None,
         };
         let opened: Opened = self.json(&Call::post_json("/v1/handoffs", &body)?).await?;
@@ -423,7 +428,10 @@ impl Registry for ServiceRegistry {
     async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
         self.json(&Call::get(&handoff_path(id, "/history"))).await
     }
+}
 
+#[async_trait]
+impl Waiting for ServiceRegistry {
     async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
         let position = match from {
             WatchFrom::After(position) => Some(position),
@@ -464,7 +472,10 @@ impl Registry for ServiceRegistry {
             }
         }
     }
+}
 
+#[async_trait]
+impl Upkeep for ServiceRegistry {
     async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
         // One call: the records come from the sweep's own changes.
         let expired: Vec<HandoffJson> = self.json(&Call::post("/v1/expire-records")).await?;

@@ -25,7 +25,7 @@ async fn open_handoff(store: &Store, dir: &Path) -> InteractiveHandoff {
     store.create_wave(&wave).await.unwrap();
     let parent = InteractiveHandoffParent::Wave(wave.id().clone());
     store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir).build())
         .await
         .unwrap()
         .0

@@ -39,6 +39,7 @@ async fn open_handoffs(store: &Store, count: usize) -> Vec<InteractiveHandoffId>
             reason: format!("login {n}"),
             environment: BTreeMap::new(),
             attach_argv: vec!["tmux".into(), "attach".into()],
+            options: Default::default(),
         };
         ids.push(store.open_interactive_handoff(request).await.unwrap().0.id);
     }

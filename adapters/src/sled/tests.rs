@@ -59,7 +59,7 @@ async fn new_wave(store: &Store, dir: &Path) -> InteractiveHandoffParent {
 async fn open_on_new_wave(store: &Store, dir: &Path) -> InteractiveHandoff {
     let parent = new_wave(store, dir).await;
     store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir).build())
         .await
         .unwrap()
         .0
@@ -224,7 +224,11 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
             kind,
             needle,
         );
-        assert_unavailable(store.list_interactive_handoffs(None).await, kind, needle);
+        assert_unavailable(
+            store.list_interactive_handoffs(ListQuery::default()).await,
+            kind,
+            needle,
+        );
         assert_unavailable(
             store.attach_interactive_handoff(&opened.id).await,
             kind,
@@ -313,13 +317,13 @@ async fn lists_read_only_the_records_their_index_names() {
         assert_eq!(listed, vec![kept.clone()]);
     }
     assert_unavailable(
-        store.list_interactive_handoffs(None).await,
+        store.list_interactive_handoffs(ListQuery::default()).await,
         UnavailableKind::Damaged,
         "unreadable",
     );
     assert_unavailable(
         store
-            .list_interactive_handoffs(Some(&finished.parent))
+            .list_interactive_handoffs(ListQuery::from(&finished.parent))
             .await,
         UnavailableKind::Damaged,
         "unreadable",
@@ -386,7 +390,8 @@ async fn a_deadline_bound_reads_only_the_due_records() {
         .open_interactive_handoff(
             OpenRequest::new(&parent)
                 .cwd(dir.path())
-                .expires_at(deadline),
+                .expires_at(deadline)
+                .build(),
         )
         .await
         .unwrap();
@@ -431,12 +436,14 @@ async fn an_index_entry_without_its_record_is_refused() {
         .remove(keys::handoff(&opened.id))
         .unwrap();
     assert_unavailable(
-        store.list_interactive_handoffs(None).await,
+        store.list_interactive_handoffs(ListQuery::default()).await,
         UnavailableKind::Damaged,
         "not stored",
     );
     assert_unavailable(
-        store.list_interactive_handoffs(Some(&opened.parent)).await,
+        store
+            .list_interactive_handoffs(ListQuery::from(&opened.parent))
+            .await,
         UnavailableKind::Damaged,
         "not stored",
     );
@@ -931,7 +938,7 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         );
         assert_eq!(
             store
-                .list_interactive_handoffs(Some(&parent))
+                .list_interactive_handoffs(ListQuery::from(&parent))
                 .await
                 .unwrap()
                 .len(),
@@ -947,7 +954,12 @@ async fn a_transition_keeps_the_step() {
     let (dir, store, raw) = stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("a")))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(step("a"))
+                .build(),
+        )
         .await
         .unwrap();
     let moved = raw
@@ -975,7 +987,8 @@ async fn a_damaged_step_index_is_refused() {
         .open_interactive_handoff(
             OpenRequest::new(&parent)
                 .cwd(dir.path())
-                .at_step(key.clone()),
+                .at_step(key.clone())
+                .build(),
         )
         .await
         .unwrap();
@@ -984,7 +997,12 @@ async fn a_damaged_step_index_is_refused() {
         .await
         .unwrap();
     let (other_step, _) = store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).at_step(step("b")))
+        .open_interactive_handoff(
+            OpenRequest::new(&parent)
+                .cwd(dir.path())
+                .at_step(step("b"))
+                .build(),
+        )
         .await
         .unwrap();
     let elsewhere = open_on_new_wave(&store, dir.path()).await;
@@ -1016,7 +1034,8 @@ async fn a_damaged_step_index_is_refused() {
                 .open_interactive_handoff(
                     OpenRequest::new(&parent)
                         .cwd(dir.path())
-                        .at_step(key.clone()),
+                        .at_step(key.clone())
+                        .build(),
                 )
                 .await,
             UnavailableKind::Damaged,
@@ -1055,7 +1074,10 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         Some(opened.clone())
     );
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         vec![opened.clone()]
     );
     assert_eq!(
@@ -1082,7 +1104,8 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         .open_interactive_handoff(
             OpenRequest::new(&opened.parent)
                 .cwd(dir.path())
-                .at_step(step("s")),
+                .at_step(step("s"))
+                .build(),
         )
         .await
         .unwrap();
@@ -1149,7 +1172,10 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await
         .unwrap();
-    let handoffs = store.list_interactive_handoffs(None).await.unwrap();
+    let handoffs = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert_eq!(handoffs.len(), 5);
     assert!(handoffs.iter().all(|handoff| handoff.step.is_none()));
     let waiting = handoffs
@@ -1169,7 +1195,11 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
         .unwrap();
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap().len(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap()
+            .len(),
         5
     );
     drop(store);
@@ -1362,11 +1392,11 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     let (dir, store, raw, clock) = timed_stores().await;
     let parent = new_wave(&store, dir.path()).await;
     let (opened, _) = store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).build())
         .await
         .unwrap();
     let (_, created) = store
-        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()))
+        .open_interactive_handoff(OpenRequest::new(&parent).cwd(dir.path()).build())
         .await
         .unwrap();
     assert!(!created, "a replayed open");
@@ -1386,14 +1416,20 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
         .await
         .unwrap();
     clock.advance(Duration::seconds(1));
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
-    assert!(store
-        .claim_interactive_handoff_wake(&opened.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&opened.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let claimed = store
         .get_interactive_handoff(&opened.id)
         .await
@@ -2036,7 +2072,10 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
     let store = open_store(&config).await.unwrap();
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
     assert_eq!(
-        store.list_interactive_handoffs(None).await.unwrap(),
+        store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap(),
         vec![opened.clone()]
     );
     assert_eq!(store.history(&opened.id).await.unwrap(), vec![]);
@@ -2102,7 +2141,8 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .open_interactive_handoff(
             OpenRequest::new(&parent)
                 .cwd(dir.path())
-                .at_step(step("login@1")),
+                .at_step(step("login@1"))
+                .build(),
         )
         .await
         .unwrap();
@@ -2146,7 +2186,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
     let imported = open_store(&StorageConfig::sled(copy.clone()))
         .await
         .unwrap();
-    imported.import(out.as_slice(), None).await.unwrap();
+    imported.import(&mut out.as_slice(), None).await.unwrap();
     let raw_copy = SledStore::open(&SledConfig::new(copy)).await.unwrap();
     let trees = every_tree(&raw);
     for (tree, entries) in [
@@ -2318,7 +2358,13 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
         0
     );
     clock.advance(Duration::seconds(1));
-    assert!(store.claim_interactive_handoff_wake(&id, 1).await.unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let finished_at = finished.terminal_at.unwrap();
     assert_eq!(
         raw.shared()
@@ -2471,10 +2517,13 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
         .finish_interactive_handoff(&claimed.id, &done())
         .await
         .unwrap();
-    assert!(store
-        .claim_interactive_handoff_wake(&claimed.id, 1)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&claimed.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
     let claimed = store
         .get_interactive_handoff(&claimed.id)
         .await

@@ -9,6 +9,7 @@
 //! test server, each in a fresh schema it drops afterwards; otherwise they
 //! say they skipped.
 
+use lf_handoff_application::ListQuery;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -47,7 +48,8 @@ async fn a_transition_stores_every_field_the_domain_returned() {
         .open_interactive_handoff(
             OpenRequest::on_wave(&wave)
                 .cwd(dir.path())
-                .at_step(step("login@1")),
+                .at_step(step("login@1"))
+                .build(),
         )
         .await
         .unwrap();
@@ -183,7 +185,7 @@ async fn wave_with_handoffs(
     let wave = Wave::new(WaveId::new(), "w".into(), dir.display().to_string());
     store.create_wave(&wave).await.unwrap();
     let (first, _) = store
-        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir).build())
         .await
         .unwrap();
     let done = InteractiveHandoffOutcome::Completed {
@@ -197,7 +199,8 @@ async fn wave_with_handoffs(
         .open_interactive_handoff(
             OpenRequest::on_wave(&wave)
                 .cwd(dir)
-                .at_step(step("login@1")),
+                .at_step(step("login@1"))
+                .build(),
         )
         .await
         .unwrap();
@@ -904,7 +907,10 @@ async fn a_store_of_release_1_is_upgraded_keeping_every_row() {
 
     let config = StorageConfig::sqlite(path.clone());
     let store = open_store(&config).await.unwrap();
-    let handoffs = store.list_interactive_handoffs(None).await.unwrap();
+    let handoffs = store
+        .list_interactive_handoffs(ListQuery::default())
+        .await
+        .unwrap();
     assert!(!handoffs.is_empty());
     assert!(handoffs.iter().all(|handoff| handoff.step.is_none()));
     drop(store);
@@ -945,7 +951,7 @@ async fn open_eight_at_once(config: &StorageConfig) {
             let config = config.clone();
             tokio::spawn(async move {
                 let store = open_store(&config).await?;
-                store.list_interactive_handoffs(None).await
+                store.list_interactive_handoffs(ListQuery::default()).await
             })
         })
         .collect();
@@ -1135,7 +1141,8 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .open_interactive_handoff(
             OpenRequest::on_wave(&wave)
                 .cwd(dir.path())
-                .at_step(step("login@1")),
+                .at_step(step("login@1"))
+                .build(),
         )
         .await
         .unwrap();
@@ -1154,7 +1161,7 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
         .await
         .unwrap();
     store
-        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir.path()))
+        .open_interactive_handoff(OpenRequest::on_wave(&wave).cwd(dir.path()).build())
         .await
         .unwrap();
     let mut file = Vec::new();
@@ -1165,7 +1172,7 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     let imported = open_store(&StorageConfig::sqlite(copy.clone()))
         .await
         .unwrap();
-    imported.import(file.as_slice(), None).await.unwrap();
+    imported.import(&mut file.as_slice(), None).await.unwrap();
     drop((store, imported));
     assert_eq!(sqlite_rows(&copy).await, sqlite_rows(&source).await);
 
@@ -1177,9 +1184,9 @@ async fn an_import_writes_the_rows_and_the_position_counter_the_stores_own_write
     let imported = open_store(&StorageConfig::sqlite(moved.clone()))
         .await
         .unwrap();
-    imported.import(later.as_bytes(), None).await.unwrap();
+    imported.import(&mut later.as_bytes(), None).await.unwrap();
     let second = imported
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .into_iter()

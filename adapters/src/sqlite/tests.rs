@@ -299,7 +299,9 @@ async fn store_with_a_handoff(
         lf_handoff_domain::interactive_handoff::InteractiveHandoffParent::Wave(wave.id().clone());
     let (handoff, _) = store
         .open_interactive_handoff(
-            lf_handoff_application::testing::OpenRequest::new(&parent).cwd(dir),
+            lf_handoff_application::testing::OpenRequest::new(&parent)
+                .cwd(dir)
+                .build(),
         )
         .await
         .unwrap();

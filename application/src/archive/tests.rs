@@ -322,10 +322,13 @@ async fn the_store_exports_and_imports_through_its_archive() {
     let target = Arc::new(Memory::default());
     let importing = store(target.clone());
     assert_eq!(
-        importing.import(out.as_slice(), None).await.unwrap(),
+        importing.import(&mut out.as_slice(), None).await.unwrap(),
         summary
     );
     assert_eq!(*target.held.lock().unwrap(), Some((records, last)));
-    let again = importing.import(out.as_slice(), None).await.unwrap_err();
+    let again = importing
+        .import(&mut out.as_slice(), None)
+        .await
+        .unwrap_err();
     assert_eq!(again.conflict_kind(), Some(ConflictKind::NotEmpty));
 }

@@ -19,49 +19,35 @@
 //! finds the server unreachable is tried again, for at most the handle's
 //! retry window, an INFO event for each retry.
 //!
-//! The operations live in one file per group: [`parents`] (C10),
-//! [`handoffs`] (C1-C7, C9, C12-C15), [`upkeep`] (expiry sweeps, prune,
-//! export and import: C14, C17); watching and waiting (C16) in
-//! [`crate::watch`].
+//! The operations live in one file per group of the registry's traits:
+//! [`parents`] (C10), [`handoffs`] (C1-C7, C9, C12-C15), [`waiting`]
+//! (C16), [`upkeep`] (expiry sweeps, prune, export and import: C14, C17).
 
 mod handoffs;
 mod parents;
 mod upkeep;
+mod waiting;
 
 use std::fmt;
 use std::future::Future;
-use std::io::{BufRead, Write};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use lf_handoff_domain::child_session::ChildProcessGeneration;
-use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
-use lf_handoff_domain::interactive_handoff::{
-    HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    OpenHandoff,
-};
-use lf_handoff_domain::parent::Parent;
-use lf_handoff_domain::project_session::ProjectSession;
-use lf_handoff_domain::task::{TaskPr, TaskSession};
-use lf_handoff_domain::wave::Wave;
-
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
 use time::OffsetDateTime;
 
-use crate::archive::{Archive, ArchiveSummary, Progress};
+use crate::archive::Archive;
 use crate::delivery::{check_endpoint_key, Deliveries, DeliveryCursor};
 use crate::error::{StoreError, StoreResult, UnavailableKind};
 use crate::ports::{
-    Clock, Decision, HandoffRepository, IdSource, ListQuery, ParentRegistry, PruneCount,
-    TransitionOutcome,
+    Clock, Decision, HandoffRepository, IdSource, ParentRegistry, TransitionOutcome,
 };
-use crate::registry::{ClaimedWake, HandleSettings, Registry};
+use crate::registry::{HandleSettings, Registry};
 use crate::retry::retry;
 use crate::revocation::{check_revocation_key, Revocations};
 use crate::system::{SystemClock, UuidV7Ids};
-use crate::watch::{EventLog, Waited, WatchFilter, WatchFrom, Watcher};
-
-pub use upkeep::{PruneOptions, PRUNE_BATCH};
+use crate::watch::EventLog;
 
 /// How many lost races in a row one call tolerates before giving up.
 ///
@@ -223,129 +209,6 @@ impl Registry for Local {
 
     fn now(&self) -> OffsetDateTime {
         self.clock.now()
-    }
-
-    async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
-        Local::create_wave(self, wave).await
-    }
-
-    async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
-        Local::create_project_session(self, project).await
-    }
-
-    async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
-        Local::create_task_session(self, task, pr).await
-    }
-
-    async fn get_parent(
-        &self,
-        reference: &InteractiveHandoffParent,
-    ) -> StoreResult<Option<Parent>> {
-        Local::get_parent(self, reference).await
-    }
-
-    async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
-        Local::get_task_pr(self, id).await
-    }
-
-    async fn record_body(
-        &self,
-        reference: &InteractiveHandoffParent,
-        process: ChildProcessGeneration,
-    ) -> StoreResult<Parent> {
-        Local::record_body(self, reference, process).await
-    }
-
-    async fn open_interactive_handoff(
-        &self,
-        opening: OpenHandoff,
-    ) -> StoreResult<(InteractiveHandoff, bool)> {
-        Local::open_interactive_handoff(self, opening).await
-    }
-
-    async fn get_interactive_handoff(
-        &self,
-        id: &InteractiveHandoffId,
-    ) -> StoreResult<Option<InteractiveHandoff>> {
-        Local::get_interactive_handoff(self, id).await
-    }
-
-    async fn list_interactive_handoffs(
-        &self,
-        query: ListQuery,
-    ) -> StoreResult<Vec<InteractiveHandoff>> {
-        Local::list_interactive_handoffs(self, query).await
-    }
-
-    async fn attach_interactive_handoff(
-        &self,
-        id: &InteractiveHandoffId,
-    ) -> StoreResult<InteractiveHandoff> {
-        Local::attach_interactive_handoff(self, id).await
-    }
-
-    async fn finish_interactive_handoff(
-        &self,
-        id: &InteractiveHandoffId,
-        outcome: &InteractiveHandoffOutcome,
-    ) -> StoreResult<InteractiveHandoff> {
-        Local::finish_interactive_handoff(self, id, outcome).await
-    }
-
-    async fn extend_interactive_handoff(
-        &self,
-        id: &InteractiveHandoffId,
-        until: OffsetDateTime,
-    ) -> StoreResult<InteractiveHandoff> {
-        Local::extend_interactive_handoff(self, id, until).await
-    }
-
-    async fn claim_interactive_handoff_wake(
-        &self,
-        id: &InteractiveHandoffId,
-        generation: u32,
-    ) -> StoreResult<ClaimedWake> {
-        Local::claim_interactive_handoff_wake(self, id, generation).await
-    }
-
-    async fn history(&self, id: &InteractiveHandoffId) -> StoreResult<Vec<HandoffEvent>> {
-        Local::history(self, id).await
-    }
-
-    async fn watch(&self, from: WatchFrom, filter: WatchFilter) -> StoreResult<Watcher> {
-        Local::watch(self, from, filter).await
-    }
-
-    async fn wait(
-        &self,
-        id: &InteractiveHandoffId,
-        timeout: Option<Duration>,
-    ) -> StoreResult<Waited> {
-        Local::wait(self, id, timeout).await
-    }
-
-    async fn expire_due(&self) -> StoreResult<Vec<InteractiveHandoff>> {
-        Local::expire_due(self).await
-    }
-
-    async fn prune(&self, options: PruneOptions) -> StoreResult<PruneCount> {
-        Local::prune(self, options).await
-    }
-
-    async fn export(
-        &self,
-        out: &mut (dyn Write + Send),
-        progress: Option<Progress<'_>>,
-    ) -> StoreResult<ArchiveSummary> {
-        Local::export(self, out, progress).await
-    }
-
-    async fn import(
-        &self,
-        input: &mut (dyn BufRead + Send),
-        progress: Option<Progress<'_>>,
-    ) -> StoreResult<ArchiveSummary> {
-        Local::import(self, input, progress).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! Parents (contract C10): waves, project sessions, task sessions with
 //! their PRs, and the body generations recorded on them.
 
+use async_trait::async_trait;
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::TaskPrId;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
@@ -13,26 +14,18 @@ use lf_handoff_domain::ConflictKind;
 use super::{lost_a_race, lost_too_often, not_found, CallTimer, Local, MAX_RACE_ATTEMPTS};
 use crate::error::{StoreError, StoreResult};
 use crate::ports::{ParentInsert, SwapOutcome, Versioned};
+use crate::registry::Parents;
 
-impl Local {
-    /// Stores a new wave. Creating an equal wave again is a no-op.
-    ///
-    /// # Errors
-    /// `InvalidInput` for a blank name or repo; `Conflict` when a different
-    /// wave has the id; `Unavailable` on storage failure.
+#[async_trait]
+impl Parents for Local {
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, wave = %wave.id()))]
-    pub async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
+    async fn create_wave(&self, wave: &Wave) -> StoreResult<()> {
         let _call = CallTimer::start();
         self.create_parent(Parent::Wave(wave.clone()), None).await
     }
 
-    /// Stores a new project session under an existing wave.
-    ///
-    /// # Errors
-    /// `NotFound` when the wave does not exist; otherwise as
-    /// [`create_wave`](Self::create_wave).
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, project = %project.id))]
-    pub async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
+    async fn create_project_session(&self, project: &ProjectSession) -> StoreResult<()> {
         let _call = CallTimer::start();
         self.require(&InteractiveHandoffParent::Wave(project.wave_id.clone()))
             .await?;
@@ -40,15 +33,8 @@ impl Local {
             .await
     }
 
-    /// Stores a new task session under an existing project session, with
-    /// its first PR, atomically.
-    ///
-    /// # Errors
-    /// `InvalidInput` when the PR belongs to another task; `NotFound` when the
-    /// project does not exist; `Conflict` when the task's wave is not its
-    /// project's; otherwise as [`create_wave`](Self::create_wave).
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, task = %task.id))]
-    pub async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
+    async fn create_task_session(&self, task: &TaskSession, pr: &TaskPr) -> StoreResult<()> {
         let _call = CallTimer::start();
         check_task_pr(task, pr)?;
         let project = self
@@ -72,6 +58,55 @@ impl Local {
             .await
     }
 
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference))]
+    async fn get_parent(
+        &self,
+        reference: &InteractiveHandoffParent,
+    ) -> StoreResult<Option<Parent>> {
+        let _call = CallTimer::start();
+        Ok(self
+            .retry("loading the parent", || self.parents.load_parent(reference))
+            .await?
+            .map(|v| v.value))
+    }
+
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, pr = %id))]
+    async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
+        let _call = CallTimer::start();
+        self.retry("loading the task PR", || self.parents.load_task_pr(id))
+            .await
+    }
+
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference, generation = process.generation))]
+    async fn record_body(
+        &self,
+        reference: &InteractiveHandoffParent,
+        process: ChildProcessGeneration,
+    ) -> StoreResult<Parent> {
+        let _call = CallTimer::start();
+        for _ in 0..MAX_RACE_ATTEMPTS {
+            let current = self.require(reference).await?;
+            if current.value.is_current_body(&process) {
+                return Ok(current.value);
+            }
+            let next = current
+                .value
+                .record_body(process.clone(), self.clock.now())?;
+            match self
+                .retry("storing the parent", || {
+                    self.parents.swap_parent(current.version, &next)
+                })
+                .await?
+            {
+                SwapOutcome::Swapped => return Ok(next),
+                SwapOutcome::Lost => lost_a_race("the parent"),
+            }
+        }
+        Err(lost_too_often(reference))
+    }
+}
+
+impl Local {
     async fn create_parent(&self, parent: Parent, first_pr: Option<&TaskPr>) -> StoreResult<()> {
         parent.validate_new()?;
         let reference = parent.reference();
@@ -103,70 +138,6 @@ impl Local {
                 }
             }
         }
-    }
-
-    /// Loads a parent (a wave, a project session or a task session); `None`
-    /// for an unknown one.
-    ///
-    /// # Errors
-    /// `Unavailable` on storage failure.
-    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference))]
-    pub async fn get_parent(
-        &self,
-        reference: &InteractiveHandoffParent,
-    ) -> StoreResult<Option<Parent>> {
-        let _call = CallTimer::start();
-        Ok(self
-            .retry("loading the parent", || self.parents.load_parent(reference))
-            .await?
-            .map(|v| v.value))
-    }
-
-    /// Loads a task PR.
-    ///
-    /// # Errors
-    /// `Unavailable` on storage failure.
-    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, pr = %id))]
-    pub async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {
-        let _call = CallTimer::start();
-        self.retry("loading the task PR", || self.parents.load_task_pr(id))
-            .await
-    }
-
-    /// Records `process` as the parent's new body. Its generation must be
-    /// higher than the current one; recording the current body again is a
-    /// replay that writes nothing. Returns the parent as stored.
-    ///
-    /// # Errors
-    /// `NotFound` for an unknown parent; `InvalidInput` for generation 0;
-    /// `Conflict` for a generation that does not increase, another provider,
-    /// lost provider history or a terminal parent.
-    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, parent = %reference, generation = process.generation))]
-    pub async fn record_body(
-        &self,
-        reference: &InteractiveHandoffParent,
-        process: ChildProcessGeneration,
-    ) -> StoreResult<Parent> {
-        let _call = CallTimer::start();
-        for _ in 0..MAX_RACE_ATTEMPTS {
-            let current = self.require(reference).await?;
-            if current.value.is_current_body(&process) {
-                return Ok(current.value);
-            }
-            let next = current
-                .value
-                .record_body(process.clone(), self.clock.now())?;
-            match self
-                .retry("storing the parent", || {
-                    self.parents.swap_parent(current.version, &next)
-                })
-                .await?
-            {
-                SwapOutcome::Swapped => return Ok(next),
-                SwapOutcome::Lost => lost_a_race("the parent"),
-            }
-        }
-        Err(lost_too_often(reference))
     }
 
     async fn require(

@@ -653,14 +653,20 @@ async fn claims_return_whether_this_generation_holds_the_wake() {
         }))
     });
     let store = mocks.store();
-    assert!(store
-        .claim_interactive_handoff_wake(&handoff_id(), 5)
-        .await
-        .unwrap());
-    assert!(!store
-        .claim_interactive_handoff_wake(&handoff_id(), 6)
-        .await
-        .unwrap());
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&handoff_id(), 5)
+            .await
+            .unwrap()
+            .claimed
+    );
+    assert!(
+        !store
+            .claim_interactive_handoff_wake(&handoff_id(), 6)
+            .await
+            .unwrap()
+            .claimed
+    );
 }
 
 #[tokio::test]
@@ -678,11 +684,14 @@ async fn the_parents_current_generation_takes_an_older_holders_wake_over() {
             }
             decided
         });
-    assert!(mocks
-        .store()
-        .claim_interactive_handoff_wake(&handoff_id(), 6)
-        .await
-        .unwrap());
+    assert!(
+        mocks
+            .store()
+            .claim_interactive_handoff_wake(&handoff_id(), 6)
+            .await
+            .unwrap()
+            .claimed
+    );
     assert_eq!(*written.lock().unwrap(), Some(Some(6)));
 }
 

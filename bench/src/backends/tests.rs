@@ -42,7 +42,7 @@ async fn raw_writes_are_read_back_by_the_store(backend: &dyn BenchBackend) {
     }
     let parent = population.parent_ref(3);
     let listed = store
-        .list_interactive_handoffs(Some(&parent))
+        .list_interactive_handoffs(ListQuery::from(&parent))
         .await
         .unwrap();
     let mut expected: Vec<_> = (3 * PER_PARENT..4 * PER_PARENT)

@@ -427,3 +427,33 @@ pub const EVENT_FIELDS: &[&str] = &[
     "actor",
     "detail",
 ];
+
+#[test]
+fn a_reused_open_says_the_deadline_it_was_given_was_not_applied() {
+    let sandbox = Sandbox::new();
+    let parent = format!("wave:{}", sandbox.wave());
+    let first =
+        sandbox.run(&sandbox.open_args(&parent, &["--step", "login", "--expires-in", "8h"]));
+    assert_eq!(first.code, 0, "{first:?}");
+    assert!(first.stderr.starts_with("opened:"), "{first:?}");
+    assert!(!first.stderr.contains("not applied"), "{first:?}");
+    let id = first.stdout.trim().to_string();
+    // The README's walk-through runs this `open` again: the same handoff,
+    // and a second line saying the deadline given was not applied.
+    let again =
+        sandbox.run(&sandbox.open_args(&parent, &["--step", "login", "--expires-in", "1h"]));
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(again.stdout.trim(), id, "{again:?}");
+    let lines: Vec<&str> = again.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{again:?}");
+    assert!(lines[0].starts_with("reused:"), "{again:?}");
+    assert!(
+        lines[1]
+            .starts_with("the deadline given was not applied: a reused handoff keeps its own (")
+            && lines[1].ends_with(&format!("`lf-handoff extend {id}` moves it")),
+        "{again:?}"
+    );
+    // Without a deadline, a reused open says nothing more.
+    let plain = sandbox.run(&sandbox.open_args(&parent, &["--step", "login"]));
+    assert_eq!(plain.stderr.lines().count(), 1, "{plain:?}");
+}

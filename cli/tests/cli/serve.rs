@@ -999,3 +999,39 @@ fn link_prints_a_signed_link_the_service_answers() {
     serving.signal("-TERM");
     assert_eq!(serving.exit_within(Duration::from_secs(15)), Some(0));
 }
+
+#[test]
+fn the_start_line_names_a_postgres_store_without_its_password() {
+    let Ok(server) = std::env::var("LF_HANDOFF_TEST_POSTGRES_URL") else {
+        eprintln!("skipped: LF_HANDOFF_TEST_POSTGRES_URL names no PostgreSQL server");
+        return;
+    };
+    // The test server trusts its clients, so a password in the URL still
+    // opens it; the start line and the log must show none of it.
+    let secret = "hunter2-not-for-logs";
+    let (scheme, rest) = server.split_once("://").unwrap();
+    let (head, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let with_password = match head.split_once('@') {
+        Some((user, host)) => {
+            let user = user.split(':').next().unwrap();
+            format!("{scheme}://{user}:{secret}@{host}")
+        }
+        None => format!("{scheme}://postgres:{secret}@{head}"),
+    };
+    let schema = format!("lft_banner_{}", std::process::id());
+    let joint = if query.is_empty() {
+        String::new()
+    } else {
+        format!("{query}&")
+    };
+    let store = format!("{with_password}?{joint}schema={schema}");
+    let sandbox = Sandbox::new();
+    let serving = Serving::start(&sandbox, &["--store", &store]);
+    let line = serving.start_line();
+    assert!(line.contains("(store postgres://"), "{line}");
+    assert!(line.contains(":***@"), "{line}");
+    assert!(line.contains(&format!("schema={schema}")), "{line}");
+    assert!(!line.contains(secret), "{line}");
+    let log = std::fs::read_to_string(&serving.log).unwrap();
+    assert!(!log.contains(secret), "{log}");
+}

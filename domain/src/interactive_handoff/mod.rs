@@ -48,8 +48,8 @@ pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
 pub use step::{StepKey, MAX_STEP_BYTES};
 pub use transition::{
     attach, check_claim_generation, check_person_outcome, claim_wake, claim_wake_for_parent,
-    decide_open, decide_open_with, finish, open, replay, OpenDecision, OpenHandoff, OpenOptions,
-    Transition, WakeClaim,
+    decide_open, decide_open_with, finish, open, replay, OpenDecision, OpenOptions, Transition,
+    WakeClaim,
 };
 pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 
@@ -289,6 +289,9 @@ pub struct OpenInteractiveHandoff {
     pub environment: BTreeMap<String, String>,
     /// The command a person runs to attach, as an argument vector.
     pub attach_argv: Vec<String>,
+    /// The step and the deadline, each optional (C12, C14).
+    #[serde(flatten)]
+    pub options: OpenOptions,
 }
 
 impl OpenInteractiveHandoff {

@@ -5,6 +5,7 @@
 //! behind the record's `updated_at`, so a clock that steps backwards (or a
 //! second host whose clock runs behind) can never break invariant I7.
 
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::{
@@ -64,46 +65,31 @@ pub struct WakeClaim {
     pub claimed: bool,
 }
 
-/// What a body may ask for besides the request itself. It travels beside
-/// the request, not in it, so code that builds requests field by field
-/// compiles unchanged.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a body may ask for besides the parent and the attach command: a
+/// step and a deadline. Part of [`OpenInteractiveHandoff`] (its
+/// `options`); on the wire its fields sit beside the request's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OpenOptions {
-    /// The body's step (C12): at most one handoff per parent and step.
+    /// The body's name for the step it is at (C12): at most one handoff
+    /// per parent and step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<StepKey>,
     /// The deadline (C14), later than the open; `None` waits for ever.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub expires_at: Option<OffsetDateTime>,
 }
 
-/// An open request with its options: what
-/// `Store::open_interactive_handoff` takes. A plain
-/// [`OpenInteractiveHandoff`] converts into one without options, so code
-/// written against the first version passes its request as it is;
-/// [`OpenInteractiveHandoff::with_options`] adds a step or a deadline.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenHandoff {
-    /// The request, as the first version sent it.
-    pub request: OpenInteractiveHandoff,
-    /// The step and the deadline.
-    pub options: OpenOptions,
-}
-
-impl From<OpenInteractiveHandoff> for OpenHandoff {
-    fn from(request: OpenInteractiveHandoff) -> Self {
-        Self {
-            request,
-            options: OpenOptions::default(),
-        }
-    }
-}
-
 impl OpenInteractiveHandoff {
-    /// This request with `options` (a step, a deadline).
-    pub fn with_options(self, options: OpenOptions) -> OpenHandoff {
-        OpenHandoff {
-            request: self,
-            options,
-        }
+    /// This request with `options` (a step, a deadline) in place of its own.
+    #[must_use]
+    pub fn with_options(mut self, options: OpenOptions) -> Self {
+        self.options = options;
+        self
     }
 }
 
@@ -117,8 +103,9 @@ impl OpenOptions {
     }
 }
 
-/// Decides an open request without a step or deadline (contracts C1, C2
-/// and C3, in that order): [`decide_open_with`] with no options.
+/// Decides an open request when the parent has no handoff at the
+/// request's step (contracts C1, C2 and C3, in that order):
+/// [`decide_open_with`] without `at_step`.
 ///
 /// # Errors
 /// As [`decide_open_with`].
@@ -129,15 +116,7 @@ pub fn decide_open(
     id: InteractiveHandoffId,
     now: OffsetDateTime,
 ) -> DomainResult<OpenDecision> {
-    decide_open_with(
-        request,
-        &OpenOptions::default(),
-        parent,
-        active,
-        None,
-        id,
-        now,
-    )
+    decide_open_with(request, parent, active, None, id, now)
 }
 
 /// Decides an open request with its [`OpenOptions`]: at the body's step
@@ -161,7 +140,6 @@ pub fn decide_open(
 /// handoff is for another step (or none).
 pub fn decide_open_with(
     request: &OpenInteractiveHandoff,
-    options: &OpenOptions,
     parent: &Parent,
     active: Option<&InteractiveHandoff>,
     at_step: Option<&InteractiveHandoff>,
@@ -169,6 +147,7 @@ pub fn decide_open_with(
     now: OffsetDateTime,
 ) -> DomainResult<OpenDecision> {
     request.validate()?;
+    let options = &request.options;
     let now = truncate_to_micros(now);
     let expires_at = options.expires_at.map(truncate_to_micros);
     if let Some(deadline) = expires_at {

@@ -1,6 +1,7 @@
 //! Reading and checking histories after a trial and at the end of a run
 //! (C15), and the final sweep of every record.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -154,7 +155,7 @@ pub(super) async fn final_sweep(
         Ok(store) => store,
         Err(e) => return figures.fail(format!("the store does not reopen at the end: {e}")),
     };
-    let all = match store.list_interactive_handoffs(None).await {
+    let all = match store.list_interactive_handoffs(ListQuery::default()).await {
         Ok(all) => all,
         Err(e) => return figures.violate(format!("listing every handoff failed: {e}")),
     };

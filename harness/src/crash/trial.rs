@@ -2,6 +2,7 @@
 //! store, the writes in flight at the kill, the crash story, the
 //! invariants, and (through `histories`) the histories.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -42,7 +43,7 @@ pub(super) async fn check_trial(
         sampling,
     } = checking;
     let stored: BTreeMap<InteractiveHandoffId, InteractiveHandoff> =
-        match store.list_interactive_handoffs(None).await {
+        match store.list_interactive_handoffs(ListQuery::default()).await {
             Ok(all) => {
                 check_invariants(&all, figures);
                 all.into_iter().map(|h| (h.id.clone(), h)).collect()

@@ -196,12 +196,14 @@ impl Lane {
                 .store
                 .claim_interactive_handoff_wake(id, generation)
                 .await
-                .map_err(|e| format!("claim {id} again: {e}"))?;
+                .map_err(|e| format!("claim {id} again: {e}"))?
+                .claimed;
             let other = self
                 .store
                 .claim_interactive_handoff_wake(id, generation + 1)
                 .await
-                .map_err(|e| format!("second claimant of {id}: {e}"))?;
+                .map_err(|e| format!("second claimant of {id}: {e}"))?
+                .claimed;
             if !retry || other {
                 return Err(format!(
                     "claim retry of {id}: same generation {retry}, other generation {other}"

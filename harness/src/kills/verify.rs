@@ -1,6 +1,7 @@
 //! The check after each kill of the loop: the store opens, and every write
 //! acknowledged on it is there, as acknowledged or further along.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeMap;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -58,7 +59,7 @@ pub(super) async fn after_kill(
         }
         store.manifest.clear();
     }
-    let stored = match handle.list_interactive_handoffs(None).await {
+    let stored = match handle.list_interactive_handoffs(ListQuery::default()).await {
         Ok(all) => all.into_iter().map(|h| (h.id.clone(), h)).collect(),
         Err(e) => {
             figures.lose(format!(

@@ -3,6 +3,7 @@
 //! acknowledged is there, and the histories read are well formed and
 //! match their records.
 
+use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeMap;
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
@@ -58,7 +59,7 @@ pub async fn verify(config: &StorageConfig, acked: &Acked, seed: u64) -> StoreFi
             return figures;
         }
     };
-    let all = match store.list_interactive_handoffs(None).await {
+    let all = match store.list_interactive_handoffs(ListQuery::default()).await {
         Ok(all) => all,
         Err(e) => {
             figures.unreadable = Some(format!("cannot list the handoffs: {e}"));

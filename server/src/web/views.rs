@@ -2,6 +2,7 @@
 //! askama views of each page, and the pages of messages and errors.
 
 use super::*;
+use lf_handoff_adapters::ListQuery;
 
 /// A deadline as shown.
 #[derive(Debug)]

@@ -16,6 +16,7 @@
 //! the server's default `max_connections` of 100.
 
 use crate::fixtures::stored_wave;
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::WatchFrom;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -823,7 +824,11 @@ pub mod scenarios {
         assert_eq!(backend.fingerprint(backend.schema()).await, before);
         let store = open_store(&config).await.unwrap();
         assert_eq!(
-            store.list_interactive_handoffs(None).await.unwrap().len(),
+            store
+                .list_interactive_handoffs(ListQuery::default())
+                .await
+                .unwrap()
+                .len(),
             5
         );
     }
@@ -1008,10 +1013,13 @@ pub mod scenarios {
             .unwrap();
         assert_eq!(finished.attached_at, attached.attached_at);
         assert!(terminate_sessions(backend, &name).await >= 1);
-        assert!(store
-            .claim_interactive_handoff_wake(&opened.id, 1)
-            .await
-            .unwrap());
+        assert!(
+            store
+                .claim_interactive_handoff_wake(&opened.id, 1)
+                .await
+                .unwrap()
+                .claimed
+        );
         assert!(terminate_sessions(backend, &name).await >= 1);
         let stored = store
             .get_interactive_handoff(&opened.id)
@@ -1071,11 +1079,14 @@ pub mod scenarios {
         let second = open_store(&backend.config_in(&other)).await.unwrap();
         let opened = open_on_new_wave(&first, dir.path()).await;
         assert_eq!(
-            first.list_interactive_handoffs(None).await.unwrap(),
+            first
+                .list_interactive_handoffs(ListQuery::default())
+                .await
+                .unwrap(),
             vec![opened.clone()]
         );
         assert!(second
-            .list_interactive_handoffs(None)
+            .list_interactive_handoffs(ListQuery::default())
             .await
             .unwrap()
             .is_empty());

@@ -1,6 +1,7 @@
 //! The sled backend under test, the stores C11 must refuse, and the
 //! scenarios that replace the cross-process ones (sled allows one process).
 
+use lf_handoff_adapters::ListQuery;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -353,13 +354,17 @@ pub async fn reopening_right_after_the_last_handle_drops_works(backend: &dyn Bac
         let store = open_store(&config).await.unwrap();
         ids.push(open_on_new_wave(&store, dir.path()).await.id);
         assert_eq!(
-            store.list_interactive_handoffs(None).await.unwrap().len(),
+            store
+                .list_interactive_handoffs(ListQuery::default())
+                .await
+                .unwrap()
+                .len(),
             ids.len()
         );
     }
     let store = open_store(&config).await.unwrap();
     let listed: Vec<_> = store
-        .list_interactive_handoffs(None)
+        .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap()
         .into_iter()
@@ -446,7 +451,10 @@ pub async fn a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record(
             generating(&path).is_empty(),
             "{name}: the unfinished snapshot stayed"
         );
-        let listed = store.list_interactive_handoffs(None).await.unwrap();
+        let listed = store
+            .list_interactive_handoffs(ListQuery::default())
+            .await
+            .unwrap();
         let listed: Vec<serde_json::Value> = listed
             .iter()
             .map(|handoff| serde_json::to_value(handoff).unwrap())
@@ -461,7 +469,11 @@ pub async fn a_store_whose_open_was_killed_mid_snapshot_opens_with_every_record(
         drop(store);
         let store = crate::fixtures::works_across_a_reopen(&config, dir.path()).await;
         assert_eq!(
-            store.list_interactive_handoffs(None).await.unwrap().len(),
+            store
+                .list_interactive_handoffs(ListQuery::default())
+                .await
+                .unwrap()
+                .len(),
             manifest.len() + 1
         );
     }

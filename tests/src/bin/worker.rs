@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
+use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::PruneOptions;
 use lf_handoff_conformance::fixtures::stored_wave;
 use std::io::BufRead;
@@ -85,8 +86,8 @@ async fn run(args: Vec<String>) {
             let generation: u32 = args[3].parse().unwrap();
             wait_for_go();
             match store.claim_interactive_handoff_wake(&id, generation).await {
-                Ok(true) => println!("claimed {generation}"),
-                Ok(false) => println!("lost"),
+                Ok(wake) if wake.claimed => println!("claimed {generation}"),
+                Ok(_) => println!("lost"),
                 Err(e) => println!("error {e}"),
             }
         }
@@ -101,8 +102,8 @@ async fn run(args: Vec<String>) {
             wait_for_go();
             for id in &ids {
                 match store.claim_interactive_handoff_wake(id, generation).await {
-                    Ok(true) => println!("{id} claimed"),
-                    Ok(false) => println!("{id} lost"),
+                    Ok(wake) if wake.claimed => println!("{id} claimed"),
+                    Ok(_) => println!("{id} lost"),
                     Err(StoreError::NotFound(_)) => println!("{id} gone"),
                     Err(e) => println!("{id} error {e}"),
                 }
@@ -188,7 +189,7 @@ async fn run(args: Vec<String>) {
         }
         "list" => {
             wait_for_go();
-            match store.list_interactive_handoffs(None).await {
+            match store.list_interactive_handoffs(ListQuery::default()).await {
                 Ok(all) => println!("listed {}", all.len()),
                 Err(e) => println!("error {e}"),
             }
