@@ -18,7 +18,7 @@
 //! # async fn example(store: &lf_handoff_application::Store, wave: &lf_handoff_domain::wave::Wave) -> lf_handoff_application::StoreResult<()> {
 //! use lf_handoff_application::testing::OpenRequest;
 //! let (handoff, created) = store
-//!     .open_interactive_handoff(OpenRequest::on_wave(wave).cwd("/src/product").reason("a login"))
+//!     .open_interactive_handoff(OpenRequest::on_wave(wave).cwd("/src/product").reason("a login").build())
 //!     .await?;
 //! # Ok(()) }
 //! ```
