@@ -13,8 +13,11 @@
 //!
 //! `open --expires-in`, `extend --by`, `list --older-than`, `list
 //! --due-within` (and the service's `older_than` and `due_within`) and
-//! `prune --finished-before` use it. `wait --timeout` keeps the adapters'
-//! parser, which also takes milliseconds.
+//! `prune --finished-before` read it as a person's [`PERSON`] form. Settings
+//! (a store URL's timeouts and retry window, `wait --timeout`, the
+//! service's own timeouts) read the same grammar in its [`SETTING`] form,
+//! which also takes milliseconds (`500ms`, after `s`), a bare number of
+//! seconds, and zero, up to what a `u64` count of milliseconds holds.
 
 use std::fmt;
 use std::time::Duration;
@@ -28,14 +31,54 @@ pub const MAX: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// needs, so a pasted blob is refused before it is looked at.
 pub const MAX_TEXT: usize = 64;
 
-/// The units, from the largest down, with their length in seconds.
-const UNITS: [(char, u64); 5] = [
-    ('w', 7 * 86_400),
-    ('d', 86_400),
-    ('h', 3_600),
-    ('m', 60),
-    ('s', 1),
+/// The units, from the largest down, with their length in milliseconds.
+const UNITS: [(&str, u64); 6] = [
+    ("w", 7 * 86_400_000),
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
 ];
+
+/// What one use of the grammar accepts besides `<number><unit>` parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Form {
+    /// The `ms` unit.
+    pub milliseconds: bool,
+    /// A bare number, read as seconds (`45`).
+    pub bare_seconds: bool,
+    /// A duration of zero (`0s`).
+    pub zero: bool,
+    /// The longest duration accepted.
+    pub max: Duration,
+    /// Examples of good values, for the messages.
+    pub examples: &'static str,
+    /// The units a message lists.
+    pub units: &'static str,
+}
+
+/// What a person types for a deadline or a cut-off: whole seconds and
+/// longer, more than zero, at most [`MAX`].
+pub const PERSON: Form = Form {
+    milliseconds: false,
+    bare_seconds: false,
+    zero: false,
+    max: MAX,
+    examples: "90s, 15m, 2h, 1d, 2w or 1h30m",
+    units: "s (seconds), m (minutes), h (hours), d (days) or w (weeks)",
+};
+
+/// What a setting takes (a timeout, a retry window): milliseconds too, a
+/// bare number of seconds, and zero, up to `u64::MAX` milliseconds.
+pub const SETTING: Form = Form {
+    milliseconds: true,
+    bare_seconds: true,
+    zero: true,
+    max: Duration::from_millis(u64::MAX),
+    examples: "500ms, 30s, 2m, 1h or 1m30s",
+    units: "ms (milliseconds), s, m, h, d or w",
+};
 
 /// Why a duration was refused. Its `Display` says what was wrong and what
 /// a good value looks like.
@@ -62,45 +105,49 @@ pub enum DurationError {
     TooLong(String),
 }
 
-impl fmt::Display for DurationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const FORM: &str = "write a duration such as 90s, 15m, 2h, 1d, 2w or 1h30m";
+impl DurationError {
+    /// What was wrong and what a good value of `form` looks like.
+    pub fn message(&self, form: &Form) -> String {
+        let good = format!("write a duration such as {}", form.examples);
         match self {
-            Self::Empty => write!(f, "the duration is empty; {FORM}"),
-            Self::TooLongText => write!(
-                f,
-                "the duration is longer than {MAX_TEXT} characters; {FORM}"
-            ),
-            Self::MissingNumber(text) => {
-                write!(f, "{text:?} is not a duration: a number must come before each unit; {FORM}")
+            Self::Empty => format!("the duration is empty; {good}"),
+            Self::TooLongText => {
+                format!("the duration is longer than {MAX_TEXT} characters; {good}")
             }
-            Self::MissingUnit(text) => write!(
-                f,
-                "{text:?} is not a duration: every number needs a unit (s, m, h, d or w); {FORM}"
+            Self::MissingNumber(text) => format!(
+                "{text:?} is not a duration: a number must come before each unit; {good}"
             ),
-            Self::UnknownUnit(unit) => write!(
-                f,
-                "unknown duration unit {unit:?}: use s (seconds), m (minutes), h (hours), \
-                 d (days) or w (weeks); {FORM}"
+            Self::MissingUnit(text) => format!(
+                "{text:?} is not a duration: every number needs a unit ({}); {good}",
+                form.units
+            ),
+            Self::UnknownUnit(unit) => format!(
+                "unknown duration unit {unit:?}: use {}; {good}",
+                form.units
             ),
             Self::Fraction(text) => match whole_form(text) {
-                Some(whole) => write!(
-                    f,
-                    "{text:?} is not a duration: numbers are whole, so write {whole}; {FORM}"
+                Some(whole) => format!(
+                    "{text:?} is not a duration: numbers are whole, so write {whole}; {good}"
                 ),
-                None => write!(f, "{text:?} is not a duration: numbers are whole; {FORM}"),
+                None => format!("{text:?} is not a duration: numbers are whole; {good}"),
             },
-            Self::OutOfOrder(text) => write!(
-                f,
+            Self::OutOfOrder(text) => format!(
                 "{text:?} is not a duration: give each unit once, largest first, as in 1d12h or 1h30m"
             ),
-            Self::Zero => write!(f, "the duration is zero; give a positive one, such as 15m"),
-            Self::TooLong(text) => write!(
-                f,
+            Self::Zero => "the duration is zero; give a positive one, such as 15m".to_string(),
+            Self::TooLong(text) if form.max == MAX => format!(
                 "{text:?} is too long a duration: the limit is 100 years ({}d)",
                 MAX.as_secs() / 86_400
             ),
+            Self::TooLong(text) => format!("duration {text:?} is too long"),
         }
+    }
+}
+
+impl fmt::Display for DurationError {
+    /// The message of the [`PERSON`] form.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message(&PERSON))
     }
 }
 
@@ -111,7 +158,11 @@ impl std::error::Error for DurationError {}
 /// positive number of seconds within [`MAX`].
 fn whole_form(text: &str) -> Option<String> {
     let unit = text.chars().last()?;
-    let length = UNITS.iter().find(|(name, _)| *name == unit)?.1;
+    let millis = UNITS
+        .iter()
+        .find(|(name, _)| name.len() == 1 && name.starts_with(unit))?
+        .1;
+    let length = millis / 1_000;
     let number = text[..text.len() - unit.len_utf8()].replace(',', ".");
     let (whole, fraction) = number.split_once('.')?;
     let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
@@ -135,11 +186,21 @@ fn whole_form(text: &str) -> Option<String> {
     (seconds > 0 && duration <= MAX).then(|| format(duration))
 }
 
-/// Parses a duration (see the [module](self) for the grammar).
+/// Parses a duration a person typed ([`PERSON`]; see the [module](self)
+/// for the grammar).
 ///
 /// # Errors
 /// A [`DurationError`] saying what is wrong.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    parse_as(text, &PERSON)
+}
+
+/// Parses a duration in `form` (see the [module](self) for the grammar).
+///
+/// # Errors
+/// A [`DurationError`] saying what is wrong; its
+/// [`message`](DurationError::message) in `form` says it to a person.
+pub fn parse_as(text: &str, form: &Form) -> Result<Duration, DurationError> {
     if text.len() > MAX_TEXT {
         return Err(DurationError::TooLongText);
     }
@@ -148,6 +209,11 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         return Err(DurationError::Empty);
     }
     let too_long = || DurationError::TooLong(trimmed.to_string());
+    if form.bare_seconds && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        let seconds: u64 = trimmed.parse().map_err(|_| too_long())?;
+        let millis = seconds.checked_mul(1_000).ok_or_else(too_long)?;
+        return checked(Duration::from_millis(millis), trimmed, form);
+    }
     let mut total: u64 = 0;
     // Index into UNITS of the smallest unit seen so far; the next part
     // must use a smaller one.
@@ -172,7 +238,7 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
         }
         let Some(index) = UNITS
             .iter()
-            .position(|(name, _)| unit.len() == 1 && unit.starts_with(*name))
+            .position(|(name, _)| *name == unit && (form.milliseconds || *name != "ms"))
         else {
             if unit.starts_with(['.', ',']) {
                 return Err(DurationError::Fraction(trimmed.to_string()));
@@ -183,15 +249,20 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
             return Err(DurationError::OutOfOrder(trimmed.to_string()));
         }
         next_unit = index + 1;
-        let seconds = number.checked_mul(UNITS[index].1).ok_or_else(too_long)?;
-        total = total.checked_add(seconds).ok_or_else(too_long)?;
+        let millis = number.checked_mul(UNITS[index].1).ok_or_else(too_long)?;
+        total = total.checked_add(millis).ok_or_else(too_long)?;
     }
-    let total = Duration::from_secs(total);
-    if total.is_zero() {
+    checked(Duration::from_millis(total), trimmed, form)
+}
+
+/// `total` if `form` takes it: zero only where it takes zero, at most its
+/// longest.
+fn checked(total: Duration, text: &str, form: &Form) -> Result<Duration, DurationError> {
+    if total.is_zero() && !form.zero {
         return Err(DurationError::Zero);
     }
-    if total > MAX {
-        return Err(too_long());
+    if total > form.max {
+        return Err(DurationError::TooLong(text.to_string()));
     }
     Ok(total)
 }
@@ -204,11 +275,15 @@ pub fn format(duration: Duration) -> String {
         return "0s".to_string();
     }
     let mut out = String::new();
-    for (name, length) in UNITS {
+    for (name, millis) in UNITS {
+        let length = millis / 1_000;
+        if length == 0 {
+            break;
+        }
         let count = seconds / length;
         if count > 0 {
             out.push_str(&count.to_string());
-            out.push(name);
+            out.push_str(name);
             seconds %= length;
         }
     }
@@ -341,6 +416,44 @@ mod tests {
         assert!(before(now, MAX).is_some());
     }
 
+    #[test]
+    fn a_setting_takes_milliseconds_bare_seconds_and_zero() {
+        for (text, millis) in [
+            ("500ms", 500),
+            ("1m30s", 90_000),
+            ("1s250ms", 1_250),
+            ("45", 45_000),
+            ("0", 0),
+            ("0s", 0),
+            (" 2h ", 7_200_000),
+            ("1w", 604_800_000),
+        ] {
+            assert_eq!(
+                parse_as(text, &SETTING),
+                Ok(Duration::from_millis(millis)),
+                "{text:?}"
+            );
+        }
+        let refused = parse_as("5soon", &SETTING).unwrap_err();
+        assert_eq!(
+            refused.message(&SETTING),
+            "unknown duration unit \"soon\": use ms (milliseconds), s, m, h, d or w; \
+             write a duration such as 500ms, 30s, 2m, 1h or 1m30s"
+        );
+        assert_eq!(
+            parse_as("18446744073709552s", &SETTING),
+            Err(DurationError::TooLong("18446744073709552s".into()))
+        );
+        assert_eq!(
+            parse_as("18446744073709551615ms", &SETTING),
+            Ok(Duration::from_millis(u64::MAX))
+        );
+        assert_eq!(
+            parse_as("30s1m", &SETTING),
+            Err(DurationError::OutOfOrder("30s1m".into()))
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -363,7 +476,7 @@ mod tests {
             )
         ) {
             let text: String = parts.iter().map(|(n, unit)| format!("{n}{unit}")).collect();
-            let seconds = |unit: &str| UNITS.iter().find(|(name, _)| unit.len() == 1 && unit.starts_with(*name)).map(|(_, s)| *s);
+            let seconds = |unit: &str| UNITS.iter().find(|(name, _)| *name == unit && unit != "ms").map(|(_, millis)| millis / 1_000);
             let known = parts.iter().all(|(_, unit)| seconds(unit).is_some());
             let ordered = parts.windows(2).all(|pair| seconds(pair[0].1) > seconds(pair[1].1));
             let total: u64 = parts.iter().map(|(n, unit)| n * seconds(unit).unwrap_or(0)).sum();

@@ -454,7 +454,8 @@ mod tests {
             ),
             (
                 "sqlite:///tmp/r.db?busy_timeout=soon",
-                "duration \"soon\" is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s",
+                "\"soon\" is not a duration: a number must come before each unit; \
+                 write a duration such as 500ms, 30s, 2m, 1h or 1m30s",
             ),
             (
                 "postgres://lf:pw@h/db?schema=%ff",

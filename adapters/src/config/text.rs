@@ -1,5 +1,6 @@
 //! The text pieces of store URLs and config files that every backend's
-//! config reads: the query split, percent escapes, durations, absolute
+//! config reads: the query split, percent escapes, durations (the one
+//! grammar of `lf_handoff_api::duration`, in its setting form), absolute
 //! paths and `key=value` options.
 //!
 //! The low-level pieces know nothing of stores: each failure is a
@@ -14,6 +15,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use lf_handoff_api::duration;
 use lf_handoff_application::{StoreError, StoreResult};
 
 /// Why a piece of text could not be read.
@@ -25,12 +27,6 @@ pub(crate) enum TextError {
     /// Text whose escapes decode to bytes that are not UTF-8.
     #[error("escapes must decode to UTF-8")]
     NotUtf8,
-    /// A duration that does not follow the accepted forms.
-    #[error("duration {0:?} is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s")]
-    MalformedDuration(String),
-    /// A duration of more than `u64::MAX` milliseconds.
-    #[error("duration {0:?} is too long")]
-    DurationTooLong(String),
 }
 
 /// Splits `rest` at its first `?` into what comes before and the query.
@@ -78,64 +74,15 @@ pub(crate) fn encode_path(path: &Path) -> String {
     out
 }
 
-/// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`; a bare
-/// number is seconds. The whole duration must fit in a `u64` count of
-/// milliseconds, so its canonical `<n>ms` form parses back to it.
-pub(crate) fn read_duration(text: &str) -> Result<Duration, TextError> {
-    let malformed = || TextError::MalformedDuration(text.to_string());
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(malformed());
-    }
-    if trimmed.bytes().all(|b| b.is_ascii_digit()) {
-        return trimmed
-            .parse::<u64>()
-            .ok()
-            .and_then(|seconds| seconds.checked_mul(1000))
-            .map(Duration::from_millis)
-            .ok_or_else(malformed);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = trimmed;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(malformed());
-        }
-        let number: u64 = rest[..digits].parse().map_err(|_| malformed())?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let part = match unit {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => number
-                .checked_mul(60)
-                .map(Duration::from_secs)
-                .ok_or_else(malformed)?,
-            "h" => number
-                .checked_mul(3600)
-                .map(Duration::from_secs)
-                .ok_or_else(malformed)?,
-            _ => return Err(malformed()),
-        };
-        total = total.checked_add(part).ok_or_else(malformed)?;
-    }
-    if u64::try_from(total.as_millis()).is_err() {
-        return Err(TextError::DurationTooLong(trimmed.to_string()));
-    }
-    Ok(total)
-}
-
-/// Parses a duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`. A bare
-/// number is seconds. The whole duration must fit in a `u64` count of
-/// milliseconds, so its canonical `<n>ms` form parses back to it.
+/// Parses a setting's duration: the one grammar of durations
+/// (`lf_handoff_api::duration`) in its setting form, such as `30s`,
+/// `500ms`, `2m`, `1h` or `1m30s`; a bare number is seconds, and zero is
+/// a duration.
 ///
 /// # Errors
 /// `InvalidInput` naming the accepted forms.
 pub fn parse_duration(text: &str) -> StoreResult<Duration> {
-    read_duration(text).map_err(|e| invalid(e.to_string()))
+    duration::parse_as(text, &duration::SETTING).map_err(|e| invalid(e.message(&duration::SETTING)))
 }
 
 /// The option `name`'s `value`, a whole number of at least 1.
@@ -208,14 +155,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse_in_common_forms() {
-        assert_eq!(read_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(read_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(read_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(read_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(read_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(read_duration("45"), Ok(Duration::from_secs(45)));
-        assert_eq!(read_duration(" 45s "), Ok(Duration::from_secs(45)));
+    fn setting_durations_parse_in_common_forms_or_are_refused_as_invalid_input() {
+        assert_eq!(parse_duration("30s").ok(), Some(Duration::from_secs(30)));
+        assert_eq!(
+            parse_duration("500ms").ok(),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(parse_duration("1m30s").ok(), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("45").ok(), Some(Duration::from_secs(45)));
+        assert_eq!(
+            parse_duration(" 45s ").ok(),
+            Some(Duration::ZERO + Duration::from_secs(45))
+        );
         for bad in [
             "",
             "s",
@@ -226,28 +177,20 @@ mod tests {
             "10 s",
             "18446744073709552",
         ] {
-            assert_eq!(
-                read_duration(bad),
-                Err(TextError::MalformedDuration(bad.to_string())),
-                "{bad:?}"
+            let refused = parse_duration(bad).unwrap_err();
+            assert!(refused.is_invalid_input(), "{bad:?}: {refused}");
+            let message = refused.to_string();
+            assert!(
+                message.contains("500ms, 30s") || message.contains("is too long"),
+                "{bad:?}: {message}"
             );
         }
-        // Whole, but longer than u64::MAX milliseconds.
-        assert_eq!(
-            read_duration(" 18446744073709552s"),
-            Err(TextError::DurationTooLong("18446744073709552s".to_string()))
+        let long = parse_duration(" 18446744073709552s").unwrap_err();
+        assert!(
+            long.to_string()
+                .contains("\"18446744073709552s\" is too long"),
+            "{long}"
         );
-    }
-
-    #[test]
-    fn duration_errors_name_the_text_and_the_accepted_forms() {
-        let malformed = TextError::MalformedDuration("soon".into()).to_string();
-        assert_eq!(
-            malformed,
-            "duration \"soon\" is malformed: use forms like 500ms, 30s, 2m, 1h or 1m30s"
-        );
-        let long = TextError::DurationTooLong("600000000000h".into()).to_string();
-        assert_eq!(long, "duration \"600000000000h\" is too long");
     }
 
     #[test]
