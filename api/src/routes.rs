@@ -751,8 +751,9 @@ pub const ROUTES: &[Route] = &[
         "A form of a signed link's page: acts as `link:NAME`.", ACTED),
     page(R::SignIn, Post, "/sign-in", Access::Public, false,
         "The sign-in form (`token`, of scope `person`): sets the sign-in cookie.", TO_INBOX),
-    page(R::SignOut, Post, "/sign-out", Access::Scopes(PERSON), true,
-        "The sign-out form (`csrf`): ends the sign-in on every server of the store.", TO_INBOX),
+    page(R::SignOut, Post, "/sign-out", Access::Public, true,
+        "The sign-out form (`csrf`): ends the sign-in on every server of the store; without a \
+         sign-in it changes nothing.", TO_INBOX),
     off_store(page(R::Stylesheet, Get, "/static/inbox.css", Access::Public, false,
         "The pages' stylesheet, from the binary.", &[ok(Body::Stylesheet)])),
     off_store(page(R::Script, Get, "/static/inbox.js", Access::Public, false,

@@ -1,13 +1,15 @@
 //! The route table is the router: every route of the table, the pages
 //! included, is served on its method and path (the router matched its
-//! template, and the router's own "no route" 404 or 405 never answered).
+//! template, and the router's own "no route" 404 or 405 never answered),
+//! and refuses a caller without a credential exactly when the table says
+//! it is not public.
 //! That the server's source registers no route but by walking the table
 //! is checked with the workspace's shape (`tests/tests/layout.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use lf_handoff_api::routes::ROUTES;
+use lf_handoff_api::routes::{Access, ROUTES};
 use support::Served;
 
 /// An id of the right shape that names no handoff.
@@ -28,6 +30,16 @@ async fn every_route_of_the_table_is_served_on_its_method_and_template() {
         assert!(
             !(reply.status == 404 && reply.text.contains("there is no route")),
             "{what} is not served: {}",
+            reply.text
+        );
+        // Its access as the table gives it: a route that is not public
+        // refuses a caller with no token and no sign-in (a page with its
+        // sign-in page), and a public one does not.
+        assert_eq!(
+            reply.status == 401,
+            route.access != Access::Public,
+            "{what} answered {}: {}",
+            reply.status,
             reply.text
         );
     }
