@@ -10,7 +10,9 @@
 //!   [`strict`], which reads a body refusing any field it does not take;
 //! - [`error`]: the error object and the one table giving each category
 //!   its HTTP status and exit code, and the way back to a `StoreError`;
-//! - [`routes`]: the route table (method, path, scopes, bodies, statuses);
+//! - [`routes`]: the route table, pages included (method, path, scopes,
+//!   whether the sign-in cookie may be used, whom it answers, bodies,
+//!   statuses);
 //! - [`openapi`]: the OpenAPI 3.1 document generated from the table and
 //!   the types;
 //! - [`duration`]: the durations people type (`90s`, `2h`, `1d`).
@@ -35,4 +37,4 @@ pub mod strict;
 
 pub use error::{Category, ErrorBody, ErrorResponse};
 pub use json::{Claimed, Counts, HandoffJson, Health, LinkJson, Opened, Pruned, WaitJson};
-pub use routes::{Access, Method, Route, RouteId, Scope, ROUTES};
+pub use routes::{Access, Audience, Method, Route, RouteId, Scope, ROUTES};

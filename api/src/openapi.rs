@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document of the service, generated from the code: the
-//! paths from the route table ([`ROUTES`]), the schemas from the Rust
+//! paths from the route table's JSON routes ([`ROUTES`]; the pages answer
+//! HTML and are left out), the schemas from the Rust
 //! types the service sends and takes (derived with `utoipa` beside their
 //! serde forms, the domain's behind its `openapi` feature). Nothing in it
 //! is written by hand, so it cannot drift from what the service does;
@@ -39,7 +40,7 @@ pub const ERROR_SCHEMA: &str = "ErrorResponse";
 /// The document.
 pub fn document() -> OpenApi {
     let mut paths = PathsBuilder::new();
-    for route in ROUTES {
+    for route in ROUTES.iter().filter(|route| route.documented()) {
         let method = match route.method {
             Method::Get => HttpMethod::Get,
             Method::Post => HttpMethod::Post,
@@ -286,6 +287,10 @@ fn content(body: Body) -> Option<(&'static str, RefOr<Schema>)> {
                 .into(),
         ),
         Body::Text => (content_type::PROMETHEUS, string()),
+        Body::Html => (content_type::HTML, string()),
+        Body::Form => (content_type::FORM, string()),
+        Body::Stylesheet => (content_type::STYLESHEET, string()),
+        Body::Script => (content_type::SCRIPT, string()),
         Body::Document => (
             content_type::JSON,
             ObjectBuilder::new()
@@ -336,6 +341,11 @@ mod tests {
         let document: Value = serde_json::from_str(&document_json()).unwrap();
         assert!(document["openapi"].as_str().unwrap().starts_with("3.1"));
         for route in ROUTES {
+            if !route.documented() {
+                let item = &document["paths"][route.path];
+                assert!(item.is_null(), "the page {} is in the document", route.path);
+                continue;
+            }
             let method = route.method.as_str().to_ascii_lowercase();
             let operation = &document["paths"][route.path][&method];
             assert!(operation.is_object(), "{} {}", method, route.path);

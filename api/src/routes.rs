@@ -1,7 +1,9 @@
-//! The route table (contracts C19, C20): every route of the service with
-//! its method, path template, who may call it, what it takes and what it
-//! answers. The server builds its router from this table (one handler per
-//! [`RouteId`]), the OpenAPI document is generated from it
+//! The route table (contracts C19, C20, C22): every route of the service,
+//! the JSON API and the person's pages alike, with its method, path
+//! template, who may call it, whether a signed-in person's cookie may be
+//! used on it, what it takes and what it answers. The server builds its
+//! whole router from this table (one handler per [`RouteId`]), the
+//! OpenAPI document is generated from its JSON routes
 //! ([`crate::openapi`]), and the tests walk it, so the three cannot
 //! disagree.
 
@@ -127,6 +129,14 @@ pub enum Body {
     Text,
     /// `application/json`: the OpenAPI document.
     Document,
+    /// `text/html`: a page.
+    Html,
+    /// `application/x-www-form-urlencoded`: a page's form.
+    Form,
+    /// `text/css`: the pages' stylesheet.
+    Stylesheet,
+    /// `text/javascript`: the inbox's script.
+    Script,
 }
 
 /// A content type the service takes or answers.
@@ -142,6 +152,30 @@ pub mod content_type {
     pub const EVENT_STREAM: &str = "text/event-stream";
     /// The Prometheus text format, version 0.0.4.
     pub const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+    /// A page.
+    pub const HTML: &str = "text/html; charset=utf-8";
+    /// A page's form.
+    pub const FORM: &str = "application/x-www-form-urlencoded";
+    /// The pages' stylesheet.
+    pub const STYLESHEET: &str = "text/css; charset=utf-8";
+    /// The inbox's script.
+    pub const SCRIPT: &str = "text/javascript; charset=utf-8";
+}
+
+/// Whom a route answers: a program or a person's browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// A program (the library's client, a script): the server checks the
+    /// token (or, where [`Route::cookie`] allows it, the sign-in cookie)
+    /// before the handler runs, a refusal is the error object, and the
+    /// route is in the OpenAPI document.
+    Program,
+    /// A person's browser (C22): a page, the form it posts, or the pages'
+    /// stylesheet and script. The page checks the sign-in cookie or the
+    /// signed link itself and shows a refusal as an error page; every
+    /// answer carries the pages' headers; the route is not in the OpenAPI
+    /// document, which describes JSON.
+    Browser,
 }
 
 /// One response of a route that is not an error.
@@ -205,6 +239,26 @@ pub enum RouteId {
     Readyz,
     Metrics,
     OpenApi,
+    /// `GET /`: the inbox, or the sign-in form.
+    Inbox,
+    /// `GET /inbox/rows`: the inbox's list alone.
+    InboxRows,
+    /// `GET /inbox/{id}`: one handoff's page.
+    HandoffPage,
+    /// `POST /inbox/{id}`: a form of the handoff's page.
+    HandoffAction,
+    /// `GET /h/{id}`: a signed link's page.
+    LinkPage,
+    /// `POST /h/{id}`: a form of a signed link's page.
+    LinkAction,
+    /// `POST /sign-in`: the sign-in form.
+    SignIn,
+    /// `POST /sign-out`: the sign-out form.
+    SignOut,
+    /// `GET /static/inbox.css`.
+    Stylesheet,
+    /// `GET /static/inbox.js`.
+    Script,
 }
 
 /// One route.
@@ -218,6 +272,13 @@ pub struct Route {
     pub path: &'static str,
     /// Who may call it.
     pub access: Access,
+    /// Whom it answers: a program (JSON, in the document) or a browser.
+    pub audience: Audience,
+    /// Whether a signed-in person's sign-in cookie may stand for their
+    /// `person` token on it (C22): the reads of the inbox's script and the
+    /// pages of a signed-in person, never a JSON route that changes
+    /// anything (a page's form carries an anti-forgery token besides).
+    pub cookie: bool,
     /// One line for the document.
     pub summary: &'static str,
     /// The command it mirrors, or what it is for.
@@ -240,6 +301,12 @@ pub struct Route {
 }
 
 impl Route {
+    /// Whether the OpenAPI document describes it: the JSON routes, not the
+    /// pages.
+    pub fn documented(&self) -> bool {
+        self.audience == Audience::Program
+    }
+
     /// The error statuses it may answer, each with the error object.
     pub fn error_statuses(&self) -> Vec<u16> {
         let mut statuses = Vec::new();
@@ -451,6 +518,8 @@ const fn plain(
         method,
         path,
         access,
+        audience: Audience::Program,
+        cookie: false,
         summary,
         description,
         request: Body::Empty,
@@ -487,6 +556,46 @@ const fn off_store(mut route: Route) -> Route {
     route.store = false;
     route
 }
+
+/// A route the inbox's script may call with the sign-in cookie instead of
+/// the bearer token.
+const fn cookie_read(mut route: Route) -> Route {
+    route.cookie = true;
+    route
+}
+
+/// A route of the person's pages: `cookie` says whether the page reads
+/// the sign-in cookie.
+const fn page(
+    id: RouteId,
+    method: Method,
+    path: &'static str,
+    access: Access,
+    cookie: bool,
+    description: &'static str,
+    success: &'static [Success],
+) -> Route {
+    let mut route = plain(id, method, path, access, description, description, success);
+    route.audience = Audience::Browser;
+    route.cookie = cookie;
+    if let Method::Post = method {
+        route.request = Body::Form;
+    }
+    route
+}
+
+const PAGE: &[Success] = &[ok(Body::Html)];
+const SEE_OTHER: u16 = 303;
+const ACTED: &[Success] = &[Success {
+    status: SEE_OTHER,
+    description: "done: back to the page, with `done=ACTION`, so a reload sends nothing again",
+    body: Body::Empty,
+}];
+const TO_INBOX: &[Success] = &[Success {
+    status: SEE_OTHER,
+    description: "the cookie set (or cleared); to `/`",
+    body: Body::Empty,
+}];
 
 use Method::{Get, Post};
 use RouteId as R;
@@ -539,14 +648,14 @@ pub const ROUTES: &[Route] = &[
             "`list --json`: the census rows, oldest first (newest first with newest_first=true), filtered (and-ed) and paged.",
             &[ok(Body::JsonList("InteractiveHandoffListRow"))]),
         LIST_QUERY),
-    with_query(
+    cookie_read(with_query(
         plain(R::ListRecords, Get, "/v1/handoff-records", Access::Scopes(CENSUS), "List handoffs as whole records",
             "The handoffs `GET /v1/handoffs` lists, with the same filters and pages, each as the whole record \
              `status --json` prints: what the library's client reads.",
             &[ok(Body::JsonList("HandoffJson"))]),
-        LIST_QUERY),
-    plain(R::Get, Get, "/v1/handoffs/{id}", Access::Scopes(ANY_READ), "Read a handoff",
-        "`status --json`.", OK_HANDOFF),
+        LIST_QUERY)),
+    cookie_read(plain(R::Get, Get, "/v1/handoffs/{id}", Access::Scopes(ANY_READ), "Read a handoff",
+        "`status --json`.", OK_HANDOFF)),
     conflicting(plain(R::Attach, Post, "/v1/handoffs/{id}/attach", Access::Scopes(PERSON), "Record that a person attached",
         "`attach --print`'s record: attaching again changes nothing. No body (or `{}`).", OK_HANDOFF)),
     with_body(
@@ -578,21 +687,21 @@ pub const ROUTES: &[Route] = &[
             "`claim-wake`: 200 whether or not this generation won; `claimed` says which.",
             &[ok(Body::Json("Claimed"))]),
         Body::Json("ClaimWake"), true),
-    plain(R::History, Get, "/v1/handoffs/{id}/history", Access::Scopes(CENSUS), "A handoff's history",
+    cookie_read(plain(R::History, Get, "/v1/handoffs/{id}/history", Access::Scopes(CENSUS), "A handoff's history",
         "`history --json`: every change, oldest first, with who made it.",
-        &[ok(Body::JsonList("HandoffEvent"))]),
+        &[ok(Body::JsonList("HandoffEvent"))])),
     streaming(with_query(
         plain(R::Wait, Get, "/v1/handoffs/{id}/wait", Access::Scopes(ANY_READ), "Wait for a handoff to end (a long poll)",
             "`wait`: answers when the handoff ends (finished, or expired at its deadline) or the timeout \
              passes, whichever is first; it never polls the store.", &[ok(Body::Json("WaitJson"))]),
         WAIT_QUERY)),
-    streaming(with_query(
+    cookie_read(streaming(with_query(
         plain(R::Events, Get, "/v1/events", Access::Scopes(CENSUS), "Follow the history (server-sent events)",
             "`watch --json` as a `text/event-stream`: each event's `id:` is its position and its `data:` the \
              `watch --json` line. Reconnecting with `Last-Event-ID` resumes after it, missing and repeating \
              nothing. The stream ends when the service shuts down; resume it.",
             &[ok(Body::EventStream("HandoffEvent"))]),
-        EVENT_QUERY)),
+        EVENT_QUERY))),
     plain(R::Expire, Post, "/v1/expire", Access::Scopes(OPERATOR), "Expire every due handoff",
         "`expire --json`: the census rows of the handoffs this call expired.",
         &[ok(Body::JsonList("InteractiveHandoffListRow"))]),
@@ -623,6 +732,32 @@ pub const ROUTES: &[Route] = &[
          event streams and long polls in progress, store retries.", &[ok(Body::Text)]),
     off_store(plain(R::OpenApi, Get, "/v1/openapi.json", Access::AnyToken, "This document",
         "The OpenAPI 3.1 document, generated from the service's route table.", &[ok(Body::Document)])),
+    // The person's pages (C21, C22): HTML, not in the document.
+    page(R::Inbox, Get, "/", Access::Public, true,
+        "The inbox of a signed-in person; without a sign-in, the sign-in form. `?token=` signs in \
+         with a `person` token (303 to `/`); `status`, `parent` and `due=soon` filter.",
+        &[ok(Body::Html), Success { status: SEE_OTHER, description: "signed in: to `/`", body: Body::Empty }]),
+    page(R::InboxRows, Get, "/inbox/rows", Access::Scopes(PERSON), true,
+        "The inbox's list alone, with the inbox's filters: what its script reads on each event.", PAGE),
+    page(R::HandoffPage, Get, "/inbox/{id}", Access::Scopes(PERSON), true,
+        "One handoff: facts, history, the attach command with its environment names, forms.", PAGE),
+    page(R::HandoffAction, Post, "/inbox/{id}", Access::Scopes(PERSON), true,
+        "A form of the handoff's page (`csrf`, `action` = `back`, `complete`, `fail` or `extend`, \
+         `text` or `by`): acts as the token's name.", ACTED),
+    page(R::LinkPage, Get, "/h/{id}", Access::Public, false,
+        "A signed link's page (`for`, `exp`, `sig`: the link is the credential, C21): the handoff \
+         and its forms; changes nothing.", PAGE),
+    page(R::LinkAction, Post, "/h/{id}", Access::Public, false,
+        "A form of a signed link's page: acts as `link:NAME`.", ACTED),
+    page(R::SignIn, Post, "/sign-in", Access::Public, false,
+        "The sign-in form (`token`, of scope `person`): sets the sign-in cookie.", TO_INBOX),
+    page(R::SignOut, Post, "/sign-out", Access::Public, true,
+        "The sign-out form (`csrf`): ends the sign-in on every server of the store; without a \
+         sign-in it changes nothing.", TO_INBOX),
+    off_store(page(R::Stylesheet, Get, "/static/inbox.css", Access::Public, false,
+        "The pages' stylesheet, from the binary.", &[ok(Body::Stylesheet)])),
+    off_store(page(R::Script, Get, "/static/inbox.js", Access::Public, false,
+        "The inbox's script, from the binary.", &[ok(Body::Script)])),
 ];
 
 #[cfg(test)]
@@ -648,7 +783,30 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 33);
+        assert_eq!(ids.len(), 43);
+    }
+
+    #[test]
+    fn a_cookie_reads_the_json_routes_and_acts_only_on_pages() {
+        for route in ROUTES {
+            if route.cookie && route.documented() {
+                assert_eq!(route.method, Method::Get, "{:?}", route.id);
+            }
+            if route.cookie {
+                assert!(
+                    route.access.allows(Some(&[Scope::Person])),
+                    "{:?}",
+                    route.id
+                );
+            }
+        }
+        let cookie = |id| route(id).cookie;
+        assert!([R::Events, R::ListRecords, R::Get, R::History]
+            .into_iter()
+            .all(cookie));
+        assert!(![R::List, R::Wait, R::Attach, R::Export, R::LinkPage]
+            .into_iter()
+            .any(cookie));
     }
 
     #[test]

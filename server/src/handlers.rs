@@ -1,5 +1,6 @@
-//! The router and the handlers of the routes that answer once (the
-//! streams are in [`crate::streams`]). Each handler calls the `Store`'s
+//! The router, built from the route table alone, and the handlers of the
+//! JSON routes that answer once (the streams are in [`crate::streams`],
+//! the pages in [`crate::web`]). Each handler calls the `Store`'s
 //! public methods, as the command line does, and answers with the shape
 //! the matching command prints with `--json`.
 
@@ -10,7 +11,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue, Method as HttpMethod, StatusCode, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
 use lf_handoff_adapters::domain::id::{
@@ -28,7 +29,7 @@ use lf_handoff_api::requests::{
     self, ClaimWake, CreateTask, Extend, LinkRequest, ListParams, OpenRequest, Prune, Reason,
     Summary,
 };
-use lf_handoff_api::routes::{content_type, RouteId, ROUTES};
+use lf_handoff_api::routes::{content_type, Audience, Method, Route, RouteId, ROUTES};
 use lf_handoff_api::{openapi, Category, Claimed, ErrorResponse, Health, LinkJson, Opened, Pruned};
 use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -39,67 +40,87 @@ use crate::layers::{authorize, observe, panicked};
 use crate::state::AppState;
 use crate::streams;
 use crate::tokens::Caller;
+use crate::web;
 
 /// A handler's answer.
 type Answer = Result<Response, ApiError>;
 
 /// The service: every route of the table ([`ROUTES`]) with its handler,
-/// behind the authorization, logging and panic layers. Errors of routing
-/// itself (an unknown path, a method the path does not take) are the
-/// error object too.
+/// and no other. The JSON routes sit behind the authorization layer, and
+/// errors of routing itself (an unknown path, a method a JSON path does
+/// not take) are the error object; the pages get their headers and their
+/// own 405 ([`web::pages`]); logging and the panic layer wrap both.
 pub fn app(state: AppState) -> Router {
-    let mut router = Router::new();
+    let mut programs = Router::new();
+    let mut browsers = Router::new();
     for route in ROUTES {
-        let handler = handler(route.id);
-        router = router.route(route.path, handler);
+        match route.audience {
+            Audience::Program => programs = programs.route(route.path, handler(route)),
+            Audience::Browser => browsers = browsers.route(route.path, handler(route)),
+        }
     }
-    router
+    programs
         .fallback(unknown_route)
         .method_not_allowed_fallback(wrong_method)
         .route_layer(from_fn_with_state(state.clone(), authorize))
-        .merge(crate::web::routes())
+        .merge(web::pages(browsers))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
-/// The handler of each route. The match is exhaustive, so a route added
-/// to the table without a handler does not compile.
-fn handler(id: RouteId) -> MethodRouter<AppState> {
-    match id {
-        RouteId::CreateWave => post(create_wave),
-        RouteId::CreateProject => post(create_project),
-        RouteId::CreateTask => post(create_task),
-        RouteId::GetWave => get(get_wave),
-        RouteId::GetProject => get(get_project),
-        RouteId::GetTask => get(get_task),
-        RouteId::GetTaskPr => get(get_task_pr),
-        RouteId::RecordWaveBody => post(record_wave_body),
-        RouteId::RecordProjectBody => post(record_project_body),
-        RouteId::RecordTaskBody => post(record_task_body),
-        RouteId::Open => post(open),
-        RouteId::List => get(list),
-        RouteId::ListRecords => get(list_records),
-        RouteId::Get => get(get_handoff),
-        RouteId::Attach => post(attach),
-        RouteId::Complete => post(complete),
-        RouteId::Back => post(back),
-        RouteId::Fail => post(fail),
-        RouteId::Extend => post(extend),
-        RouteId::Link => post(link),
-        RouteId::ClaimWake => post(claim_wake),
-        RouteId::History => get(history),
-        RouteId::Wait => get(streams::wait),
-        RouteId::Events => get(streams::events),
-        RouteId::Expire => post(expire),
-        RouteId::ExpireRecords => post(expire_records),
-        RouteId::Prune => post(prune),
-        RouteId::Export => get(streams::export),
-        RouteId::Import => post(streams::import),
-        RouteId::Healthz => get(healthz),
-        RouteId::Readyz => get(readyz),
-        RouteId::Metrics => get(metrics),
-        RouteId::OpenApi => get(openapi_document),
+/// The handler of each route, on the route's method (a `GET` also
+/// answers `HEAD`). The match is exhaustive, so a route added to the
+/// table without a handler does not compile.
+fn handler(route: &Route) -> MethodRouter<AppState> {
+    let method = match route.method {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+    };
+    match route.id {
+        RouteId::CreateWave => on(method, create_wave),
+        RouteId::CreateProject => on(method, create_project),
+        RouteId::CreateTask => on(method, create_task),
+        RouteId::GetWave => on(method, get_wave),
+        RouteId::GetProject => on(method, get_project),
+        RouteId::GetTask => on(method, get_task),
+        RouteId::GetTaskPr => on(method, get_task_pr),
+        RouteId::RecordWaveBody => on(method, record_wave_body),
+        RouteId::RecordProjectBody => on(method, record_project_body),
+        RouteId::RecordTaskBody => on(method, record_task_body),
+        RouteId::Open => on(method, open),
+        RouteId::List => on(method, list),
+        RouteId::ListRecords => on(method, list_records),
+        RouteId::Get => on(method, get_handoff),
+        RouteId::Attach => on(method, attach),
+        RouteId::Complete => on(method, complete),
+        RouteId::Back => on(method, back),
+        RouteId::Fail => on(method, fail),
+        RouteId::Extend => on(method, extend),
+        RouteId::Link => on(method, link),
+        RouteId::ClaimWake => on(method, claim_wake),
+        RouteId::History => on(method, history),
+        RouteId::Wait => on(method, streams::wait),
+        RouteId::Events => on(method, streams::events),
+        RouteId::Expire => on(method, expire),
+        RouteId::ExpireRecords => on(method, expire_records),
+        RouteId::Prune => on(method, prune),
+        RouteId::Export => on(method, streams::export),
+        RouteId::Import => on(method, streams::import),
+        RouteId::Healthz => on(method, healthz),
+        RouteId::Readyz => on(method, readyz),
+        RouteId::Metrics => on(method, metrics),
+        RouteId::OpenApi => on(method, openapi_document),
+        RouteId::Inbox => on(method, web::inbox),
+        RouteId::InboxRows => on(method, web::inbox_rows),
+        RouteId::HandoffPage => on(method, web::handoff_page),
+        RouteId::HandoffAction => on(method, web::handoff_action),
+        RouteId::LinkPage => on(method, web::link_page),
+        RouteId::LinkAction => on(method, web::link_action),
+        RouteId::SignIn => on(method, web::sign_in),
+        RouteId::SignOut => on(method, web::sign_out),
+        RouteId::Stylesheet => on(method, web::style),
+        RouteId::Script => on(method, web::script),
     }
 }
 
@@ -117,7 +138,7 @@ async fn unknown_route(method: HttpMethod, uri: Uri) -> ApiError {
 async fn wrong_method(method: HttpMethod, uri: Uri) -> ApiError {
     let allowed: Vec<&str> = ROUTES
         .iter()
-        .filter(|route| same_shape(route.path, uri.path()))
+        .filter(|route| route.documented() && same_shape(route.path, uri.path()))
         .map(|route| route.method.as_str())
         .collect();
     ApiError::plain(

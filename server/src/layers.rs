@@ -8,7 +8,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, Method as HttpMethod};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use lf_handoff_api::routes::{find, Access, Method, RouteId};
+use lf_handoff_api::routes::{find, Access, Method};
 use lf_handoff_api::{Category, ErrorResponse};
 
 use crate::error::{error_response, ApiError};
@@ -31,18 +31,14 @@ pub async fn authorize(
     if route.access == Access::Public {
         return next.run(request).await;
     }
-    // The inbox's script reads with the sign-in cookie; the cookie
-    // authorises these reads only, never a change (the pages' forms carry
-    // an anti-forgery token instead).
-    let cookie_reads = matches!(
-        route.id,
-        RouteId::Events | RouteId::ListRecords | RouteId::Get | RouteId::History
-    );
+    // The inbox's script reads with the sign-in cookie: the table says on
+    // which routes (`Route::cookie`), never one that changes anything (the
+    // pages' forms carry an anti-forgery token instead).
     let mut sign_in = None;
     let entry = match bearer(request.headers()) {
         Some(token) => state.tokens().entry_of(token).cloned(),
         None => match crate::web::session_cookie(request.headers()) {
-            Some(cookie) if cookie_reads => match crate::web::session_entry(&state, cookie).await {
+            Some(cookie) if route.cookie => match crate::web::session_entry(&state, cookie).await {
                 Ok(entry) => {
                     sign_in = crate::links::SessionValue::parse(cookie, state.store().now())
                         .map(|value| value.revocation_key());

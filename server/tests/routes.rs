@@ -474,9 +474,9 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
     let document = documented(RouteId::OpenApi, &reply);
     assert_eq!(document, self::document());
 
-    // Every route of the table was called.
+    // Every JSON route of the table was called (the pages are pages.rs's).
     let seen = SEEN.lock().unwrap().clone();
-    for route in ROUTES {
+    for route in ROUTES.iter().filter(|route| route.documented()) {
         let key = format!("{} {}", route.method.as_str(), route.path);
         assert!(seen.contains_key(&key), "{key} was not called");
     }
@@ -554,7 +554,8 @@ async fn events_until(served: &Served, path: &str, count: usize) -> Vec<(u64, St
 #[test]
 fn the_document_lists_every_route_with_the_body_schemas_it_names() {
     let document = document();
-    for route in ROUTES {
+    let documented: Vec<_> = ROUTES.iter().filter(|route| route.documented()).collect();
+    for route in &documented {
         let operation = &document["paths"][route.path][route.method.as_str().to_ascii_lowercase()];
         assert_eq!(operation["operationId"], route.operation_id());
         for status in route.statuses() {
@@ -579,5 +580,5 @@ fn the_document_lists_every_route_with_the_body_schemas_it_names() {
         .values()
         .map(|item| item.as_object().unwrap().len())
         .sum();
-    assert_eq!(operations, ROUTES.len());
+    assert_eq!(operations, documented.len());
 }

@@ -43,6 +43,10 @@
 //!   own (`sled_scenarios!`) that check the clear error a second process
 //!   gets instead.
 //!
+//! - [`serve_child`] and [`peers`] are what the soak and the benchmark
+//!   share: `serve` in a child process found by its start line, and
+//!   clients of other loopback addresses.
+//!
 //! Backends that need a server return `Err(reason)` from their factory when
 //! the server is not configured or not reachable, and the test prints that
 //! it skipped and why.
@@ -67,6 +71,7 @@ pub mod relay;
 pub mod revocations;
 pub mod rng;
 pub mod seed;
+pub mod serve_child;
 pub mod steps;
 pub mod upgrade;
 pub mod watch;

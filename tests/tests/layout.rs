@@ -2,6 +2,8 @@
 //! lines (its code before an inline `#[cfg(test)]` module; test files,
 //! `tests.rs` and `*_tests.rs`, are not product code). A file that needs
 //! more is split by what it owns, as `docs/ARCHITECTURE.md` maps them.
+//! The command line names no storage backend, and the server registers no
+//! route but those of the route table.
 
 // Test code: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -94,5 +96,52 @@ fn the_command_line_names_no_storage_backend() {
         named.is_empty(),
         "the command line names a backend:\n{}",
         named.join("\n")
+    );
+}
+
+/// The server's router is built in one place, by walking the route table:
+/// a line of the server's source that adds routes to a router (`.route(`,
+/// `.nest(`, `.merge(`, ...) registers `route.path` of the table, or
+/// merges the table's pages. A route added by hand anywhere else fails
+/// here (`server/tests/table.rs` checks that each route of the table is
+/// served).
+#[test]
+fn the_server_registers_no_route_outside_the_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    sources(&root.join("server").join("src"), &mut files);
+    assert!(files.len() > 10, "found only {} files", files.len());
+    let adders = [
+        ".route(",
+        ".route_service(",
+        ".nest(",
+        ".nest_service(",
+        ".merge(",
+        ".fallback_service(",
+    ];
+    let mut registered = 0;
+    let mut by_hand = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (number, line) in text.lines().enumerate() {
+            if !adders.iter().any(|adder| line.contains(adder)) {
+                continue;
+            }
+            if line.contains(".route(route.path, handler(route))") {
+                registered += 1;
+            } else if !line.contains(".merge(web::pages(browsers))") {
+                by_hand.push(format!(
+                    "{}:{}: {}",
+                    file.display(),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(by_hand.is_empty(), "routes outside the table: {by_hand:#?}");
+    assert_eq!(
+        registered, 2,
+        "the JSON routes and the pages, from the table"
     );
 }

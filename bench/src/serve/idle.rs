@@ -15,15 +15,14 @@
 //! the service beforehand.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt as _;
+use lf_handoff_conformance::serve_child::ServeChild;
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::task::JoinSet;
 
 use super::load::Connection;
@@ -124,7 +123,7 @@ async fn hold(
     long_polls: usize,
     seconds: f64,
 ) -> BenchResult<(IdleWindow, IdleWindow)> {
-    let client = access.client(&server.url).await?;
+    let client = access.client(server.served.url()).await?;
     let handoffs = POLLED_HANDOFFS.min(long_polls.max(1));
     let waves = create_waves(&client, handoffs).await?;
     let mut paths = Vec::with_capacity(handoffs);
@@ -148,7 +147,7 @@ async fn hold(
     for batch in (0..streams + long_polls).collect::<Vec<_>>().chunks(BATCH) {
         let mut opening = JoinSet::new();
         for &n in batch {
-            let (addr, token) = (server.addr, access.token().to_string());
+            let (addr, token) = (server.served.addr(), access.token().to_string());
             let path = if n < streams {
                 "/v1/events".to_string()
             } else {
@@ -202,12 +201,7 @@ async fn hold(
 
 /// The `lf-handoff serve` process.
 struct Server {
-    child: Child,
-    /// Kept open, so a later line of the server finds its reader.
-    _stdout: BufReader<tokio::process::ChildStdout>,
-    pid: u32,
-    url: String,
-    addr: std::net::SocketAddr,
+    served: ServeChild,
 }
 
 impl Server {
@@ -220,52 +214,17 @@ impl Server {
         clients: u64,
     ) -> BenchResult<Self> {
         let limit = (clients + SPARE_FILES).to_string();
-        let mut child = Command::new(cli)
+        let mut command = Command::new(cli);
+        command
             .arg("--store")
             .arg(store_url)
             .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
             .arg(access.tokens_file())
-            .args(["--max-connections", &limit, "--max-streams", &limit])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .context(format!("start {} serve", cli.display()))?;
-        let pid = child.id().unwrap_or(0);
-        let Some(stdout) = child.stdout.take() else {
-            return fail("the server's stdout is not a pipe");
-        };
-        let mut line = String::new();
-        let mut stdout = BufReader::new(stdout);
-        match tokio::time::timeout(PATIENCE, stdout.read_line(&mut line)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => {
-                return fail(format!(
-                    "{} serve did not say where it listens",
-                    cli.display()
-                ))
-            }
+            .args(["--max-connections", &limit, "--max-streams", &limit]);
+        match ServeChild::start(&mut command, PATIENCE).await {
+            Ok(served) => Ok(Self { served }),
+            Err(error) => fail(format!("{} serve: {error}", cli.display())),
         }
-        // "lf-handoff serve: http://127.0.0.1:PORT (sqlite store)"
-        let url = line
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or_default()
-            .to_string();
-        let addr = url
-            .strip_prefix("http://")
-            .and_then(|rest| rest.parse().ok());
-        let Some(addr) = addr else {
-            return fail(format!("cannot read where the server listens: {line:?}"));
-        };
-        Ok(Self {
-            child,
-            _stdout: stdout,
-            pid,
-            url,
-            addr,
-        })
     }
 
     /// The server's CPU time and memory over `window`.
@@ -275,7 +234,8 @@ impl Server {
         tokio::time::sleep(window).await;
         let after = self.cpu_seconds()?;
         let seconds = started.elapsed().as_secs_f64();
-        let (rss_bytes, peak_rss_bytes) = crate::memory::resident_of(&self.pid.to_string())?;
+        let (rss_bytes, peak_rss_bytes) =
+            crate::memory::resident_of(&self.served.pid().to_string())?;
         Ok(IdleWindow {
             seconds,
             cpu_ms_per_sec: ratio((after - before) * 1000.0, seconds),
@@ -285,7 +245,7 @@ impl Server {
     }
 
     fn cpu_seconds(&self) -> BenchResult<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.served.pid()))
             .context("read the server's /proc stat")?;
         match cpu_seconds(&stat) {
             Some(seconds) => Ok(seconds),
@@ -302,7 +262,7 @@ impl Server {
         long_polls: usize,
     ) -> BenchResult<()> {
         let deadline = Instant::now() + PATIENCE;
-        let mut connection = Connection::open(self.addr, access.token()).await?;
+        let mut connection = Connection::open(self.served.addr(), access.token()).await?;
         loop {
             let (status, body) = connection.get_body("/metrics").await?;
             let text = String::from_utf8_lossy(&body);
@@ -329,7 +289,7 @@ impl Server {
     }
 
     async fn stop(&mut self) {
-        let _ = self.child.kill().await;
+        let _ = self.served.child.kill().await;
     }
 }
 

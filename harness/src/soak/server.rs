@@ -4,13 +4,12 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_conformance::serve_child::ServeChild;
 use lf_handoff_server::{Limits, ServeConfig};
-use tokio::io::{AsyncBufReadExt as _, BufReader};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::Command;
 
 use super::ServedLimits;
 
@@ -56,12 +55,7 @@ pub async fn server_child(args: &[String]) -> Result<(), String> {
 /// The running server process.
 #[derive(Debug)]
 pub struct Server {
-    child: Child,
-    /// Kept open, so a later line of the server finds its reader.
-    _stdout: BufReader<ChildStdout>,
-    pid: u32,
-    url: String,
-    addr: SocketAddr,
+    served: ServeChild,
 }
 
 impl Server {
@@ -106,56 +100,18 @@ impl Server {
                 command
             }
         };
-        // The request log (one line per request, from the command line)
-        // is not read: it would be most of the run's output.
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| format!("cannot start the server: {e}"))?;
-        let Some(pid) = child.id() else {
-            return Err("the server exited at once".into());
-        };
-        let Some(stdout) = child.stdout.take() else {
-            return Err("the server's stdout is not a pipe".into());
-        };
-        let mut stdout = BufReader::new(stdout);
-        let mut line = String::new();
-        match tokio::time::timeout(PATIENCE, stdout.read_line(&mut line)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Err("the server did not say where it listens".into()),
-        }
-        // "lf-handoff serve: http://127.0.0.1:PORT (sqlite store)"
-        let url = line
-            .split_whitespace()
-            .nth(2)
-            .unwrap_or_default()
-            .to_string();
-        let Some(addr) = url
-            .strip_prefix("http://")
-            .and_then(|rest| rest.parse().ok())
-        else {
-            return Err(format!("cannot read where the server listens: {line:?}"));
-        };
-        Ok(Self {
-            child,
-            _stdout: stdout,
-            pid,
-            url,
-            addr,
-        })
+        let served = ServeChild::start(&mut command, PATIENCE).await?;
+        Ok(Self { served })
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
-        &self.url
+        self.served.url()
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.served.addr()
     }
 
     /// Its resident set now, in bytes (`VmRSS`).
@@ -163,7 +119,7 @@ impl Server {
     /// # Errors
     /// When `/proc` cannot be read (the server is gone).
     pub fn rss(&self) -> Result<u64, String> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.served.pid()))
             .map_err(|e| format!("cannot read the server's /proc status: {e}"))?;
         vm_rss(&status).ok_or_else(|| "the server's /proc status has no VmRSS".to_string())
     }
@@ -174,15 +130,15 @@ impl Server {
         // The standard library kills with SIGKILL only; the `kill` command
         // sends SIGTERM, which starts `serve`'s drain.
         let _ = Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
+            .args(["-TERM", &self.served.pid().to_string()])
             .status()
             .await;
-        match tokio::time::timeout(PATIENCE, self.child.wait()).await {
+        match tokio::time::timeout(PATIENCE, self.served.child.wait()).await {
             Ok(Ok(status)) if status.success() => None,
             Ok(Ok(status)) => Some(format!("the server exited with {status}")),
             Ok(Err(e)) => Some(format!("cannot wait for the server: {e}")),
             Err(_) => {
-                let _ = self.child.kill().await;
+                let _ = self.served.child.kill().await;
                 Some("the server did not stop within 60 s of SIGTERM".into())
             }
         }

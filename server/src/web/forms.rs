@@ -132,7 +132,7 @@ pub(super) fn sign_in_with(state: &AppState, token: &str) -> Response {
     response
 }
 
-pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn sign_in(State(state): State<AppState>, request: Request) -> Response {
     let form = match read_form(&state, request, Sender::Anyone).await {
         Ok(form) => form,
         Err(error) => return error_page(error),
@@ -143,7 +143,7 @@ pub(super) async fn sign_in(State(state): State<AppState>, request: Request) -> 
     }
 }
 
-pub(super) async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn sign_out(State(state): State<AppState>, request: Request) -> Response {
     let session = match session(&state, request.headers()).await {
         Ok(session) => session,
         Err(error) => return error_page(error),

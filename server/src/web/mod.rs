@@ -35,7 +35,6 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::Router;
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
@@ -44,6 +43,7 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 };
 use lf_handoff_adapters::{ListQuery, StoreError};
 use lf_handoff_api::requests::{self, Extend, Reason, Summary};
+use lf_handoff_api::routes::{content_type, Audience, Method as RouteMethod, ROUTES};
 use lf_handoff_api::{Category, Scope};
 use time::OffsetDateTime;
 
@@ -57,7 +57,7 @@ mod forms;
 mod views;
 
 use forms::*;
-pub use forms::{session_cookie, session_entry};
+pub(crate) use forms::{session_cookie, session_entry, sign_in, sign_out};
 use views::*;
 
 /// The sign-in cookie's name.
@@ -81,49 +81,53 @@ const URGENT: time::Duration = time::Duration::minutes(15);
 const STYLE: &str = include_str!("../../static/inbox.css");
 const SCRIPT: &str = include_str!("../../static/inbox.js");
 
-/// The methods each page takes, by path template: what the `Allow` header
-/// of a 405 names. A `GET` page also answers `HEAD`.
-const METHODS: [(&str, &str); 8] = [
-    ("/", "GET, HEAD"),
-    ("/inbox/rows", "GET, HEAD"),
-    ("/inbox/{id}", "GET, HEAD, POST"),
-    ("/h/{id}", "GET, HEAD, POST"),
-    ("/sign-in", "POST"),
-    ("/sign-out", "POST"),
-    ("/static/inbox.css", "GET, HEAD"),
-    ("/static/inbox.js", "GET, HEAD"),
-];
-
-/// The pages' routes, with their headers.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(inbox))
-        .route("/inbox/rows", get(inbox_rows))
-        .route("/inbox/{id}", get(handoff_page).post(handoff_action))
-        .route("/h/{id}", get(link_page).post(link_action))
-        .route("/sign-in", post(sign_in))
-        .route("/sign-out", post(sign_out))
-        .route("/static/inbox.css", get(style))
-        .route("/static/inbox.js", get(script))
+/// The pages' routes (`router`: the table's routes for a browser), with
+/// their headers and their 405.
+pub(crate) fn pages(router: Router<AppState>) -> Router<AppState> {
+    router
         .method_not_allowed_fallback(wrong_method)
         .layer(map_response(page_headers))
+}
+
+/// The methods the page at `path` takes, from the route table: what the
+/// `Allow` header of a 405 names. A `GET` page also answers `HEAD`. A
+/// template without a parameter wins, as in the router (`/inbox/rows`
+/// over `/inbox/{id}`).
+fn allowed(path: &str) -> String {
+    let pages = || {
+        ROUTES.iter().filter(|route| {
+            route.audience == Audience::Browser && crate::handlers::same_shape(route.path, path)
+        })
+    };
+    let template = pages()
+        .map(|route| route.path)
+        .min_by_key(|template| template.contains('{'));
+    let methods: Vec<&str> = pages()
+        .filter(|route| Some(route.path) == template)
+        .map(|route| match route.method {
+            RouteMethod::Get => "GET, HEAD",
+            RouteMethod::Post => "POST",
+        })
+        .collect();
+    if methods.is_empty() {
+        "GET, HEAD".to_string()
+    } else {
+        methods.join(", ")
+    }
 }
 
 /// A page asked with a method it does not take: a 405 whose body is the
 /// error page, as for any other refusal of a page, with `Allow`.
 async fn wrong_method(method: Method, uri: Uri) -> Response {
-    let allow = METHODS
-        .iter()
-        .find(|(template, _)| crate::handlers::same_shape(template, uri.path()))
-        .map_or("GET, HEAD", |(_, allow)| allow);
+    let allow = allowed(uri.path());
     // The path only: a link's query holds its signature.
     let mut response = error_page(ApiError::plain(
         Category::MethodNotAllowed,
         format!("{} does not take {method}; use {allow}", uri.path()),
     ));
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    if let Ok(value) = HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(header::ALLOW, value);
+    }
     response
 }
 
@@ -157,12 +161,12 @@ fn asset(content_type: &'static str, text: &'static str) -> Response {
         .into_response()
 }
 
-async fn style() -> Response {
-    asset("text/css; charset=utf-8", STYLE)
+pub(crate) async fn style() -> Response {
+    asset(content_type::STYLESHEET, STYLE)
 }
 
-async fn script() -> Response {
-    asset("text/javascript; charset=utf-8", SCRIPT)
+pub(crate) async fn script() -> Response {
+    asset(content_type::SCRIPT, SCRIPT)
 }
 
 async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
@@ -189,7 +193,7 @@ async fn rows(state: &AppState, filter: &Filter) -> Result<Vec<Row>, ApiError> {
     Ok(rows)
 }
 
-async fn inbox(
+pub(crate) async fn inbox(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
@@ -266,7 +270,7 @@ async fn inbox(
 }
 
 /// The list alone, for the script to replace the inbox's with.
-async fn inbox_rows(
+pub(crate) async fn inbox_rows(
     State(state): State<AppState>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
@@ -391,7 +395,7 @@ fn notice_of(query: Option<&str>) -> Option<String> {
         })
 }
 
-async fn handoff_page(
+pub(crate) async fn handoff_page(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -463,7 +467,7 @@ async fn finish_page(
     }
 }
 
-async fn handoff_action(
+pub(crate) async fn handoff_action(
     State(state): State<AppState>,
     Path(id): Path<String>,
     request: Request,
@@ -540,7 +544,7 @@ fn link_access(state: &AppState, grant: &LinkGrant, query: &str) -> Access {
 }
 
 /// `GET /h/{id}?...`: the handoff and its forms; changes nothing.
-async fn link_page(
+pub(crate) async fn link_page(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -559,7 +563,7 @@ async fn link_page(
 }
 
 /// `POST /h/{id}?...`: acts as `link:NAME`.
-async fn link_action(
+pub(crate) async fn link_action(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
@@ -584,6 +588,16 @@ async fn link_action(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pages_405_names_the_methods_of_the_table() {
+        assert_eq!(allowed("/inbox/ih_x"), "GET, HEAD, POST");
+        assert_eq!(allowed("/h/ih_x"), "GET, HEAD, POST");
+        assert_eq!(allowed("/inbox/rows"), "GET, HEAD");
+        assert_eq!(allowed("/sign-out"), "POST");
+        assert_eq!(allowed("/static/inbox.css"), "GET, HEAD");
+        assert_eq!(allowed("/"), "GET, HEAD");
+    }
 
     #[test]
     fn spans_read_as_people_say_them() {

@@ -291,7 +291,7 @@ pub(super) fn html(status: StatusCode, rendered: Result<String, askama::Error>) 
             status,
             [(
                 header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
+                HeaderValue::from_static(content_type::HTML),
             )],
             text,
         )

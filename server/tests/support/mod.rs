@@ -75,6 +75,18 @@ impl Reply {
             .get(name)
             .map(|v| v.to_str().unwrap().to_string())
     }
+
+    /// The first form's anti-forgery token.
+    pub fn csrf(&self) -> String {
+        let marker = "name=\"csrf\" value=\"";
+        let start = self
+            .text
+            .find(marker)
+            .unwrap_or_else(|| panic!("no form on {}", self.text))
+            + marker.len();
+        let end = self.text[start..].find('"').unwrap();
+        self.text[start..start + end].to_string()
+    }
 }
 
 /// A SQLite store in `dir`.
@@ -336,8 +348,8 @@ pub fn open_body(wave: &Wave, dir: &Path, extra: Value) -> Value {
     body
 }
 
-/// What a browser does with the sign-in pages: no redirects followed, the
-/// sign-in cookie sent when given.
+/// What a browser does with the sign-in pages, from this origin: no
+/// redirects followed, the sign-in cookie sent when given.
 pub async fn browse(
     served: &Served,
     method: &str,
@@ -345,14 +357,27 @@ pub async fn browse(
     cookie: Option<&str>,
     form: Option<&[(&str, &str)]>,
 ) -> Reply {
+    let origin = [("origin", served.url.as_str())];
+    browse_with(served, method, path, cookie, form, &origin).await
+}
+
+/// A browser-like request: no redirects followed, the sign-in cookie sent
+/// when given, a form as its body, and the `extra` headers (an `Origin`
+/// only when given there).
+pub async fn browse_with(
+    served: &Served,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    form: Option<&[(&str, &str)]>,
+    extra: &[(&str, &str)],
+) -> Reply {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = client
-        .request(method, format!("{}{path}", served.url))
-        .header("origin", served.url.clone());
+    let mut request = client.request(method, format!("{}{path}", served.url));
     if let Some(cookie) = cookie {
         request = request.header("cookie", format!("lfh_session={cookie}"));
     }
@@ -364,14 +389,14 @@ pub async fn browse(
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body);
     }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
     let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let headers = response.headers().clone();
-    let text = response.text().await.unwrap();
     Reply {
-        status,
-        headers,
-        text,
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        text: response.text().await.unwrap(),
     }
 }
 
@@ -399,14 +424,7 @@ pub async fn sign_in_cookie(served: &Served) -> String {
 pub async fn sign_out(served: &Served, cookie: &str) {
     let inbox = browse(served, "GET", "/", Some(cookie), None).await;
     assert_eq!(inbox.status, 200, "{}", inbox.text);
-    let marker = "name=\"csrf\" value=\"";
-    let start = inbox
-        .text
-        .find(marker)
-        .unwrap_or_else(|| panic!("no form on {}", inbox.text))
-        + marker.len();
-    let end = inbox.text[start..].find('"').unwrap();
-    let csrf = inbox.text[start..start + end].to_string();
+    let csrf = inbox.csrf();
     let out = browse(
         served,
         "POST",
