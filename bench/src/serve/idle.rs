@@ -220,7 +220,10 @@ impl Server {
             .arg(store_url)
             .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
             .arg(access.tokens_file())
-            .args(["--max-connections", &limit, "--max-streams", &limit]);
+            // Every idle client comes from 127.0.0.1: the per-peer share
+            // (C29) would refuse all but an eighth of them.
+            .args(["--max-connections", &limit, "--max-streams", &limit])
+            .args(["--max-connections-per-peer", &limit]);
         match ServeChild::start(&mut command, PATIENCE).await {
             Ok(served) => Ok(Self { served }),
             Err(error) => fail(format!("{} serve: {error}", cli.display())),
