@@ -179,6 +179,7 @@ pub enum RouteId {
     GetProject,
     GetTask,
     GetTaskPr,
+    ListParents,
     RecordWaveBody,
     RecordProjectBody,
     RecordTaskBody,
@@ -412,6 +413,41 @@ const LIST_QUERY: &[Param] = &[
     },
 ];
 
+const PARENT_QUERY: &[Param] = &[
+    Param {
+        name: "kind",
+        description: "only parents of this kind: wave, project or task",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
+        name: "wave",
+        description:
+            "only this wave's parents: the wave itself, its projects and its tasks (wv_...)",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
+        name: "project",
+        description: "only this project's parents: the project itself and its tasks (ps_...)",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
+        name: "after",
+        description:
+            "the page after this parent id (the last id of the previous page; it need not exist)",
+        kind: "string",
+        repeated: false,
+    },
+    Param {
+        name: "limit",
+        description: "at most this many parents, 1 to 1000 (the default: a page is at most 1000)",
+        kind: "integer",
+        repeated: false,
+    },
+];
+
 const WAIT_QUERY: &[Param] = &[Param {
     name: "timeout",
     description: "how long to wait: 500ms, 30s, 2m, ... at most 5m; default 30s; 0ms reads once",
@@ -513,6 +549,13 @@ pub const ROUTES: &[Route] = &[
         "The task session as stored.", &[ok(Body::Json("TaskSession"))]),
     plain(R::GetTaskPr, Get, "/v1/task-prs/{id}", Access::Scopes(ANY_READ), "Read a task PR",
         "The task PR as stored.", &[ok(Body::Json("TaskPr"))]),
+    with_query(
+        plain(R::ListParents, Get, "/v1/parents", Access::Scopes(CENSUS), "List parents",
+            "`parents --json`: waves, project sessions and task sessions in id order, filtered (and-ed) \
+             and paged, each as `{\"kind\": ..., \"value\": <the record>}`. 404 when `wave` or `project` \
+             names no parent.",
+            &[ok(Body::JsonList("Parent"))]),
+        PARENT_QUERY),
     with_body(
         plain(R::RecordWaveBody, Post, "/v1/waves/{id}/body", Access::Scopes(AGENT), "Record a wave's new body",
             "`task body wave:ID`: records the body process; the answer is the wave after it.", &[ok(Body::Json("Wave"))]),
@@ -648,7 +691,7 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 33);
+        assert_eq!(ids.len(), 34);
     }
 
     #[test]
@@ -678,7 +721,7 @@ mod tests {
             assert!(allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Person));
         }
-        for id in [R::List, R::History, R::Events] {
+        for id in [R::List, R::ListParents, R::History, R::Events] {
             assert!(allowed(id, Scope::Person) && allowed(id, Scope::Operator));
             assert!(!allowed(id, Scope::Agent));
         }

@@ -74,6 +74,7 @@ fn handler(id: RouteId) -> MethodRouter<AppState> {
         RouteId::GetProject => get(get_project),
         RouteId::GetTask => get(get_task),
         RouteId::GetTaskPr => get(get_task_pr),
+        RouteId::ListParents => get(list_parents),
         RouteId::RecordWaveBody => post(record_wave_body),
         RouteId::RecordProjectBody => post(record_project_body),
         RouteId::RecordTaskBody => post(record_task_body),
@@ -212,6 +213,11 @@ async fn read_parent(state: &AppState, reference: InteractiveHandoffParent) -> A
         Some(parent) => Ok(parent_json(&parent)),
         None => Err(missing("parent", &reference.to_string())),
     }
+}
+
+async fn list_parents(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let query = requests::parse_parent_query(query.as_deref().unwrap_or_default())?;
+    ok(&state.store().list_parents(query).await?)
 }
 
 async fn get_wave(State(state): State<AppState>, id: IdParam) -> Answer {
