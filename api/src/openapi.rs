@@ -8,6 +8,7 @@
 
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::interactive_handoff::{HandoffEvent, InteractiveHandoffListRow};
+use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave::Wave;
@@ -89,6 +90,7 @@ fn components() -> utoipa::openapi::Components {
     add::<ProjectSession>(&mut schemas);
     add::<TaskSession>(&mut schemas);
     add::<TaskPr>(&mut schemas);
+    add::<Parent>(&mut schemas);
     add::<ChildProcessGeneration>(&mut schemas);
     add::<CreateTask>(&mut schemas);
     add::<OpenRequest>(&mut schemas);

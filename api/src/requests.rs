@@ -5,14 +5,16 @@
 
 use std::time::Duration;
 
-use lf_handoff_application::{ListQuery, StoreError, StoreResult};
-use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_application::{ListQuery, ParentQuery, StoreError, StoreResult};
+use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
     OpenInteractiveHandoff,
 };
+use lf_handoff_domain::parent::ParentKind;
 use lf_handoff_domain::task::{TaskPr, TaskSession};
 use lf_handoff_domain::wave_home::WaveHome;
+use lf_handoff_domain::DomainError;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::{OffsetDateTime, UtcOffset};
@@ -410,6 +412,60 @@ fn instant(name: &str, value: &str) -> StoreResult<OffsetDateTime> {
 const LIST_PARAMETERS: &str = "parent, active, status, home, older_than, created_before, \
      due_within, due_by, after, limit, newest_first";
 
+/// Parses the query of `GET /v1/parents` (without the `?`): `kind`
+/// (`wave`, `project` or `task`), `wave` (`wv_...`), `project`
+/// (`ps_...`), `after` (a parent id) and `limit` (1 to [`MAX_PAGE`], the
+/// default).
+///
+/// # Errors
+/// `InvalidInput` naming the parameter that is unknown, given twice or
+/// malformed.
+pub fn parse_parent_query(query: &str) -> StoreResult<ParentQuery> {
+    let mut parsed = parse_query(
+        query,
+        "kind, wave, project, after, limit",
+        &[],
+        |params: &mut ParentQuery, key, value| {
+            let field = |e: DomainError| invalid(format!("{key}: {e}"));
+            match key {
+                "kind" => params.kind = Some(ParentKind::parse(&value).map_err(field)?),
+                "wave" => params.wave = Some(WaveId::parse(&value).map_err(field)?),
+                "project" => params.project = Some(ProjectSessionId::parse(&value).map_err(field)?),
+                "after" => {
+                    params.after = Some(InteractiveHandoffParent::parse_id(&value).map_err(field)?)
+                }
+                "limit" => params.limit = Some(limit(&value)?),
+                _ => return Ok(false),
+            }
+            Ok(true)
+        },
+    )?;
+    parsed.limit = Some(parsed.limit.unwrap_or(MAX_PAGE).min(MAX_PAGE));
+    Ok(parsed)
+}
+
+/// The query string (without the `?`) that [`parse_parent_query`] reads
+/// back as `query`.
+pub fn parent_query_string(query: &ParentQuery) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    if let Some(kind) = query.kind {
+        out.append_pair("kind", kind.as_str());
+    }
+    if let Some(wave) = &query.wave {
+        out.append_pair("wave", wave.as_str());
+    }
+    if let Some(project) = &query.project {
+        out.append_pair("project", project.as_str());
+    }
+    if let Some(after) = &query.after {
+        out.append_pair("after", after.id_str());
+    }
+    if let Some(limit) = query.limit {
+        out.append_pair("limit", &limit.to_string());
+    }
+    out.finish()
+}
+
 /// The query of `GET /v1/events`: where the stream starts, and which
 /// events it carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -582,9 +638,7 @@ fn limit(text: &str) -> StoreResult<usize> {
         Ok(_) => Err(invalid(format!(
             "limit {text} is more than the {MAX_PAGE} rows a page holds; page on with after"
         ))),
-        Err(_) => Err(invalid(format!(
-            "limit {text:?} is not a number of handoffs"
-        ))),
+        Err(_) => Err(invalid(format!("limit {text:?} is not a number of rows"))),
     }
 }
 
@@ -820,6 +874,30 @@ mod tests {
         assert!(EventParams::parse("since=1").is_err());
         assert_eq!(last_event_id(" 17 ").unwrap(), 17);
         assert!(last_event_id("x").is_err());
+    }
+
+    #[test]
+    fn parent_queries_round_trip_and_page_at_most_max_page() {
+        let query = ParentQuery {
+            kind: Some(ParentKind::Task),
+            wave: Some(WaveId::parse("wv_01a23770-d145-7233-b23a-4c031002983d").unwrap()),
+            project: Some(
+                ProjectSessionId::parse("ps_01a23770-d145-7233-b23a-4c031002983d").unwrap(),
+            ),
+            after: Some(
+                InteractiveHandoffParent::parse_id("ts_01a23770-d145-7233-b23a-4c031002983d")
+                    .unwrap(),
+            ),
+            limit: Some(7),
+        };
+        assert_eq!(
+            parse_parent_query(&parent_query_string(&query)).unwrap(),
+            query
+        );
+        assert_eq!(parse_parent_query("").unwrap().limit, Some(MAX_PAGE));
+        for bad in ["kind=handoff", "wave=x", "after=ih_1", "limit=0", "sort=id"] {
+            assert!(parse_parent_query(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -51,8 +51,8 @@ pub use lf_handoff_domain::ConflictKind;
 pub use local::{StorePorts, MAX_RACE_ATTEMPTS};
 pub use ports::{
     recorded_change, Clock, Decided, Decision, HandoffRepository, IdSource, InsertOutcome,
-    ListQuery, ParentInsert, ParentRegistry, ParentWithActive, PruneCount, SwapOutcome,
-    TransitionOutcome, Versioned,
+    ListQuery, ParentInsert, ParentQuery, ParentRegistry, ParentWithActive, PruneCount,
+    SwapOutcome, TransitionOutcome, Versioned,
 };
 pub use registry::{
     ClaimedWake, HandleSettings, Handoffs, Parents, PruneOptions, Registry, Upkeep, Waiting,

@@ -24,12 +24,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
-use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, TaskPrId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffChange, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
     InteractiveHandoffStatus, StepKey, Transition, WakeClaim,
 };
-use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::parent::{Parent, ParentKind};
 use lf_handoff_domain::task::TaskPr;
 use lf_handoff_domain::wave_home::WaveHome;
 use time::OffsetDateTime;
@@ -153,6 +153,47 @@ pub enum ParentInsert {
     Inserted,
     /// A parent with this id already exists; nothing was written.
     AlreadyExists,
+}
+
+/// Which parents [`ParentRegistry::list_parents`] returns: those that
+/// pass every filter given (the filters are and-ed), in id order (byte
+/// by byte: `ps_...`, then `ts_...`, then `wv_...`), from just after
+/// [`after`](Self::after), at most [`limit`](Self::limit) of them.
+///
+/// A wave belongs to itself and a project to itself, so
+/// `wave: Some(w)` gives the wave `w`, its projects and their tasks, and
+/// `project: Some(p)` the project `p` and its tasks; with a
+/// [`kind`](Self::kind), only those of that kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParentQuery {
+    /// Only parents of this kind.
+    pub kind: Option<ParentKind>,
+    /// Only the parents of this wave: the wave, its projects, its tasks.
+    pub wave: Option<WaveId>,
+    /// Only the parents of this project: the project and its tasks.
+    pub project: Option<ProjectSessionId>,
+    /// Only parents after this one in id order: the last of the previous
+    /// page. It need not exist.
+    pub after: Option<InteractiveHandoffParent>,
+    /// At most this many parents (the first ones in id order).
+    pub limit: Option<usize>,
+}
+
+impl ParentQuery {
+    /// Whether `parent` passes the filters (kind, wave, project); the
+    /// page's position and size ([`after`](Self::after),
+    /// [`limit`](Self::limit)) are not filters.
+    pub fn matches(&self, parent: &Parent) -> bool {
+        self.kind.is_none_or(|kind| parent.kind() == kind)
+            && self
+                .wave
+                .as_ref()
+                .is_none_or(|wave| parent.wave_id() == wave)
+            && self
+                .project
+                .as_ref()
+                .is_none_or(|project| parent.project_id() == Some(project))
+    }
 }
 
 /// Which handoffs [`HandoffRepository::list`] returns: those that pass
@@ -444,6 +485,24 @@ pub trait ParentRegistry: Debug + Send + Sync + 'static {
         reference: &InteractiveHandoffParent,
         step: Option<&'a StepKey>,
     ) -> StoreResult<Option<ParentWithActive>>;
+
+    /// Lists the parents that pass `query`'s filters, in id order (byte by
+    /// byte), after `query.after` (which need not exist), at most
+    /// `query.limit` (`Some(0)`: none).
+    ///
+    /// No index serves the filters: an adapter MAY scan the parents (in id
+    /// order from the page's start, checking each against
+    /// [`ParentQuery::matches`]), so a page costs up to what the store's
+    /// parents number, not what it returns; the kind and the wave MAY be
+    /// checked by the engine on stored columns. A page MUST hold every
+    /// parent that passes, in order, up to the limit: paging with the last
+    /// id of each page skips and repeats none that existed throughout.
+    ///
+    /// # Errors
+    /// MUST return `Unavailable` on engine failure or an unreadable
+    /// record; never `NotFound` (an unknown wave or project is not the
+    /// port's to report).
+    async fn list_parents(&self, query: &ParentQuery) -> StoreResult<Vec<Parent>>;
 
     /// Replaces a parent if and only if its stored version is `expected`.
     ///

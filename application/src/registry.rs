@@ -25,7 +25,7 @@ use time::OffsetDateTime;
 use crate::archive::{ArchiveSummary, Progress};
 use crate::delivery::Deliveries;
 use crate::error::StoreResult;
-use crate::ports::{ListQuery, PruneCount};
+use crate::ports::{ListQuery, ParentQuery, PruneCount};
 use crate::retry::DEFAULT_RETRY_WINDOW;
 use crate::revocation::Revocations;
 use crate::system::this_process_actor;
@@ -141,6 +141,20 @@ pub trait Parents: Send + Sync {
     /// `Unavailable` on storage failure.
     async fn get_parent(&self, reference: &InteractiveHandoffParent)
         -> StoreResult<Option<Parent>>;
+
+    /// Lists parents (waves, project sessions, task sessions) in id order:
+    /// those that pass every filter of `query` (and-ed), after
+    /// `query.after` (which need not exist), at most `query.limit`.
+    /// `query.wave` gives the wave with its projects and tasks,
+    /// `query.project` the project with its tasks, `query.kind` only
+    /// parents of that kind. The filters are checked on a scan of the
+    /// parents (no index serves them), so a page costs up to what the
+    /// store's parents number.
+    ///
+    /// # Errors
+    /// `NotFound` when `query.wave` or `query.project` names no parent;
+    /// `Unavailable` on storage failure or an unreadable record.
+    async fn list_parents(&self, query: ParentQuery) -> StoreResult<Vec<Parent>>;
 
     /// Loads a task PR; `None` for an unknown one.
     ///

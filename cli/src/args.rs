@@ -13,6 +13,7 @@ use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, Wa
 use lf_handoff_adapters::domain::interactive_handoff::{
     check_env_key, Actor, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
+use lf_handoff_adapters::domain::parent::ParentKind;
 use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::parse_duration;
 use time::format_description::well_known::Rfc3339;
@@ -79,6 +80,9 @@ pub enum Command {
     /// List handoffs, oldest first (or --newest-first); the filters given
     /// are and-ed.
     List(ListArgs),
+    /// List parents (waves, project sessions, task sessions) in id order;
+    /// the filters given are and-ed.
+    Parents(ParentsArgs),
     /// Show one handoff.
     Status {
         /// The handoff id (ih_...).
@@ -537,7 +541,9 @@ pub struct WatchArgs {
 /// `list`
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// Only this parent's handoffs (wave:ID, project:ID or task:ID).
+    /// Only this parent's own handoffs (wave:ID, project:ID or task:ID):
+    /// a wave's are those opened for the wave itself, not for its projects
+    /// and tasks (`parents --wave ID` lists those).
     #[arg(long, value_name = "REF", value_parser = parse_parent)]
     pub parent: Option<InteractiveHandoffParent>,
     /// Only handoffs that are not finished.
@@ -569,6 +575,26 @@ pub struct ListArgs {
     /// older handoffs.
     #[arg(long)]
     pub newest_first: bool,
+}
+
+/// `parents`
+#[derive(Debug, Args)]
+pub struct ParentsArgs {
+    /// Only parents of this kind: wave, project or task.
+    #[arg(long, value_name = "KIND", value_parser = parse_kind)]
+    pub kind: Option<ParentKind>,
+    /// Only this wave's parents: the wave, its projects and their tasks.
+    #[arg(long, value_name = "ID", value_parser = parse_wave_id)]
+    pub wave: Option<WaveId>,
+    /// Only this project's parents: the project and its tasks.
+    #[arg(long, value_name = "ID", value_parser = parse_project_id)]
+    pub project: Option<ProjectSessionId>,
+    /// At most this many, the first in id order (a page).
+    #[arg(long, value_name = "N", value_parser = parse_limit)]
+    pub limit: Option<usize>,
+    /// Start after this parent: the last id of the previous page.
+    #[arg(long, value_name = "ID", value_parser = parse_parent)]
+    pub after: Option<InteractiveHandoffParent>,
 }
 
 /// `prune`
@@ -610,21 +636,11 @@ pub struct ExtendArgs {
 /// Parses a parent reference: `wave:ID`, `project:ID`, `task:ID`, or a bare
 /// prefixed id (`wv_...`, `ps_...`, `ts_...`).
 pub fn parse_parent(text: &str) -> Result<InteractiveHandoffParent, String> {
-    if text.contains(':') {
-        return InteractiveHandoffParent::parse(text).map_err(|e| e.to_string());
+    match text.contains(':') {
+        true => InteractiveHandoffParent::parse(text),
+        false => InteractiveHandoffParent::parse_id(text),
     }
-    let kind = if text.starts_with("wv_") {
-        "wave"
-    } else if text.starts_with("ps_") {
-        "project"
-    } else if text.starts_with("ts_") {
-        "task"
-    } else {
-        return Err(format!(
-            "{text:?} is not a parent: use wave:wv_..., project:ps_... or task:ts_..."
-        ));
-    };
-    InteractiveHandoffParent::parse(&format!("{kind}:{text}")).map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())
 }
 
 /// Parses a wave id, written `wv_...` or `wave:wv_...`.
@@ -637,6 +653,10 @@ fn parse_wave_id(text: &str) -> Result<WaveId, String> {
 fn parse_project_id(text: &str) -> Result<ProjectSessionId, String> {
     let bare = text.strip_prefix("project:").unwrap_or(text);
     ProjectSessionId::parse(bare).map_err(|e| e.to_string())
+}
+
+fn parse_kind(text: &str) -> Result<ParentKind, String> {
+    ParentKind::parse(text).map_err(|e| e.to_string())
 }
 
 fn parse_step(text: &str) -> Result<StepKey, String> {
@@ -712,7 +732,7 @@ fn parse_limit(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(0) => Err("--limit 0 lists nothing: give at least 1".into()),
         Ok(limit) => Ok(limit),
-        Err(_) => Err(format!("{text:?} is not a number of handoffs")),
+        Err(_) => Err(format!("{text:?} is not a number of rows")),
     }
 }
 

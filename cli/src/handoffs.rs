@@ -27,8 +27,8 @@ use crate::context::Context;
 use crate::duration;
 use crate::error::{CliError, CliResult};
 use crate::output::{
-    deadline_phrase, emit, emit_json, history_table, note, printable, status_block, table,
-    terminal_width, timestamp,
+    deadline_phrase, emit, emit_json, history_table, note, note_next_page, printable, status_block,
+    table, terminal_width, timestamp,
 };
 
 /// Builds the open request from the flags (the step travels beside it).
@@ -212,19 +212,12 @@ pub async fn list(ctx: &Context, args: ListArgs) -> CliResult<()> {
         return Ok(());
     }
     emit(&table(&rows, now, terminal_width()))?;
-    if let (Some(limit), Some(last)) = (query.limit, handoffs.last()) {
-        if handoffs.len() == limit {
-            let order = if query.newest_first {
-                " --newest-first"
-            } else {
-                ""
-            };
-            note(&format!(
-                "{limit} shown; the next page starts after the last: --after {}{order}",
-                last.id
-            ));
-        }
-    }
+    let order = match query.newest_first {
+        true => " --newest-first",
+        false => "",
+    };
+    let last = handoffs.last().map(|handoff| handoff.id.as_str());
+    note_next_page(query.limit, handoffs.len(), last, order);
     Ok(())
 }
 

@@ -198,6 +198,7 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         Command::Task(TaskCommand::Body(args)) => record_body(ctx, &args).await?,
         Command::Open(args) => handoffs::open(ctx, args).await?,
         Command::List(args) => handoffs::list(ctx, args).await?,
+        Command::Parents(args) => parents::list(ctx, args).await?,
         Command::Prune(args) => handoffs::prune(ctx, args).await?,
         Command::Status { id } => handoffs::status(ctx, &id).await?,
         Command::Complete { id, summary } => {

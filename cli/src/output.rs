@@ -27,7 +27,7 @@ mod shell;
 mod table;
 
 pub use shell::{quote, shell_line, shell_words};
-pub use table::{history_table, status_change, table, terminal_width};
+pub use table::{cut, history_table, status_change, table, terminal_width};
 
 /// Writes `text` to stdout. A closed pipe (`lf-handoff list | head -1`) is
 /// not an error: the reader has what it wanted.
@@ -59,6 +59,19 @@ pub fn to_json(value: &impl Serialize) -> CliResult<String> {
             format!("cannot encode JSON: {error}"),
         )
     })
+}
+
+/// Notes where the next page starts when a page came back full: `shown`
+/// rows of at most `limit`, the last one `last`; `flags` are the other
+/// flags the next page needs (such as ` --newest-first`).
+pub fn note_next_page(limit: Option<usize>, shown: usize, last: Option<&str>, flags: &str) {
+    if let (Some(limit), Some(last)) = (limit, last) {
+        if shown == limit {
+            note(&format!(
+                "{limit} shown; the next page starts after the last: --after {last}{flags}"
+            ));
+        }
+    }
 }
 
 /// Writes a note for people to stderr (never data: data goes to stdout).

@@ -1,5 +1,6 @@
 //! Building and storing parents from the few flags the command line takes:
-//! `wave create`, `project create`, `task create` and `task body`.
+//! `wave create`, `project create`, `task create` and `task body`; and
+//! listing them: `parents`.
 //!
 //! The command line knows less than an orchestrator does (no planning-tool
 //! snapshot, no tmux session, no PR branch), so every field the flags do
@@ -21,10 +22,109 @@ use lf_handoff_adapters::domain::task::{
 };
 use lf_handoff_adapters::domain::timestamp::truncate_to_micros;
 use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{GenerateId, Store, StoreError, StoreResult};
+use lf_handoff_adapters::{GenerateId, ParentQuery, Store, StoreError, StoreResult};
 use time::OffsetDateTime;
 
-use crate::args::{ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};
+use crate::args::{ParentsArgs, ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};
+use crate::context::Context;
+use crate::error::CliResult;
+use crate::output::{cut, emit, emit_json, note, note_next_page, printable, terminal_width};
+
+/// `parents`: the parents the filters select, in id order, as a table
+/// or (`--json`) an array of `{"kind": ..., "value": <the record>}`.
+///
+/// # Errors
+/// As `Store::list_parents`: `NotFound` for an unknown `--wave` or
+/// `--project`.
+pub async fn list(ctx: &Context, args: ParentsArgs) -> CliResult<()> {
+    let filtered = args.kind.is_some() || args.wave.is_some() || args.project.is_some();
+    let query = ParentQuery {
+        kind: args.kind,
+        wave: args.wave,
+        project: args.project,
+        after: args.after,
+        limit: args.limit,
+    };
+    let parents = ctx
+        .store
+        .list_parents(query.clone())
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.json {
+        return emit_json(&parents);
+    }
+    if parents.is_empty() {
+        note(match (&query.after, filtered) {
+            (Some(_), _) => "no more parents",
+            (None, true) => "no parents match",
+            (None, false) => "no parents",
+        });
+        return Ok(());
+    }
+    emit(&parent_table(&parents, terminal_width()))?;
+    let last = parents.last().map(Parent::reference);
+    let last = last.as_ref().map(InteractiveHandoffParent::id_str);
+    note_next_page(query.limit, parents.len(), last, "");
+    Ok(())
+}
+
+/// The table of `parents`: one row each, the name last, cut to `width`.
+fn parent_table(parents: &[Parent], width: Option<usize>) -> String {
+    let header = ["ID", "KIND", "WAVE", "PROJECT", "BODY", "STATUS"];
+    let cells: Vec<[String; 6]> = parents
+        .iter()
+        .map(|parent| {
+            [
+                parent.reference().id_str().to_string(),
+                parent.kind().to_string(),
+                parent.wave_id().to_string(),
+                match parent {
+                    Parent::Task(task) => task.project_session_id.to_string(),
+                    Parent::Wave(_) | Parent::Project(_) => "-".to_string(),
+                },
+                parent.body_generation().to_string(),
+                status_name(parent),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let prefix: usize = widths.iter().map(|w| w + 2).sum();
+    let line = |fields: &[&str], name: &str| {
+        let mut text = String::new();
+        for (field, width) in fields.iter().zip(&widths) {
+            text.push_str(&format!("{field:<width$}  "));
+        }
+        match width {
+            Some(width) => text.push_str(&cut(name, width.saturating_sub(prefix))),
+            None => text.push_str(name),
+        }
+        format!("{}\n", text.trim_end())
+    };
+    let mut out = line(&header, "NAME");
+    for (parent, row) in parents.iter().zip(&cells) {
+        let fields: Vec<&str> = row.iter().map(String::as_str).collect();
+        out.push_str(&line(&fields, &printable(parent.name())));
+    }
+    out
+}
+
+/// The parent's status as its JSON names it (`active`, `running`, ...).
+fn status_name(parent: &Parent) -> String {
+    let status = match parent {
+        Parent::Wave(wave) => serde_json::to_value(wave.status()),
+        Parent::Project(project) => serde_json::to_value(project.status),
+        Parent::Task(task) => serde_json::to_value(task.status),
+    };
+    status
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_else(|| "-".to_string())
+}
 
 /// Creates and returns a wave.
 ///

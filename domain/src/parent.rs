@@ -11,13 +11,60 @@ use time::OffsetDateTime;
 
 use crate::child_session::ChildProcessGeneration;
 use crate::error::{ConflictKind, DomainError, DomainResult};
-use crate::id::WaveId;
+use crate::id::{ProjectSessionId, WaveId};
 use crate::interactive_handoff::{InteractiveHandoffParent, OpenInteractiveHandoff};
 use crate::project_session::ProjectSession;
 use crate::task::{TaskPr, TaskSession};
 use crate::text::{check_absolute_path, check_non_blank, normalize_lexically};
 use crate::timestamp::truncate_to_micros;
 use crate::wave::{Wave, WaveStatus};
+
+/// The kind of a parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ParentKind {
+    /// A wave.
+    Wave,
+    /// A project session.
+    Project,
+    /// A task session.
+    Task,
+}
+
+impl ParentKind {
+    /// Every kind.
+    pub const ALL: [Self; 3] = [Self::Wave, Self::Project, Self::Task];
+
+    /// `wave`, `project` or `task`: the kind's name in a reference
+    /// (`wave:wv_...`) and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wave => "wave",
+            Self::Project => "project",
+            Self::Task => "task",
+        }
+    }
+
+    /// The kind named `text`.
+    ///
+    /// # Errors
+    /// [`DomainError::InvalidInput`] for another name.
+    pub fn parse(text: &str) -> DomainResult<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
+            .ok_or_else(|| {
+                DomainError::invalid(format!(
+                    "parent kind {text:?} is unknown: use wave, project or task"
+                ))
+            })
+    }
+}
+
+impl std::fmt::Display for ParentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A wave, project session or task session.
 // Parents are loaded one at a time and passed by reference, so the size
@@ -51,6 +98,35 @@ impl Parent {
             Self::Wave(wave) => wave.id(),
             Self::Project(project) => &project.wave_id,
             Self::Task(task) => &task.wave_id,
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> ParentKind {
+        match self {
+            Self::Wave(_) => ParentKind::Wave,
+            Self::Project(_) => ParentKind::Project,
+            Self::Task(_) => ParentKind::Task,
+        }
+    }
+
+    /// The owning project session: a project owns itself, a task belongs
+    /// to its project, a wave to none.
+    pub fn project_id(&self) -> Option<&ProjectSessionId> {
+        match self {
+            Self::Wave(_) => None,
+            Self::Project(project) => Some(&project.id),
+            Self::Task(task) => Some(&task.project_session_id),
+        }
+    }
+
+    /// What people call it: the wave's name, the project's name, the
+    /// title of the task's issue.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Wave(wave) => wave.name(),
+            Self::Project(project) => &project.launch.project.name,
+            Self::Task(task) => &task.launch.issue.title,
         }
     }
 

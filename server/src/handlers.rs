@@ -85,6 +85,7 @@ fn handler(route: &Route) -> MethodRouter<AppState> {
         RouteId::GetProject => on(method, get_project),
         RouteId::GetTask => on(method, get_task),
         RouteId::GetTaskPr => on(method, get_task_pr),
+        RouteId::ListParents => on(method, list_parents),
         RouteId::RecordWaveBody => on(method, record_wave_body),
         RouteId::RecordProjectBody => on(method, record_project_body),
         RouteId::RecordTaskBody => on(method, record_task_body),
@@ -233,6 +234,11 @@ async fn read_parent(state: &AppState, reference: InteractiveHandoffParent) -> A
         Some(parent) => Ok(parent_json(&parent)),
         None => Err(missing("parent", &reference.to_string())),
     }
+}
+
+async fn list_parents(State(state): State<AppState>, RawQuery(query): RawQuery) -> Answer {
+    let query = requests::parse_parent_query(query.as_deref().unwrap_or_default())?;
+    ok(&state.store().list_parents(query).await?)
 }
 
 async fn get_wave(State(state): State<AppState>, id: IdParam) -> Answer {

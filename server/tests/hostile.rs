@@ -804,3 +804,64 @@ async fn random_bodies_never_give_a_5xx() {
     }
     served.stop().await;
 }
+
+/// `GET /v1/parents` answers the parents as `{kind, value}`; a bad query
+/// (a typo, an unknown kind, a malformed id, a page out of range) is 400,
+/// an unknown wave or project 404, an agent's token 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parent_list_refuses_bad_queries_and_unknown_parents() {
+    let served = Served::start().await;
+    served.open_id().await;
+    let person = served.person.clone();
+    let listed = served.get("/v1/parents", &person).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let parents = listed.json();
+    let wave = parents
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|parent| parent["kind"] == "wave")
+        .unwrap_or_else(|| panic!("no wave in {parents}"));
+    let wave_id = wave["value"]["id"].as_str().unwrap();
+    let under = served
+        .get(&format!("/v1/parents?wave={wave_id}&kind=wave"), &person)
+        .await;
+    assert_eq!(under.json(), json!([wave]));
+
+    let unknown_wave = "wv_01a23770-d145-7233-b23a-4c031002983d";
+    let unknown_project = "ps_01a23770-d145-7233-b23a-4c031002983d";
+    for (query, status, category) in [
+        ("kind=handoff", 400, "invalid_input"),
+        ("kind=Wave", 400, "invalid_input"),
+        ("knd=wave", 400, "invalid_input"),
+        ("kind=wave&kind=task", 400, "invalid_input"),
+        (
+            "wave=ps_01a23770-d145-7233-b23a-4c031002983d",
+            400,
+            "invalid_input",
+        ),
+        ("project=nope", 400, "invalid_input"),
+        (
+            "after=ih_01a23770-d145-7233-b23a-4c031002983d",
+            400,
+            "invalid_input",
+        ),
+        ("limit=0", 400, "invalid_input"),
+        ("limit=1001", 400, "invalid_input"),
+        ("limit=ten", 400, "invalid_input"),
+        (&format!("wave={unknown_wave}") as &str, 404, "not_found"),
+        (
+            &format!("project={unknown_project}") as &str,
+            404,
+            "not_found",
+        ),
+    ] {
+        let reply = served.get(&format!("/v1/parents?{query}"), &person).await;
+        reply.error(status, category);
+    }
+    served
+        .get("/v1/parents", &served.agent)
+        .await
+        .error(403, "forbidden");
+    served.stop().await;
+}

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
 use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoffListRow};
+use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::domain::task::TaskSession;
 use lf_handoff_adapters::domain::wave::Wave;
@@ -134,6 +135,16 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
     let reply = served.get(&format!("/v1/task-prs/{}", pr.id), agent).await;
     let stored_pr = documented(RouteId::GetTaskPr, &reply);
     assert_eq!(stored_pr["id"], pr.id.as_str());
+
+    // The parents of the wave: the wave, its project and its task, in id
+    // order, each tagged with its kind.
+    let reply = served
+        .get(&format!("/v1/parents?wave={}", wave.id()), person)
+        .await;
+    let listed: Vec<Parent> =
+        serde_json::from_value(documented(RouteId::ListParents, &reply)).unwrap();
+    let kinds: Vec<&str> = listed.iter().map(|p| p.kind().as_str()).collect();
+    assert_eq!(kinds, ["project", "task", "wave"]);
 
     // Bodies: the parent after the call, itself (not a tagged wrapper).
     let reply = served

@@ -26,8 +26,8 @@ use lf_handoff_adapters::domain::interactive_handoff::{
 use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::domain::task::TaskPr;
 use lf_handoff_adapters::ports::{
-    Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentRegistry,
-    ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
+    Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentQuery,
+    ParentRegistry, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
 };
 use lf_handoff_adapters::{
     open_ports, GenerateId as _, Store, StoreError, StorePorts, StoreResult, UnavailableKind,
@@ -244,6 +244,11 @@ impl ParentRegistry for LostReplies {
     ) -> StoreResult<Option<ParentWithActive>> {
         self.reachable()?;
         self.parents.load_parent_with_active(reference, step).await
+    }
+
+    async fn list_parents(&self, query: &ParentQuery) -> StoreResult<Vec<Parent>> {
+        self.reachable()?;
+        self.parents.list_parents(query).await
     }
 
     async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {

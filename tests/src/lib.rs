@@ -64,6 +64,7 @@ pub mod fixtures;
 pub mod history;
 pub mod hostile;
 pub mod own_postgres;
+pub mod parents;
 pub mod peers;
 pub mod pgbouncer;
 pub mod prune;
@@ -272,6 +273,7 @@ macro_rules! conformance_tests {
     ($backend:path) => {
         $crate::seed_scenarios!($backend());
         $crate::contract_scenarios!($backend());
+        $crate::parents_scenarios!($backend());
         $crate::steps_scenarios!($backend());
         $crate::deadlines_scenarios!($backend());
         $crate::history_scenarios!($backend());
@@ -296,6 +298,7 @@ macro_rules! served_conformance_tests {
     ($backend:path) => {
         $crate::seed_scenarios!($backend());
         $crate::contract_scenarios!($backend());
+        $crate::parents_scenarios!($backend());
         $crate::steps_scenarios!($backend());
         $crate::deadlines_scenarios!($backend());
         $crate::history_scenarios!($backend());

@@ -49,15 +49,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use lf_handoff_api::requests::{
-    ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason, Summary, WaitParams,
-    MAX_PAGE, MAX_WAIT,
+    parent_query_string, ClaimWake, CreateTask, Extend, ListParams, OpenRequest, Prune, Reason,
+    Summary, WaitParams, MAX_PAGE, MAX_WAIT,
 };
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Opened, Pruned, WaitJson};
 use lf_handoff_application::archive::Progress;
 use lf_handoff_application::{
     ArchiveSummary, ClaimedWake, Deliveries, DeliveryCursor, HandleSettings, Handoffs, ListQuery,
-    Parents, PruneCount, PruneOptions, Registry, Revocations, StoreError, StoreResult,
+    ParentQuery, Parents, PruneCount, PruneOptions, Registry, Revocations, StoreError, StoreResult,
     UnavailableKind, Upkeep, Waited, Waiting, WatchFilter, WatchFrom, Watcher,
     DEFAULT_RETRY_WINDOW,
 };
@@ -249,6 +249,28 @@ impl Parents for ServiceRegistry {
             Some(value) => parent_of(reference, value).map(Some),
             None => Ok(None),
         }
+    }
+
+    async fn list_parents(&self, query: ParentQuery) -> StoreResult<Vec<Parent>> {
+        // Pages of at most MAX_PAGE; at least one call, so an unknown wave
+        // or project is `NotFound` even for `limit` 0, as on a local store.
+        let wanted = query.limit.unwrap_or(usize::MAX);
+        let mut params = query;
+        let mut parents: Vec<Parent> = Vec::new();
+        loop {
+            let page = wanted.saturating_sub(parents.len()).clamp(1, MAX_PAGE);
+            params.limit = Some(page);
+            let call = Call::get("/v1/parents").query(parent_query_string(&params));
+            let rows: Vec<Parent> = self.json(&call).await?;
+            let read = rows.len();
+            params.after = rows.last().map(Parent::reference);
+            parents.extend(rows);
+            if read < page || parents.len() >= wanted {
+                break;
+            }
+        }
+        parents.truncate(wanted);
+        Ok(parents)
     }
 
     async fn get_task_pr(&self, id: &TaskPrId) -> StoreResult<Option<TaskPr>> {

@@ -1,8 +1,10 @@
 //! [`ParentRegistry`] on sled: parents and task PRs, each a versioned record.
 
+use std::ops::Bound;
+
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
+    ParentInsert, ParentQuery, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
@@ -105,6 +107,51 @@ impl ParentRegistry for SledStore {
                 active,
                 at_step,
             }))
+        })
+        .await
+    }
+
+    async fn list_parents(&self, query: &ParentQuery) -> StoreResult<Vec<Parent>> {
+        let query = query.clone();
+        self.run(move |shared| {
+            let limit = query.limit.unwrap_or(usize::MAX);
+            // A key is the reference, `kind:id`, and the kinds sort as
+            // their ids' prefixes do (`project:ps_` < `task:ts_` <
+            // `wave:wv_`), so key order is id order. A kind is a prefix.
+            let prefix = query
+                .kind
+                .map(|kind| format!("{kind}:").into_bytes())
+                .unwrap_or_default();
+            let start = match query.after.as_ref().map(keys::parent) {
+                Some(after) if after >= prefix => Bound::Excluded(after),
+                _ => Bound::Included(prefix.clone()),
+            };
+            let mut parents = Vec::new();
+            for entry in shared.trees.parents.range((start, Bound::Unbounded)) {
+                if parents.len() >= limit {
+                    break;
+                }
+                let (key, bytes) = entry.map_err(|e| shared.engine(e))?;
+                if !key.starts_with(&prefix) {
+                    break;
+                }
+                let reference = std::str::from_utf8(&key)
+                    .ok()
+                    .and_then(|text| InteractiveHandoffParent::parse(text).ok())
+                    .ok_or_else(|| {
+                        StoreError::damaged(format!(
+                            "a stored parent's key {:?} is not a parent reference; the store \
+                             may be damaged",
+                            String::from_utf8_lossy(&key)
+                        ))
+                    })?;
+                let parent = record::parent(&reference, &bytes)?.value;
+                if query.matches(&parent) {
+                    parents.push(parent);
+                }
+            }
+            shared.settle_reads()?;
+            Ok(parents)
         })
         .await
     }

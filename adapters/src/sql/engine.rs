@@ -449,7 +449,7 @@ impl<D: Dialect> Engine<D> {
     /// Runs a query returning `version` and `record` columns.
     pub(crate) async fn fetch_records(
         &self,
-        sql: &'static str,
+        sql: &str,
         params: &[Param<'_>],
     ) -> Result<Vec<RecordRow>, EngineError> {
         let rows = self.fetch_rows(sql, params).await?;

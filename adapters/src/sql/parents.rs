@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
-    ParentInsert, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
+    ParentInsert, ParentQuery, ParentRegistry, ParentWithActive, SwapOutcome, Versioned,
 };
 use lf_handoff_application::{ConflictKind, StoreError, StoreResult};
 use lf_handoff_domain::id::TaskPrId;
@@ -15,9 +15,23 @@ use lf_handoff_domain::task::TaskPr;
 use crate::sql::engine::{Param, RecordRow, Statement};
 use crate::sql::row::to_json;
 use crate::sql::statements::{
-    INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
+    list_parents_statement, INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE,
+    SWAP_PARENT, TASK_PR_BY_ID,
 };
 use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, Dialect, SqlStore};
+
+/// The most parents one statement of a list reads: a list with a project
+/// reads batches of this many until its page is full.
+const SCAN_BATCH: usize = 256;
+
+/// The parent a stored record holds; `what` names it for the message.
+fn decode_parent(what: &dyn std::fmt::Display, record: &str) -> StoreResult<Parent> {
+    serde_json::from_str(record).map_err(|e| {
+        StoreError::damaged(format!(
+            "stored parent {what} is unreadable ({e}); the store may be damaged"
+        ))
+    })
+}
 
 /// The parent a `(version, record)` row of `parents` holds, which must be
 /// `reference`'s.
@@ -25,11 +39,7 @@ fn parent_from_row(
     reference: &InteractiveHandoffParent,
     row: RecordRow,
 ) -> StoreResult<Versioned<Parent>> {
-    let parent: Parent = serde_json::from_str(&row.record).map_err(|e| {
-        StoreError::damaged(format!(
-            "stored parent {reference} is unreadable ({e}); the store may be damaged"
-        ))
-    })?;
+    let parent = decode_parent(reference, &row.record)?;
     if parent.reference() != *reference {
         return Err(StoreError::damaged(format!(
             "stored parent {reference} holds {}; the store may be damaged",
@@ -123,6 +133,38 @@ impl<D: Dialect> ParentRegistry for SqlStore<D> {
             active: snapshot.active.map(versioned_handoff).transpose()?,
             at_step: snapshot.at_step.map(versioned_handoff).transpose()?,
         }))
+    }
+
+    async fn list_parents(&self, query: &ParentQuery) -> StoreResult<Vec<Parent>> {
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let mut parents = Vec::new();
+        let mut after = query.after.as_ref().map(|after| after.id_str().to_string());
+        while parents.len() < limit {
+            // The engine checks all but the project, so without one a batch
+            // need hold no more than the page still wants.
+            let batch = match query.project {
+                Some(_) => SCAN_BATCH,
+                None => SCAN_BATCH.min(limit - parents.len()),
+            };
+            let (sql, params) = list_parents_statement::<D>(query, after.as_deref(), batch);
+            let rows = self
+                .engine
+                .fetch_records(&sql, &params)
+                .await
+                .map_err(failed)?;
+            let read = rows.len();
+            for row in rows {
+                let parent = decode_parent(&"in a list", &row.record)?;
+                after = Some(parent.reference().id_str().to_string());
+                if query.matches(&parent) && parents.len() < limit {
+                    parents.push(parent);
+                }
+            }
+            if read < batch {
+                break;
+            }
+        }
+        Ok(parents)
     }
 
     async fn swap_parent(&self, expected: u64, parent: &Parent) -> StoreResult<SwapOutcome> {

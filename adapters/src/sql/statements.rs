@@ -22,7 +22,7 @@
 
 use std::sync::LazyLock;
 
-use lf_handoff_application::ListQuery;
+use lf_handoff_application::{ListQuery, ParentQuery};
 use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
 use lf_handoff_domain::timestamp::{micros_at_or_before, micros_before};
 
@@ -416,6 +416,45 @@ pub(crate) const IS_REVOKED: &str =
     "SELECT count(*) AS n FROM revocations WHERE revoked_key = $1 AND until_at >= $2";
 
 pub(crate) const PARENT_BY_ID: &str = "SELECT version, record FROM parents WHERE id = $1";
+
+/// The statement of a batch of [`ParentQuery`]'s scan: at most `batch`
+/// parents of `query`'s kind and wave (the stored columns), after `after`
+/// in id order, byte by byte on every engine (the dialect's
+/// [`text_order`](crate::sql::archive::ArchiveDialect::text_order)), as
+/// `(version, record)` rows. The project is not a column: the caller
+/// checks it on the records. No index serves the kind or the wave; the
+/// primary key orders the scan where the engine's order is byte order.
+pub(crate) fn list_parents_statement<'a, D: Dialect>(
+    query: &'a ParentQuery,
+    after: Option<&'a str>,
+    batch: usize,
+) -> (String, Vec<Param<'a>>) {
+    let order = D::ARCHIVE.text_order;
+    let mut params = Vec::new();
+    let mut conditions = Vec::new();
+    if let Some(kind) = query.kind {
+        params.push(Param::Text(kind.as_str()));
+        conditions.push(format!("kind = ${}", params.len()));
+    }
+    if let Some(wave) = &query.wave {
+        params.push(Param::Text(wave.as_str()));
+        conditions.push(format!("wave_id = ${}", params.len()));
+    }
+    if let Some(after) = after {
+        params.push(Param::Text(after));
+        conditions.push(format!("id{order} > ${}", params.len()));
+    }
+    params.push(Param::Int(i64::try_from(batch).unwrap_or(i64::MAX)));
+    let filter = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {} ", conditions.join(" AND ")),
+    };
+    let sql = format!(
+        "SELECT version, record FROM parents {filter}ORDER BY id{order} LIMIT ${}",
+        params.len()
+    );
+    (sql, params)
+}
 
 pub(crate) const SWAP_PARENT: &str = "UPDATE parents SET version = version + 1, record = $3 \
      WHERE id = $1 AND version = $2";

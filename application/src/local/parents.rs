@@ -13,7 +13,7 @@ use lf_handoff_domain::ConflictKind;
 
 use super::{lost_a_race, lost_too_often, not_found, CallTimer, Local, MAX_RACE_ATTEMPTS};
 use crate::error::{StoreError, StoreResult};
-use crate::ports::{ParentInsert, SwapOutcome, Versioned};
+use crate::ports::{ParentInsert, ParentQuery, SwapOutcome, Versioned};
 use crate::registry::Parents;
 
 #[async_trait]
@@ -68,6 +68,21 @@ impl Parents for Local {
             .retry("loading the parent", || self.parents.load_parent(reference))
             .await?
             .map(|v| v.value))
+    }
+
+    #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend))]
+    async fn list_parents(&self, query: ParentQuery) -> StoreResult<Vec<Parent>> {
+        let _call = CallTimer::start();
+        if let Some(wave) = &query.wave {
+            self.require(&InteractiveHandoffParent::Wave(wave.clone()))
+                .await?;
+        }
+        if let Some(project) = &query.project {
+            self.require(&InteractiveHandoffParent::Project(project.clone()))
+                .await?;
+        }
+        self.retry("listing parents", || self.parents.list_parents(&query))
+            .await
     }
 
     #[tracing::instrument(level = "info", skip_all, fields(backend = self.backend, pr = %id))]

@@ -15,6 +15,7 @@ mod handoffs;
 mod history;
 mod logging;
 mod notify;
+mod parents;
 mod prune;
 mod readme;
 mod serve;

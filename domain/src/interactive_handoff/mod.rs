@@ -86,6 +86,25 @@ impl InteractiveHandoffParent {
         }
     }
 
+    /// Parses a bare prefixed id (`wv_...`, `ps_...` or `ts_...`): its
+    /// prefix names the kind.
+    ///
+    /// # Errors
+    /// [`DomainError::InvalidInput`] for another prefix or a malformed id.
+    pub fn parse_id(text: &str) -> DomainResult<Self> {
+        if text.starts_with(WaveId::PREFIX) {
+            WaveId::parse(text).map(Self::Wave)
+        } else if text.starts_with(ProjectSessionId::PREFIX) {
+            ProjectSessionId::parse(text).map(Self::Project)
+        } else if text.starts_with(TaskSessionId::PREFIX) {
+            TaskSessionId::parse(text).map(Self::Task)
+        } else {
+            Err(DomainError::invalid(format!(
+                "{text:?} is not a parent id: use wv_..., ps_... or ts_..."
+            )))
+        }
+    }
+
     /// Parses `wave:<id>`, `project:<id>` or `task:<id>`.
     ///
     /// # Errors
