@@ -97,8 +97,7 @@ pub mod raw_sql {
     pub use crate::sql::columns::{
         column_list, Column, HandoffRow, Role, COLUMN_COUNT, HANDOFF_COLUMNS, SWAP_PARAMS,
     };
-    pub use crate::sql::driver::{bind, Driver};
-    pub use crate::sql::engine::Param;
+    pub use crate::sql::driver::{bind, Driver, Param};
     pub use crate::sql::events::event_values;
     pub use crate::sql::statements::{EVENT_PARAMS, HANDOFF_BY_ID, SWAP_HANDOFF};
     pub use crate::sqlite::dialect::INSERT_EVENT;

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::sql::engine::{Driver, Param};
+use crate::sql::driver::{Driver, Param};
 
 /// One `handoffs` row in column form: text borrowed from the record it
 /// encodes, or owned when decoded.

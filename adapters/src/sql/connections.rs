@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{ConnectOptions as _, Connection};
 
-use crate::sql::engine::BoxFuture;
+use crate::sql::driver::BoxFuture;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Makes a new connection, in place of the connect options'.

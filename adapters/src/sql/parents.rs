@@ -12,7 +12,8 @@ use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
-use crate::sql::engine::{Param, RecordRow, Statement};
+use crate::sql::driver::Param;
+use crate::sql::engine::{RecordRow, Statement};
 use crate::sql::row::to_json;
 use crate::sql::statements::{
     INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
