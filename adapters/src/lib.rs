@@ -56,6 +56,7 @@ mod changes;
 mod config;
 mod delivery_record;
 mod file_events;
+mod gate;
 pub mod http;
 #[cfg(test)]
 mod list_ties;
@@ -66,6 +67,7 @@ mod sqlite;
 
 pub use config::text::parse_duration;
 pub use config::{StorageConfig, ACCEPTED_SCHEMES};
+pub use gate::Gated;
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
     archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ClaimedWake,

@@ -1,10 +1,12 @@
 //! A waker that keeps a task's own wake-ups inside the poll that made
-//! them.
+//! them: [`Gated`], for the `http` backend's plain connections and for the
+//! service's connections (`lf-handoff serve`), which is why it lives here,
+//! below both, and is built whatever backends are.
 //!
 //! hyper's HTTP/1.1 connection and the request or answer it hands over
 //! talk through channels, and each side wakes the other when it moves:
 //! when both are polled by one task (the client's call in
-//! [`super::plain`], the server's connection task, where the handler
+//! `http/plain.rs`, the server's connection task, where the handler
 //! reads the request's body), every such wake is the task waking itself.
 //! tokio queues a task woken while it runs again and wakes an idle worker
 //! thread to take it: on a small machine, several thread wake-ups a call
