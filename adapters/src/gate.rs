@@ -69,6 +69,8 @@ impl Default for Gate {
 impl Gate {
     /// From now until the next poll, a wake of this gate stays inside it:
     /// for a hand-over the task itself makes just before it polls.
+    // Only the `http` backend's plain connections hold the gate or drive it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn hold(&self) {
         self.flags.inside.store(true, Ordering::SeqCst);
     }
@@ -99,6 +101,8 @@ impl Gate {
     }
 
     /// [`poll`](Self::poll)s `step` until it is ready.
+    // Only the `http` backend's plain connections hold the gate or drive it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) async fn drive<T>(&self, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
         std::future::poll_fn(|cx| self.poll(cx, &mut step)).await
     }

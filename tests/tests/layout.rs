@@ -132,6 +132,7 @@ fn use_items(text: &str) -> Vec<(usize, String)> {
     let mut items = Vec::new();
     let mut open: Option<(usize, String)> = None;
     let mut test_only = false;
+    let mut in_attribute = false;
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if open.is_none() {
@@ -139,10 +140,19 @@ fn use_items(text: &str) -> Vec<(usize, String)> {
                 test_only = true;
                 continue;
             }
-            if std::mem::take(&mut test_only) {
+            if test_only {
+                // The item's other attributes and comments come first.
+                if in_attribute || line.starts_with("#[") {
+                    in_attribute = !line.ends_with(']');
+                    continue;
+                }
+                if line.is_empty() || line.starts_with("//") {
+                    continue;
+                }
                 if line.ends_with('{') {
                     break;
                 }
+                test_only = false;
                 continue;
             }
             let start = line.find("use ").filter(|at| {

@@ -699,6 +699,8 @@ impl<D: Dialect> Engine<D> {
 
     /// Executes `statements` in one write transaction and returns the rows
     /// each affected, whatever their number.
+    // Only SQLite's dialect runs a batch of statements in one transaction.
+    #[cfg(feature = "sqlite")]
     pub(crate) async fn execute_all(
         &self,
         statements: &[Statement<'_>],

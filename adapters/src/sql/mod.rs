@@ -60,7 +60,9 @@ mod revocations;
 mod row;
 pub(crate) mod schema;
 pub(crate) mod statements;
+// The shared code's tests run each scenario on both SQL engines.
 #[cfg(test)]
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod tests;
 mod watch;
 

@@ -212,6 +212,8 @@ pub(crate) enum WriteKind {
 
 impl WriteKind {
     /// The statement that writes the row alone.
+    // PostgreSQL writes the row and its event in one statement of its own.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn statement(self) -> &'static str {
         match self {
             Self::Insert => &INSERT_HANDOFF,
@@ -226,6 +228,8 @@ pub(crate) struct HandoffWrite<'a> {
     /// Which row the write is.
     pub kind: WriteKind,
     /// The handoff as written.
+    // Read by SQLite's dialect, which writes the event after the row.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub handoff: &'a InteractiveHandoff,
     /// The parameters of [`WriteKind::statement`].
     pub params: &'a [Param<'a>],
