@@ -29,7 +29,7 @@
 //! a last resort. sled's source for a store held while open needs no
 //! mark: its signal is sled's own subscription to the tree every write of
 //! the store goes through, in the one process that may open the store,
-//! polled again every [`FILE_CHECK`]. A store held only during calls is
+//! polled again every [`FILE_CHECK`](crate::file_events::FILE_CHECK). A store held only during calls is
 //! signalled by a file every write touches; reading a mark would need the
 //! store opened, so that source wakes its readers every [`RECHECK`].
 
@@ -63,12 +63,15 @@ pub(crate) trait ChangeSource: Debug + Send + Sync + 'static {
     async fn run(&self, out: &Arc<Notifier>);
 }
 
-/// The last reading of a store's mark (see the module docs).
+/// The last reading of a store's mark (see the module docs), which the
+/// SQL backends' change sources read.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Debug, Default)]
 pub(crate) struct Mark {
     seen: Option<i64>,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl Mark {
     /// Takes `value`, read now: bumps `out` when it differs from the last
     /// reading, or is the first since [`forget`](Self::forget).
@@ -81,6 +84,7 @@ impl Mark {
 
     /// Takes `value` as the first reading when there is none, waking
     /// nobody.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn baseline(&mut self, value: i64) {
         self.seen.get_or_insert(value);
     }
@@ -106,7 +110,9 @@ impl Notifier {
     }
 
     /// Tells every subscription that the store is gone; they answer
-    /// `Unavailable` from then on.
+    /// `Unavailable` from then on: for a store in a file, deleted or
+    /// replaced while it was watched.
+    #[cfg(any(feature = "sqlite", feature = "sled"))]
     pub(crate) fn fail(&self, kind: UnavailableKind, message: String) {
         self.tx.send_modify(|signal| {
             signal.bumps = signal.bumps.wrapping_add(1);
@@ -201,25 +207,3 @@ impl Changes for Subscription {
         Ok(woke)
     }
 }
-
-/// The identity of a file (device and inode), to notice that a store's
-/// file or directory was deleted or replaced while it was watched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileIdentity {
-    dev: u64,
-    ino: u64,
-}
-
-impl FileIdentity {
-    /// The identity of the file at `path` now; `None` when it is missing.
-    pub(crate) fn of(path: &std::path::Path) -> Option<Self> {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|meta| Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        })
-    }
-}
-
-/// How often a source that checks a file checks that it is still there.
-pub(crate) const FILE_CHECK: Duration = Duration::from_secs(1);

@@ -1,6 +1,7 @@
 //! File notifications: [`FileWatch`] tells a task that one of a few files
 //! of a directory was created, written, truncated, renamed or removed, so
-//! a change signal can wait for the kernel instead of polling (C16).
+//! a change signal can wait for the kernel instead of polling (C16); and
+//! [`FileIdentity`], which tells that a watched file was replaced.
 //!
 //! On Linux one inotify instance serves the whole process, read by one
 //! thread of its own, and each directory is watched once however many
@@ -27,6 +28,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -267,6 +269,28 @@ mod inotify {
         state.dirs.clear();
     }
 }
+
+/// The identity of a file (device and inode), to notice that a store's
+/// file or directory was deleted or replaced while it was watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now; `None` when it is missing.
+    pub(crate) fn of(path: &std::path::Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|meta| Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
+/// How often a source that checks a file checks that it is still there.
+pub(crate) const FILE_CHECK: Duration = Duration::from_secs(1);
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {

@@ -29,8 +29,7 @@ use crate::backends::{raw_engine, BenchBackend};
 use crate::child::run_self;
 use crate::error::{fail, BenchResult, Context, Failure};
 use crate::population::{Population, PER_PARENT};
-use crate::report::short;
-use crate::stats::{Rng, Summary};
+use crate::stats::{short, Rng, Summary};
 
 /// Sampling rounds; each takes its share of every read at every size (by
 /// default 10 gets, 5 lists of a parent and one each of the active and the

@@ -312,7 +312,7 @@ pub fn table_lines(out: &mut String, list: &[ListRss], loops: &[CacheLoop]) {
                     out,
                     "  memory of one `lf-handoff {command}` at {} handoffs ({runs} runs): peak RSS \
                      {:.0} MB (median; max {:.0} MB), {:.0} ms",
-                    crate::report::short(*handoffs),
+                    crate::stats::short(*handoffs),
                     *peak_rss_bytes as f64 / 1e6,
                     *max_rss_bytes as f64 / 1e6,
                     wall.median_us / 1000.0
@@ -333,7 +333,7 @@ pub fn table_lines(out: &mut String, list: &[ListRss], loops: &[CacheLoop]) {
         out,
         "\n  sled lifecycle loop on {} handoffs, a process of its own per cache size: {} \
          lifecycles, {} random gets after each; RSS MB",
-        crate::report::short(first.handoffs),
+        crate::stats::short(first.handoffs),
         first.lifecycles,
         first.gets_per_lifecycle
     );

@@ -18,7 +18,7 @@ use crate::serve::hostile::HostileGetFigures;
 use crate::serve::idle::ServeIdleFigures;
 use crate::serve::lifecycle::ServeLifecycleFigures;
 use crate::statements::StatementFigures;
-use crate::stats::{ratio, Summary};
+use crate::stats::{ratio, short, Summary};
 use crate::wake::{WakeFigures, CLI_WAIT_ROW, STORE_WAIT_ROW};
 use crate::{callers::CallerFigures, idle::IdleFigures};
 
@@ -479,17 +479,6 @@ impl Goals<'_> {
             goal,
             met,
         });
-    }
-}
-
-/// 1000 -> "1k", 1000000 -> "1M".
-pub fn short(n: u64) -> String {
-    if n >= 1_000_000 && n % 1_000_000 == 0 {
-        format!("{}M", n / 1_000_000)
-    } else if n >= 1_000 && n % 1_000 == 0 {
-        format!("{}k", n / 1_000)
-    } else {
-        n.to_string()
     }
 }
 

@@ -76,6 +76,17 @@ impl Rng {
     }
 }
 
+/// A count as the report writes it: 1000 -> "1k", 1000000 -> "1M".
+pub fn short(n: u64) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1_000 && n % 1_000 == 0 {
+        format!("{}k", n / 1_000)
+    } else {
+        n.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

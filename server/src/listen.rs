@@ -36,7 +36,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use lf_handoff_adapters::http::Gated;
+use lf_handoff_adapters::Gated;
 use lf_handoff_adapters::{Store, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_api::{ErrorResponse, Scope};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};

@@ -1,7 +1,12 @@
 //! The conformance suite run against every backend. Each module opts its
 //! backend in with one macro call; test names carry the backend
-//! (`sqlite::c6_racing_finishers_on_8_handles`).
+//! (`sqlite::c6_racing_finishers_on_8_handles`). Each backend is a feature
+//! of this crate (all on by default), so one runs alone:
+//! `cargo test -p lf-handoff-conformance --no-default-features --features
+//! sqlite --test conformance` (or `sled`, `postgres`; `http,sqlite` adds
+//! the served SQLite store).
 
+#[cfg(feature = "sqlite")]
 mod sqlite {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sqlite);
 
@@ -12,6 +17,7 @@ mod sqlite {
     );
 }
 
+#[cfg(feature = "postgres")]
 mod postgres {
     use lf_handoff_conformance::backends::postgres::PostgresBackend;
 
@@ -49,18 +55,21 @@ mod postgres {
 // The PostgreSQL backend behind PgBouncer (C25), in session and in
 // transaction pooling mode; skipped, saying why, without PgBouncer, unless
 // LF_HANDOFF_TEST_REQUIRE_PGBOUNCER=1 (CI).
+#[cfg(feature = "postgres")]
 mod postgres_pgbouncer_session {
     lf_handoff_conformance::conformance_tests!(
         lf_handoff_conformance::backends::postgres::pgbouncer_session
     );
 }
 
+#[cfg(feature = "postgres")]
 mod postgres_pgbouncer_transaction {
     lf_handoff_conformance::conformance_tests!(
         lf_handoff_conformance::backends::postgres::pgbouncer_transaction
     );
 }
 
+#[cfg(feature = "sled")]
 mod sled {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sled);
 
@@ -71,24 +80,28 @@ mod sled {
 
 // sled as the command line opens it: each store held only while calls
 // run (`SledHold::DuringCalls`).
+#[cfg(feature = "sled")]
 mod sled_during_calls {
     lf_handoff_conformance::conformance_tests!(lf_handoff_conformance::backends::sled_during_calls);
 }
 
 // The Store-level scenarios through `lf-handoff serve` (C24), on each
 // backend: a server per store, reached with the http backend.
+#[cfg(all(feature = "http", feature = "sqlite"))]
 mod served_sqlite {
     lf_handoff_conformance::served_conformance_tests!(
         lf_handoff_conformance::backends::served_sqlite
     );
 }
 
+#[cfg(all(feature = "http", feature = "sled"))]
 mod served_sled {
     lf_handoff_conformance::served_conformance_tests!(
         lf_handoff_conformance::backends::served_sled
     );
 }
 
+#[cfg(all(feature = "http", feature = "postgres"))]
 mod served_postgres {
     lf_handoff_conformance::served_conformance_tests!(
         lf_handoff_conformance::backends::served_postgres

@@ -14,6 +14,10 @@
 //! | `sled:///abs/path/dir` | sled directory (one process only) |
 //! | `http://host:port[/prefix][?token_file=/abs/path&ca=/abs/ca.pem]` | a registry served by `lf-handoff serve` (also `https://`); the token from `token_file` or `LF_HANDOFF_TOKEN` |
 //!
+//! Each backend is a cargo feature of this crate (`sqlite`, `postgres`,
+//! `sled`, `http`); a build without one refuses its scheme as invalid
+//! input naming the feature to enable.
+//!
 //! Paths must be absolute; `%XX` escapes are decoded (so a path may hold any
 //! byte, including spaces and non-UTF-8). An orchestrator embeds the same
 //! settings in its own config file, either as a URL string or as a table:
@@ -43,37 +47,83 @@ mod table;
 pub(crate) mod text;
 
 use std::fmt;
+#[cfg(any(feature = "sqlite", feature = "sled"))]
 use std::path::PathBuf;
 
 use lf_handoff_application::StoreResult;
 
+#[cfg(feature = "http")]
 use crate::http::HttpConfig;
+#[cfg(feature = "postgres")]
 use crate::postgres::PostgresConfig;
+#[cfg(feature = "sled")]
 use crate::sled::SledConfig;
+#[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteConfig;
 use text::invalid;
 
-/// The URL schemes this build accepts, for error messages.
+#[cfg(not(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "sled",
+    feature = "http"
+)))]
+compile_error!(
+    "lf-handoff-adapters needs at least one backend feature: sqlite, postgres, sled or http"
+);
+
+/// The URL schemes lf-handoff knows, for error messages. A build without a
+/// backend's feature refuses that backend's schemes, naming the feature
+/// (see [`StorageConfig::from_url`]).
 pub const ACCEPTED_SCHEMES: &str =
     "sqlite://, sled://, postgres://, postgresql://, http://, https://";
+
+/// Each scheme of [`ACCEPTED_SCHEMES`], the cargo feature that builds its
+/// backend, and whether this build has it.
+const SCHEMES: [(&str, &str, bool); 6] = [
+    ("sqlite", "sqlite", cfg!(feature = "sqlite")),
+    ("sled", "sled", cfg!(feature = "sled")),
+    ("postgres", "postgres", cfg!(feature = "postgres")),
+    ("postgresql", "postgres", cfg!(feature = "postgres")),
+    ("http", "http", cfg!(feature = "http")),
+    ("https", "http", cfg!(feature = "http")),
+];
+
+/// The schemes this build opens, as [`ACCEPTED_SCHEMES`] writes them.
+fn built_schemes() -> String {
+    let built: Vec<String> = SCHEMES
+        .iter()
+        .filter(|(_, _, built)| *built)
+        .map(|(scheme, _, _)| format!("{scheme}://"))
+        .collect();
+    built.join(", ")
+}
 
 /// Which backend to open, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StorageConfig {
-    /// An embedded SQLite file (the default backend).
+    /// An embedded SQLite file (the default backend; feature `sqlite`).
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteConfig),
-    /// A PostgreSQL server, shared by several machines.
+    /// A PostgreSQL server, shared by several machines (feature
+    /// `postgres`).
+    #[cfg(feature = "postgres")]
     Postgres(PostgresConfig),
-    /// An embedded sled directory, usable by one process at a time.
+    /// An embedded sled directory, usable by one process at a time
+    /// (feature `sled`).
+    #[cfg(feature = "sled")]
     Sled(SledConfig),
-    /// A registry served by `lf-handoff serve`, reached over HTTP(S).
+    /// A registry served by `lf-handoff serve`, reached over HTTP(S)
+    /// (feature `http`).
+    #[cfg(feature = "http")]
     Http(HttpConfig),
 }
 
 impl StorageConfig {
     /// An embedded SQLite store at `path` with the default settings:
     /// `synchronous=FULL`, a 30 s busy timeout, at most 4 connections.
+    #[cfg(feature = "sqlite")]
     pub fn sqlite(path: impl Into<PathBuf>) -> Self {
         Self::Sqlite(SqliteConfig::new(path.into()))
     }
@@ -87,12 +137,14 @@ impl StorageConfig {
     ///
     /// # Errors
     /// `InvalidInput` for a malformed URL or an unknown or bad option.
+    #[cfg(feature = "postgres")]
     pub fn postgres(url: &str) -> StoreResult<Self> {
         PostgresConfig::from_url(url).map(Self::Postgres)
     }
 
     /// An embedded sled store in the directory `path`. Only one process may
     /// open it at a time; every write is synced to disk before it returns.
+    #[cfg(feature = "sled")]
     pub fn sled(path: impl Into<PathBuf>) -> Self {
         Self::Sled(SledConfig::new(path))
     }
@@ -101,21 +153,40 @@ impl StorageConfig {
     ///
     /// # Errors
     /// `InvalidInput` for a malformed URL, an unknown scheme (naming the
-    /// accepted ones), a relative path or an unknown option.
+    /// accepted ones), the scheme of a backend this build lacks (naming the
+    /// cargo feature that builds it), a relative path or an unknown option.
     pub fn from_url(url: &str) -> StoreResult<Self> {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(invalid(format!(
-                "store URL {url:?} has no scheme; accepted schemes: {ACCEPTED_SCHEMES}"
+                "store URL {url:?} has no scheme; accepted schemes: {}",
+                built_schemes()
             )));
         };
+        // Unused in a build of PostgreSQL alone, which parses the whole URL.
+        let _ = rest;
         match scheme {
+            #[cfg(feature = "sqlite")]
             "sqlite" => SqliteConfig::from_url(url, rest).map(Self::Sqlite),
+            #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => Self::postgres(url),
+            #[cfg(feature = "sled")]
             "sled" => SledConfig::from_url(url, rest).map(Self::Sled),
+            #[cfg(feature = "http")]
             "http" | "https" => HttpConfig::from_url(url, scheme, rest).map(Self::Http),
-            other => Err(invalid(format!(
-                "store URL scheme {other:?} is unknown; accepted schemes: {ACCEPTED_SCHEMES}"
-            ))),
+            other => Err(invalid(
+                match SCHEMES.iter().find(|(known, _, _)| *known == other) {
+                    Some((_, feature, _)) => format!(
+                        "store URL scheme {other:?} needs the `{feature}` feature of \
+                         lf-handoff-adapters, which this build lacks (features = \
+                         [\"{feature}\"]); accepted schemes: {}",
+                        built_schemes()
+                    ),
+                    None => format!(
+                        "store URL scheme {other:?} is unknown; accepted schemes: {}",
+                        built_schemes()
+                    ),
+                },
+            )),
         }
     }
 
@@ -131,19 +202,28 @@ impl StorageConfig {
     /// PostgreSQL and a served store are shared between processes anyway
     /// and are returned unchanged.
     #[must_use]
-    pub fn shared_with_other_processes(mut self) -> Self {
-        if let Self::Sled(sled) = &mut self {
-            sled.hold = crate::SledHold::DuringCalls;
+    pub fn shared_with_other_processes(self) -> Self {
+        match self {
+            #[cfg(feature = "sled")]
+            Self::Sled(mut sled) => {
+                sled.hold = crate::SledHold::DuringCalls;
+                Self::Sled(sled)
+            }
+            #[allow(unreachable_patterns)]
+            other => other,
         }
-        self
     }
 
     /// The backend's name: `sqlite`, `sled`, `postgres` or `http`.
     pub fn backend(&self) -> &'static str {
         match self {
+            #[cfg(feature = "sqlite")]
             Self::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
             Self::Postgres(_) => "postgres",
+            #[cfg(feature = "sled")]
             Self::Sled(_) => "sled",
+            #[cfg(feature = "http")]
             Self::Http(_) => "http",
         }
     }
@@ -151,9 +231,13 @@ impl StorageConfig {
     /// Sets one backend option from its text form.
     fn set(&mut self, key: &str, value: &str) -> StoreResult<()> {
         match self {
+            #[cfg(feature = "sqlite")]
             Self::Sqlite(sqlite) => sqlite.set(key, value),
+            #[cfg(feature = "postgres")]
             Self::Postgres(postgres) => postgres.set(key, value),
+            #[cfg(feature = "sled")]
             Self::Sled(sled) => sled.set(key, value),
+            #[cfg(feature = "http")]
             Self::Http(http) => http.set(key, value),
         }
     }
@@ -169,9 +253,13 @@ impl StorageConfig {
     /// unit.
     pub fn url(&self) -> String {
         match self {
+            #[cfg(feature = "postgres")]
             Self::Postgres(postgres) => postgres.url(),
+            #[cfg(feature = "sqlite")]
             Self::Sqlite(sqlite) => sqlite.url(),
+            #[cfg(feature = "sled")]
             Self::Sled(sled) => sled.url(),
+            #[cfg(feature = "http")]
             Self::Http(http) => http.url(),
         }
     }
@@ -181,13 +269,21 @@ impl StorageConfig {
 impl fmt::Display for StorageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            #[cfg(feature = "postgres")]
             Self::Postgres(postgres) => f.write_str(&postgres.redacted_url()),
+            #[allow(unreachable_patterns)]
             _ => f.write_str(&self.url()),
         }
     }
 }
 
 #[cfg(test)]
+// A build without every backend leaves some of these imports unused, and
+// its one variant irrefutable.
+#[cfg_attr(
+    not(all(feature = "sqlite", feature = "sled", feature = "postgres")),
+    allow(unused_imports, irrefutable_let_patterns)
+)]
 mod tests {
     use std::ffi::OsString;
     use std::os::unix::ffi::OsStringExt;
@@ -197,11 +293,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    #[cfg(feature = "sqlite")]
     use crate::sqlite::{
         Synchronous, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_CONNECTIONS, MAX_BUSY_TIMEOUT,
     };
     use text::parse_duration;
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_urls_parse_and_round_trip() {
         let config = StorageConfig::from_url("sqlite:///var/lib/lf/registry.db").unwrap();
@@ -221,6 +319,7 @@ mod tests {
         assert_eq!(StorageConfig::from_url(&tuned.url()).unwrap(), tuned);
     }
 
+    #[cfg(feature = "sqlite")]
     fn sqlite_config(
         synchronous: Synchronous,
         busy_timeout: Duration,
@@ -234,6 +333,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     /// Each SQLite option, at its default, its edges and a value between,
     /// alone and together, comes back equal from its URL.
     #[test]
@@ -276,6 +376,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     /// A setting a URL cannot hold comes back as the value the store uses.
     #[test]
     fn out_of_range_sqlite_settings_come_back_as_the_value_used() {
@@ -302,6 +403,7 @@ mod tests {
         }
     }
 
+    #[cfg(any(feature = "sqlite", feature = "sled"))]
     fn absolute_path_without_nul(trailing_slash: bool) -> impl Strategy<Value = PathBuf> {
         prop::collection::vec(1u8..=255, 0..24).prop_map(move |bytes| {
             let mut path = vec![b'/'];
@@ -314,6 +416,7 @@ mod tests {
     }
 
     proptest! {
+        #[cfg(feature = "sqlite")]
         #[test]
         fn any_sqlite_config_in_range_round_trips(
             path in absolute_path_without_nul(false),
@@ -331,6 +434,7 @@ mod tests {
             prop_assert_eq!(StorageConfig::from_url(&url).ok(), Some(config), "{}", url);
         }
 
+        #[cfg(feature = "sled")]
         #[test]
         fn any_sled_config_round_trips(path in absolute_path_without_nul(true)) {
             let config = StorageConfig::sled(path);
@@ -339,6 +443,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "postgres")]
     /// Each of lf-handoff's PostgreSQL options, and driver options, come
     /// back equal from the URL.
     #[test]
@@ -396,6 +501,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn non_utf8_paths_survive_the_url_form() {
         let path = PathBuf::from(OsString::from_vec(b"/tmp/\xff\xfe/r.db".to_vec()));
@@ -407,6 +513,7 @@ mod tests {
         assert_eq!(sqlite.path, path);
     }
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
         for (url, needle) in [
@@ -435,6 +542,7 @@ mod tests {
         }
     }
 
+    #[cfg(all(feature = "sqlite", feature = "postgres"))]
     /// The messages a person reads, word for word: the text helpers' errors
     /// reach them with the URL in front.
     #[test]
@@ -473,6 +581,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sled")]
     #[test]
     fn sled_urls_parse_round_trip_and_take_no_options() {
         let config = StorageConfig::from_url("sled:///var/lib/lf/registry").unwrap();
@@ -513,6 +622,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sqlite")]
     #[test]
     fn busy_timeouts_longer_than_a_day_are_refused() {
         let day = StorageConfig::from_url("sqlite:///tmp/r.db?busy_timeout=24h").unwrap();
@@ -530,6 +640,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn postgres_urls_dispatch_round_trip_and_hide_the_password() {
         for url in [
@@ -553,5 +664,22 @@ mod tests {
             .is_invalid_input());
         let err = StorageConfig::from_url("ftp://x").unwrap_err().to_string();
         assert!(err.contains("postgres://"), "{err}");
+    }
+
+    /// A scheme whose backend this build lacks is invalid input naming the
+    /// cargo feature that builds it (a build with every backend has none).
+    #[test]
+    fn a_scheme_whose_backend_is_not_built_names_its_feature() {
+        for (scheme, feature, built) in SCHEMES {
+            if built {
+                continue;
+            }
+            let err = StorageConfig::from_url(&format!("{scheme}:///tmp/store")).unwrap_err();
+            assert!(err.is_invalid_input(), "{scheme}: {err}");
+            assert!(
+                err.to_string().contains(&format!("`{feature}` feature")),
+                "{scheme}: {err}"
+            );
+        }
     }
 }

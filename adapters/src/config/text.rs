@@ -10,6 +10,17 @@
 //! This module imports no backend, so the backends' configs can use it
 //! while `config` names their configs.
 
+// A build without every backend leaves some of these helpers unused.
+#![cfg_attr(
+    not(all(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "sled",
+        feature = "http"
+    )),
+    allow(dead_code)
+)]
+
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};

@@ -9,8 +9,6 @@
 //!   object turned back into the `StoreError` of the same kind.
 //! - `plain`: the connections of an `http://` service's calls that
 //!   answer one JSON body, driven by the calling task.
-//! - `gate`: [`Gated`], a future whose own wake-ups stay inside its poll
-//!   (the plain connections, and the server's connections).
 //! - `events`: `watch` over the event stream, resumed with
 //!   `Last-Event-ID`.
 //!
@@ -39,7 +37,6 @@
 mod client;
 pub mod config;
 mod events;
-mod gate;
 mod plain;
 
 use std::io::{BufRead, Write};
@@ -76,7 +73,6 @@ use time::OffsetDateTime;
 use client::{Call, Client, Shared};
 pub use config::{HttpConfig, Token, TOKEN_ENV};
 use events::ServiceEvents;
-pub use gate::Gated;
 
 /// A registry served over HTTP.
 #[derive(Debug, Clone)]

@@ -35,7 +35,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::gate::Gate;
+use crate::gate::Gate;
 
 /// How long a connection may stay idle and still be used again.
 const IDLE_LIMIT: Duration = Duration::from_secs(2);

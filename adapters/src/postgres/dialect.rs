@@ -22,7 +22,7 @@ use super::{Pooler, Server, RECHECK_EVERY, REWRITTEN_CAPACITY};
 use crate::changes::{ChangeSource, RECHECK};
 use crate::sql::archive::ArchiveDialect;
 use crate::sql::columns::{COLUMN_COUNT, EVENTS_COLUMN, ID_COLUMN, SWAP_PARAMS, VERSION_COLUMN};
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::statements::{insert_event_from, INSERT_HANDOFF, PRUNABLE, SWAP_HANDOFF};
 use crate::sql::{Dialect, Engine, EngineError, HandoffWrite, WriteKind};
 

@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 
 /// One piece of a statement's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,7 @@ use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
 use tokio::sync::mpsc;
 
 use super::handle::Shared;
-use super::repository::IndexKeys;
+use super::indexes::IndexKeys;
 use super::{keys, record, SledStore};
 
 /// How many records wait between the sled thread and the caller.

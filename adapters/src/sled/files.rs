@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 
-use super::log_audit::{segment_header, segment_slots, SEGMENT_HEADER_LEN};
+use super::log_audit::{segment_header, segment_slots, LOG, SEGMENT_HEADER_LEN};
 use super::record::{FORMAT, OLDEST_FORMAT};
 
 /// The marker file that makes a directory an lf-handoff sled store.
@@ -47,8 +47,6 @@ pub(crate) const MARKER: &str = "lf-handoff-store";
 const MARKER_TEMP: &str = "lf-handoff-store.tmp";
 /// The first line of the marker.
 const MARKER_TITLE: &str = "lf-handoff sled store";
-/// sled's log file inside the store directory.
-pub(super) const LOG: &str = "db";
 /// sled's settings file inside the store directory.
 pub(super) const SLED_CONF: &str = "conf";
 /// The file every write of this build touches once it is durable, so that

@@ -35,9 +35,10 @@ use ::sled::{Db, IVec, Tree};
 use lf_handoff_application::{StoreError, StoreResult};
 
 use super::error::{engine, io, is_locked, locked, settle, Abort};
-use super::files::{self, LOG, SIGNAL};
+use super::files::{self, SIGNAL};
+use super::indexes::fill_list_indexes;
+use super::log_audit::LOG;
 use super::recovery::{self, Prepared};
-use super::repository::fill_list_indexes;
 use super::trees::{Trees, TxTrees};
 
 /// How long an open waits for sled's file lock before reporting that
@@ -262,7 +263,10 @@ pub(super) fn open(path: &Path, cache: u64) -> StoreResult<Arc<Shared>> {
     // sled's lock is ours now: decide about the marker again (it may have
     // changed while the lock was awaited) and upgrade an older one, once
     // the index trees older formats lack are filled (and durable).
-    files::settle_marker(&shared.dir, || fill_list_indexes(&shared))?;
+    files::settle_marker(&shared.dir, || {
+        fill_list_indexes(&shared.trees, &shared.dir)?;
+        shared.make_durable()
+    })?;
     open.insert(dir, Arc::downgrade(&shared));
     Ok(shared)
 }

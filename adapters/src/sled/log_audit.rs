@@ -41,7 +41,8 @@ use std::io::{self, ErrorKind, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::files::LOG;
+/// sled's log file inside the store directory.
+pub(super) const LOG: &str = "db";
 
 /// Length of the header that starts every log segment: a CRC32, the
 /// segment's first sequence number and the highest stable one when it was

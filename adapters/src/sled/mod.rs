@@ -254,6 +254,7 @@ mod error;
 mod files;
 mod handle;
 mod hold;
+mod indexes;
 mod keys;
 mod log_audit;
 mod record;

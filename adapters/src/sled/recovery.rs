@@ -74,8 +74,9 @@ use std::path::{Path, PathBuf};
 use fs2::FileExt as _;
 use lf_handoff_application::StoreResult;
 
-use super::files::{self, LOG, SLED_CONF};
+use super::files::{self, SLED_CONF};
 use super::log_audit;
+use super::log_audit::LOG;
 
 /// The file name prefix of sled's snapshots.
 const SNAPSHOT_PREFIX: &[u8] = b"snap.";

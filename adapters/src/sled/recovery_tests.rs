@@ -14,7 +14,8 @@ use lf_handoff_domain::wave::Wave;
 use lf_handoff_domain::wave_home::WaveHome;
 
 use super::error::is_locked;
-use super::files::{self, LOG, SLED_CONF};
+use super::files::{self, SLED_CONF};
+use super::log_audit::LOG;
 use super::recovery::SEGMENT_SIZE;
 use super::tests::{open_raw_after_drop, snapshot};
 use crate::{open_store, StorageConfig};

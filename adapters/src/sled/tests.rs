@@ -649,9 +649,9 @@ async fn only_a_new_store_syncs_its_log_when_it_opens() {
     assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
     std::fs::create_dir(&path).unwrap();
     assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
-    std::fs::write(path.join(files::LOG), b"").unwrap();
+    std::fs::write(path.join(super::log_audit::LOG), b"").unwrap();
     assert_eq!(sync_at_open(&path), SyncAtOpen::Log);
-    std::fs::remove_file(path.join(files::LOG)).unwrap();
+    std::fs::remove_file(path.join(super::log_audit::LOG)).unwrap();
 
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await

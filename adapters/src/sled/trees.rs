@@ -11,7 +11,8 @@
 use std::path::Path;
 
 use ::sled::transaction::{
-    ConflictableTransactionResult, TransactionResult, Transactional as _, TransactionalTree,
+    ConflictableTransactionError, ConflictableTransactionResult, TransactionResult,
+    Transactional as _, TransactionalTree,
 };
 use ::sled::{Db, Tree};
 use lf_handoff_application::StoreResult;
@@ -59,6 +60,9 @@ pub(super) struct Trees<T = Tree> {
 
 /// The trees as one transaction sees them.
 pub(super) type TxTrees<'t> = Trees<&'t TransactionalTree>;
+
+/// What a step of a transaction returns: `?` aborts the transaction.
+pub(super) type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
 impl Trees {
     /// Opens (creating when missing) every tree of the store in `db`.

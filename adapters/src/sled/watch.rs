@@ -22,8 +22,8 @@ use lf_handoff_application::{Changes, EventBatch, EventLog, StoreResult, Unavail
 
 use super::files::SIGNAL;
 use super::{keys, record, SledStore};
-use crate::changes::{ChangeSource, FileIdentity, Notifier, FILE_CHECK, RECHECK};
-use crate::file_events::FileWatch;
+use crate::changes::{ChangeSource, Notifier, RECHECK};
+use crate::file_events::{FileIdentity, FileWatch, FILE_CHECK};
 
 /// How often a [`SignalFile`] wakes its watchers when the kernel gives no
 /// file notifications (not Linux, or past the inotify limits): each wake

@@ -42,7 +42,7 @@ use lf_handoff_domain::task::TaskPr;
 use lf_handoff_domain::timestamp::to_unix_micros;
 
 use crate::sql::columns::{column_list, HandoffRow, COLUMN_COUNT};
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::events::EventRow;
 use crate::sql::row::to_json;
 use crate::sql::statements::EVENT_ROW;

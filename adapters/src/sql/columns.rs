@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::sql::engine::{Driver, Param};
+use crate::sql::driver::{Driver, Param};
 
 /// One `handoffs` row in column form: text borrowed from the record it
 /// encodes, or owned when decoded.
@@ -406,7 +406,8 @@ impl Positions {
 
     /// The positions of the handoff columns in a row that holds them in
     /// table order from its first column, as every statement built on
-    /// [`column_list`] does.
+    /// [`column_list`] does (SQLite's reads on the caller's thread).
+    #[cfg(feature = "sqlite")]
     pub(crate) fn in_table_order() -> Self {
         Self(std::array::from_fn(|at| at))
     }
@@ -498,6 +499,7 @@ mod tests {
         assert_eq!(set.matches('$').count() + 2, SWAP_PARAMS);
     }
 
+    #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn the_table_is_the_migrated_schema() {
         use sqlx::Connection as _;

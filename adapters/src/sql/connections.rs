@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::{ConnectOptions as _, Connection};
 
-use crate::sql::engine::BoxFuture;
+use crate::sql::driver::BoxFuture;
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Makes a new connection, in place of the connect options'.
@@ -106,13 +106,16 @@ impl<C: Connection + 'static> Connections<C> {
     }
 
     /// The same, with `setup` run on every connection it makes.
+    // SQLite's connections take their pragmas in a setup.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn with_setup(mut self, setup: Setup<C>) -> Self {
         self.setup = Some(setup);
         self
     }
 
     /// New connections are made by `connector` instead of from the
-    /// options.
+    /// options (PostgreSQL's: the host that accepts writes).
+    #[cfg(feature = "postgres")]
     pub(crate) fn with_connector(mut self, connector: Arc<dyn Connect<C>>) -> Self {
         self.connector = Some(connector);
         self
@@ -272,6 +275,8 @@ impl<C: Connection> Drop for Lease<'_, C> {
     }
 }
 
+// The pool is tested on SQLite connections, in memory.
+#[cfg(feature = "sqlite")]
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use lf_handoff_application::{Deliveries, DeliveryCursor, StoreResult};
 
 use crate::delivery_record::{decode, encode};
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::statements::{DELIVERY_CURSOR, INSERT_DELIVERY_CURSOR, SWAP_DELIVERY_CURSOR};
 use crate::sql::{failed, to_stored_version, to_version, Dialect, SqlStore};
 

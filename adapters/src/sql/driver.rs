@@ -1,5 +1,5 @@
-//! [`Driver`]: what the engine needs of a sqlx database (binding each kind
-//! of [`Param`], running a statement on a connection, reading each kind of
+//! [`Param`], a value bound to a statement; [`Driver`]: what the engine
+//! needs of a sqlx database (binding each kind of [`Param`], running a statement on a connection, reading each kind of
 //! column), implemented once for every sqlx database whose driver supports
 //! those types; and [`RowsAffected`], the count sqlx's results give
 //! without a trait.
@@ -11,7 +11,18 @@ use futures_core::stream::BoxStream;
 use sqlx::query::Query;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
-use crate::sql::engine::Param;
+/// A bind parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Param<'a> {
+    /// A TEXT value.
+    Text(&'a str),
+    /// A TEXT value or NULL.
+    OptText(Option<&'a str>),
+    /// A BIGINT value.
+    Int(i64),
+    /// A BIGINT value or NULL.
+    OptInt(Option<i64>),
+}
 
 /// The rows a statement affected: sqlx's results count them, but not
 /// through a trait. Each backend implements it for its result type.

@@ -1,42 +1,146 @@
 //! The SQL engine: the one generic runner of the shared repository's
-//! statements, over sqlx.
+//! statements, over sqlx, and its [`Dialect`].
 //!
 //! [`Engine`] runs a query and decodes its rows, executes a statement, a
 //! batch in one transaction, an export's snapshot or an import, each with
 //! errors already mapped ([`EngineError`]); nothing about sqlx crosses its
 //! methods. What differs between SQLite and PostgreSQL is its
-//! [`Dialect`]. What sqlx offers alike for both databases (binding a
-//! [`Param`], decoding a column) is [`Driver`] (`driver.rs`), implemented
-//! for every sqlx database that can.
+//! [`Dialect`], asked by the shared repository and implemented in each
+//! backend's folder (`sqlite/dialect.rs`, `postgres/dialect.rs`); the
+//! engine and the dialect name each other (a dialect's write runs on its
+//! engine), so they live in one module. Each dialect method gives the SQL
+//! that differs or does the part of a write or read that differs; the
+//! shared code never asks which backend it runs on. A write of a handoff
+//! with its history event is one statement on PostgreSQL (a
+//! data-modifying CTE) and a two-statement transaction on SQLite; a prune
+//! batch one statement or two; the events a watcher may read are every
+//! committed one on SQLite, whose writers take turns, and those below the
+//! oldest running writer on PostgreSQL.
+//!
+//! What sqlx offers alike for both databases (binding a [`Param`],
+//! decoding a column) is [`Driver`] (`driver.rs`), implemented for every
+//! sqlx database that can.
 
+use std::borrow::Cow;
 use std::fmt::{self, Debug};
 use std::future::{poll_fn, Future};
+use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use lf_handoff_application::ports::PruneCount;
 use lf_handoff_application::{Changes, StoreError, StoreResult, UnavailableKind};
 use sqlx::Database;
 
-use crate::changes::ChangeFeed;
-use crate::sql::archive::{OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
+use crate::changes::{ChangeFeed, ChangeSource};
+use crate::sql::archive::{ArchiveDialect, OwnedStatement, Shape, SnapshotQuery, SnapshotRow};
 use crate::sql::columns::{HandoffRow, Positions};
 use crate::sql::connections::{Connections, Lease};
-use crate::sql::dialect::Dialect;
-pub use crate::sql::driver::{BoxFuture, Driver, RowsAffected};
+use crate::sql::driver::Param;
+pub use crate::sql::driver::{Driver, RowsAffected};
 use crate::sql::events::EventRow;
 use crate::sql::schema::UniqueIndex;
-use crate::sql::statements::{AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION};
+use crate::sql::statements::{
+    HandoffWrite, AT_STEP, PARENT_RECORD, PARENT_VERSION, RECORD, VERSION,
+};
 
-/// A bind parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Param<'a> {
-    /// A TEXT value.
-    Text(&'a str),
-    /// A TEXT value or NULL.
-    OptText(Option<&'a str>),
-    /// A BIGINT value.
-    Int(i64),
-    /// A BIGINT value or NULL.
-    OptInt(Option<i64>),
+/// What differs between the SQL backends.
+#[async_trait]
+pub(crate) trait Dialect: Debug + Send + Sync + Sized + 'static {
+    /// The sqlx database.
+    type Db: Driver;
+
+    /// The statement that opens a write transaction.
+    const BEGIN_WRITE: &'static str;
+
+    /// What export and import (C17) need of this backend's SQL.
+    const ARCHIVE: ArchiveDialect;
+
+    /// The store, as messages name it (a file; a server and schema).
+    fn store_name(&self) -> String;
+
+    /// Maps every sqlx error of this backend, in one place: a unique
+    /// violation (naming which of the schema's unique indexes refused the
+    /// row, where the engine says so), or an actionable `Unavailable`
+    /// naming the store.
+    fn map_error(&self, error: sqlx::Error) -> EngineError;
+
+    /// This backend's way of noticing changes, on connections of its own
+    /// made with `options` (C16).
+    fn change_source(
+        &self,
+        options: &<<Self::Db as Database>::Connection as sqlx::Connection>::Options,
+    ) -> Arc<dyn ChangeSource>;
+
+    /// What goes between `FROM handoffs` and the rest of a statement that
+    /// `index` must serve: a hint naming the index where the planner needs
+    /// one, else nothing. Ends with a space when not empty.
+    fn index_hint(index: &str) -> String;
+
+    /// Writes `write`'s row and appends its event, in one atomic write:
+    /// `Ok(true)` if and only if the row was written (with its event);
+    /// `Ok(false)` when the statement's condition held no row (nothing
+    /// written). A unique index that refused the row is
+    /// [`EngineError::Unique`].
+    async fn write_with_event(
+        engine: &Engine<Self>,
+        write: HandoffWrite<'_>,
+    ) -> Result<bool, EngineError>;
+
+    /// Removes at most `limit` handoffs finished with their wake claimed
+    /// before `finished_before` (microseconds), with their events, in one
+    /// atomic write, and counts what it removed (C17).
+    async fn prune_batch(
+        engine: &Engine<Self>,
+        finished_before: i64,
+        limit: i64,
+    ) -> Result<PruneCount, EngineError>;
+
+    /// The first event position that may not be final yet: every event
+    /// below it has committed or never will (C16).
+    async fn final_below(engine: &Engine<Self>) -> Result<i64, EngineError>;
+
+    /// The text to run for the statement `sql`: as written, or rewritten
+    /// (PostgreSQL names the store's schema in every table, so that no
+    /// statement depends on a session's `search_path`, which a pooler may
+    /// drop or share).
+    fn statement<'s>(&self, sql: &'s str) -> Cow<'s, str> {
+        Cow::Borrowed(sql)
+    }
+
+    /// The statement `sql` with `params` written into its text, to be
+    /// sent as a simple query that prepares nothing on the server; `None`
+    /// (the default) to prepare it and bind `params`. PostgreSQL does so
+    /// behind a pooler in transaction mode, where the next statement may
+    /// run in another server session.
+    fn unprepared(&self, sql: &str, params: &[Param<'_>]) -> Option<Result<String, sqlx::Error>> {
+        let _ = (sql, params);
+        None
+    }
+
+    /// How long a statement, or a write's transaction, waits for the
+    /// engine's answer before its connection is taken for dead (closed,
+    /// with every idle one) and the call fails as `unreachable`; `None`
+    /// (the default) to wait as long as it takes, for an engine that
+    /// cannot go silent (a file).
+    fn reply_timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The row of the handoff `id` (`Some(None)`: no such handoff), read
+    /// at once on the caller's thread where the engine can do that without
+    /// waiting for anything (SQLite: `sqlite/inline.rs`); `None` (the
+    /// default, and whenever that read cannot answer at once) to read it
+    /// through the connections, which report any error.
+    fn handoff_at_once(&self, id: &str) -> Option<Option<HandoffRow<'static>>> {
+        let _ = id;
+        None
+    }
+
+    /// Whether events at or above position `from` are stored that may
+    /// become final soon without a change signal (their writer is still
+    /// running), so a watcher reads again shortly rather than sleeping.
+    async fn pending_from(engine: &Engine<Self>, from: i64) -> Result<bool, EngineError>;
 }
 
 /// A `(version, record)` pair read from `parents` or `task_prs`.
@@ -595,6 +699,8 @@ impl<D: Dialect> Engine<D> {
 
     /// Executes `statements` in one write transaction and returns the rows
     /// each affected, whatever their number.
+    // Only SQLite's dialect runs a batch of statements in one transaction.
+    #[cfg(feature = "sqlite")]
     pub(crate) async fn execute_all(
         &self,
         statements: &[Statement<'_>],

@@ -8,7 +8,7 @@ use lf_handoff_domain::interactive_handoff::{
 };
 use lf_handoff_domain::timestamp::{from_unix_micros, to_unix_micros};
 
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::statements::EVENT_PARAMS;
 
 /// One `handoff_events` row, as [`HISTORY`](crate::sql::statements::HISTORY)

@@ -22,12 +22,12 @@ use lf_handoff_domain::timestamp::{micros_before, to_unix_micros};
 use time::OffsetDateTime;
 
 use crate::sql::columns::{HandoffRow, COLUMN_COUNT};
-use crate::sql::engine::{EngineError, Param};
+use crate::sql::driver::Param;
+use crate::sql::engine::EngineError;
 use crate::sql::events::event_values;
+use crate::sql::list::{due_handoffs, list_statement};
 use crate::sql::schema::{ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP};
-use crate::sql::statements::{
-    due_handoffs, list_statement, COUNT_PRUNABLE, HANDOFF_BY_ID, HISTORY,
-};
+use crate::sql::statements::{COUNT_PRUNABLE, HANDOFF_BY_ID, HISTORY};
 use crate::sql::{
     failed, to_stored_version, versioned_handoff, Dialect, HandoffWrite, SqlStore, WriteKind,
 };

@@ -7,14 +7,16 @@
 //! in one transaction, each error already mapped; nothing about sqlx leaks
 //! past it.
 //!
-//! - `dialect.rs`: the [`Dialect`] trait.
-//! - `engine.rs`: the generic [`Engine`], its parameters and errors;
-//!   `driver.rs`: what it needs of a sqlx database.
+//! - `engine.rs`: the generic [`Engine`], its errors, and the [`Dialect`]
+//!   trait (the two name each other); `driver.rs`: a statement's
+//!   parameters and what the engine needs of a sqlx database.
 //! - `columns.rs`: the table of the handoff's columns, from which every
 //!   column list, bind list and row decoding derive.
 //! - `row.rs`: a handoff's conversion to and from its column form;
 //!   `events.rs`: a history event's.
-//! - `statements.rs`: the SQL text both backends run.
+//! - `statements.rs`: the SQL text both backends run; `list.rs`: the
+//!   statements of a list and of the due handoffs, which the dialect
+//!   shapes.
 //! - `handoffs.rs`, `parents.rs`: the two ports; `archive.rs`: export and
 //!   import (C17), the third; `watch.rs`: the event log (C16);
 //!   `deliveries.rs`: the notifiers' delivery cursors (C23).
@@ -38,7 +40,7 @@
 //! events are numbered 1, 2, 3, ... without gaps.
 //!
 //! **Lists and prunes read what they return (C17).** A list is one
-//! statement built from its filters (`statements::list_statement`), served
+//! statement built from its filters (`list::list_statement`), served
 //! by one index (named where the dialect's planner needs it); a prune
 //! batch removes at most N handoffs finished before the cutoff with their
 //! wake claimed, found through the partial index `handoffs_prunable`, with
@@ -48,17 +50,19 @@ pub(crate) mod archive;
 pub(crate) mod columns;
 pub(crate) mod connections;
 mod deliveries;
-pub(crate) mod dialect;
 pub(crate) mod driver;
 pub(crate) mod engine;
 pub(crate) mod events;
 mod handoffs;
+mod list;
 mod parents;
 mod revocations;
 mod row;
 pub(crate) mod schema;
 pub(crate) mod statements;
+// The shared code's tests run each scenario on both SQL engines.
 #[cfg(test)]
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod tests;
 mod watch;
 
@@ -66,8 +70,8 @@ use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
 
-pub(crate) use dialect::{Dialect, HandoffWrite, WriteKind};
-pub(crate) use engine::{Engine, EngineError, RowsAffected};
+pub(crate) use engine::{Dialect, Engine, EngineError, RowsAffected};
+pub(crate) use statements::{HandoffWrite, WriteKind};
 
 use columns::HandoffRow;
 

@@ -12,11 +12,11 @@ use lf_handoff_domain::interactive_handoff::{InteractiveHandoffParent, StepKey};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 
-use crate::sql::engine::{Param, RecordRow, Statement};
+use crate::sql::driver::Param;
+use crate::sql::engine::{RecordRow, Statement};
 use crate::sql::row::to_json;
 use crate::sql::statements::{
-    list_parents_statement, INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE,
-    SWAP_PARENT, TASK_PR_BY_ID,
+    INSERT_PARENT, INSERT_TASK_PR, PARENT_BY_ID, PARENT_WITH_ACTIVE, SWAP_PARENT, TASK_PR_BY_ID,
 };
 use crate::sql::{failed, to_stored_version, to_version, versioned_handoff, Dialect, SqlStore};
 
@@ -211,4 +211,43 @@ impl<D: Dialect> SqlStore<D> {
             .map_err(failed)?;
         Ok(rows.into_iter().next())
     }
+}
+
+/// The statement of a batch of [`ParentQuery`]'s scan: at most `batch`
+/// parents of `query`'s kind and wave (the stored columns), after `after`
+/// in id order, byte by byte on every engine (the dialect's
+/// [`text_order`](crate::sql::archive::ArchiveDialect::text_order)), as
+/// `(version, record)` rows. The project is not a column: the caller
+/// checks it on the records. No index serves the kind or the wave; the
+/// primary key orders the scan where the engine's order is byte order.
+fn list_parents_statement<'a, D: Dialect>(
+    query: &'a ParentQuery,
+    after: Option<&'a str>,
+    batch: usize,
+) -> (String, Vec<Param<'a>>) {
+    let order = D::ARCHIVE.text_order;
+    let mut params = Vec::new();
+    let mut conditions = Vec::new();
+    if let Some(kind) = query.kind {
+        params.push(Param::Text(kind.as_str()));
+        conditions.push(format!("kind = ${}", params.len()));
+    }
+    if let Some(wave) = &query.wave {
+        params.push(Param::Text(wave.as_str()));
+        conditions.push(format!("wave_id = ${}", params.len()));
+    }
+    if let Some(after) = after {
+        params.push(Param::Text(after));
+        conditions.push(format!("id{order} > ${}", params.len()));
+    }
+    params.push(Param::Int(i64::try_from(batch).unwrap_or(i64::MAX)));
+    let filter = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {} ", conditions.join(" AND ")),
+    };
+    let sql = format!(
+        "SELECT version, record FROM parents {filter}ORDER BY id{order} LIMIT ${}",
+        params.len()
+    );
+    (sql, params)
 }

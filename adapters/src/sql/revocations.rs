@@ -8,7 +8,7 @@ use lf_handoff_application::{Revocations, StoreResult};
 use lf_handoff_domain::timestamp::{micros_before, to_unix_micros};
 use time::OffsetDateTime;
 
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::statements::{FORGET_REVOCATIONS, IS_REVOKED, REVOKE};
 use crate::sql::{failed, Dialect, SqlStore};
 

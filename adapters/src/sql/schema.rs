@@ -47,11 +47,13 @@ pub(crate) const ONE_PER_PARENT_STEP: UniqueIndex = UniqueIndex {
 };
 
 /// The unique indexes of `handoffs` besides its primary key.
+#[cfg(feature = "postgres")]
 pub(crate) const UNIQUE_INDEXES: &[UniqueIndex] = &[ONE_ACTIVE_PER_PARENT, ONE_PER_PARENT_STEP];
 
 impl UniqueIndex {
     /// The schema's unique index named `name` (PostgreSQL reports the
     /// index's name as the violated constraint).
+    #[cfg(feature = "postgres")]
     pub(crate) fn named(name: &str) -> Option<Self> {
         UNIQUE_INDEXES
             .iter()

@@ -471,7 +471,7 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
                 .join("\n")
         }
     };
-    let due = plan(super::statements::due_handoffs::<SqliteFile>()).await;
+    let due = plan(super::list::due_handoffs::<SqliteFile>()).await;
     assert!(
         due.contains("SEARCH handoffs USING INDEX handoffs_due (expires_at>? AND expires_at<?)"),
         "{due}"
@@ -490,7 +490,7 @@ async fn a_sweep_and_a_history_read_use_their_indexes_on_sqlite() {
 
 /// The plan SQLite gives `sql` with `params` on a fresh schema, one line
 /// per step.
-async fn sqlite_plan(sql: &str, params: &[super::engine::Param<'_>]) -> String {
+async fn sqlite_plan(sql: &str, params: &[super::driver::Param<'_>]) -> String {
     let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
         .await
         .unwrap();
@@ -510,7 +510,7 @@ async fn sqlite_plan(sql: &str, params: &[super::engine::Param<'_>]) -> String {
 
 #[tokio::test]
 async fn every_list_filter_is_served_by_its_index_on_sqlite() {
-    use super::statements::{list_statement, ListIndex};
+    use super::list::{list_statement, ListIndex};
     use lf_handoff_application::ListQuery;
     use InteractiveHandoffStatus::{Attached, Completed, Failed, Waiting};
 
@@ -715,7 +715,7 @@ async fn every_list_filter_is_served_by_its_index_on_sqlite() {
 
 #[tokio::test]
 async fn the_lists_of_the_first_version_keep_their_text_and_plans() {
-    use super::statements::list_statement;
+    use super::list::list_statement;
     use lf_handoff_application::ListQuery;
 
     let parent = InteractiveHandoffParent::Wave(WaveId::new());
@@ -766,7 +766,7 @@ async fn the_lists_of_the_first_version_keep_their_text_and_plans() {
 
 #[tokio::test]
 async fn a_prune_reads_only_what_it_removes_on_sqlite() {
-    use super::engine::Param;
+    use super::driver::Param;
     use super::statements::COUNT_PRUNABLE;
     use crate::sqlite::dialect::{PRUNE_EVENTS, PRUNE_HANDOFFS};
     let params = [Param::Int(1_000), Param::Int(256)];
@@ -1209,11 +1209,11 @@ fn the_shared_sql_code_names_no_backend() {
         ("columns.rs", include_str!("columns.rs")),
         ("connections.rs", include_str!("connections.rs")),
         ("deliveries.rs", include_str!("deliveries.rs")),
-        ("dialect.rs", include_str!("dialect.rs")),
         ("driver.rs", include_str!("driver.rs")),
         ("engine.rs", include_str!("engine.rs")),
         ("events.rs", include_str!("events.rs")),
         ("handoffs.rs", include_str!("handoffs.rs")),
+        ("list.rs", include_str!("list.rs")),
         ("mod.rs", include_str!("mod.rs")),
         ("parents.rs", include_str!("parents.rs")),
         ("revocations.rs", include_str!("revocations.rs")),

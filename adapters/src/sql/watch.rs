@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use lf_handoff_application::{Changes, EventBatch, EventLog, StoreResult};
 
-use crate::sql::engine::Param;
+use crate::sql::driver::Param;
 use crate::sql::statements::{EVENTS_AFTER, LAST_POSITION_BELOW};
 use crate::sql::{failed, Dialect, SqlStore};
 

@@ -9,8 +9,8 @@ use lf_handoff_application::UnavailableKind;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::changes::{ChangeSource, FileIdentity, Mark, Notifier};
-use crate::file_events::FileWatch;
+use crate::changes::{ChangeSource, Mark, Notifier};
+use crate::file_events::{FileIdentity, FileWatch};
 
 /// How often `PRAGMA data_version` is read when the kernel gives no file
 /// notifications for the store (not Linux, or past the inotify limits).
@@ -46,7 +46,7 @@ pub(super) const CHASE_FOR: Duration = Duration::from_secs(2);
 /// becomes visible. The connection is made at the first read, so a short
 /// watch of a quiet store makes none.
 ///
-/// Every [`FILE_CHECK`](crate::changes::FILE_CHECK) the files are looked
+/// Every [`FILE_CHECK`](crate::file_events::FILE_CHECK) the files are looked
 /// at: a store deleted or replaced while watched ends its watchers with
 /// `Unavailable` (`io`), and a change of either file's size or
 /// modification time that no notification announced is taken as one. And
@@ -62,7 +62,7 @@ pub(super) struct DataVersion {
     pub path: PathBuf,
     pub options: SqliteConnectOptions,
     /// How often the files are looked at:
-    /// [`FILE_CHECK`](crate::changes::FILE_CHECK), but in tests.
+    /// [`FILE_CHECK`](crate::file_events::FILE_CHECK), but in tests.
     pub look_every: Duration,
     /// How often the value is read without a notification:
     /// [`RECHECK`](crate::changes::RECHECK), but in tests.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    short, BackendReport, ColdStart, Growth, Report, SERVE_EVENTS_GOAL_MS, SERVE_GET_GOAL,
+    BackendReport, ColdStart, Growth, Report, SERVE_EVENTS_GOAL_MS, SERVE_GET_GOAL,
     SERVE_HOSTILE_P99_GOAL_MS, SERVE_HOSTILE_RATIO_GOAL, SERVE_IDLE_CPU_GOAL_MS,
     SERVE_IDLE_RSS_GOAL_MB, SERVE_LIFECYCLE_GOAL,
 };
@@ -13,7 +13,7 @@ use crate::idle::IdleFigures;
 use crate::latency::LatencyAt;
 use crate::lifecycle::{LifecycleFigures, COMMITS_PER_LIFECYCLE};
 use crate::statements::StatementFigures;
-use crate::stats::{ratio, Summary};
+use crate::stats::{ratio, short, Summary};
 use crate::wake::WakeFigures;
 
 impl Report {

@@ -1,24 +1,19 @@
 //! Reading and checking histories after a trial and at the end of a run
-//! (C15), and the final sweep of every record.
+//! (C15).
 
-use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
-};
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
+use lf_handoff_adapters::Store;
 
 use super::ledger::{HistorySeen, Ledger};
-use super::trial::{check_invariants, check_story};
-use super::{CrashFigures, CrashOptions};
+use super::CrashFigures;
 use crate::check::{
-    acked_change_has_event, handoff_same_or_later, history_matches_record, history_well_formed,
-    parent_same_or_later, AckedChange, HistoryFindings,
+    acked_change_has_event, history_matches_record, history_well_formed, AckedChange,
+    HistoryFindings,
 };
 use crate::crash_child::parse_child_actor;
-use crate::target::StoreTarget;
 
 /// How histories are read: after which trial, the lanes each child had, and
 /// whether to doctor what was read (the self-test).
@@ -139,83 +134,4 @@ fn compare_with_earlier_read(
         }
     }
     found
-}
-
-/// After the last trial: every handoff and every parent ever acknowledged
-/// or observed is read back and checked once more, and so is every
-/// handoff's history.
-pub(super) async fn final_sweep(
-    target: &StoreTarget,
-    options: &CrashOptions,
-    last_trial: u64,
-    ledger: &mut Ledger,
-    figures: &mut CrashFigures,
-) {
-    let store = match open_store(target.config()).await {
-        Ok(store) => store,
-        Err(e) => return figures.fail(format!("the store does not reopen at the end: {e}")),
-    };
-    let all = match store.list_interactive_handoffs(ListQuery::default()).await {
-        Ok(all) => all,
-        Err(e) => return figures.violate(format!("listing every handoff failed: {e}")),
-    };
-    check_invariants(&all, figures);
-    figures.handoffs_at_end = all.len();
-    let stored: BTreeMap<_, _> = all.iter().map(|h| (h.id.clone(), h.clone())).collect();
-    check_story(&stored, &mut ledger.story, figures);
-    for (id, known) in &ledger.handoffs {
-        match stored.get(id) {
-            None => figures.lose(format!("handoff {id} is gone at the end")),
-            Some(now) => {
-                if let Err(message) = handoff_same_or_later(known, now) {
-                    figures.lose(format!("at the end: {message}"));
-                }
-            }
-        }
-    }
-    let mut parents: BTreeSet<InteractiveHandoffParent> = ledger.parents.keys().cloned().collect();
-    parents.extend(all.iter().map(|h| h.parent.clone()));
-    for reference in parents {
-        match store.get_parent(&reference).await {
-            Ok(Some(now)) => {
-                if let Some(known) = ledger.parents.get(&reference) {
-                    if let Err(message) = parent_same_or_later(known, &now) {
-                        figures.lose(format!("at the end: {message}"));
-                    }
-                }
-                figures.parents_at_end += 1;
-            }
-            Ok(None) => figures.lose(format!("parent {reference} is gone at the end")),
-            Err(e) => figures.violate(format!("reading parent {reference}: {e}")),
-        }
-    }
-
-    // Every history, once more; every event has a position of its own.
-    let reading = Reading {
-        trial: last_trial,
-        lanes: options.child_lanes(),
-        doctor: false,
-    };
-    let ids: BTreeSet<InteractiveHandoffId> = stored.keys().cloned().collect();
-    check_histories(&store, &ids, &stored, &[], &reading, ledger, figures).await;
-    let mut positions: BTreeMap<u64, &InteractiveHandoffId> = BTreeMap::new();
-    let mut found = HistoryFindings::default();
-    for id in &ids {
-        let Some(seen) = ledger.histories.get(id) else {
-            continue;
-        };
-        for event in &seen.events {
-            *figures
-                .events_at_end
-                .entry(event.kind.to_string())
-                .or_default() += 1;
-            if let Some(other) = positions.insert(event.position, id) {
-                found.malformed.push(format!(
-                    "events of handoffs {other} and {id} share the position {}",
-                    event.position
-                ));
-            }
-        }
-    }
-    figures.history(found);
 }

@@ -83,9 +83,8 @@ use crate::program::each_backend;
 use crate::rng::Rng;
 use crate::target::{Placement, StoreTarget};
 use child::{create_story, kill_one_child, record_next_bodies};
-use histories::final_sweep;
 use ledger::Ledger;
-use trial::{check_trial, Checking};
+use trial::{check_trial, final_sweep, Checking};
 
 /// How long a child is assumed to take to open the store until a trial has
 /// measured it.

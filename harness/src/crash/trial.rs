@@ -1,24 +1,29 @@
 //! Checking one trial: the child's acknowledgements against the reopened
 //! store, the writes in flight at the kill, the crash story, the
-//! invariants, and (through `histories`) the histories.
+//! invariants, and (through `histories`) the histories; and after the
+//! last trial, the final sweep of every record.
 
 use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 
 use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::domain::interactive_handoff::{
-    check_one_active_per_parent, InteractiveHandoff, InteractiveHandoffStatus,
+    check_one_active_per_parent, InteractiveHandoff, InteractiveHandoffParent,
+    InteractiveHandoffStatus,
 };
 use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::Store;
+use lf_handoff_adapters::{open_store, Store};
 
 use super::child::{parse_event, Event};
 use super::histories::{check_histories, Reading};
 use super::ledger::{Ledger, StepOpened, Story, Wake};
 use super::{CrashFigures, CrashOptions, SAMPLED_HISTORIES};
-use crate::check::{handoff_same_or_later, parent_same_or_later, progress, AckedChange};
+use crate::check::{
+    handoff_same_or_later, parent_same_or_later, progress, AckedChange, HistoryFindings,
+};
 use crate::crash_child::{child_actor, parse_reference};
 use crate::rng::Rng;
+use crate::target::StoreTarget;
 
 /// Which trial is checked, how the run was set up, and the random source
 /// that picks the histories sampled.
@@ -481,4 +486,83 @@ pub(super) fn check_invariants(all: &[InteractiveHandoff], figures: &mut CrashFi
     if let Err(violation) = check_one_active_per_parent(all) {
         figures.violate(violation.to_string());
     }
+}
+
+/// After the last trial: every handoff and every parent ever acknowledged
+/// or observed is read back and checked once more, and so is every
+/// handoff's history.
+pub(super) async fn final_sweep(
+    target: &StoreTarget,
+    options: &CrashOptions,
+    last_trial: u64,
+    ledger: &mut Ledger,
+    figures: &mut CrashFigures,
+) {
+    let store = match open_store(target.config()).await {
+        Ok(store) => store,
+        Err(e) => return figures.fail(format!("the store does not reopen at the end: {e}")),
+    };
+    let all = match store.list_interactive_handoffs(ListQuery::default()).await {
+        Ok(all) => all,
+        Err(e) => return figures.violate(format!("listing every handoff failed: {e}")),
+    };
+    check_invariants(&all, figures);
+    figures.handoffs_at_end = all.len();
+    let stored: BTreeMap<_, _> = all.iter().map(|h| (h.id.clone(), h.clone())).collect();
+    check_story(&stored, &mut ledger.story, figures);
+    for (id, known) in &ledger.handoffs {
+        match stored.get(id) {
+            None => figures.lose(format!("handoff {id} is gone at the end")),
+            Some(now) => {
+                if let Err(message) = handoff_same_or_later(known, now) {
+                    figures.lose(format!("at the end: {message}"));
+                }
+            }
+        }
+    }
+    let mut parents: BTreeSet<InteractiveHandoffParent> = ledger.parents.keys().cloned().collect();
+    parents.extend(all.iter().map(|h| h.parent.clone()));
+    for reference in parents {
+        match store.get_parent(&reference).await {
+            Ok(Some(now)) => {
+                if let Some(known) = ledger.parents.get(&reference) {
+                    if let Err(message) = parent_same_or_later(known, &now) {
+                        figures.lose(format!("at the end: {message}"));
+                    }
+                }
+                figures.parents_at_end += 1;
+            }
+            Ok(None) => figures.lose(format!("parent {reference} is gone at the end")),
+            Err(e) => figures.violate(format!("reading parent {reference}: {e}")),
+        }
+    }
+
+    // Every history, once more; every event has a position of its own.
+    let reading = Reading {
+        trial: last_trial,
+        lanes: options.child_lanes(),
+        doctor: false,
+    };
+    let ids: BTreeSet<InteractiveHandoffId> = stored.keys().cloned().collect();
+    check_histories(&store, &ids, &stored, &[], &reading, ledger, figures).await;
+    let mut positions: BTreeMap<u64, &InteractiveHandoffId> = BTreeMap::new();
+    let mut found = HistoryFindings::default();
+    for id in &ids {
+        let Some(seen) = ledger.histories.get(id) else {
+            continue;
+        };
+        for event in &seen.events {
+            *figures
+                .events_at_end
+                .entry(event.kind.to_string())
+                .or_default() += 1;
+            if let Some(other) = positions.insert(event.position, id) {
+                found.malformed.push(format!(
+                    "events of handoffs {other} and {id} share the position {}",
+                    event.position
+                ));
+            }
+        }
+    }
+    figures.history(found);
 }

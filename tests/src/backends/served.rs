@@ -64,16 +64,19 @@ pub async fn served(
 }
 
 /// The served SQLite backend.
+#[cfg(feature = "sqlite")]
 pub async fn served_sqlite() -> Result<Box<dyn Backend>, String> {
     served(super::sqlite()).await
 }
 
 /// The served sled backend.
+#[cfg(feature = "sled")]
 pub async fn served_sled() -> Result<Box<dyn Backend>, String> {
     served(super::sled()).await
 }
 
 /// The served PostgreSQL backend; skipped as PostgreSQL is.
+#[cfg(feature = "postgres")]
 pub async fn served_postgres() -> Result<Box<dyn Backend>, String> {
     served(super::postgres()).await
 }

@@ -9,10 +9,9 @@ use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{Actor, HandoffChange, HandoffEvent};
 
-use super::TxResult;
 use crate::sled::error::{abort, failed, Abort};
 use crate::sled::handle::Shared;
-use crate::sled::trees::TxTrees;
+use crate::sled::trees::{TxResult, TxTrees};
 use crate::sled::{keys, record};
 
 /// Whether an event starts a handoff's history.

@@ -13,14 +13,12 @@
 //!   its handoff for a step, the record any entry names).
 
 mod history;
-mod indexes;
 mod list;
 mod prune;
 mod reads;
 
 use std::collections::HashSet;
 
-use ::sled::transaction::ConflictableTransactionError;
 use ::sled::IVec;
 use async_trait::async_trait;
 use lf_handoff_application::ports::{
@@ -34,14 +32,11 @@ use time::OffsetDateTime;
 
 use super::error::{abort, failed, Abort};
 use super::handle::Shared;
-use super::trees::TxTrees;
+use super::indexes::IndexKeys;
+use super::trees::{TxResult, TxTrees};
 use super::{keys, record, SledStore};
 use history::{read_history, Append};
-pub(super) use indexes::{fill_list_indexes, IndexKeys};
 pub(super) use reads::{active_of, at_step_of, named_record};
-
-/// What a step of a transaction returns: `?` aborts the transaction.
-type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
 #[async_trait]
 impl HandoffRepository for SledStore {

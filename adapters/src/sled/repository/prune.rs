@@ -10,10 +10,10 @@ use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
 use time::OffsetDateTime;
 
 use super::history::remove_all;
-use super::indexes::IndexKeys;
 use super::reads::named_record;
 use crate::sled::error::{abort, failed, Abort};
 use crate::sled::handle::Shared;
+use crate::sled::indexes::IndexKeys;
 use crate::sled::trees::TxTrees;
 use crate::sled::{keys, record};
 

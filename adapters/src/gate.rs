@@ -1,10 +1,12 @@
 //! A waker that keeps a task's own wake-ups inside the poll that made
-//! them.
+//! them: [`Gated`], for the `http` backend's plain connections and for the
+//! service's connections (`lf-handoff serve`), which is why it lives here,
+//! below both, and is built whatever backends are.
 //!
 //! hyper's HTTP/1.1 connection and the request or answer it hands over
 //! talk through channels, and each side wakes the other when it moves:
 //! when both are polled by one task (the client's call in
-//! [`super::plain`], the server's connection task, where the handler
+//! `http/plain.rs`, the server's connection task, where the handler
 //! reads the request's body), every such wake is the task waking itself.
 //! tokio queues a task woken while it runs again and wakes an idle worker
 //! thread to take it: on a small machine, several thread wake-ups a call
@@ -67,6 +69,8 @@ impl Default for Gate {
 impl Gate {
     /// From now until the next poll, a wake of this gate stays inside it:
     /// for a hand-over the task itself makes just before it polls.
+    // Only the `http` backend's plain connections hold the gate or drive it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn hold(&self) {
         self.flags.inside.store(true, Ordering::SeqCst);
     }
@@ -97,6 +101,8 @@ impl Gate {
     }
 
     /// [`poll`](Self::poll)s `step` until it is ready.
+    // Only the `http` backend's plain connections hold the gate or drive it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) async fn drive<T>(&self, mut step: impl FnMut(&mut Context<'_>) -> Poll<T>) -> T {
         std::future::poll_fn(|cx| self.poll(cx, &mut step)).await
     }

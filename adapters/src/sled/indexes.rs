@@ -2,16 +2,16 @@
 //! writes, removes and moves them, and the fill of the trees an upgrade
 //! adds.
 
+use std::path::Path;
+
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
 
-use super::TxResult;
-use crate::sled::error::{abort, Abort};
-use crate::sled::handle::Shared;
-use crate::sled::keys;
-use crate::sled::record;
-use crate::sled::trees::{Trees, TxTrees};
+use super::error::{abort, Abort};
+use super::keys;
+use super::record;
+use super::trees::{Trees, TxResult, TxTrees};
 
 /// The index entries a handoff has: always `by_created`, `by_parent`,
 /// `by_status` (under its status) and `by_home`; `active` and the
@@ -193,16 +193,16 @@ fn remove(tx: &TxTrees<'_>, (which, key): (IndexTree, &[u8]), id_key: &[u8]) -> 
 }
 
 /// Fills the index trees a store of an older format lacks (by status, by
-/// home, prunable) from its records, from scratch, and makes them durable:
-/// the step of an upgrade before the marker names the new format. Until
+/// home, prunable) from its records, from scratch (the caller then makes
+/// them durable): the step of an upgrade before the marker names the new
+/// format. Until
 /// then no build writes these trees, so clearing them first makes a
 /// repeated fill (after a crash during one) exact. A record that cannot be
 /// read gets no entries: it is refused, as before, whenever it is read.
-pub(in crate::sled) fn fill_list_indexes(shared: &Shared) -> StoreResult<()> {
+pub(super) fn fill_list_indexes(trees: &Trees, dir: &Path) -> StoreResult<()> {
     /// Entries written per batch of each tree.
     const PER_BATCH: usize = 10_000;
-    let engine = |e| shared.engine(e);
-    let trees = &shared.trees;
+    let engine = |e| super::error::engine(dir, e);
     for tree in [&trees.by_status, &trees.by_home, &trees.prunable] {
         tree.clear().map_err(engine)?;
     }
@@ -237,6 +237,5 @@ pub(in crate::sled) fn fill_list_indexes(shared: &Shared) -> StoreResult<()> {
             pending = 0;
         }
     }
-    flush(&mut batches)?;
-    shared.make_durable()
+    flush(&mut batches)
 }
