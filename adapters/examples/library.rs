@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, StorageConfig, StoreError};
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
     OpenInteractiveHandoff, OpenOptions, StepKey,
 };
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, StorageConfig, StoreError};
+use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::wave_home::WaveHome;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -86,9 +86,9 @@ pub use gate::Gated;
 #[cfg(feature = "http")]
 pub use http::{HttpConfig, Token, TOKEN_ENV};
 pub use lf_handoff_application::{
-    archive, delivery, domain, ports, retries_total, watch, ArchiveSummary, ClaimedWake,
-    ConflictKind, DeliveryCursor, DeniedKind, GenerateId, Handoffs, ListQuery, ParentQuery,
-    Parents, PruneOptions, Registry, Store, StoreError, StorePorts, StoreResult, SystemClock,
+    archive, delivery, ports, retries_total, watch, ArchiveSummary, ClaimedWake, ConflictKind,
+    DeliveryCursor, DeniedKind, GenerateId, Handoffs, ListQuery, ParentQuery, Parents,
+    PruneOptions, Registry, Store, StoreError, StorePorts, StoreResult, SystemClock,
     UnavailableKind, Upkeep, UuidV7Ids, Waited, Waiting, WatchFilter, WatchFrom, Watcher,
     DEFAULT_RETRY_WINDOW,
 };

@@ -66,6 +66,3 @@ pub use watch::{
     Changes, EventBatch, EventLog, EventStream, Waited, WatchFilter, WatchFrom, Watcher,
     SAFETY_RECHECK,
 };
-
-/// The domain crate, re-exported so callers need one dependency.
-pub use lf_handoff_domain as domain;

@@ -20,9 +20,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::wave::Wave;
 use serde::Serialize;
 use tokio::sync::Barrier;
 

@@ -33,8 +33,8 @@
 use std::str::FromStr as _;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{open_store, StorageConfig, Store, Waited};
+use lf_handoff_domain::id::InteractiveHandoffId;
 use serde::Serialize;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _, Row as _};

@@ -18,10 +18,8 @@
 
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffStatus,
-};
 use lf_handoff_adapters::{open_store, ListQuery, StorageConfig, Store};
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffStatus};
 use serde::Serialize;
 use time::OffsetDateTime;
 

@@ -9,14 +9,14 @@
 
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
-};
-use lf_handoff_adapters::domain::timestamp::truncate_to_micros;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
+};
+use lf_handoff_domain::timestamp::truncate_to_micros;
+use lf_handoff_domain::wave::Wave;
 use serde::Serialize;
 use time::OffsetDateTime;
 

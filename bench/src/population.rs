@@ -19,17 +19,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::timestamp::{
-    from_unix_micros, to_unix_micros, truncate_to_micros,
-};
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::timestamp::{from_unix_micros, to_unix_micros, truncate_to_micros};
+use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::wave_home::WaveHome;
 use time::OffsetDateTime;
 use uuid::Builder;
 

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffOutcome;
+use lf_handoff_domain::wave::Wave;
 use serde::Serialize;
 use tokio::sync::Barrier;
 

@@ -46,12 +46,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::ports::recorded_change;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffChange, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent,
 };
-use lf_handoff_adapters::domain::timestamp::to_unix_micros;
-use lf_handoff_adapters::ports::recorded_change;
+use lf_handoff_domain::timestamp::to_unix_micros;
 use serde::Serialize;
 use sled::transaction::{
     ConflictableTransactionError, TransactionError, Transactional as _, TransactionalTree,

@@ -18,14 +18,14 @@ use std::ops::Range;
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
-use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::ports::recorded_change;
 use lf_handoff_adapters::raw_sql::{
     bind, column_list, event_values, with_event, HandoffRow, Param, COLUMN_COUNT, HANDOFF_BY_ID,
     INSERT_EVENT, SWAP_HANDOFF, SWAP_HANDOFF_WITH_EVENT,
 };
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
+use lf_handoff_domain::parent::Parent;
 use sqlx::Connection as _;
 use tokio::sync::Mutex;
 

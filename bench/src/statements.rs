@@ -20,9 +20,9 @@
 
 use std::sync::Arc;
 
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, StorageConfig, Store};
 use lf_handoff_conformance::own_postgres::OwnPostgres;
+use lf_handoff_domain::wave::Wave;
 use serde::Serialize;
 use sqlx::postgres::PgConnection;
 use sqlx::{ConnectOptions as _, Connection as _, Row as _};

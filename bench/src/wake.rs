@@ -31,9 +31,9 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::{open_store, StorageConfig, Store, Waited};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffOutcome;
 use serde::Serialize;
 use tokio::sync::mpsc;
 

@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::parse_duration;
+use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     check_env_key, Actor, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
-use lf_handoff_adapters::domain::parent::ParentKind;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::parse_duration;
+use lf_handoff_domain::parent::ParentKind;
+use lf_handoff_domain::wave_home::WaveHome;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -769,7 +769,7 @@ mod tests {
     //! Bad input, property-tested: the command line's own parsers never
     //! panic, and refuse or return a value that prints back to its input.
 
-    use lf_handoff_adapters::domain::interactive_handoff::check_env_key;
+    use lf_handoff_domain::interactive_handoff::check_env_key;
     use proptest::prelude::*;
 
     use super::*;

@@ -29,12 +29,12 @@ use std::io::ErrorKind;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::StoreError;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     check_attach_environment, AttachDescriptor, InteractiveHandoff,
 };
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::StoreError;
+use lf_handoff_domain::wave_home::WaveHome;
 use serde::Serialize;
 
 use crate::allow::AllowList;

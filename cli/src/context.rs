@@ -3,8 +3,8 @@
 
 use std::ffi::OsStr;
 
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{open_store, ConflictKind, StorageConfig, Store, StoreError};
+use lf_handoff_domain::interactive_handoff::Actor;
 
 use crate::error::{CliError, CliResult};
 

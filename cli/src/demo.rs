@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{StorageConfig, Store, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
     InteractiveHandoffParent, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
-use lf_handoff_adapters::domain::task::TaskSession;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::{StorageConfig, Store, StoreResult};
+use lf_handoff_domain::task::TaskSession;
+use lf_handoff_domain::wave_home::WaveHome;
 use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 

@@ -14,12 +14,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
-};
 use lf_handoff_adapters::{ListQuery, PruneOptions};
 use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
+};
 use time::OffsetDateTime;
 
 use crate::args::{Cutoff, ExtendArgs, LinkArgs, ListArgs, OpenArgs, PruneArgs};

@@ -54,8 +54,8 @@ use std::process::{Command as Process, ExitCode};
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
-use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffOutcome;
+use lf_handoff_domain::parent::Parent;
 
 use crate::allow::AllowList;
 use crate::args::{Cli, Command, ProjectCommand, TaskBodyArgs, TaskCommand, WaveCommand};

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::interactive_handoff::{
     AttachDescriptor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::domain::timestamp::approximate;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_domain::timestamp::approximate;
+use lf_handoff_domain::wave_home::WaveHome;
 use serde::Serialize;
 use time::format_description::FormatItem;
 use time::macros::format_description;
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn deadlines_read_for_people() {
-        use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus as S;
+        use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus as S;
         let now = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(10);
         let state =
             |offset: time::Duration, status| deadline_state(Some(now + offset), status, now);

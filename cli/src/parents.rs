@@ -8,21 +8,21 @@
 //! matter (provider, provider history, generations, worktree) are the
 //! domain's, applied by the store.
 
-use lf_handoff_adapters::domain::child_session::{ChildLeaseState, ChildProcessGeneration};
-use lf_handoff_adapters::domain::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::project_session::{ProjectSession, ProjectSessionStatus};
-use lf_handoff_adapters::domain::session_context::{
+use lf_handoff_adapters::{GenerateId, ParentQuery, Store, StoreError, StoreResult};
+use lf_handoff_domain::child_session::{ChildLeaseState, ChildProcessGeneration};
+use lf_handoff_domain::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::{ProjectSession, ProjectSessionStatus};
+use lf_handoff_domain::session_context::{
     LinearIssueId, LinearIssueSnapshot, LinearProjectId, LinearProjectSnapshot,
     ProjectLaunchReceipt, TaskLaunchReceipt,
 };
-use lf_handoff_adapters::domain::task::{
+use lf_handoff_domain::task::{
     PmWritebackState, TaskLifecyclePhase, TaskLifecyclePlan, TaskPr, TaskSession, TaskSessionStatus,
 };
-use lf_handoff_adapters::domain::timestamp::truncate_to_micros;
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{GenerateId, ParentQuery, Store, StoreError, StoreResult};
+use lf_handoff_domain::timestamp::truncate_to_micros;
+use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 
 use crate::args::{ParentsArgs, ProjectCreateArgs, SessionBodyArgs, TaskBodyArgs, TaskCreateArgs};

@@ -23,8 +23,8 @@ use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{StorageConfig, StoreError, UnavailableKind};
+use lf_handoff_domain::interactive_handoff::Actor;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 

@@ -18,9 +18,9 @@
 use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
 use lf_handoff_adapters::Waited;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
 
 use crate::context::Context;
 use crate::error::{CliError, CliResult};

@@ -24,8 +24,8 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::Stdio;
 
-use lf_handoff_adapters::domain::interactive_handoff::HandoffEvent;
 use lf_handoff_adapters::{UnavailableKind, WatchFilter};
+use lf_handoff_domain::interactive_handoff::HandoffEvent;
 use tokio::io::AsyncWriteExt;
 
 use crate::args::WatchArgs;

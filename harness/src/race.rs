@@ -23,10 +23,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, Store, StoreError};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::wave::Wave;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Barrier;

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::testing::OpenRequest;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
 };
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::testing::OpenRequest;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave_home::WaveHome;
 
 use crate::rng::Rng;
 

@@ -232,7 +232,7 @@ async fn fresh_schema(url: &str) -> Result<(StorageConfig, PgConnectOptions, Str
         })?;
     let _ = conn.close().await;
     // A fresh name: the id generator's UUID v7, hex digits only.
-    let unique: String = lf_handoff_adapters::domain::id::WaveId::new()
+    let unique: String = lf_handoff_domain::id::WaveId::new()
         .as_str()
         .chars()
         .filter(char::is_ascii_hexdigit)

@@ -19,11 +19,11 @@ use std::process::Stdio;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{open_store, StorageConfig};
 use lf_handoff_conformance::backends::{postgres, sled, sqlite};
 use lf_handoff_conformance::upgrade::{fixtures, Release};
 use lf_handoff_conformance::Backend;
+use lf_handoff_domain::id::InteractiveHandoffId;
 use serde_json::Value;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;

@@ -13,16 +13,6 @@ use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
-use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
-use lf_handoff_adapters::domain::id::{
-    InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
-};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::project_session::ProjectSession;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ListQuery, PruneOptions, StoreError};
 use lf_handoff_api::error::LINK_FOR_ANOTHER_NAME;
 use lf_handoff_api::requests::{
@@ -31,6 +21,16 @@ use lf_handoff_api::requests::{
 };
 use lf_handoff_api::routes::{content_type, Audience, Method, Route, RouteId, ROUTES};
 use lf_handoff_api::{openapi, Category, Claimed, ErrorResponse, Health, LinkJson, Opened, Pruned};
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{
+    InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
+};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::wave::Wave;
 use time::OffsetDateTime;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -173,7 +173,7 @@ fn ok(value: &impl serde::Serialize) -> Answer {
 
 fn parse<T>(
     id: &str,
-    parse: impl Fn(&str) -> Result<T, lf_handoff_adapters::domain::DomainError>,
+    parse: impl Fn(&str) -> Result<T, lf_handoff_domain::DomainError>,
 ) -> Result<T, ApiError> {
     parse(id).map_err(|e| ApiError::from(StoreError::from(e)))
 }

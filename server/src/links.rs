@@ -33,9 +33,9 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{StoreError, StoreResult, UnavailableKind};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::Actor;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use time::OffsetDateTime;

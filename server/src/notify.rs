@@ -37,13 +37,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::interactive_handoff::{
-    HandoffEvent, HandoffEventKind, InteractiveHandoff,
-};
 use lf_handoff_adapters::{
     DeliveryCursor, ListQuery, Store, StoreError, StoreResult, WatchFilter, WatchFrom,
 };
 use lf_handoff_api::HandoffJson;
+use lf_handoff_domain::interactive_handoff::{HandoffEvent, HandoffEventKind, InteractiveHandoff};
 use ring::hmac;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -753,7 +751,7 @@ fn text(
         ("deadline_near", Some(handoff)) => {
             let left = handoff
                 .expires_at
-                .map(|deadline| lf_handoff_adapters::domain::timestamp::approximate(deadline - now))
+                .map(|deadline| lf_handoff_domain::timestamp::approximate(deadline - now))
                 .unwrap_or_default();
             format!("Handoff {id} expires in {left}: {}", clean(&handoff.reason))
         }

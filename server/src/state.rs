@@ -6,9 +6,9 @@
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::{Store, StoreResult};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{Actor, InteractiveHandoff};
 use time::OffsetDateTime;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 

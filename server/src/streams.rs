@@ -29,13 +29,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::{stream, StreamExt as _};
 use http_body_util::BodyExt as _;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{
     archive, ConflictKind, Store, StoreError, Waited, WatchFilter, WatchFrom,
 };
 use lf_handoff_api::requests::{last_event_id, EventParams, WaitParams};
 use lf_handoff_api::routes::content_type;
 use lf_handoff_api::{Category, Counts, WaitJson};
+use lf_handoff_domain::id::InteractiveHandoffId;
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc;
 

@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use lf_handoff_adapters::domain::interactive_handoff::Actor;
 use lf_handoff_adapters::{ConflictKind, StoreError, StoreResult, UnavailableKind};
 use lf_handoff_api::Scope;
+use lf_handoff_domain::interactive_handoff::Actor;
 use ring::rand::SecureRandom;
 use ring::{digest, hmac, rand};
 use time::format_description::well_known::Rfc3339;

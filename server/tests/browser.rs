@@ -34,10 +34,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::open_store;
 use lf_handoff_conformance::backends::postgres::PostgresBackend;
 use lf_handoff_conformance::Backend as _;
+use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_server::Limits;
 use serde_json::{json, Value};
 use support::Served;

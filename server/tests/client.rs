@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::{
     open_store, HttpConfig, StorageConfig, Store, StoreError, Token, UnavailableKind,
 };
+use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_server::Limits;
 use support::Served;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};

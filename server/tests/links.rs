@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
+use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_server::{bind, NotifyConfig, ServeConfig};
 use serde_json::{json, Value};
 use support::Served;

@@ -8,10 +8,10 @@
 
 mod support;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::GenerateId as _;
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::OpenOptions;
+use lf_handoff_domain::wave::Wave;
 use lf_handoff_server::links::LinkSecret;
 use lf_handoff_server::tokens::{self, TokenTable};
 use serde_json::{json, Value};

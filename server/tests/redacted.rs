@@ -5,10 +5,10 @@
 
 mod support;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
 use lf_handoff_adapters::http::{HttpConfig, Token};
 use lf_handoff_adapters::{open_store, StorageConfig};
 use lf_handoff_api::{HandoffJson, LinkJson, Scope};
+use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_server::links::{LinkSecret, SessionValue};
 use lf_handoff_server::notify::{Endpoint, NotifyConfig};
 use lf_handoff_server::{bind, tokens, ServeConfig};

@@ -10,15 +10,15 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
-use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoffListRow};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::project_session::ProjectSession;
-use lf_handoff_adapters::domain::task::TaskSession;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_api::routes::{route, Body, RouteId, ROUTES};
 use lf_handoff_api::{Claimed, Counts, HandoffJson, Health, Opened, Pruned, WaitJson};
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::interactive_handoff::{HandoffEvent, InteractiveHandoffListRow};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::TaskSession;
+use lf_handoff_domain::wave::Wave;
 use serde_json::{json, Value};
 use support::{open_body, schema, Reply, Served};
 
@@ -82,8 +82,7 @@ async fn every_route_answers_as_documented_through_a_whole_lifecycle() {
 
     // Parents.
     let wave = Wave::new(
-        lf_handoff_adapters::domain::id::WaveId::parse("wv_01a23770-d145-7233-b23a-4c031002983d")
-            .unwrap(),
+        lf_handoff_domain::id::WaveId::parse("wv_01a23770-d145-7233-b23a-4c031002983d").unwrap(),
         "product".into(),
         "/repo".into(),
     );

@@ -7,19 +7,19 @@
 
 mod support;
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::GenerateId as _;
 use lf_handoff_api::routes::{Access, Route, RouteId, ROUTES};
 use lf_handoff_api::Scope;
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::wave::Wave;
 use serde_json::{json, Value};
 use support::{open_body, Reply, Served};
 
 /// The ids a request can name.
 struct Ids {
     wave: Wave,
-    project_session: lf_handoff_adapters::domain::project_session::ProjectSession,
+    project_session: lf_handoff_domain::project_session::ProjectSession,
     project: String,
     task: String,
     pr: String,

@@ -11,7 +11,7 @@ use lf_handoff_adapters::ListQuery;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use lf_handoff_adapters::domain::interactive_handoff::HandoffEvent;
+use lf_handoff_domain::interactive_handoff::HandoffEvent;
 use serde_json::{json, Value};
 use support::Served;
 
@@ -315,7 +315,7 @@ async fn revoking_a_token_ends_its_event_streams_and_long_polls() {
     assert!(text.contains("event: error"), "{text}");
     assert!(text.contains("unauthorized"), "{text}");
     // The operator's stream goes on, and carries the next change.
-    let handoff_id = lf_handoff_adapters::domain::id::InteractiveHandoffId::parse(&id).unwrap();
+    let handoff_id = lf_handoff_domain::id::InteractiveHandoffId::parse(&id).unwrap();
     served
         .store
         .attach_interactive_handoff(&handoff_id)

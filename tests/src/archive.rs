@@ -21,16 +21,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, OpenOptions, StepKey,
-};
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{
     open_store, ArchiveSummary, ConflictKind, GenerateId, ListQuery, StorageConfig, Store,
     StoreError,
 };
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, OpenOptions, StepKey,
+};
+use lf_handoff_domain::wave::Wave;
 use serde_json::Value;
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
@@ -375,7 +375,7 @@ async fn everything(
     store: &Store,
 ) -> (
     Vec<InteractiveHandoff>,
-    Vec<Vec<lf_handoff_adapters::domain::interactive_handoff::HandoffEvent>>,
+    Vec<Vec<lf_handoff_domain::interactive_handoff::HandoffEvent>>,
     Vec<InteractiveHandoff>,
 ) {
     let all = store
@@ -428,7 +428,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
             _ => None,
         })
         .unwrap();
-    let Some(lf_handoff_adapters::domain::parent::Parent::Task(task)) = target
+    let Some(lf_handoff_domain::parent::Parent::Task(task)) = target
         .get_parent(&InteractiveHandoffParent::Task(task))
         .await
         .unwrap()
@@ -439,8 +439,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .into_iter()
         .find_map(|line| line.get("task_pr").cloned())
         .unwrap();
-    let pr_id =
-        lf_handoff_adapters::domain::id::TaskPrId::parse(the_pr["id"].as_str().unwrap()).unwrap();
+    let pr_id = lf_handoff_domain::id::TaskPrId::parse(the_pr["id"].as_str().unwrap()).unwrap();
     assert_eq!(
         target.get_task_pr(&pr_id).await.unwrap(),
         source.get_task_pr(&pr_id).await.unwrap()

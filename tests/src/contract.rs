@@ -6,15 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::task::TaskSessionStatus;
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, ConflictKind, GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskSessionStatus;
+use lf_handoff_domain::wave::Wave;
 use tempfile::TempDir;
 
 use crate::fixtures::*;
@@ -1018,7 +1018,7 @@ pub async fn c8_kill_9_loses_nothing_acknowledged(backend: &dyn Backend) {
         .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap();
-    lf_handoff_adapters::domain::interactive_handoff::check_one_active_per_parent(&all).unwrap();
+    lf_handoff_domain::interactive_handoff::check_one_active_per_parent(&all).unwrap();
 }
 
 fn check_at_least(handoff: &InteractiveHandoff, step: &str) {

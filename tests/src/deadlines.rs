@@ -8,12 +8,12 @@ use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeSet;
 use std::time::Duration as StdDuration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{ConflictKind, GenerateId, Store, StoreError};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
     OpenOptions,
 };
-use lf_handoff_adapters::{ConflictKind, GenerateId, Store, StoreError};
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
 
@@ -86,9 +86,7 @@ fn assert_expired_conflict<T: std::fmt::Debug>(result: Result<T, StoreError>, wh
     }
 }
 
-fn kinds(
-    events: &[lf_handoff_adapters::domain::interactive_handoff::HandoffEvent],
-) -> Vec<HandoffEventKind> {
+fn kinds(events: &[lf_handoff_domain::interactive_handoff::HandoffEvent]) -> Vec<HandoffEventKind> {
     events.iter().map(|event| event.kind).collect()
 }
 

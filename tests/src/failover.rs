@@ -32,13 +32,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store};
+use lf_handoff_domain::wave::Wave;
 
 use crate::fixtures::{outcome, wave_request};
 use crate::own_postgres::OwnPostgres;

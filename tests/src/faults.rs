@@ -17,14 +17,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::domain::child_session::ChildProcessGeneration;
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, TaskPrId};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
-    OpenOptions, StepKey,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::task::TaskPr;
 use lf_handoff_adapters::ports::{
     Decision, HandoffRepository, InsertOutcome, ListQuery, ParentInsert, ParentQuery,
     ParentRegistry, ParentWithActive, PruneCount, SwapOutcome, TransitionOutcome, Versioned,
@@ -32,6 +24,14 @@ use lf_handoff_adapters::ports::{
 use lf_handoff_adapters::{
     open_ports, GenerateId as _, Store, StoreError, StorePorts, StoreResult, UnavailableKind,
 };
+use lf_handoff_domain::child_session::ChildProcessGeneration;
+use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
+    OpenOptions, StepKey,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::task::TaskPr;
 use tempfile::TempDir;
 use time::OffsetDateTime;
 
@@ -317,8 +317,8 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
 
     // Parents: a retried create finds the equal parent stored.
     let wave = losing(&faulty, Fault::InsertParent, async {
-        let wave = lf_handoff_adapters::domain::wave::Wave::new(
-            lf_handoff_adapters::domain::id::WaveId::new(),
+        let wave = lf_handoff_domain::wave::Wave::new(
+            lf_handoff_domain::id::WaveId::new(),
             "product".into(),
             dir.path().display().to_string(),
         );

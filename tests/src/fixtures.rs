@@ -5,18 +5,14 @@
 use lf_handoff_adapters::ListQuery;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::domain::id::{
-    InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
-};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::project_session::ProjectSession;
-use lf_handoff_adapters::domain::task::TaskSession;
-use lf_handoff_adapters::domain::wave::Wave;
 pub use lf_handoff_adapters::testing::*;
 use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError, Waited};
+use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId};
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::project_session::ProjectSession;
+use lf_handoff_domain::task::TaskSession;
+use lf_handoff_domain::wave::Wave;
 
 /// The stored parent `reference`, through [`get_parent`](lf_handoff_adapters::Parents::get_parent).
 async fn stored_parent(store: &Store, reference: InteractiveHandoffParent) -> Option<Parent> {

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{GenerateId, Store, StoreError};
+use lf_handoff_domain::interactive_handoff::{
     Actor, HandoffEvent, HandoffEventKind, InteractiveHandoffParent, InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::{GenerateId, Store, StoreError};
 
 use crate::contract::{fresh, handles};
 use crate::fixtures::{body, new_wave, outcome, wave_request};
@@ -228,7 +228,7 @@ pub async fn c15_positions_are_store_wide_and_increasing(backend: &dyn Backend) 
     );
     // The later writes (attaches, then finishes in reverse) have increasing
     // positions in the order they were made.
-    let position_of = |id: &lf_handoff_adapters::domain::id::InteractiveHandoffId, seq: u64| {
+    let position_of = |id: &lf_handoff_domain::id::InteractiveHandoffId, seq: u64| {
         all.iter()
             .find(|e| &e.handoff_id == id && e.seq == seq)
             .unwrap()
@@ -300,7 +300,7 @@ pub async fn c15_racing_writers_append_one_event_per_change(backend: &dyn Backen
 /// checked like every input.
 pub async fn c15_history_refuses_unknown_handoffs_and_bad_actors(backend: &dyn Backend) {
     let (_dir, store) = fresh(backend).await;
-    let unknown = lf_handoff_adapters::domain::id::InteractiveHandoffId::new();
+    let unknown = lf_handoff_domain::id::InteractiveHandoffId::new();
     match store.history(&unknown).await {
         Err(StoreError::NotFound(_)) => {}
         other => panic!("history of an unknown handoff: {other:?}"),

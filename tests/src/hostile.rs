@@ -22,13 +22,13 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError};
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::{
     InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff,
 };
-use lf_handoff_adapters::domain::text::{MAX_ITEMS, MAX_TEXT_BYTES};
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store, StoreError};
+use lf_handoff_domain::text::{MAX_ITEMS, MAX_TEXT_BYTES};
+use lf_handoff_domain::wave::Wave;
 
 use crate::contract::assert_invalid;
 use crate::fixtures::*;

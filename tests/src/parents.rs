@@ -3,11 +3,11 @@
 
 use std::path::Path;
 
-use lf_handoff_adapters::domain::id::{ProjectSessionId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
-use lf_handoff_adapters::domain::parent::{Parent, ParentKind};
-use lf_handoff_adapters::domain::project_session::ProjectSession;
 use lf_handoff_adapters::{GenerateId, ParentQuery, Store, StoreError};
+use lf_handoff_domain::id::{ProjectSessionId, WaveId};
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::parent::{Parent, ParentKind};
+use lf_handoff_domain::project_session::ProjectSession;
 
 use crate::contract::fresh;
 use crate::fixtures::{fresh_project, fresh_task, new_wave};

@@ -8,16 +8,16 @@ use lf_handoff_adapters::PruneOptions;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::ports::PruneCount;
+use lf_handoff_adapters::{GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus,
     OpenOptions, StepKey,
 };
-use lf_handoff_adapters::domain::timestamp::to_unix_micros;
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
-use lf_handoff_adapters::ports::PruneCount;
-use lf_handoff_adapters::{GenerateId, ListQuery, Store, StoreError};
+use lf_handoff_domain::timestamp::to_unix_micros;
+use lf_handoff_domain::wave::Wave;
+use lf_handoff_domain::wave_home::WaveHome;
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::Barrier;

@@ -5,34 +5,32 @@
 //! text runs against every adapter. `WaveId::new()` is provided by the
 //! application's `GenerateId` trait, because generating an id reads the clock
 //! and the domain never does.
-use lf_handoff_adapters::domain::child_session::{
-    ChildExecutionContext, ChildLeaseState, ChildProcessGeneration,
-};
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
-};
-use lf_handoff_adapters::domain::project_session::{
-    ProjectSession, ProjectSessionId, ProjectSessionStatus,
-};
-use lf_handoff_adapters::domain::session_context::{
-    LinearIssueId, LinearIssueSnapshot, LinearProjectId, LinearProjectSnapshot,
-    ProjectLaunchReceipt, TaskLaunchReceipt,
-};
-use lf_handoff_adapters::domain::wave_home::WaveHome;
 use lf_handoff_adapters::GenerateId;
 use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_domain::child_session::{
+    ChildExecutionContext, ChildLeaseState, ChildProcessGeneration,
+};
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions,
+};
+use lf_handoff_domain::project_session::{ProjectSession, ProjectSessionId, ProjectSessionStatus};
+use lf_handoff_domain::session_context::{
+    LinearIssueId, LinearIssueSnapshot, LinearProjectId, LinearProjectSnapshot,
+    ProjectLaunchReceipt, TaskLaunchReceipt,
+};
+use lf_handoff_domain::wave_home::WaveHome;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use time::OffsetDateTime;
 
 use crate::Backend;
-use lf_handoff_adapters::domain::task::{
+use lf_handoff_domain::task::{
     PmWritebackState, TaskPr, TaskPrId, TaskSession, TaskSessionId, TaskSessionStatus,
 };
-use lf_handoff_adapters::domain::wave::Wave;
+use lf_handoff_domain::wave::Wave;
 fn process(generation: u32, provider_session_id: &str) -> ChildProcessGeneration {
     ChildProcessGeneration {
         generation,
@@ -109,8 +107,8 @@ async fn task_parent(store: &Store, repo: &Path) -> TaskSession {
         status_at: now,
         worktree: repo.to_path_buf(),
         workspace_slug: "interactive-handoff".to_string(),
-        lifecycle: lf_handoff_adapters::domain::task::TaskLifecyclePlan::standard("task"),
-        lifecycle_phase: lf_handoff_adapters::domain::task::TaskLifecyclePhase::Iterate,
+        lifecycle: lf_handoff_domain::task::TaskLifecyclePlan::standard("task"),
+        lifecycle_phase: lf_handoff_domain::task::TaskLifecyclePhase::Iterate,
         phase_epoch: 1,
         phase_cursor: 0,
         phase_iteration: 0,

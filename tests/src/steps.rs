@@ -6,13 +6,11 @@
 use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeSet;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    HandoffEventKind, InteractiveHandoffParent, StepKey,
-};
-use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoff, OpenOptions};
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ConflictKind, GenerateId, Store, StoreError};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{HandoffEventKind, InteractiveHandoffParent, StepKey};
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, OpenOptions};
+use lf_handoff_domain::wave::Wave;
 use tempfile::TempDir;
 
 use crate::contract::{fresh, handles};
@@ -285,8 +283,7 @@ pub async fn c12_racing_opens_of_one_step_from_separate_processes_create_one(
         .collect();
     assert_eq!(ids.len(), 1, "{results:?}");
     let id =
-        lf_handoff_adapters::domain::id::InteractiveHandoffId::parse(ids.iter().next().unwrap())
-            .unwrap();
+        lf_handoff_domain::id::InteractiveHandoffId::parse(ids.iter().next().unwrap()).unwrap();
     store
         .finish_interactive_handoff(&id, &outcome(1))
         .await

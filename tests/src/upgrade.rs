@@ -11,15 +11,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use lf_handoff_adapters::domain::id::{
-    InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId,
-};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::ports::PruneCount;
+use lf_handoff_adapters::{open_store, DeliveryCursor, ListQuery, Store};
+use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     refused_env_reason, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
     StepKey,
 };
-use lf_handoff_adapters::ports::PruneCount;
-use lf_handoff_adapters::{open_store, DeliveryCursor, ListQuery, Store};
 use serde_json::Value;
 
 use crate::rng::Rng;

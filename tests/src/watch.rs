@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, GenerateId, Store, Waited, WatchFilter};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, HandoffEventKind, InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions,
 };
-use lf_handoff_adapters::{open_store, GenerateId, Store, Waited, WatchFilter};
 use time::OffsetDateTime;
 
 use crate::contract::{fresh, handles};

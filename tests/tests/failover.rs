@@ -178,7 +178,7 @@ async fn a_store_whose_first_host_is_a_standby_writes_to_the_second() {
         .unwrap();
     assert!(reader.get_interactive_handoff(&id).await.unwrap().is_some());
     let refused = reader
-        .create_wave(&lf_handoff_adapters::domain::wave::Wave::new(
+        .create_wave(&lf_handoff_domain::wave::Wave::new(
             lf_handoff_adapters::GenerateId::new(),
             "product".into(),
             "/src".into(),

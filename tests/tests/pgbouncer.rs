@@ -16,14 +16,14 @@ use lf_handoff_adapters::ListQuery;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{
     open_store, GenerateId, PostgresConfig, StorageConfig, StoreError, UnavailableKind, Waited,
 };
 use lf_handoff_conformance::backends::postgres::TEST_URL_VAR;
 use lf_handoff_conformance::fixtures::{lifecycle, open_on_new_wave, outcome, wave_request};
 use lf_handoff_conformance::pgbouncer::{skip_or_fail, PgBouncer, PoolMode};
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::wave::Wave;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _};
 

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{Actor, InteractiveHandoff};
 use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{Actor, InteractiveHandoff};
 
 use crate::error::{fail, BenchResult, Context};
 use crate::population::Population;

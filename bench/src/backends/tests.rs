@@ -4,11 +4,11 @@
 //! as the raw side's events, event for event; the store's next event
 //! follows them.
 
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus;
-use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 use lf_handoff_adapters::ports::recorded_change;
 use lf_handoff_adapters::PruneOptions;
 use lf_handoff_adapters::{open_store, ListQuery};
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
+use lf_handoff_domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 use time::OffsetDateTime;
 
 use super::{raw_actor, BenchBackend, PostgresBench, SledBench, SqliteBench, DEFAULT_POSTGRES_URL};

@@ -13,9 +13,9 @@
 
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffOutcome;
 use lf_handoff_adapters::{open_store, WatchFilter, WatchFrom};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffOutcome;
 use serde::Serialize;
 use tokio::sync::mpsc;
 

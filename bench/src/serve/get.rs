@@ -26,10 +26,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use hyper::body::Bytes;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoff;
 use lf_handoff_adapters::{open_store, StorageConfig, Store};
 use lf_handoff_api::HandoffJson;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoff;
 use serde::Serialize;
 
 use super::load::{self, Connection, Load};

@@ -3,8 +3,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use lf_handoff_adapters::domain::interactive_handoff::AttachDescriptor;
-use lf_handoff_adapters::domain::wave_home::WaveHome;
+use lf_handoff_domain::interactive_handoff::AttachDescriptor;
+use lf_handoff_domain::wave_home::WaveHome;
 
 /// A line a person can paste into a shell to attach: for a local home
 /// `cd DIR && env K=V ARGV...`, for a remote one the `ssh` command that does

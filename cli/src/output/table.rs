@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::io::{self, IsTerminal};
 
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, InteractiveHandoffListRow, InteractiveHandoffStatus,
 };
 use time::OffsetDateTime;
@@ -265,8 +265,8 @@ mod tests {
     }
 
     fn row(step: Option<&str>) -> InteractiveHandoffListRow {
-        use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-        use lf_handoff_adapters::domain::interactive_handoff::{InteractiveHandoffStatus, StepKey};
+        use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+        use lf_handoff_domain::interactive_handoff::{InteractiveHandoffStatus, StepKey};
         let at = OffsetDateTime::UNIX_EPOCH;
         let id = InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap();
         InteractiveHandoffListRow {
@@ -328,7 +328,7 @@ mod tests {
 
     #[test]
     fn the_deadline_column_shows_only_when_a_handoff_has_a_deadline() {
-        use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus as S;
+        use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus as S;
         let now = OffsetDateTime::UNIX_EPOCH + time::Duration::hours(10);
         let with = |status, expires_at: Option<OffsetDateTime>, step| {
             let mut row = row(step);
@@ -380,8 +380,8 @@ mod tests {
 
     #[test]
     fn history_tables_show_the_change_and_who_made_it() {
-        use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-        use lf_handoff_adapters::domain::interactive_handoff::{
+        use lf_handoff_domain::id::InteractiveHandoffId;
+        use lf_handoff_domain::interactive_handoff::{
             Actor, HandoffEventKind as K, InteractiveHandoffStatus as S,
         };
         let id = InteractiveHandoffId::parse("ih_01a23770-d145-7233-b23a-4c031002983d").unwrap();

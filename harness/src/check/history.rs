@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffStatus,
 };
 use time::format_description::well_known::Rfc3339;

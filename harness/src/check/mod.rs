@@ -30,10 +30,8 @@ mod history;
 #[cfg(test)]
 mod tests;
 
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffStatus,
-};
-use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffStatus};
+use lf_handoff_domain::parent::Parent;
 
 pub use history::{
     acked_change_has_event, claim_detail, deadline_detail, history_matches_record,

@@ -2,18 +2,18 @@
 
 use std::path::Path;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::GenerateId;
+use lf_handoff_conformance::fixtures::{body, outcome};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
     attach, claim_wake, claim_wake_for_parent, expire_if_due, extend, finish, open, Actor,
     HandoffChange,
 };
-use lf_handoff_adapters::domain::wave::Wave;
-use lf_handoff_adapters::GenerateId;
-use lf_handoff_conformance::fixtures::{body, outcome};
+use lf_handoff_domain::wave::Wave;
 use time::macros::datetime;
 use time::OffsetDateTime;
 
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffStatus,
 };
 
@@ -107,8 +107,7 @@ fn a_wake_handed_over_to_a_newer_generation_is_later_and_never_back() {
         .unwrap_err()
         .contains("wake claim"));
     let mut stepped = claimed.clone();
-    stepped.step =
-        Some(lf_handoff_adapters::domain::interactive_handoff::StepKey::parse("login").unwrap());
+    stepped.step = Some(lf_handoff_domain::interactive_handoff::StepKey::parse("login").unwrap());
     assert!(handoff_same_or_later(&claimed, &stepped)
         .unwrap_err()
         .contains("fixed at open"));

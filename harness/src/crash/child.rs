@@ -6,12 +6,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave::Wave;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;

@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 use lf_handoff_adapters::Store;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{HandoffEvent, InteractiveHandoff};
 
 use super::ledger::{HistorySeen, Ledger};
 use super::CrashFigures;

@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     HandoffEvent, InteractiveHandoff, InteractiveHandoffParent, StepKey,
 };
-use lf_handoff_adapters::domain::parent::Parent;
+use lf_handoff_domain::parent::Parent;
 use serde::Deserialize;
 
 use super::CrashFigures;

@@ -73,8 +73,8 @@ mod trial;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_adapters::open_store;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
 
 pub(crate) use child::{parse_event, ChildOutput, Event};
 pub use figures::CrashFigures;

@@ -6,13 +6,13 @@
 use lf_handoff_adapters::ListQuery;
 use std::collections::{BTreeMap, BTreeSet};
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
+use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
     check_one_active_per_parent, InteractiveHandoff, InteractiveHandoffParent,
     InteractiveHandoffStatus,
 };
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::{open_store, Store};
+use lf_handoff_domain::parent::Parent;
 
 use super::child::{parse_event, Event};
 use super::histories::{check_histories, Reading};

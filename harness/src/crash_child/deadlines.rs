@@ -1,13 +1,13 @@
 //! The deadline lanes (C14; see the module `crash_child`).
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffStatus, OpenOptions,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{ConflictKind, GenerateId, StoreError};
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffStatus, OpenOptions,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave::Wave;
 
 use super::{emit, Lane};
 use crate::requests::{open_request, random_outcome, text};

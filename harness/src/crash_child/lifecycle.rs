@@ -1,12 +1,12 @@
 //! The lifecycle lanes and the crash story (see the module `crash_child`).
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions,
-};
-use lf_handoff_adapters::domain::parent::Parent;
 use lf_handoff_adapters::GenerateId;
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    InteractiveHandoff, InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions,
+};
+use lf_handoff_domain::parent::Parent;
 
 use super::{emit, story_step, Lane};
 use crate::requests::{open_request, random_outcome};

@@ -56,14 +56,14 @@ mod lifecycle;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::{
-    Actor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, StepKey,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId, StorageConfig, Store};
 use lf_handoff_conformance::fixtures;
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::{
+    Actor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent, StepKey,
+};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave::Wave;
 
 use crate::requests::text;
 use crate::rng::Rng;

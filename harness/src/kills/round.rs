@@ -6,9 +6,7 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent,
-};
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
 use serde_json::Value;
 use tokio::process::Command;
 

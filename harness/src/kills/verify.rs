@@ -4,14 +4,12 @@
 use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeMap;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffParent,
-};
-use lf_handoff_adapters::domain::parent::Parent;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, InteractiveHandoffParent};
+use lf_handoff_domain::parent::Parent;
+use lf_handoff_domain::wave::Wave;
 
 use super::round::{CliAck, Killed};
 use super::{KillFigures, KilledStore};

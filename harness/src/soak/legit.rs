@@ -31,9 +31,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::GenerateId as _;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::wave::Wave;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 

@@ -6,11 +6,9 @@
 use lf_handoff_adapters::ListQuery;
 use std::collections::BTreeMap;
 
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    check_one_active_per_parent, InteractiveHandoff,
-};
 use lf_handoff_adapters::{open_store, StorageConfig};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{check_one_active_per_parent, InteractiveHandoff};
 
 use super::legit::Acked;
 use crate::check::{history_matches_record, history_well_formed, KnownChanges};

@@ -36,15 +36,15 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::map_response;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use lf_handoff_adapters::domain::id::InteractiveHandoffId;
-use lf_handoff_adapters::domain::interactive_handoff::{
-    refused_env_reason, Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, InteractiveHandoffStatus,
-};
 use lf_handoff_adapters::{ListQuery, StoreError};
 use lf_handoff_api::requests::{self, Extend, Reason, Summary};
 use lf_handoff_api::routes::{content_type, Audience, Method as RouteMethod, ROUTES};
 use lf_handoff_api::{Category, Scope};
+use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{
+    refused_env_reason, Actor, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, InteractiveHandoffStatus,
+};
 use time::OffsetDateTime;
 
 use crate::error::ApiError;

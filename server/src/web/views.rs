@@ -80,7 +80,7 @@ pub(super) fn span(span: time::Duration) -> String {
 
 /// The name of whoever attached last, from a handoff's history.
 pub(super) fn attached_by(
-    history: &[lf_handoff_adapters::domain::interactive_handoff::HandoffEvent],
+    history: &[lf_handoff_domain::interactive_handoff::HandoffEvent],
 ) -> Option<String> {
     history
         .iter()

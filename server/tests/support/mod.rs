@@ -7,11 +7,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::WaveId;
-use lf_handoff_adapters::domain::interactive_handoff::OpenInteractiveHandoff;
-use lf_handoff_adapters::domain::wave::Wave;
 use lf_handoff_adapters::{open_store, GenerateId as _, StorageConfig, Store, StoreResult};
 use lf_handoff_api::Scope;
+use lf_handoff_domain::id::WaveId;
+use lf_handoff_domain::interactive_handoff::OpenInteractiveHandoff;
+use lf_handoff_domain::wave::Wave;
 use lf_handoff_server::{bind, tokens, AppState, Limits, ServeConfig};
 use serde_json::{json, Value};
 use tempfile::TempDir;

@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use lf_handoff_adapters::domain::id::WaveId;
 use lf_handoff_adapters::{
     open_store, GenerateId, Pooler, PostgresConfig, StorageConfig, UnavailableKind,
 };
+use lf_handoff_domain::id::WaveId;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
 use tokio::sync::Mutex;
@@ -690,7 +690,7 @@ pub mod scenarios {
         let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
         assert_eq!(
             attached.status,
-            lf_handoff_adapters::domain::interactive_handoff::InteractiveHandoffStatus::Attached
+            lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus::Attached
         );
         assert_eq!(
             store.get_interactive_handoff(&opened.id).await.unwrap(),
@@ -879,11 +879,8 @@ pub mod scenarios {
         let store = open_store(config)
             .await
             .unwrap_or_else(|e| panic!("{config}: {e}"));
-        let wave = lf_handoff_adapters::domain::wave::Wave::new(
-            WaveId::new(),
-            "over TLS".into(),
-            "/src/tls".into(),
-        );
+        let wave =
+            lf_handoff_domain::wave::Wave::new(WaveId::new(), "over TLS".into(), "/src/tls".into());
         store.create_wave(&wave).await.unwrap();
         assert_eq!(stored_wave(&store, wave.id()).await, Some(wave));
         let encrypted = backend

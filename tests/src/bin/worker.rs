@@ -2,17 +2,17 @@
 //! OS process. See `lf_handoff_conformance::worker` for the protocol.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use lf_handoff_adapters::domain::interactive_handoff::OpenOptions;
 use lf_handoff_adapters::ListQuery;
 use lf_handoff_adapters::PruneOptions;
 use lf_handoff_conformance::fixtures::stored_wave;
+use lf_handoff_domain::interactive_handoff::OpenOptions;
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use lf_handoff_adapters::domain::id::{InteractiveHandoffId, WaveId};
-use lf_handoff_adapters::domain::interactive_handoff::StepKey;
 use lf_handoff_adapters::{open_store, ConflictKind, StorageConfig, Store, StoreError};
 use lf_handoff_conformance::fixtures::{new_wave, outcome, wave_request};
+use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
+use lf_handoff_domain::interactive_handoff::StepKey;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -115,7 +115,7 @@ async fn run(args: Vec<String>) {
             // `pruned HANDOFFS EVENTS`.
             let micros: i64 = args[2].parse().unwrap();
             let batch: usize = args[3].parse().unwrap();
-            let cutoff = lf_handoff_adapters::domain::timestamp::from_unix_micros(micros).unwrap();
+            let cutoff = lf_handoff_domain::timestamp::from_unix_micros(micros).unwrap();
             wait_for_go();
             match store
                 .prune(PruneOptions {
