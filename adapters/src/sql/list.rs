@@ -79,8 +79,8 @@ pub(crate) struct ListStatement<'a> {
 /// [`index_hint`](Dialect::index_hint) names the index where its planner
 /// needs it (SQLite, whose planner has no statistics and may prefer
 /// another index that needs a sort); PostgreSQL's planner chooses by its
-/// statistics. Each shape of the first version (all, a parent, active, a
-/// parent's active) keeps its text and its plan, but for the hint.
+/// statistics. The simplest shapes (all, a parent, active, a parent's
+/// active) are as plain as a statement written by hand.
 pub(crate) fn list_statement<'a, D: Dialect>(
     query: &'a ListQuery,
     home: Option<&'a str>,
