@@ -240,7 +240,7 @@ pub trait Handoffs: Send + Sync {
     /// # Errors
     /// `NotFound` for an unknown id; `Conflict` when the handoff is terminal,
     /// of kind `Expired` when its deadline has passed (a due handoff is
-    /// expired by this call, C14).
+    /// expired by this call).
     async fn attach_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
@@ -254,14 +254,14 @@ pub trait Handoffs: Send + Sync {
     /// `InvalidInput` for a blank outcome text or the expiry outcome
     /// (checked before any read); `NotFound` for an unknown id; `Conflict`
     /// when another outcome is already recorded, of kind `Expired` when the
-    /// deadline has passed (a due handoff is expired by this call, C14).
+    /// deadline has passed (a due handoff is expired by this call).
     async fn finish_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
     ) -> StoreResult<InteractiveHandoff>;
 
-    /// Moves the deadline of an active handoff to `until` (C14), which
+    /// Moves the deadline of an active handoff to `until`, which
     /// must be later than now; a handoff without a deadline gets one.
     /// Extending to the deadline it has returns it unchanged.
     ///
@@ -279,7 +279,7 @@ pub trait Handoffs: Send + Sync {
     /// Claims the wake of a terminal handoff for body `generation`:
     /// `claimed` is true if and only if this generation holds it
     /// afterwards (the first claim, a retry by the holder, or a take-over
-    /// by the parent's current body from an older holder, C13). The answer
+    /// by the parent's current body from an older holder). The answer
     /// carries the handoff as the claim left it, read in the claim's own
     /// change, so it names the holder and no other writer can come between
     /// the claim and the record.
@@ -294,7 +294,7 @@ pub trait Handoffs: Send + Sync {
         generation: u32,
     ) -> StoreResult<ClaimedWake>;
 
-    /// The history of handoff `id` (C15): every change, in order, with who
+    /// The history of handoff `id`: every change, in order, with who
     /// made it. A handoff stored before the store kept history starts with
     /// its first change since the upgrade.
     ///
@@ -317,7 +317,7 @@ pub trait Waiting: Send + Sync {
 
     /// Waits until handoff `id` is terminal, at most `timeout` when given,
     /// and returns it. A handoff whose deadline passes meanwhile is
-    /// expired then (C14) and returned. It sleeps on the backend's change
+    /// expired then and returned. It sleeps on the backend's change
     /// signal between reads, never busy polling.
     ///
     /// # Errors
@@ -353,7 +353,7 @@ pub trait Upkeep: Send + Sync {
     ///
     /// A pruned handoff is gone: `get` returns `None`, `history` is
     /// `NotFound`, and its step is forgotten, so a body that opens at that
-    /// step again gets a new handoff (C12 holds until the prune).
+    /// step again gets a new handoff (its step key holds until the prune).
     ///
     /// # Errors
     /// `InvalidInput` for a batch of 0 (checked before anything is read);

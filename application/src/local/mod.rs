@@ -67,17 +67,17 @@ pub struct StorePorts {
     /// The storage engine's name in diagnostics (`sqlite`, `sled`,
     /// `postgres`, ...).
     pub backend: &'static str,
-    /// Handoffs and their history (C1-C9, C12-C15, C17's prune).
+    /// Handoffs and their history.
     pub handoffs: Arc<dyn HandoffRepository>,
-    /// Parents and task PRs (C10).
+    /// Parents and task PRs.
     pub parents: Arc<dyn ParentRegistry>,
-    /// The event log that watchers and waiters read (C16).
+    /// The event log that watchers and waiters read.
     pub events: Arc<dyn EventLog>,
-    /// Export and import (C17).
+    /// Export and import.
     pub archive: Arc<dyn Archive>,
-    /// The service's delivery cursors (C23).
+    /// The service's delivery cursors.
     pub deliveries: Arc<dyn Deliveries>,
-    /// The service's revoked sign-ins (C29).
+    /// The service's revoked sign-ins.
     pub revocations: Arc<dyn Revocations>,
     /// The time source.
     pub clock: Arc<dyn Clock>,
