@@ -22,7 +22,7 @@ use crate::registry::{HandleSettings, Registry};
 ///
 /// | what | methods | contract |
 /// | --- | --- | --- |
-/// | parents | [`Parents`](crate::Parents): `create_wave`, `create_project_session`, `create_task_session`, `record_body`, `get_parent`, `get_task_pr` | C10 |
+/// | parents | [`Parents`](crate::Parents): `create_wave`, `create_project_session`, `create_task_session`, `record_body`, `get_parent`, `get_task_pr`, `list_parents` | C10 |
 /// | handoffs | [`Handoffs`](crate::Handoffs): `open_interactive_handoff`, `get_interactive_handoff`, `list_interactive_handoffs`, `attach_interactive_handoff`, `finish_interactive_handoff`, `extend_interactive_handoff`, `claim_interactive_handoff_wake`, `history` | C1-C7, C9, C12-C15 |
 /// | waiting | [`Waiting`](crate::Waiting): `watch`, `wait` | C16 |
 /// | upkeep | [`Upkeep`](crate::Upkeep): `expire_due`, `prune`, `export`, `import` | C14, C17 |
