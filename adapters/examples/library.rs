@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         summary: "logged in; continue".into(),
     };
     let done = store
-        .finish_interactive_handoff(&handoff.id, &outcome)
+        .finish_interactive_handoff(&handoff.id, &outcome, None)
         .await?;
     assert_eq!(done.status, InteractiveHandoffStatus::HandedBack);
     // Even finished, the step's handoff is the one a re-run gets back.
@@ -82,7 +82,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let failed = InteractiveHandoffOutcome::Failed {
         reason: "too late".into(),
     };
-    match store.finish_interactive_handoff(&handoff.id, &failed).await {
+    match store
+        .finish_interactive_handoff(&handoff.id, &failed, None)
+        .await
+    {
         Err(StoreError::Conflict {
             kind: ConflictKind::OtherOutcome,
             ..

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lf_handoff_application::{ListQuery, ParentQuery, StoreError, StoreResult};
 use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
+    Answer, InteractiveHandoffOutcome, InteractiveHandoffParent, InteractiveHandoffStatus,
     OpenInteractiveHandoff,
 };
 use lf_handoff_domain::parent::ParentKind;
@@ -88,6 +88,10 @@ impl OpenRequest {
 pub struct Summary {
     /// The summary.
     pub summary: String,
+    /// The answer (C26): required by `/complete` on a handoff that asks
+    /// with choices or a form, optional on `/back`; it must fit the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
 }
 
 /// `POST /v1/handoffs/{id}/fail`: why the work could not be done.
@@ -98,25 +102,34 @@ pub struct Reason {
     pub reason: String,
 }
 
-/// The outcome a finish route records.
-pub fn completed(body: Summary) -> InteractiveHandoffOutcome {
-    InteractiveHandoffOutcome::Completed {
-        summary: body.summary,
-    }
+/// The outcome and answer `/complete` records.
+pub fn completed(body: Summary) -> (InteractiveHandoffOutcome, Option<Answer>) {
+    (
+        InteractiveHandoffOutcome::Completed {
+            summary: body.summary,
+        },
+        body.answer,
+    )
 }
 
-/// The outcome `/back` records.
-pub fn handed_back(body: Summary) -> InteractiveHandoffOutcome {
-    InteractiveHandoffOutcome::HandedBack {
-        summary: body.summary,
-    }
+/// The outcome and answer `/back` records.
+pub fn handed_back(body: Summary) -> (InteractiveHandoffOutcome, Option<Answer>) {
+    (
+        InteractiveHandoffOutcome::HandedBack {
+            summary: body.summary,
+        },
+        body.answer,
+    )
 }
 
-/// The outcome `/fail` records.
-pub fn failed(body: Reason) -> InteractiveHandoffOutcome {
-    InteractiveHandoffOutcome::Failed {
-        reason: body.reason,
-    }
+/// The outcome `/fail` records, and its answer: none.
+pub fn failed(body: Reason) -> (InteractiveHandoffOutcome, Option<Answer>) {
+    (
+        InteractiveHandoffOutcome::Failed {
+            reason: body.reason,
+        },
+        None,
+    )
 }
 
 /// `POST /v1/handoffs/{id}/extend`: the new deadline, `until` or `by` (a

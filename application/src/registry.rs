@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    Actor, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    OpenInteractiveHandoff,
+    Actor, Answer, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, OpenInteractiveHandoff,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
@@ -246,19 +246,24 @@ pub trait Handoffs: Send + Sync {
         id: &InteractiveHandoffId,
     ) -> StoreResult<InteractiveHandoff>;
 
-    /// Finishes a handoff with `outcome`. Finishing again with an equal
-    /// outcome returns the record unchanged; of racing finishers exactly one
-    /// succeeds.
+    /// Finishes a handoff with `outcome` and, on a handoff that asks with
+    /// choices or a form, an `answer` (C26: a completion needs one that
+    /// fits, a hand-back may carry one, a failure none). Finishing again
+    /// with an equal outcome and answer returns the record unchanged; of
+    /// racing finishers exactly one succeeds.
     ///
     /// # Errors
-    /// `InvalidInput` for a blank outcome text or the expiry outcome
-    /// (checked before any read); `NotFound` for an unknown id; `Conflict`
-    /// when another outcome is already recorded, of kind `Expired` when the
-    /// deadline has passed (a due handoff is expired by this call).
+    /// `InvalidInput` for a blank outcome text, the expiry outcome
+    /// (checked before any read) or an answer that does not fit, naming
+    /// the field and the rule (nothing is written); `NotFound` for an
+    /// unknown id; `Conflict` when another outcome or answer is already
+    /// recorded, of kind `Expired` when the deadline has passed (a due
+    /// handoff is expired by this call).
     async fn finish_interactive_handoff(
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
+        answer: Option<&Answer>,
     ) -> StoreResult<InteractiveHandoff>;
 
     /// Moves the deadline of an active handoff to `until`, which

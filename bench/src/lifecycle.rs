@@ -186,7 +186,7 @@ pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[
         .context("store attach")?;
     let attached = Instant::now();
     store
-        .finish_interactive_handoff(&handoff.id, &outcome)
+        .finish_interactive_handoff(&handoff.id, &outcome, None)
         .await
         .context("store finish")?;
     let finished = Instant::now();
@@ -244,6 +244,10 @@ pub(crate) async fn raw_lifecycle(
         wake_claimed_by_generation: None,
         step: None,
         expires_at: None,
+        choices: None,
+        form: None,
+        on_expiry: None,
+        answer: None,
     };
     raw.insert(&waiting).await?;
     let opened = Instant::now();

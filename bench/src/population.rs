@@ -180,6 +180,10 @@ impl Population {
             wake_claimed_by_generation: claimed.then_some(1),
             step: None,
             expires_at: None,
+            choices: None,
+            form: None,
+            on_expiry: None,
+            answer: None,
         };
         if let Err(violation) = handoff.validate() {
             return fail(format!("synthetic handoff {i} is invalid: {violation}"));

@@ -80,7 +80,7 @@ async fn one_race(handles: &[Store], wave: &Wave) -> BenchResult<Duration> {
         };
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            store.finish_interactive_handoff(&id, &outcome).await
+            store.finish_interactive_handoff(&id, &outcome, None).await
         }));
     }
     barrier.wait().await;

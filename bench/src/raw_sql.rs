@@ -250,7 +250,7 @@ impl RawSql {
     ) -> BenchResult<()> {
         let change = recorded_change(before, next).context("name the event")?;
         let actor = raw_actor()?;
-        let event = event_values(&change, actor);
+        let event = event_values(&change, actor, None);
         let id = next.id.as_str();
         let affected = match self {
             RawSql::Postgres(conn) => {

@@ -226,6 +226,7 @@ impl Finisher<'_> {
                         &InteractiveHandoffOutcome::Completed {
                             summary: "woken".into(),
                         },
+                        None,
                     )
                     .await
                     .context("finish")?;

@@ -222,6 +222,7 @@ impl Demo<'_> {
         let options = OpenOptions {
             step: Some(step.clone()),
             expires_at: Some(store.now() + time::Duration::hours(1)),
+            ..OpenOptions::default()
         };
         let (opened, created) = store
             .open_interactive_handoff(request.clone().with_options(options))
@@ -291,7 +292,7 @@ impl Demo<'_> {
         };
         let finished = self
             .store
-            .finish_interactive_handoff(&opened.id, &outcome)
+            .finish_interactive_handoff(&opened.id, &outcome, None)
             .await?;
         self.say.step(
             "hand_back",

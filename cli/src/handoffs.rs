@@ -107,6 +107,7 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     let options = OpenOptions {
         step: step.clone(),
         expires_at,
+        ..OpenOptions::default()
     };
     let (handoff, created) = ctx
         .store
@@ -315,7 +316,7 @@ pub async fn finish(
 ) -> CliResult<()> {
     let handoff = ctx
         .store
-        .finish_interactive_handoff(id, &outcome)
+        .finish_interactive_handoff(id, &outcome, None)
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {

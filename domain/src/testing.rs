@@ -34,8 +34,8 @@ use time::OffsetDateTime;
 use crate::child_session::{ChildLeaseState, ChildProcessGeneration};
 use crate::id::{ProjectSessionId, TaskPrId, TaskSessionId, WaveId};
 use crate::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
-    OpenInteractiveHandoff, OpenOptions, StepKey,
+    Answer, Choice, FormSpec, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use crate::parent::Parent;
 use crate::project_session::{ProjectSession, ProjectSessionStatus};
@@ -196,6 +196,32 @@ impl OpenRequest {
     /// The deadline (C14).
     pub fn expires_at(mut self, deadline: OffsetDateTime) -> Self {
         self.request.options.expires_at = Some(deadline);
+        self
+    }
+
+    /// The choices a person picks from (C26), each `value` or
+    /// `value=Label`.
+    ///
+    /// # Panics
+    /// On a choice that [`Choice::parse`] refuses (a test's mistake).
+    pub fn choices(mut self, choices: &[&str]) -> Self {
+        let parsed = choices
+            .iter()
+            .map(|text| Choice::parse(text).unwrap_or_else(|e| panic!("choice {text:?}: {e}")))
+            .collect();
+        self.request.options.choices = Some(parsed);
+        self
+    }
+
+    /// The form a person fills in (C26).
+    pub fn form(mut self, form: FormSpec) -> Self {
+        self.request.options.form = Some(form);
+        self
+    }
+
+    /// The answer the deadline gives (C26).
+    pub fn on_expiry(mut self, answer: Answer) -> Self {
+        self.request.options.on_expiry = Some(answer);
         self
     }
 
@@ -360,4 +386,35 @@ pub fn outcome(n: usize) -> InteractiveHandoffOutcome {
             reason: format!("failed by {n}"),
         },
     }
+}
+
+/// The JSON Schema of [`sample_form`].
+pub const SAMPLE_FORM: &str = r#"{
+    "type": "object",
+    "title": "Deploy settings",
+    "properties": {
+        "budget": {"type": "integer", "title": "Budget (EUR)", "minimum": 0, "maximum": 1000,
+                   "description": "What the run may spend"},
+        "branch": {"type": "string", "minLength": 1, "maxLength": 20},
+        "env": {"type": "string", "enum": ["staging", "prod"], "default": "staging"},
+        "ratio": {"type": "number", "minimum": 0.5},
+        "notify": {"type": "boolean", "default": false}
+    },
+    "required": ["budget", "branch"]
+}"#;
+
+/// A form of every field type and rule (C26): `budget` (integer 0-1000,
+/// required), `branch` (string of 1-20 characters, required), `env`
+/// (`staging` or `prod`), `ratio` (number, at least 0.5) and `notify`
+/// (boolean), in that order.
+///
+/// # Panics
+/// Never: [`SAMPLE_FORM`] is a valid form.
+pub fn sample_form() -> FormSpec {
+    serde_json::from_str(SAMPLE_FORM).unwrap_or_else(|e| panic!("sample form: {e}"))
+}
+
+/// An answer that fits [`sample_form`].
+pub fn sample_form_answer() -> Answer {
+    Answer(serde_json::json!({"budget": 250, "branch": "release/1.2", "notify": true}))
 }

@@ -24,6 +24,7 @@ fn due_in(after: i64) -> InteractiveHandoff {
     let options = OpenOptions {
         step: None,
         expires_at: Some(at(after)),
+        ..OpenOptions::default()
     };
     match decide_open_with(
         &OpenRequest::on(&parent)
@@ -69,6 +70,7 @@ fn open_keeps_a_future_deadline_and_refuses_a_past_one() {
         let options = OpenOptions {
             step: Some(StepKey::parse("login").unwrap()),
             expires_at: Some(deadline),
+            ..OpenOptions::default()
         };
         let refused = decide_open_with(
             &OpenRequest::on(&parent)
@@ -93,7 +95,7 @@ fn a_handoff_is_due_only_while_active_and_past_its_deadline() {
     assert!(!handoff.is_due(at(59)));
     assert!(handoff.is_due(at(60)), "due at the deadline itself");
     assert!(handoff.is_due(at(61)));
-    let finished = changed(finish(&handoff, &done(), at(30)).unwrap());
+    let finished = changed(finish(&handoff, &done(), None, at(30)).unwrap());
     assert!(!finished.is_due(at(61)));
     assert!(!waiting().is_due(at(1_000_000)), "no deadline, never due");
 }
@@ -129,7 +131,7 @@ fn writes_on_a_due_or_expired_handoff_are_refused_as_expired() {
         ConflictKind::Expired
     );
     assert_eq!(
-        conflict_kind(finish(&handoff, &done(), at(61))),
+        conflict_kind(finish(&handoff, &done(), None, at(61))),
         ConflictKind::Expired
     );
     assert_eq!(
@@ -142,18 +144,23 @@ fn writes_on_a_due_or_expired_handoff_are_refused_as_expired() {
         ConflictKind::Expired
     );
     assert_eq!(
-        conflict_kind(finish(&expired, &done(), at(62))),
+        conflict_kind(finish(&expired, &done(), None, at(62))),
         ConflictKind::Expired
     );
     // Before the deadline, everything works as without one.
     let attached = changed(attach(&handoff, at(10)).unwrap());
     assert_eq!(attached.expires_at, Some(at(60)));
-    changed(finish(&attached, &done(), at(20)).unwrap());
+    changed(finish(&attached, &done(), None, at(20)).unwrap());
 }
 
 #[test]
 fn nobody_finishes_a_handoff_as_expired() {
-    let refused = finish(&due_in(60), &InteractiveHandoffOutcome::Expired, at(1));
+    let refused = finish(
+        &due_in(60),
+        &InteractiveHandoffOutcome::Expired,
+        None,
+        at(1),
+    );
     assert!(
         matches!(refused, Err(DomainError::InvalidInput(_))),
         "{refused:?}"
@@ -178,7 +185,7 @@ fn extend_moves_an_active_deadline_to_a_later_instant_than_now() {
     ));
     let without = changed(extend(&waiting(), at(100), at(1)).unwrap());
     assert_eq!(without.expires_at, Some(at(100)));
-    let finished = changed(finish(&sooner, &done(), at(37)).unwrap());
+    let finished = changed(finish(&sooner, &done(), None, at(37)).unwrap());
     assert_eq!(
         conflict_kind(extend(&finished, at(900), at(38))),
         ConflictKind::AlreadyFinished
@@ -225,7 +232,7 @@ fn each_change_names_its_event() {
         event(Some(&extended), &attached).kind,
         HandoffEventKind::Attached
     );
-    let finished = changed(finish(&attached, &done(), at(7)).unwrap());
+    let finished = changed(finish(&attached, &done(), None, at(7)).unwrap());
     let finish_event = event(Some(&attached), &finished);
     assert_eq!(finish_event.kind, HandoffEventKind::Finished);
     assert_eq!(

@@ -20,6 +20,7 @@ fn done() -> InteractiveHandoff {
         &InteractiveHandoffOutcome::Completed {
             summary: "done".into(),
         },
+        None,
         at(2),
     )
     .unwrap()

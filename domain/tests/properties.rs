@@ -167,7 +167,7 @@ proptest! {
                 }
                 Op::Finish { pick, outcome: kind, text } => {
                     if let Some(h) = registry.pick(pick) {
-                        if let Ok(t) = finish(&h, &outcome(kind, text), now) {
+                        if let Ok(t) = finish(&h, &outcome(kind, text), None, now) {
                             registry.store(t);
                         }
                     }
@@ -229,8 +229,8 @@ proptest! {
 
     #[test]
     fn replayed_transitions_are_unchanged(pick in 0..3u8, generation in 5..9u32, step in 0i64..100) {
-        let done = finish(&waiting(), &outcome(pick, 1), at(1)).unwrap().into_handoff();
-        prop_assert_eq!(finish(&done, &outcome(pick, 1), at(step)).unwrap(), Transition::Unchanged(done.clone()));
+        let done = finish(&waiting(), &outcome(pick, 1), None, at(1)).unwrap().into_handoff();
+        prop_assert_eq!(finish(&done, &outcome(pick, 1), None, at(step)).unwrap(), Transition::Unchanged(done.clone()));
         let claimed = claim_wake(&done, generation, at(2)).unwrap().transition.into_handoff();
         let again = claim_wake(&claimed, generation, at(step)).unwrap();
         prop_assert!(again.claimed);

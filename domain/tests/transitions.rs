@@ -335,7 +335,7 @@ fn c3_open_replays_the_active_handoff() {
 #[test]
 fn replay_refuses_a_terminal_or_foreign_handoff() {
     let parent = task_parent();
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     is_conflict(
@@ -370,7 +370,7 @@ fn c5_attach_moves_waiting_to_attached_once() {
 
 #[test]
 fn c5_attaching_a_terminal_handoff_is_a_conflict() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     is_conflict(
@@ -392,7 +392,7 @@ fn c6_finish_records_outcome_status_and_terminal_at() {
         },
     ] {
         for start in [waiting(), attach(&waiting(), at(1)).unwrap().into_handoff()] {
-            let finished = finish(&start, &outcome, at(2)).unwrap();
+            let finished = finish(&start, &outcome, None, at(2)).unwrap();
             assert!(finished.is_changed());
             let finished = finished.into_handoff();
             assert_eq!(finished.status, outcome.status());
@@ -406,25 +406,25 @@ fn c6_finish_records_outcome_status_and_terminal_at() {
 
 #[test]
 fn c6_finishing_again_with_an_equal_outcome_changes_nothing() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     assert_eq!(
-        finish(&done, &handed_back(), at(9)).unwrap(),
+        finish(&done, &handed_back(), None, at(9)).unwrap(),
         Transition::Unchanged(done.clone())
     );
 }
 
 #[test]
 fn c6_a_different_outcome_is_a_conflict_and_the_first_stays() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     let other = InteractiveHandoffOutcome::HandedBack {
         summary: "something else".into(),
     };
     is_conflict(
-        finish(&done, &other, at(2)),
+        finish(&done, &other, None, at(2)),
         ConflictKind::OtherOutcome,
         "first outcome stays",
     );
@@ -432,7 +432,7 @@ fn c6_a_different_outcome_is_a_conflict_and_the_first_stays() {
         reason: "gone".into(),
     };
     is_conflict(
-        finish(&done, &failed, at(2)),
+        finish(&done, &failed, None, at(2)),
         ConflictKind::OtherOutcome,
         "already handed back",
     );
@@ -446,6 +446,7 @@ fn c6_blank_outcome_text_is_invalid() {
             &InteractiveHandoffOutcome::Completed {
                 summary: " ".into(),
             },
+            None,
             at(1),
         ),
         "summary",
@@ -456,6 +457,7 @@ fn c6_blank_outcome_text_is_invalid() {
             &InteractiveHandoffOutcome::Failed {
                 reason: String::new(),
             },
+            None,
             at(1),
         ),
         "reason",
@@ -471,7 +473,7 @@ fn c7_claim_wake_rules() {
         ConflictKind::NotFinished,
         "still waiting",
     );
-    let done = finish(&handoff, &handed_back(), at(1))
+    let done = finish(&handoff, &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     is_conflict(
@@ -501,7 +503,7 @@ fn c7_claim_wake_rules() {
 
 #[test]
 fn c7_the_opening_generation_may_claim() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     assert!(
@@ -516,7 +518,7 @@ fn i7_a_clock_stepping_backwards_never_reorders_timestamps() {
     let handoff = waiting();
     let attached = attach(&handoff, at(-100)).unwrap().into_handoff();
     assert_eq!(attached.attached_at, Some(T0));
-    let done = finish(&attached, &handed_back(), at(-200))
+    let done = finish(&attached, &handed_back(), None, at(-200))
         .unwrap()
         .into_handoff();
     assert_eq!(done.terminal_at, Some(T0));
@@ -670,7 +672,7 @@ fn c12_a_step_the_parent_has_returns_its_handoff_whatever_its_status() {
     let parent = task_parent();
     let key = step("oauth-login@turn-17");
     let first = opened_at_step(&parent, &key);
-    let done = finish(&first, &handed_back(), at(1))
+    let done = finish(&first, &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     let claimed = claim_wake(&done, 4, at(2))
@@ -774,7 +776,7 @@ fn c12_a_handoff_of_another_step_or_parent_is_not_returned() {
 
 #[test]
 fn c13_the_parents_current_generation_takes_the_wake_over_from_an_older_holder() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     let held = claim_wake(&done, 5, at(2)).unwrap();
@@ -799,7 +801,7 @@ fn c13_the_parents_current_generation_takes_the_wake_over_from_an_older_holder()
 
 #[test]
 fn c13_no_take_over_unless_newer_and_current() {
-    let done = finish(&waiting(), &handed_back(), at(1))
+    let done = finish(&waiting(), &handed_back(), None, at(1))
         .unwrap()
         .into_handoff();
     let held = claim_wake(&done, 5, at(2))

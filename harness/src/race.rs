@@ -138,7 +138,10 @@ pub async fn perform(store: &Store, op: &RaceOp, cwd: &Path, false_wins: bool) -
                 Err(e) => format!("error {e}"),
             }
         }
-        RaceOp::Finish(id, n) => match store.finish_interactive_handoff(id, &outcome(*n)).await {
+        RaceOp::Finish(id, n) => match store
+            .finish_interactive_handoff(id, &outcome(*n), None)
+            .await
+        {
             Ok(_) => format!("won {n}"),
             Err(StoreError::Conflict {
                 kind: ConflictKind::OtherOutcome,

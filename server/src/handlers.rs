@@ -26,7 +26,8 @@ use lf_handoff_domain::id::{
     InteractiveHandoffId, ProjectSessionId, TaskPrId, TaskSessionId, WaveId,
 };
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    Answer as HandoffAnswer, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
@@ -386,11 +387,13 @@ async fn finish(
     state: &AppState,
     caller: &Caller,
     id: &IdParam,
-    outcome: InteractiveHandoffOutcome,
+    (outcome, answer): (InteractiveHandoffOutcome, Option<HandoffAnswer>),
 ) -> Answer {
     let id = handoff_id(id)?;
     let store = state.store_as(&caller.name);
-    let handoff = store.finish_interactive_handoff(&id, &outcome).await?;
+    let handoff = store
+        .finish_interactive_handoff(&id, &outcome, answer.as_ref())
+        .await?;
     handoff_json(state, caller, handoff)
 }
 

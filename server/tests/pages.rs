@@ -822,6 +822,7 @@ async fn the_inbox_shows_the_newest_handoffs_when_there_are_more_than_a_page() {
             step: None,
             expires_at: (n < 3)
                 .then(|| time::OffsetDateTime::now_utc() + time::Duration::minutes(30)),
+            ..OpenOptions::default()
         };
         served
             .store

@@ -96,7 +96,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
             }
             2 => {
                 alice.attach_interactive_handoff(&handoff.id).await.unwrap();
-                bob.finish_interactive_handoff(&handoff.id, &outcome_with(n, text))
+                bob.finish_interactive_handoff(&handoff.id, &outcome_with(n, text), None)
                     .await
                     .unwrap();
                 assert!(
@@ -108,7 +108,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
                 );
             }
             _ => {
-                bob.finish_interactive_handoff(&handoff.id, &outcome_with(n + 2, text))
+                bob.finish_interactive_handoff(&handoff.id, &outcome_with(n + 2, text), None)
                     .await
                     .unwrap();
             }
@@ -143,6 +143,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
             &InteractiveHandoffOutcome::HandedBack {
                 summary: "token in the vault ✓; continue from step 3".into(),
             },
+            None,
         )
         .await
         .unwrap();
@@ -169,6 +170,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     let options = OpenOptions {
         step: Some(StepKey::parse("deploy approval «prod» #2").unwrap()),
         expires_at: Some(OffsetDateTime::now_utc() + Duration::hours(2)),
+        ..OpenOptions::default()
     };
     store
         .open_interactive_handoff(next.with_options(options.clone()))
@@ -191,6 +193,7 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
     let deadline = |at| OpenOptions {
         step: None,
         expires_at: Some(at),
+        ..OpenOptions::default()
     };
     let mut opened = Vec::new();
     for at in [
@@ -483,7 +486,7 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
         .await
         .unwrap();
     target
-        .finish_interactive_handoff(&waiting.id, &outcome(0))
+        .finish_interactive_handoff(&waiting.id, &outcome(0), None)
         .await
         .unwrap();
     assert!(

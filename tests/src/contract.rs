@@ -336,7 +336,7 @@ pub async fn c2_c7_a_stale_generation_is_refused(backend: &dyn Backend) {
     assert!(!created);
     assert_eq!(replayed, opened);
     store
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     assert_conflict(
@@ -375,7 +375,7 @@ pub async fn c3_open_is_idempotent_per_parent(backend: &dyn Backend) {
     );
     // Once finished, the parent may open a new one.
     store
-        .finish_interactive_handoff(&first.id, &outcome(1))
+        .finish_interactive_handoff(&first.id, &outcome(1), None)
         .await
         .unwrap();
     let (third, created) = store
@@ -480,11 +480,11 @@ pub async fn c4_list_orders_by_creation_and_filters_by_parent_and_activity(backe
         opened.push(open_on_new_wave(&store, dir.path()).await);
     }
     store
-        .finish_interactive_handoff(&opened[1].id, &outcome(0))
+        .finish_interactive_handoff(&opened[1].id, &outcome(0), None)
         .await
         .unwrap();
     store
-        .finish_interactive_handoff(&opened[4].id, &outcome(2))
+        .finish_interactive_handoff(&opened[4].id, &outcome(2), None)
         .await
         .unwrap();
     let all = store
@@ -571,7 +571,7 @@ pub async fn c5_attach_refuses_terminal_and_unknown_handoffs(backend: &dyn Backe
     let (dir, store) = fresh(backend).await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     assert_conflict(
@@ -595,7 +595,7 @@ pub async fn c6_finish_records_the_first_outcome(backend: &dyn Backend) {
         summary: "continue with the tests".into(),
     };
     let finished = store
-        .finish_interactive_handoff(&opened.id, &handed_back)
+        .finish_interactive_handoff(&opened.id, &handed_back, None)
         .await
         .unwrap();
     assert_eq!(finished.status, InteractiveHandoffStatus::HandedBack);
@@ -603,7 +603,7 @@ pub async fn c6_finish_records_the_first_outcome(backend: &dyn Backend) {
     assert!(finished.terminal_at.is_some());
     assert_eq!(
         store
-            .finish_interactive_handoff(&opened.id, &handed_back)
+            .finish_interactive_handoff(&opened.id, &handed_back, None)
             .await
             .unwrap(),
         finished
@@ -612,7 +612,9 @@ pub async fn c6_finish_records_the_first_outcome(backend: &dyn Backend) {
         reason: "gave up".into(),
     };
     assert_conflict(
-        store.finish_interactive_handoff(&opened.id, &failed).await,
+        store
+            .finish_interactive_handoff(&opened.id, &failed, None)
+            .await,
         ConflictKind::OtherOutcome,
     );
     assert_eq!(
@@ -621,7 +623,7 @@ pub async fn c6_finish_records_the_first_outcome(backend: &dyn Backend) {
     );
     assert!(matches!(
         store
-            .finish_interactive_handoff(&InteractiveHandoffId::new(), &failed)
+            .finish_interactive_handoff(&InteractiveHandoffId::new(), &failed, None)
             .await,
         Err(StoreError::NotFound(_))
     ));
@@ -639,7 +641,12 @@ async fn racing_finishers(backend: &dyn Backend, count: usize, rounds: usize) {
                 let handle = handle.clone();
                 let id = opened.id.clone();
                 tokio::spawn(async move {
-                    (n, handle.finish_interactive_handoff(&id, &outcome(n)).await)
+                    (
+                        n,
+                        handle
+                            .finish_interactive_handoff(&id, &outcome(n), None)
+                            .await,
+                    )
                 })
             })
             .collect();
@@ -795,7 +802,7 @@ pub async fn c7_claim_wake_rules(backend: &dyn Backend) {
         ConflictKind::NotFinished,
     );
     store
-        .finish_interactive_handoff(&opened.id, &outcome(2))
+        .finish_interactive_handoff(&opened.id, &outcome(2), None)
         .await
         .unwrap();
     assert_conflict(
@@ -844,7 +851,7 @@ pub async fn c7_same_generation_claim_retry(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .finish_interactive_handoff(&opened.id, &outcome(1), None)
         .await
         .unwrap();
     assert!(
@@ -883,7 +890,7 @@ pub async fn c7_racing_claims_have_one_winner(backend: &dyn Backend) {
     for _ in 0..5 {
         let opened = open_on_new_wave(&store, dir.path()).await;
         store
-            .finish_interactive_handoff(&opened.id, &outcome(0))
+            .finish_interactive_handoff(&opened.id, &outcome(0), None)
             .await
             .unwrap();
         let tasks: Vec<_> = stores
@@ -936,7 +943,7 @@ pub async fn c8_reopen_after_drop(backend: &dyn Backend) {
         .unwrap();
     let done = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&done.id, &outcome(1))
+        .finish_interactive_handoff(&done.id, &outcome(1), None)
         .await
         .unwrap();
     store
@@ -1045,11 +1052,11 @@ pub async fn c6_a_handle_never_decides_on_a_record_another_changed(backend: &dyn
     let handoff = open_on_new_wave(&store, dir.path()).await;
     store.attach_interactive_handoff(&handoff.id).await.unwrap();
     let first = other
-        .finish_interactive_handoff(&handoff.id, &outcome(1))
+        .finish_interactive_handoff(&handoff.id, &outcome(1), None)
         .await
         .unwrap();
     let refused = store
-        .finish_interactive_handoff(&handoff.id, &outcome(2))
+        .finish_interactive_handoff(&handoff.id, &outcome(2), None)
         .await
         .unwrap_err();
     assert_eq!(
@@ -1058,7 +1065,7 @@ pub async fn c6_a_handle_never_decides_on_a_record_another_changed(backend: &dyn
         "{refused}"
     );
     let replayed = store
-        .finish_interactive_handoff(&handoff.id, &outcome(1))
+        .finish_interactive_handoff(&handoff.id, &outcome(1), None)
         .await
         .unwrap();
     assert_eq!(replayed, first);
@@ -1121,13 +1128,13 @@ pub async fn c9_replays_write_nothing(backend: &dyn Backend) {
     );
 
     let finished = store
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     pause().await;
     assert_eq!(
         store
-            .finish_interactive_handoff(&opened.id, &outcome(0))
+            .finish_interactive_handoff(&opened.id, &outcome(0), None)
             .await
             .unwrap(),
         finished

@@ -53,6 +53,7 @@ pub(crate) async fn open_due_in(
     let options = OpenOptions {
         step: None,
         expires_at: Some(OffsetDateTime::now_utc() + after),
+        ..OpenOptions::default()
     };
     let (opened, created) = store
         .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(options.clone()))
@@ -189,7 +190,7 @@ pub async fn c14_writes_on_a_due_handoff_expire_it(backend: &dyn Backend) {
     );
     assert_expired_conflict(
         store
-            .finish_interactive_handoff(&finished.id, &outcome(1))
+            .finish_interactive_handoff(&finished.id, &outcome(1), None)
             .await,
         "finish on a due handoff",
     );
@@ -223,7 +224,7 @@ pub async fn c14_writes_on_a_due_handoff_expire_it(backend: &dyn Backend) {
     );
     assert_expired_conflict(
         store
-            .finish_interactive_handoff(&attached.id, &outcome(2))
+            .finish_interactive_handoff(&attached.id, &outcome(2), None)
             .await,
         "finish on an expired handoff",
     );
@@ -235,7 +236,7 @@ pub async fn c14_writes_on_a_due_handoff_expire_it(backend: &dyn Backend) {
     // Nobody can give the expiry as an outcome.
     assert_invalid(
         store
-            .finish_interactive_handoff(&extended.id, &InteractiveHandoffOutcome::Expired)
+            .finish_interactive_handoff(&extended.id, &InteractiveHandoffOutcome::Expired, None)
             .await,
         "finishing as expired",
     );
@@ -252,6 +253,7 @@ pub async fn c14_extend_moves_the_deadline(backend: &dyn Backend) {
             .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(OpenOptions {
                 step: None,
                 expires_at: Some(past),
+                ..OpenOptions::default()
             }))
             .await,
         "a deadline in the past",
@@ -296,7 +298,7 @@ pub async fn c14_extend_moves_the_deadline(backend: &dyn Backend) {
         "attach keeps the deadline"
     );
     let done = store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .finish_interactive_handoff(&opened.id, &outcome(1), None)
         .await
         .unwrap();
     match store.extend_interactive_handoff(&opened.id, deadline).await {
@@ -429,7 +431,10 @@ pub async fn c14_expire_complete_and_extend_race_on_handles(backend: &dyn Backen
                 1 => {
                     for id in &ids {
                         answers.push(
-                            match handle.finish_interactive_handoff(id, &outcome(n)).await {
+                            match handle
+                                .finish_interactive_handoff(id, &outcome(n), None)
+                                .await
+                            {
                                 Ok(_) => "ok",
                                 Err(StoreError::Conflict {
                                     kind: ConflictKind::Expired,
@@ -480,7 +485,7 @@ pub async fn c14_expire_complete_and_extend_race_on_handles(backend: &dyn Backen
                 "{id} active: {per_handoff:?}"
             );
             store
-                .finish_interactive_handoff(id, &outcome(0))
+                .finish_interactive_handoff(id, &outcome(0), None)
                 .await
                 .unwrap();
             assert_one_end(&store, id, &[&per_handoff[..], &["ok"]].concat()).await;
@@ -531,7 +536,7 @@ pub async fn c14_expire_complete_and_extend_race_across_processes(backend: &dyn 
                 "{id}: {per_handoff:?}"
             );
             store
-                .finish_interactive_handoff(id, &outcome(0))
+                .finish_interactive_handoff(id, &outcome(0), None)
                 .await
                 .unwrap();
             assert_one_end(&store, id, &[&per_handoff[..], &["ok"]].concat()).await;

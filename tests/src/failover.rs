@@ -453,7 +453,7 @@ async fn play(store: &Store, dir: &Path, lifecycle: &mut Lifecycle) -> Result<()
         .map_err(|e| e.to_string())?;
     lifecycle.acknowledged += 1;
     store
-        .finish_interactive_handoff(&opened.id, &outcome(lifecycle.n))
+        .finish_interactive_handoff(&opened.id, &outcome(lifecycle.n), None)
         .await
         .map_err(|e| e.to_string())?;
     lifecycle.acknowledged += 1;

@@ -414,7 +414,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     let finished = losing(
         &faulty,
         Fault::Transition,
-        store.finish_interactive_handoff(&opened.id, &outcome(0)),
+        store.finish_interactive_handoff(&opened.id, &outcome(0), None),
     )
     .await;
     assert_eq!(finished.status, InteractiveHandoffStatus::Completed);
@@ -443,6 +443,7 @@ pub async fn transient_a_write_whose_reply_was_lost_returns_its_committed_result
     let options = OpenOptions {
         step: Some(step.clone()),
         expires_at: None,
+        ..OpenOptions::default()
     };
     let (at_step, created) = losing(
         &faulty,

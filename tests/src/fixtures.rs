@@ -117,7 +117,7 @@ pub async fn try_lifecycle(
     assert!(created, "lifecycle {n}: the open created no handoff");
     store.attach_interactive_handoff(&opened.id).await?;
     let finished = store
-        .finish_interactive_handoff(&opened.id, &outcome(n))
+        .finish_interactive_handoff(&opened.id, &outcome(n), None)
         .await?;
     assert_eq!(finished.outcome, Some(outcome(n)));
     assert!(

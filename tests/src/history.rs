@@ -89,11 +89,11 @@ pub async fn c15_every_change_appends_one_event_with_its_actor(backend: &dyn Bac
     let attached = person.attach_interactive_handoff(&opened.id).await.unwrap();
     person.attach_interactive_handoff(&opened.id).await.unwrap();
     let finished = person
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     person
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     assert!(
@@ -208,7 +208,7 @@ pub async fn c15_positions_are_store_wide_and_increasing(backend: &dyn Backend) 
     for (n, id) in ids.iter().enumerate().rev() {
         let handle = if n % 2 == 0 { &other } else { &store };
         handle
-            .finish_interactive_handoff(id, &outcome(n))
+            .finish_interactive_handoff(id, &outcome(n), None)
             .await
             .unwrap();
         order.push((id.clone(), 3));
@@ -262,7 +262,9 @@ pub async fn c15_racing_writers_append_one_event_per_change(backend: &dyn Backen
         let racer = racer.with_actor(actor(&format!("racer {n}")));
         tasks.push(tokio::spawn(async move {
             let _ = racer.attach_interactive_handoff(&id).await;
-            let finished = racer.finish_interactive_handoff(&id, &outcome(n)).await;
+            let finished = racer
+                .finish_interactive_handoff(&id, &outcome(n), None)
+                .await;
             let claimed = racer.claim_interactive_handoff_wake(&id, 1).await;
             (finished.is_ok(), claimed.unwrap().claimed)
         }));

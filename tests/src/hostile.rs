@@ -172,7 +172,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
         );
         let outcome = outcome_with(n, text);
         let finished = store
-            .finish_interactive_handoff(&opened.id, &outcome)
+            .finish_interactive_handoff(&opened.id, &outcome, None)
             .await
             .unwrap();
         assert_eq!(finished.outcome, Some(outcome));
@@ -200,7 +200,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
     assert_carries(&opened, &request);
     let long_outcome = outcome_with(1, &wide);
     store
-        .finish_interactive_handoff(&opened.id, &long_outcome)
+        .finish_interactive_handoff(&opened.id, &long_outcome, None)
         .await
         .unwrap();
     let stored = store
@@ -288,7 +288,7 @@ pub async fn hostile_strings_are_stored_exactly_or_refused(backend: &dyn Backend
     for (what, text) in [("NUL", "done\0"), ("over-long", too_long.as_str())] {
         assert_invalid(
             store
-                .finish_interactive_handoff(&open.id, &outcome_with(0, text))
+                .finish_interactive_handoff(&open.id, &outcome_with(0, text), None)
                 .await,
             what,
         );
@@ -408,7 +408,7 @@ pub async fn populate(store: &Store, dir: &Path) {
         }
         if n % 4 >= 2 {
             store
-                .finish_interactive_handoff(&opened.id, &outcome(n))
+                .finish_interactive_handoff(&opened.id, &outcome(n), None)
                 .await
                 .unwrap();
         }

@@ -147,18 +147,19 @@ async fn registry(
     named.insert("b1", open_at(store, dir, &b, remote(), &none).await);
     for (name, n) in [("a1", 0), ("b1", 1)] {
         store
-            .finish_interactive_handoff(&named[name].id, &outcome(n))
+            .finish_interactive_handoff(&named[name].id, &outcome(n), None)
             .await
             .unwrap();
     }
     named.insert("a2", open_at(store, dir, &a, remote(), &none).await);
     store
-        .finish_interactive_handoff(&named["a2"].id, &outcome(2))
+        .finish_interactive_handoff(&named["a2"].id, &outcome(2), None)
         .await
         .unwrap();
     let deadline = OpenOptions {
         step: None,
         expires_at: Some(OffsetDateTime::now_utc() + Duration::milliseconds(300)),
+        ..OpenOptions::default()
     };
     named.insert("b2", open_at(store, dir, &b, local(), &deadline).await);
     named.insert("c1", open_at(store, dir, &c, remote(), &none).await);
@@ -599,6 +600,7 @@ pub async fn c17_a_deadline_bound_lists_the_handoffs_due_by_it(backend: &dyn Bac
     let by = |minutes: i64| OpenOptions {
         step: None,
         expires_at: Some(base + Duration::minutes(minutes)),
+        ..OpenOptions::default()
     };
     let mut named = BTreeMap::new();
     let mut waves = BTreeMap::new();
@@ -621,7 +623,7 @@ pub async fn c17_a_deadline_bound_lists_the_handoffs_due_by_it(backend: &dyn Bac
         .await
         .unwrap();
     store
-        .finish_interactive_handoff(&named["done"].id, &outcome(0))
+        .finish_interactive_handoff(&named["done"].id, &outcome(0), None)
         .await
         .unwrap();
     for handoff in named.values_mut() {
@@ -781,7 +783,7 @@ async fn finished_on_new_wave(store: &Store, dir: &TempDir, claim: bool) -> Inte
     let wave = new_wave(store, dir.path()).await;
     let opened = open_at(store, dir, &wave, local(), &OpenOptions::default()).await;
     store
-        .finish_interactive_handoff(&opened.id, &outcome(0))
+        .finish_interactive_handoff(&opened.id, &outcome(0), None)
         .await
         .unwrap();
     if claim {
@@ -809,11 +811,12 @@ pub async fn c17_prune_removes_only_claimed_finished_old_handoffs(backend: &dyn 
     let at_step = OpenOptions {
         step: Some(login.clone()),
         expires_at: None,
+        ..OpenOptions::default()
     };
     let claimed = open_at(&store, &dir, &stepped, local(), &at_step).await;
     store.attach_interactive_handoff(&claimed.id).await.unwrap();
     store
-        .finish_interactive_handoff(&claimed.id, &outcome(0))
+        .finish_interactive_handoff(&claimed.id, &outcome(0), None)
         .await
         .unwrap();
     assert!(
@@ -975,7 +978,7 @@ pub async fn c17_prune_removes_batch_after_batch(backend: &dyn Backend) {
     for n in 0..7 {
         let handoff = open_at(&store, &dir, &wave, local(), &OpenOptions::default()).await;
         store
-            .finish_interactive_handoff(&handoff.id, &outcome(n))
+            .finish_interactive_handoff(&handoff.id, &outcome(n), None)
             .await
             .unwrap();
         assert!(

@@ -205,6 +205,7 @@ pub async fn interactive_handoff_survives_repeated_attach_restart_and_parent_rep
             &InteractiveHandoffOutcome::HandedBack {
                 summary: "Finish the review fixes headlessly".to_string(),
             },
+            None,
         )
         .await
         .unwrap();
@@ -255,8 +256,8 @@ pub async fn concurrent_terminal_outcomes_preserve_the_first_result(backend: &dy
         reason: "interactive body disappeared".to_string(),
     };
     let (left, right) = tokio::join!(
-        first.finish_interactive_handoff(&handoff.id, &completed),
-        second.finish_interactive_handoff(&handoff.id, &failed),
+        first.finish_interactive_handoff(&handoff.id, &completed, None),
+        second.finish_interactive_handoff(&handoff.id, &failed, None),
     );
     assert_ne!(left.is_ok(), right.is_ok());
     let persisted = first
@@ -293,13 +294,13 @@ pub async fn failed_interactive_body_is_terminal_and_wakes_once(backend: &dyn Ba
         reason: "tmux session exited before completion".to_string(),
     };
     let failed = store
-        .finish_interactive_handoff(&handoff.id, &outcome)
+        .finish_interactive_handoff(&handoff.id, &outcome, None)
         .await
         .unwrap();
     assert_eq!(failed.status, InteractiveHandoffStatus::Failed);
     assert_eq!(
         store
-            .finish_interactive_handoff(&handoff.id, &outcome)
+            .finish_interactive_handoff(&handoff.id, &outcome, None)
             .await
             .unwrap()
             .outcome,
@@ -348,6 +349,7 @@ pub async fn list_row_maps_census_fields_and_active_filter_drops_terminal(backen
             &InteractiveHandoffOutcome::Completed {
                 summary: "human logged in".to_string(),
             },
+            None,
         )
         .await
         .unwrap();

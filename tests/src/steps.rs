@@ -75,7 +75,7 @@ async fn held_by_5(store: &Store, dir: &TempDir, next: u32) -> InteractiveHandof
     request.body_generation = 5;
     let (opened, _) = store.open_interactive_handoff(request).await.unwrap();
     store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .finish_interactive_handoff(&opened.id, &outcome(1), None)
         .await
         .unwrap();
     assert!(
@@ -116,7 +116,7 @@ pub async fn c12_a_step_is_opened_once_for_ever(backend: &dyn Backend) {
     assert_eq!(again, first, "a replay writes nothing");
 
     let done = store
-        .finish_interactive_handoff(&first.id, &outcome(1))
+        .finish_interactive_handoff(&first.id, &outcome(1), None)
         .await
         .unwrap();
     assert!(
@@ -179,7 +179,7 @@ pub async fn c12_another_step_waits_for_the_active_handoff(backend: &dyn Backend
     assert_eq!(replayed, a);
 
     store
-        .finish_interactive_handoff(&a.id, &outcome(1))
+        .finish_interactive_handoff(&a.id, &outcome(1), None)
         .await
         .unwrap();
     let (b, created) = store
@@ -192,7 +192,7 @@ pub async fn c12_another_step_waits_for_the_active_handoff(backend: &dyn Backend
     assert_eq!(b.step, Some(step("b")));
     // A handoff without a step, opened while nothing is active, has none.
     store
-        .finish_interactive_handoff(&b.id, &outcome(1))
+        .finish_interactive_handoff(&b.id, &outcome(1), None)
         .await
         .unwrap();
     let (plain, created) = store
@@ -243,7 +243,7 @@ pub async fn c12_racing_opens_of_one_step_create_one(backend: &dyn Backend) {
         assert_eq!(ids.len(), 1, "every racer gets the same handoff");
         let id = ids.into_iter().next().unwrap();
         store
-            .finish_interactive_handoff(&id, &outcome(1))
+            .finish_interactive_handoff(&id, &outcome(1), None)
             .await
             .unwrap();
         let (created, ids) = race_once().await;
@@ -285,7 +285,7 @@ pub async fn c12_racing_opens_of_one_step_from_separate_processes_create_one(
     let id =
         lf_handoff_domain::id::InteractiveHandoffId::parse(ids.iter().next().unwrap()).unwrap();
     store
-        .finish_interactive_handoff(&id, &outcome(1))
+        .finish_interactive_handoff(&id, &outcome(1), None)
         .await
         .unwrap();
     let results = race(&url, &runs).await;
@@ -318,7 +318,7 @@ pub async fn c13_a_replaced_body_resumes_from_the_finished_step(backend: &dyn Ba
     assert!(created);
     store.attach_interactive_handoff(&opened.id).await.unwrap();
     store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .finish_interactive_handoff(&opened.id, &outcome(1), None)
         .await
         .unwrap();
     assert!(

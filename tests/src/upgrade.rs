@@ -454,7 +454,7 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         summary: "done after the upgrade".into(),
     };
     store
-        .finish_interactive_handoff(&waiting.id, &done)
+        .finish_interactive_handoff(&waiting.id, &done, None)
         .await
         .unwrap();
     assert!(
@@ -481,7 +481,7 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
         summary: "continue".into(),
     };
     store
-        .finish_interactive_handoff(&was_attached.id, &back)
+        .finish_interactive_handoff(&was_attached.id, &back, None)
         .await
         .unwrap();
     let completed = in_status(&handoffs, InteractiveHandoffStatus::Completed);

@@ -229,7 +229,7 @@ pub async fn c16_wait_returns_when_the_handoff_ends(backend: &dyn Backend) {
     tokio::time::sleep(Duration::from_millis(150)).await;
     other.attach_interactive_handoff(&handoff.id).await.unwrap();
     let finished = other
-        .finish_interactive_handoff(&handoff.id, &outcome(7))
+        .finish_interactive_handoff(&handoff.id, &outcome(7), None)
         .await
         .unwrap();
     match waiter.await.unwrap().unwrap() {
@@ -259,6 +259,7 @@ pub async fn c16_wait_returns_when_the_handoff_ends(backend: &dyn Backend) {
         .open_interactive_handoff(wave_request(&wave, dir.path()).with_options(OpenOptions {
             step: None,
             expires_at: Some(OffsetDateTime::now_utc() + Duration::from_millis(400)),
+            ..OpenOptions::default()
         }))
         .await
         .unwrap();
@@ -383,7 +384,7 @@ pub async fn c16_a_watch_rides_out_a_dropped_connection(backend: &dyn Backend) {
     tokio::time::sleep(Duration::from_millis(200)).await;
     backend.cut_watch_connections().await;
     store
-        .finish_interactive_handoff(&second.id, &outcome(2))
+        .finish_interactive_handoff(&second.id, &outcome(2), None)
         .await
         .unwrap();
     match waiter.await.unwrap().unwrap() {

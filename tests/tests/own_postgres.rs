@@ -184,7 +184,7 @@ async fn a_waiting_process_rides_out_a_restart_and_sees_the_finish() {
     // Then the finish the waiter is for, made after the restart.
     store.attach_interactive_handoff(&handoff.id).await.unwrap();
     store
-        .finish_interactive_handoff(&handoff.id, &outcome(0))
+        .finish_interactive_handoff(&handoff.id, &outcome(0), None)
         .await
         .unwrap();
     let said = tokio::time::timeout(Duration::from_secs(30), waiter.line())

@@ -257,7 +257,7 @@ async fn a_wait_behind_a_transaction_pooler_returns_within_the_recheck() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         store.attach_interactive_handoff(&handoff.id).await.unwrap();
         store
-            .finish_interactive_handoff(&handoff.id, &outcome(0))
+            .finish_interactive_handoff(&handoff.id, &outcome(0), None)
             .await
             .unwrap();
         let finished = Instant::now();
@@ -321,7 +321,7 @@ async fn a_listen_through_a_transaction_pooler_is_refused_saying_what_to_set() {
         errors.extend(store.attach_interactive_handoff(&handoff.id).await.err());
         errors.extend(
             store
-                .finish_interactive_handoff(&handoff.id, &outcome(0))
+                .finish_interactive_handoff(&handoff.id, &outcome(0), None)
                 .await
                 .err(),
         );

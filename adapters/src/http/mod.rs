@@ -61,8 +61,8 @@ use lf_handoff_application::{
 use lf_handoff_domain::child_session::ChildProcessGeneration;
 use lf_handoff_domain::id::{InteractiveHandoffId, TaskPrId};
 use lf_handoff_domain::interactive_handoff::{
-    check_person_outcome, HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, OpenInteractiveHandoff,
+    check_outcome_answer, check_person_outcome, Answer, HandoffEvent, InteractiveHandoff,
+    InteractiveHandoffOutcome, InteractiveHandoffParent, OpenInteractiveHandoff,
 };
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::project_session::ProjectSession;
@@ -373,21 +373,27 @@ impl Handoffs for ServiceRegistry {
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
+        answer: Option<&Answer>,
     ) -> StoreResult<InteractiveHandoff> {
-        // The domain's check, as a local store makes it: "expired" is no
-        // person's outcome, and there is no route for it.
+        // The domain's checks, as a local store makes them: "expired" is no
+        // person's outcome, and there is no route for it; a failure
+        // carries no answer.
         check_person_outcome(outcome).map_err(StoreError::from)?;
+        check_outcome_answer(outcome, answer).map_err(StoreError::from)?;
+        let answer = answer.cloned();
         let (rest, body) = match outcome {
             InteractiveHandoffOutcome::Completed { summary } => (
                 "/complete",
                 serde_json::to_value(Summary {
                     summary: summary.clone(),
+                    answer: answer.clone(),
                 }),
             ),
             InteractiveHandoffOutcome::HandedBack { summary } => (
                 "/back",
                 serde_json::to_value(Summary {
                     summary: summary.clone(),
+                    answer: answer.clone(),
                 }),
             ),
             InteractiveHandoffOutcome::Failed { reason } => (

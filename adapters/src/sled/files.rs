@@ -24,8 +24,9 @@
 //! `fsync` of the directory) before sled creates anything, so a crash at
 //! any point leaves either an empty directory or a recognisable store.
 //!
-//! A store of an older format (release 0.1.0's format 1, or format 2 of the
-//! builds with steps and without deadlines) is upgraded to this build's by
+//! A store of an older format (release 0.1.0's format 1, format 2 of the
+//! builds with steps and without deadlines, format 3 of release 0.3.0 and
+//! the builds without answers) is upgraded to this build's by
 //! rewriting its marker the same way, once sled has opened the store (see
 //! [`settle_marker`]): the rename is the whole upgrade, so a crash leaves
 //! the old marker (the next open upgrades) or the new one (it finds the

@@ -123,7 +123,7 @@ async fn every_write_and_no_read_touches_the_signal_file() {
     let read = tokio::time::timeout(Duration::from_millis(300), watch.changed()).await;
     assert!(read.is_err(), "a read touched the signal file");
     store
-        .finish_interactive_handoff(&handoff.id, &done("ok"))
+        .finish_interactive_handoff(&handoff.id, &done("ok"), None)
         .await
         .unwrap();
     tokio::time::timeout(Duration::from_secs(30), watch.changed())
@@ -148,7 +148,7 @@ async fn a_waiter_holding_the_store_during_calls_sees_another_holders_finish() {
     // The waiter let the store go; another holder takes it and finishes.
     let other = open_store(&StorageConfig::sled(&path)).await.unwrap();
     other
-        .finish_interactive_handoff(&handoff.id, &done("by the person"))
+        .finish_interactive_handoff(&handoff.id, &done("by the person"), None)
         .await
         .unwrap();
     drop(other);

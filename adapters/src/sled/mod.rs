@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! dir/                 mode 0700 when lf-handoff creates it
-//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 3\n"
+//!   lf-handoff-store   marker: "lf-handoff sled store\nformat 4\n"
 //!   lf-handoff-signal  one byte, written after every durable write (no data)
 //!   conf, db, snap.*   sled's settings, log and snapshots
 //!   blobs/             sled's large values (unused: records are small)
@@ -39,8 +39,12 @@
 //!
 //! Release 0.1.0 wrote store format 1: marker `format 1`, records of format
 //! 1 (handoffs without a `step`). Builds with steps (C12) wrote format 2
-//! (handoffs without a deadline, and no history). This build writes format
-//! 3 and opens a format-1 or format-2 store by upgrading it in place:
+//! (handoffs without a deadline, and no history). Release 0.3.0 and the
+//! builds after it wrote format 3 (handoffs and events without answers).
+//! This build writes format 4 (C26: a handoff's `choices`, `form`,
+//! `on_expiry` and `answer`, an event's `answer`) and opens a store of
+//! format 1, 2 or 3 by upgrading it in place, the same way for each
+//! (format 4 adds no tree; the index trees are filled again as below):
 //!
 //! - Once sled's lock is held and before the marker changes, the index
 //!   trees of C17's lists and prune (`handoffs_by_status`,
@@ -56,13 +60,13 @@
 //!   trees (never released) is not refilled: it lists nothing by status or
 //!   home and prunes nothing until its records are written again.
 //!
-//! - The marker is read again and rewritten to `format 3` (temporary
+//! - The marker is read again and rewritten to `format 4` (temporary
 //!   file, `fsync`, rename, `fsync` of the directory) right after sled has
 //!   opened the store, so sled's lock is held and the marker of a store
 //!   another process holds is never touched; deciding again under the lock
 //!   also refuses a store that another build made newer while this one
-//!   waited for the lock. Until the marker says 3 no format-3 record and
-//!   no event is written. An older binary that read the old marker just
+//!   waited for the lock. Until the marker says 4 no format-4 record (and,
+//!   from a format 1 or 2 store, no event) is written. An older binary that read the old marker just
 //!   before and waits for the lock (it waits up to a second) may still
 //!   open the upgraded store: it then reports format-3 records as damaged
 //!   and writes only records it understands, losing nothing (though its
@@ -72,9 +76,10 @@
 //!   claims is not pruned, until this build writes it again; a status
 //!   entry it leaves behind is skipped when read and removed by a prune);
 //!   any later open by it refuses the store as newer (C11).
-//! - Records are upgraded lazily, not at open: every record of format 1, 2
-//!   or 3 is read (a format-1 handoff has no step, a format-1 or format-2
-//!   one no deadline), and a record moves to format 3 when it is next
+//! - Records are upgraded lazily, not at open: every record of format 1 to
+//!   4 is read (a format-1 handoff has no step, a format-1 or format-2
+//!   one no deadline, one of format 1 to 3 no answer), and a record moves
+//!   to format 4 when it is next
 //!   written, keeping its version. So the upgrade is the fill and one
 //!   rename, and a `kill -9` at any point leaves the old marker
 //!   (the next open fills the trees and upgrades) or the new one (it finds

@@ -19,11 +19,13 @@
 //! | --- | --- | --- |
 //! | 1 | release 0.1.0 | a handoff has no `step` |
 //! | 2 | builds with steps (C12), before deadlines | a handoff has `step` (`null` when it has none) |
-//! | 3 | this build (C14, C15) | a handoff has `expires_at` (`null` when it has none) |
+//! | 3 | release 0.3.0 and the builds after it (C14, C15, C23, C29) | a handoff has `expires_at` (`null` when it has none) |
+//! | 4 | this build (C26) | a handoff has `choices`, `form`, `on_expiry` and `answer` (`null` when it has none); an event has `answer` |
 //!
 //! A format-1 handoff reads with no step, a format-1 or format-2 one with
-//! no deadline (the domain's serde defaults; such a record that names a
-//! deadline is refused as damage), and parents and task PRs have the same
+//! no deadline, a format 1 to 3 one with no answer spec and no answer (the
+//! domain's serde defaults; such a record that names a deadline, or an
+//! answer spec or answer, is refused as damage), and parents and task PRs have the same
 //! JSON in every format. Old records are not rewritten when a store is
 //! upgraded: each one moves to the current format when it is next written
 //! (a transition, a new body), keeping its version. A format newer than
@@ -62,13 +64,16 @@ use serde::Serialize;
 
 /// The record format this build writes, and the newest it reads. The
 /// store's marker file names the same number (see `files`).
-pub(crate) const FORMAT: u8 = 3;
+pub(crate) const FORMAT: u8 = 4;
 
 /// The oldest record format this build reads: release 0.1.0's.
 pub(crate) const OLDEST_FORMAT: u8 = 1;
 
 /// The first format with deadlines (`expires_at`) and history events.
 const HISTORY_FORMAT: u8 = 3;
+
+/// The first format with answer specs and answers (C26).
+const ANSWER_FORMAT: u8 = 4;
 
 /// Format byte plus version.
 const HEADER_LEN: usize = 9;
@@ -114,6 +119,17 @@ pub(super) fn handoff(
         return Err(damaged(
             &what,
             &format!("record format {format} has no deadline, yet the record names one"),
+        ));
+    }
+    let handoff = &record.value;
+    let shaped = handoff.choices.is_some()
+        || handoff.form.is_some()
+        || handoff.on_expiry.is_some()
+        || handoff.answer.is_some();
+    if format < ANSWER_FORMAT && shaped {
+        return Err(damaged(
+            &what,
+            &format!("record format {format} has no answers, yet the record names one"),
         ));
     }
     if record.value.id != *id {
@@ -213,6 +229,12 @@ pub(super) fn event(position: u64, bytes: &[u8]) -> StoreResult<HandoffEvent> {
     }
     let event: HandoffEvent =
         serde_json::from_slice(body).map_err(|e| damaged(&what, &e.to_string()))?;
+    if format < ANSWER_FORMAT && event.answer.is_some() {
+        return Err(damaged(
+            &what,
+            &format!("record format {format} has no answers, yet the event names one"),
+        ));
+    }
     if event.position != position {
         return Err(damaged(
             &what,

@@ -204,11 +204,11 @@ async fn records_carry_the_format_and_an_unknown_one_is_refused_unchanged() {
         .unwrap()
         .to_vec();
     assert_eq!(stored[0], record::FORMAT);
-    assert_eq!(record::FORMAT, 3);
+    assert_eq!(record::FORMAT, 4);
     assert_eq!(stored[1..9], 1u64.to_be_bytes());
 
     for (format, kind, needle) in [
-        (4u8, UnavailableKind::NewerSchema, "newer than this build"),
+        (5u8, UnavailableKind::NewerSchema, "newer than this build"),
         (255, UnavailableKind::NewerSchema, "record format 255"),
         (0, UnavailableKind::Damaged, "unknown record format"),
     ] {
@@ -290,7 +290,7 @@ async fn lists_read_only_the_records_their_index_names() {
     let kept = open_on_new_wave(&store, dir.path()).await;
     let finished = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&finished.id, &done())
+        .finish_interactive_handoff(&finished.id, &done(), None)
         .await
         .unwrap();
     // Damage the finished record: only lists that must read it may fail.
@@ -337,7 +337,7 @@ async fn newest_first_reads_only_the_newest_records() {
     let middle = open_on_new_wave(&store, dir.path()).await;
     let newest = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&middle.id, &done())
+        .finish_interactive_handoff(&middle.id, &done(), None)
         .await
         .unwrap();
     let middle = store
@@ -459,7 +459,7 @@ async fn handoffs_created_in_one_microsecond_are_listed_by_id() {
     let (dir, store, raw) = stores().await;
     let opened = open_on_new_wave(&store, dir.path()).await;
     let finished = store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     let version = raw
@@ -599,14 +599,14 @@ async fn a_newer_store_format_is_refused_before_sled_opens_it() {
     let marker = path.join(files::MARKER);
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 3\n"
+        "lf-handoff sled store\nformat 4\n"
     );
-    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 5\n").unwrap();
     let before = snapshot(&path);
     assert_unavailable(
         open_store(&config).await,
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 4",
+        "newer lf-handoff (store format 5",
     );
     assert_eq!(snapshot(&path), before, "a newer store is left untouched");
     std::fs::write(&marker, "lf-handoff sled store\nformat 0\n").unwrap();
@@ -899,7 +899,7 @@ async fn racing_inserts_of_one_step_store_one_and_the_step_stays_taken() {
         let found = at_step(&second, &parent, &login).await.unwrap().unwrap();
         assert_eq!((found.version, &found.value), (1, &winner));
         let finished = store
-            .finish_interactive_handoff(&winner.id, &done())
+            .finish_interactive_handoff(&winner.id, &done(), None)
             .await
             .unwrap();
         let snapshot = first
@@ -993,7 +993,7 @@ async fn a_damaged_step_index_is_refused() {
         .await
         .unwrap();
     store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     let (other_step, _) = store
@@ -1086,17 +1086,17 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
     );
     assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 1);
 
-    // The next write of each stores format 3, at the next version.
+    // The next write of each stores format 4, at the next version.
     let attached = store.attach_interactive_handoff(&opened.id).await.unwrap();
     let (format, version, json) = stored_parts(&raw.shared().trees.handoffs, &id_key);
-    assert_eq!((format, version), (3, 2));
+    assert_eq!((format, version), (record::FORMAT, 2));
     assert_eq!(json["step"], serde_json::Value::Null);
     assert_eq!(
         serde_json::from_value::<InteractiveHandoff>(json).unwrap(),
         attached
     );
     store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     // Opening on the format-1 parent checks its version as written.
@@ -1116,7 +1116,7 @@ async fn format_1_records_are_read_and_written_back_in_the_current_format() {
         lf_handoff_application::ports::SwapOutcome::Swapped
     );
     let (format, version, _) = stored_parts(&raw.shared().trees.parents, &parent_key);
-    assert_eq!((format, version), (3, 2));
+    assert_eq!((format, version), (record::FORMAT, 2));
     assert_eq!(
         at_step(&raw, &opened.parent, &step("s"))
             .await
@@ -1141,7 +1141,7 @@ fn release_1_store(dir: &Path) -> PathBuf {
 
 const MARKER_1: &str = "lf-handoff sled store\nformat 1\n";
 const MARKER_2: &str = "lf-handoff sled store\nformat 2\n";
-const MARKER_3: &str = "lf-handoff sled store\nformat 3\n";
+const MARKER_4: &str = "lf-handoff sled store\nformat 4\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
@@ -1155,7 +1155,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let raw = SledStore::open(&SledConfig::new(path.clone()))
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
     assert!(!path.join("lf-handoff-store.tmp").exists());
     // No record was rewritten: every one is still format 1.
     let formats: Vec<u8> = raw
@@ -1185,7 +1185,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     store.attach_interactive_handoff(&waiting.id).await.unwrap();
     let (format, version, _) =
         stored_parts(&raw.shared().trees.handoffs, &keys::handoff(&waiting.id));
-    assert_eq!((format, version), (3, 2));
+    assert_eq!((format, version), (record::FORMAT, 2));
     drop((store, raw));
 
     // Reopening finds it upgraded and changes nothing more.
@@ -1193,7 +1193,7 @@ async fn a_store_of_release_1_is_upgraded_in_place_and_its_records_lazily() {
     let store = open_store(&StorageConfig::sled(path.clone()))
         .await
         .unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
     assert_eq!(
         store
             .list_interactive_handoffs(ListQuery::default())
@@ -1253,7 +1253,7 @@ async fn the_marker_of_a_store_another_holder_has_open_is_not_upgraded() {
         .await
         .unwrap();
     drop(open_store(&StorageConfig::sled(path)).await.unwrap());
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1266,18 +1266,18 @@ async fn a_marker_that_changes_while_the_lock_is_awaited_is_decided_again() {
     let opening = tokio::spawn(async move { open_store(&config).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // ...while a newer build upgrades the store and lets it go.
-    std::fs::write(&marker, "lf-handoff sled store\nformat 4\n").unwrap();
+    std::fs::write(&marker, "lf-handoff sled store\nformat 5\n").unwrap();
     tokio::task::spawn_blocking(move || drop(holder))
         .await
         .unwrap();
     assert_unavailable(
         opening.await.unwrap(),
         UnavailableKind::NewerSchema,
-        "newer lf-handoff (store format 4",
+        "newer lf-handoff (store format 5",
     );
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "lf-handoff sled store\nformat 4\n",
+        "lf-handoff sled store\nformat 5\n",
         "the newer marker is never written back to an older format"
     );
 }
@@ -1331,6 +1331,7 @@ async fn open_expiring(
     let options = OpenOptions {
         step: None,
         expires_at: Some(clock.now() + expires_in),
+        ..OpenOptions::default()
     };
     let (opened, created) = store
         .open_interactive_handoff(
@@ -1408,11 +1409,11 @@ async fn every_change_appends_its_event_in_the_same_write_and_a_replay_none() {
     let other = open_on_new_wave(&store, dir.path()).await;
     clock.advance(Duration::seconds(1));
     let finished = store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     clock.advance(Duration::seconds(1));
@@ -1568,7 +1569,7 @@ async fn racing_writers_get_positions_in_commit_order_and_seqs_without_gaps() {
                 let opened = open_on_new_wave(&store, &dir).await;
                 store.attach_interactive_handoff(&opened.id).await.unwrap();
                 store
-                    .finish_interactive_handoff(&opened.id, &done())
+                    .finish_interactive_handoff(&opened.id, &done(), None)
                     .await
                     .unwrap();
             }
@@ -1582,7 +1583,7 @@ async fn racing_writers_get_positions_in_commit_order_and_seqs_without_gaps() {
             .unwrap();
         let id = template.id.clone();
         finishers.push(tokio::spawn(async move {
-            store.finish_interactive_handoff(&id, &done()).await
+            store.finish_interactive_handoff(&id, &done(), None).await
         }));
     }
     for task in writers {
@@ -1699,7 +1700,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
         .is_none());
     // Finishing drops it; attaching keeps it.
     store
-        .finish_interactive_handoff(&b.id, &done())
+        .finish_interactive_handoff(&b.id, &done(), None)
         .await
         .unwrap();
     store.attach_interactive_handoff(&d.id).await.unwrap();
@@ -1728,7 +1729,7 @@ async fn the_due_index_follows_open_extend_finish_and_expire() {
     // A write on a due handoff stores its expiry, and drops the entry.
     clock.advance(minutes(30));
     let refused = store
-        .finish_interactive_handoff(&d.id, &done())
+        .finish_interactive_handoff(&d.id, &done(), None)
         .await
         .unwrap_err();
     assert_eq!(refused.conflict_kind(), Some(ConflictKind::Expired));
@@ -1761,7 +1762,7 @@ async fn due_skips_what_is_no_longer_due_and_refuses_an_entry_without_its_record
     let kept = open_expiring(&store, &clock, dir.path(), Duration::minutes(1)).await;
     let finished = open_expiring(&store, &clock, dir.path(), Duration::minutes(2)).await;
     store
-        .finish_interactive_handoff(&finished.id, &done())
+        .finish_interactive_handoff(&finished.id, &done(), None)
         .await
         .unwrap();
     // Entries left behind, as a reader walking the index sees them when a
@@ -1846,7 +1847,10 @@ async fn a_handoff_stored_without_history_starts_at_event_1() {
     assert_eq!(kinds(&history), [HandoffEventKind::Attached]);
     // Its first event; the position counter went on from where it was.
     assert_eq!((history[0].seq, history[0].position), (1, 2));
-    assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 3);
+    assert_eq!(
+        stored_parts(&raw.shared().trees.handoffs, &id_key).0,
+        record::FORMAT
+    );
 
     // A record of format 1 or 2 that names a deadline was not written by
     // the build it claims.
@@ -1880,7 +1884,7 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
         .unwrap()
         .unwrap();
     let mut newer = good.to_vec();
-    newer[0] = 4;
+    newer[0] = 5;
     let mut older = good.to_vec();
     older[0] = 2;
     for (bytes, kind, needle) in [
@@ -1890,7 +1894,7 @@ async fn an_unreadable_event_or_history_entry_is_refused() {
             "history event at position 2 is unreadable",
         ),
         (Vec::new(), UnavailableKind::Damaged, "the event is empty"),
-        (newer, UnavailableKind::NewerSchema, "record format 4"),
+        (newer, UnavailableKind::NewerSchema, "record format 5"),
         (
             older,
             UnavailableKind::Damaged,
@@ -1969,7 +1973,9 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         .insert(keys::POSITION, &1u64.to_be_bytes()[..])
         .unwrap();
     assert_unavailable(
-        store.finish_interactive_handoff(&opened.id, &done()).await,
+        store
+            .finish_interactive_handoff(&opened.id, &done(), None)
+            .await,
         UnavailableKind::Damaged,
         "position 2 is taken",
     );
@@ -1985,7 +1991,9 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         .insert(keys::seq_counter(&opened.id), &1u64.to_be_bytes()[..])
         .unwrap();
     assert_unavailable(
-        store.finish_interactive_handoff(&opened.id, &done()).await,
+        store
+            .finish_interactive_handoff(&opened.id, &done(), None)
+            .await,
         UnavailableKind::Damaged,
         "event 2 is stored",
     );
@@ -1996,7 +2004,9 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         .insert(keys::seq_counter(&opened.id), &b"two"[..])
         .unwrap();
     assert_unavailable(
-        store.finish_interactive_handoff(&opened.id, &done()).await,
+        store
+            .finish_interactive_handoff(&opened.id, &done(), None)
+            .await,
         UnavailableKind::Damaged,
         "the last seq of handoff",
     );
@@ -2026,7 +2036,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
         .insert(keys::seq_counter(&opened.id), &2u64.to_be_bytes()[..])
         .unwrap();
     store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     let history = raw.history(&opened.id).await.unwrap();
@@ -2035,7 +2045,7 @@ async fn a_counter_behind_the_history_is_refused_and_nothing_is_written() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
+async fn a_store_of_format_2_is_upgraded_to_the_current_one_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store");
     let config = StorageConfig::sled(path.clone());
@@ -2070,7 +2080,7 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
     std::fs::write(&marker, MARKER_2).unwrap();
 
     let store = open_store(&config).await.unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
     assert_eq!(
         store
             .list_interactive_handoffs(ListQuery::default())
@@ -2086,11 +2096,11 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
     assert_eq!(stored_parts(&raw.shared().trees.handoffs, &id_key).0, 2);
 
     let finished = store
-        .finish_interactive_handoff(&opened.id, &done())
+        .finish_interactive_handoff(&opened.id, &done(), None)
         .await
         .unwrap();
     let (format, version, json) = stored_parts(&raw.shared().trees.handoffs, &id_key);
-    assert_eq!((format, version), (3, 2));
+    assert_eq!((format, version), (record::FORMAT, 2));
     assert_eq!(json["expires_at"], serde_json::Value::Null);
     let history = store.history(&opened.id).await.unwrap();
     assert_eq!(kinds(&history), [HandoffEventKind::Finished]);
@@ -2099,7 +2109,7 @@ async fn a_store_of_format_2_is_upgraded_to_3_in_place() {
 
     // Reopening finds it upgraded and changes nothing more.
     let store = open_store(&config).await.unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
     assert_eq!(
         store.get_interactive_handoff(&opened.id).await.unwrap(),
         Some(finished)
@@ -2147,7 +2157,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
         .await
         .unwrap();
     store
-        .finish_interactive_handoff(&stepped.id, &done())
+        .finish_interactive_handoff(&stepped.id, &done(), None)
         .await
         .unwrap();
     store
@@ -2162,6 +2172,7 @@ async fn an_import_writes_every_tree_as_the_stores_own_writes_did() {
                 .with_options(OpenOptions {
                     step: Some(step("deploy@2")),
                     expires_at: Some(clock.now() + Duration::hours(1)),
+                    ..OpenOptions::default()
                 }),
         )
         .await
@@ -2315,6 +2326,7 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
     let options = OpenOptions {
         step: Some(step("login@1")),
         expires_at: Some(clock.now() + Duration::hours(1)),
+        ..OpenOptions::default()
     };
     let (opened, _) = store
         .open_interactive_handoff(
@@ -2342,7 +2354,7 @@ async fn the_list_trees_follow_every_change_and_a_prune_leaves_nothing() {
     );
     clock.advance(Duration::seconds(1));
     let finished = store
-        .finish_interactive_handoff(&id, &done())
+        .finish_interactive_handoff(&id, &done(), None)
         .await
         .unwrap();
     assert_eq!(
@@ -2410,7 +2422,7 @@ async fn status_and_home_lists_read_only_the_records_their_index_names() {
     elsewhere.home = WaveHome::parse("ssh://jill@build.example").unwrap();
     let (finished, _) = store.open_interactive_handoff(elsewhere).await.unwrap();
     store
-        .finish_interactive_handoff(&finished.id, &done())
+        .finish_interactive_handoff(&finished.id, &done(), None)
         .await
         .unwrap();
     damage_record(&raw, &finished.id);
@@ -2514,7 +2526,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     let waiting = open_on_new_wave(&store, dir.path()).await;
     let claimed = open_on_new_wave(&store, dir.path()).await;
     store
-        .finish_interactive_handoff(&claimed.id, &done())
+        .finish_interactive_handoff(&claimed.id, &done(), None)
         .await
         .unwrap();
     assert!(
@@ -2567,7 +2579,7 @@ async fn an_upgrade_fills_the_list_trees_from_scratch() {
     std::fs::write(&marker, MARKER_2).unwrap();
 
     let store = open_store(&config).await.unwrap();
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_3);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), MARKER_4);
     let raw = SledStore::open(&SledConfig::new(path.clone()))
         .await
         .unwrap();

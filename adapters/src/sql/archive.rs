@@ -36,7 +36,7 @@ use lf_handoff_application::archive::{
 };
 use lf_handoff_application::ports::Versioned;
 use lf_handoff_application::{StoreError, StoreResult, UnavailableKind};
-use lf_handoff_domain::interactive_handoff::InteractiveHandoffStatus;
+use lf_handoff_domain::interactive_handoff::{Answer, InteractiveHandoffStatus};
 use lf_handoff_domain::parent::Parent;
 use lf_handoff_domain::task::TaskPr;
 use lf_handoff_domain::timestamp::to_unix_micros;
@@ -349,7 +349,7 @@ impl Table {
             ),
             Self::Events => (
                 format!("INSERT INTO handoff_events ({EVENT_ROW}) VALUES "),
-                9,
+                EVENT_ROW.split(',').count(),
             ),
         }
     }
@@ -481,6 +481,7 @@ fn row_values(record: &ArchiveRecord, values: &mut Vec<Value>) -> StoreResult<()
             Value::Text(event.status_after.as_str().to_string()),
             Value::Text(event.actor.as_str().to_string()),
             Value::OptText(event.detail.clone()),
+            Value::OptText(event.answer.as_ref().map(Answer::to_json)),
         ]),
     }
     Ok(())

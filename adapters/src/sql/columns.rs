@@ -44,6 +44,10 @@ pub struct HandoffRow<'a> {
     pub step: Option<Cow<'a, str>>,
     pub expires_at: Option<i64>,
     pub events: i64,
+    pub choices: Option<Cow<'a, str>>,
+    pub form: Option<Cow<'a, str>>,
+    pub on_expiry: Option<Cow<'a, str>>,
+    pub answer: Option<Cow<'a, str>>,
 }
 
 /// What a column is to the statements.
@@ -195,6 +199,22 @@ pub const HANDOFF_COLUMNS: &[Column] = &[
         role: Role::Events,
         field: Field::Int(|r| r.events, |r| &mut r.events),
     },
+    record(
+        "choices",
+        Field::OptText(|r| r.choices.as_deref(), |r| &mut r.choices),
+    ),
+    record(
+        "form",
+        Field::OptText(|r| r.form.as_deref(), |r| &mut r.form),
+    ),
+    record(
+        "on_expiry",
+        Field::OptText(|r| r.on_expiry.as_deref(), |r| &mut r.on_expiry),
+    ),
+    record(
+        "answer",
+        Field::OptText(|r| r.answer.as_deref(), |r| &mut r.answer),
+    ),
 ];
 
 /// How many columns `handoffs` has: the values an INSERT binds.
@@ -450,6 +470,10 @@ mod tests {
             step: Some("login@turn-3".into()),
             expires_at: Some(8),
             events: 9,
+            choices: Some("[\"a\",\"b\"]".into()),
+            form: Some("{}".into()),
+            on_expiry: Some("\"a\"".into()),
+            answer: Some("\"b\"".into()),
         }
     }
 

@@ -385,6 +385,7 @@ impl<D: Dialect> Engine<D> {
             status_after: text("status_after")?,
             actor: text("actor")?,
             detail: optional_text("detail")?,
+            answer: optional_text("answer")?,
         })
     }
 

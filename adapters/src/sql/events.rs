@@ -25,11 +25,18 @@ pub(crate) struct EventRow {
     pub status_after: String,
     pub actor: String,
     pub detail: Option<String>,
+    pub answer: Option<String>,
 }
 
 /// An event's own values in bind order (`at`, `kind`, `status_before`,
-/// `status_after`, `actor`, `detail`), after the handoff's.
-pub fn event_values<'a>(change: &'a HandoffChange, actor: &'a Actor) -> [Param<'a>; EVENT_PARAMS] {
+/// `status_after`, `actor`, `detail`, `answer`), after the handoff's.
+/// `answer` is the JSON of the record's answer (its `answer` column); the
+/// event carries it when the change recorded one (a finish, an expiry).
+pub fn event_values<'a>(
+    change: &'a HandoffChange,
+    actor: &'a Actor,
+    answer: Option<&'a str>,
+) -> [Param<'a>; EVENT_PARAMS] {
     [
         Param::Int(to_unix_micros(change.at)),
         Param::Text(change.kind.as_str()),
@@ -37,6 +44,7 @@ pub fn event_values<'a>(change: &'a HandoffChange, actor: &'a Actor) -> [Param<'
         Param::Text(change.status_after.as_str()),
         Param::Text(actor.as_str()),
         Param::OptText(change.detail.as_deref()),
+        Param::OptText(change.answer.as_ref().and(answer)),
     ]
 }
 
@@ -76,6 +84,12 @@ impl EventRow {
             status_after: status(&self.status_after)?,
             actor: Actor::parse(&self.actor).map_err(|e| damaged(format!("actor: {e}")))?,
             detail: self.detail,
+            answer: self
+                .answer
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| damaged(format!("answer: {e}")))?,
         })
     }
 }

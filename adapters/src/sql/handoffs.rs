@@ -82,7 +82,7 @@ impl<D: Dialect> HandoffRepository for SqlStore<D> {
                 kind: WriteKind::Insert,
                 handoff,
                 params: &params,
-                event: event_values(&change, actor),
+                event: event_values(&change, actor, row.answer.as_deref()),
             },
         )
         .await;
@@ -235,7 +235,7 @@ impl<D: Dialect> SqlStore<D> {
                 kind: WriteKind::Swap,
                 handoff,
                 params: &row.swap_values(expected),
-                event: event_values(change, actor),
+                event: event_values(change, actor, row.answer.as_deref()),
             },
         )
         .await

@@ -59,6 +59,10 @@ impl<'a> HandoffRow<'a> {
             // An insert's value: the `opened` event is the first. A
             // transition does not bind it; its UPDATE increments it.
             events: 1,
+            choices: optional_json(handoff.choices.as_ref())?,
+            form: optional_json(handoff.form.as_ref())?,
+            on_expiry: optional_json(handoff.on_expiry.as_ref())?,
+            answer: optional_json(handoff.answer.as_ref())?,
         })
     }
 
@@ -98,6 +102,10 @@ impl<'a> HandoffRow<'a> {
             .map_err(|e| damaged(format!("environment: {e}")))?;
         let attach_argv: Vec<String> = serde_json::from_str(&self.attach_argv)
             .map_err(|e| damaged(format!("attach argv: {e}")))?;
+        let choices = parse_optional(self.choices.as_deref(), "choices").map_err(&damaged)?;
+        let form = parse_optional(self.form.as_deref(), "form").map_err(&damaged)?;
+        let on_expiry = parse_optional(self.on_expiry.as_deref(), "on_expiry").map_err(&damaged)?;
+        let answer = parse_optional(self.answer.as_deref(), "answer").map_err(&damaged)?;
         let handoff = InteractiveHandoff {
             id: InteractiveHandoffId::parse(&self.id).map_err(|e| damaged(e.to_string()))?,
             parent,
@@ -128,6 +136,10 @@ impl<'a> HandoffRow<'a> {
                 .transpose()
                 .map_err(|e| damaged(format!("step: {e}")))?,
             expires_at: optional_time(self.expires_at)?,
+            choices,
+            form,
+            on_expiry,
+            answer,
         };
         handoff.validate().map_err(|violation| {
             StoreError::damaged(format!(
@@ -136,6 +148,22 @@ impl<'a> HandoffRow<'a> {
         })?;
         Ok(handoff)
     }
+}
+
+/// `value` as JSON text, when there is one (C26's columns).
+fn optional_json<T: serde::Serialize>(value: Option<&T>) -> StoreResult<Option<Cow<'static, str>>> {
+    value
+        .map(|value| to_json(value).map(Cow::Owned))
+        .transpose()
+}
+
+/// The JSON text of column `name`, parsed, when the column is not NULL.
+fn parse_optional<T: serde::de::DeserializeOwned>(
+    text: Option<&str>,
+    name: &str,
+) -> Result<Option<T>, String> {
+    text.map(|text| serde_json::from_str(text).map_err(|e| format!("{name}: {e}")))
+        .transpose()
 }
 
 /// `value` as JSON text.

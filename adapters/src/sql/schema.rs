@@ -17,7 +17,7 @@
 //! Release 0.1.0 wrote version 1. Version 2 (release 0.2.0) adds the step
 //! key (C12). Version 3 (release 0.3.0) adds deadlines (C14) and the history
 //! (C15). Version 4 adds the service's delivery cursors (C23), version 5
-//! its revocations (C29).
+//! its revocations (C29), version 6 answer specs and answers (C26).
 //! Migrations only add: a column added to `handoffs` goes last, where
 //! `ALTER TABLE ... ADD COLUMN` puts it, as in the column table.
 //!
@@ -172,6 +172,18 @@ const MIGRATION_5: &[&str] = &["CREATE TABLE revocations (
         until_at BIGINT NOT NULL
     )"];
 
+/// Migration 6: a question with a shape (C26). A handoff's answer spec
+/// (`choices` or `form`), its `on_expiry` answer and the answer it ended
+/// with, each JSON text or NULL; and the answer a finish or expiry event
+/// recorded. Handoffs and events of earlier versions have none (NULL).
+const MIGRATION_6: &[&str] = &[
+    "ALTER TABLE handoffs ADD COLUMN choices TEXT",
+    "ALTER TABLE handoffs ADD COLUMN form TEXT",
+    "ALTER TABLE handoffs ADD COLUMN on_expiry TEXT",
+    "ALTER TABLE handoffs ADD COLUMN answer TEXT",
+    "ALTER TABLE handoff_events ADD COLUMN answer TEXT",
+];
+
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`: statements run in order.
 pub(crate) const MIGRATIONS: &[&[&str]] = &[
     MIGRATION_1,
@@ -179,6 +191,7 @@ pub(crate) const MIGRATIONS: &[&[&str]] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
 
 /// The schema version this build writes and understands.

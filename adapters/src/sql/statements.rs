@@ -104,11 +104,12 @@ pub static SWAP_HANDOFF: LazyLock<String> = LazyLock::new(|| {
 
 /// The columns of `handoff_events` a write fills; `position` is the
 /// engine's.
-const EVENT_COLUMNS: &str = "handoff_id, seq, at, kind, status_before, status_after, actor, detail";
+const EVENT_COLUMNS: &str =
+    "handoff_id, seq, at, kind, status_before, status_after, actor, detail, answer";
 
 /// The values an event binds after the handoff's: `at`, `kind`,
-/// `status_before`, `status_after`, `actor`, `detail`.
-pub const EVENT_PARAMS: usize = 6;
+/// `status_before`, `status_after`, `actor`, `detail`, `answer`.
+pub const EVENT_PARAMS: usize = 7;
 
 /// The insert of the event of the handoff row `source` yields: its id and
 /// event count (just written) as `handoff_id` and `seq`, then the event's
@@ -142,7 +143,7 @@ pub(crate) static COUNT_PRUNABLE: LazyLock<String> = LazyLock::new(|| {
 
 /// The columns of an event row, as [`HISTORY`] returns them.
 pub(crate) const EVENT_ROW: &str =
-    "position, handoff_id, seq, at, kind, status_before, status_after, actor, detail";
+    "position, handoff_id, seq, at, kind, status_before, status_after, actor, detail, answer";
 
 /// Handoff `$1`'s events, in order (the unique index over handoff and seq).
 pub(crate) static HISTORY: LazyLock<String> = LazyLock::new(|| {

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use lf_handoff_domain::error::DomainResult;
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    self as handoff, check_claim_generation, check_person_outcome, decide_open_with, HandoffEvent,
-    InteractiveHandoff, InteractiveHandoffOutcome, OpenDecision, OpenInteractiveHandoff,
-    Transition,
+    self as handoff, check_claim_generation, check_person_outcome, decide_open_with, Answer,
+    HandoffEvent, InteractiveHandoff, InteractiveHandoffOutcome, OpenDecision,
+    OpenInteractiveHandoff, Transition,
 };
 use time::OffsetDateTime;
 
@@ -84,13 +84,17 @@ impl Handoffs for Local {
         &self,
         id: &InteractiveHandoffId,
         outcome: &InteractiveHandoffOutcome,
+        answer: Option<&Answer>,
     ) -> StoreResult<InteractiveHandoff> {
         let _call = CallTimer::start();
         check_person_outcome(outcome)?;
         let outcome = outcome.clone();
+        let answer = answer.cloned();
         self.apply(
             id,
-            self.expiring(move |current, now| handoff::finish(current, &outcome, now)),
+            self.expiring(move |current, now| {
+                handoff::finish(current, &outcome, answer.as_ref(), now)
+            }),
         )
         .await
         .map(|(handoff, _)| handoff)

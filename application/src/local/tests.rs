@@ -65,7 +65,7 @@ fn waiting() -> InteractiveHandoff {
 }
 
 fn finished(outcome: &InteractiveHandoffOutcome) -> InteractiveHandoff {
-    lf_handoff_domain::interactive_handoff::finish(&waiting(), outcome, T0)
+    lf_handoff_domain::interactive_handoff::finish(&waiting(), outcome, None, T0)
         .unwrap()
         .into_handoff()
 }
@@ -269,7 +269,7 @@ async fn a_lost_finish_race_is_retried_and_resolved_as_a_replay() {
     mocks.decides_on(finished(&completed()), Expect::Replay);
     let result = mocks
         .store()
-        .finish_interactive_handoff(&handoff_id(), &completed())
+        .finish_interactive_handoff(&handoff_id(), &completed(), None)
         .await
         .unwrap();
     assert_eq!(result, finished(&completed()));
@@ -285,7 +285,7 @@ async fn a_lost_finish_race_against_another_outcome_is_a_conflict() {
         .decides_on(finished(&failed()), Expect::Replay);
     let err = mocks
         .store()
-        .finish_interactive_handoff(&handoff_id(), &completed())
+        .finish_interactive_handoff(&handoff_id(), &completed(), None)
         .await
         .unwrap_err();
     assert!(
@@ -421,7 +421,7 @@ async fn malformed_requests_are_refused_before_any_read() {
         summary: String::new(),
     };
     assert!(store
-        .finish_interactive_handoff(&handoff_id(), &blank)
+        .finish_interactive_handoff(&handoff_id(), &blank, None)
         .await
         .unwrap_err()
         .is_invalid_input());
@@ -520,7 +520,7 @@ async fn a_finish_whose_reply_was_lost_is_retried_and_replays_its_own_result() {
     mocks.decides_on(finished(&completed()), Expect::Replay);
     let result = mocks
         .store()
-        .finish_interactive_handoff(&handoff_id(), &completed())
+        .finish_interactive_handoff(&handoff_id(), &completed(), None)
         .await
         .unwrap();
     assert_eq!(result, finished(&completed()));
@@ -632,7 +632,7 @@ async fn replayed_transitions_write_nothing() {
         .returning(|_, decide, _| decided_on(&finished(&completed()), &decide, Expect::Replay));
     mocks
         .store()
-        .finish_interactive_handoff(&handoff_id(), &completed())
+        .finish_interactive_handoff(&handoff_id(), &completed(), None)
         .await
         .unwrap();
 }

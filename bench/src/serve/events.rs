@@ -95,7 +95,7 @@ pub async fn measure(
         tokio::time::sleep(Duration::from_millis(50 + rng.below(100))).await;
         let finishing = Instant::now();
         writer
-            .finish_interactive_handoff(&handoff.id, &outcome)
+            .finish_interactive_handoff(&handoff.id, &outcome, None)
             .await
             .context("finish")?;
         let seen = match tokio::time::timeout(PATIENCE, arrivals.recv()).await {

@@ -287,6 +287,8 @@ mod tests {
             step: step.map(|s| StepKey::parse(s).unwrap()),
             expires_at: None,
             due: false,
+            asks: None,
+            answer: None,
         }
     }
 
@@ -397,6 +399,7 @@ mod tests {
                 status_after: after,
                 actor: Actor::parse(actor).unwrap(),
                 detail: detail.map(ToString::to_string),
+                answer: None,
             };
         let events = [
             event(

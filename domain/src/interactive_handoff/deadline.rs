@@ -5,6 +5,7 @@
 //! extend refuse a due handoff with [`ConflictKind::Expired`], and the
 //! service stores the expiry in the same compare-and-swap round, so once a
 //! deadline has passed the handoff's end is decided whoever comes first.
+//! A handoff that names an `on_expiry` answer (C26) expires carrying it.
 //! Reads never write: a due handoff stays `waiting` or `attached` in
 //! storage until a write or a sweep expires it.
 
@@ -25,6 +26,7 @@ pub fn expire_if_due(handoff: &InteractiveHandoff, now: OffsetDateTime) -> Trans
     let mut next = handoff.clone();
     next.status = InteractiveHandoffStatus::Expired;
     next.outcome = Some(InteractiveHandoffOutcome::Expired);
+    next.answer = handoff.on_expiry.clone();
     next.terminal_at = Some(now);
     next.updated_at = now;
     Transition::Changed(next)

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use super::transition::rfc3339;
-use super::{InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus};
+use super::{Answer, InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus};
 use crate::error::{DomainError, DomainResult};
 
 /// The longest actor name, in bytes.
@@ -177,6 +177,8 @@ pub struct HandoffChange {
     pub status_after: InteractiveHandoffStatus,
     /// A few words more: the deadline set, the generation holding the wake.
     pub detail: Option<String>,
+    /// The answer a finish or an expiry recorded (C26).
+    pub answer: Option<Answer>,
 }
 
 impl HandoffChange {
@@ -197,6 +199,7 @@ impl HandoffChange {
             status_before: before.map(|b| b.status),
             status_after: after.status,
             detail,
+            answer: None,
         };
         let Some(before) = before else {
             return Ok(change(
@@ -225,7 +228,11 @@ impl HandoffChange {
                     )))
                 }
             };
-            return Ok(change(kind, None));
+            let mut finished = change(kind, None);
+            if after.status.is_terminal() {
+                finished.answer = after.answer.clone();
+            }
+            return Ok(finished);
         }
         if before.wake_claimed_by_generation != after.wake_claimed_by_generation {
             let Some(holder) = after.wake_claimed_by_generation else {
@@ -275,6 +282,7 @@ impl HandoffChange {
             status_after: self.status_after,
             actor,
             detail: self.detail,
+            answer: self.answer,
         }
     }
 }
@@ -303,4 +311,8 @@ pub struct HandoffEvent {
     pub actor: Actor,
     /// A few words more, when there are any.
     pub detail: Option<String>,
+    /// The answer the finish or expiry recorded (C26); `None` for other
+    /// events and for events of earlier releases.
+    #[serde(default)]
+    pub answer: Option<Answer>,
 }

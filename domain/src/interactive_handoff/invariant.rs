@@ -166,8 +166,27 @@ impl InteractiveHandoff {
     }
 
     /// I5: the fields an open request carries keep their rules.
+    /// I5 also covers the answer spec (C26): the spec keeps the subset's
+    /// rules, `on_expiry` fits it, and an answer is recorded only once the
+    /// handoff is terminal, fitting the spec when there is one.
     fn check_request_fields(&self) -> Result<(), String> {
-        check_fields(&fields_of!(self)).map_err(|err| err.to_string())
+        check_fields(&fields_of!(self)).map_err(|err| err.to_string())?;
+        let spec = self.answer_spec().map_err(|err| err.to_string())?;
+        if let Some(spec) = spec {
+            spec.check_spec().map_err(|err| err.to_string())?;
+        }
+        for (what, answer) in [("on_expiry", &self.on_expiry), ("answer", &self.answer)] {
+            let Some(answer) = answer else { continue };
+            let Some(spec) = spec else {
+                return Err(format!("{what} recorded on a handoff that asks for none"));
+            };
+            spec.check(answer)
+                .map_err(|refusal| format!("{what}: {refusal}"))?;
+        }
+        if self.answer.is_some() && !self.status.is_terminal() {
+            return Err(format!("an answer recorded while {}", self.status));
+        }
+        Ok(())
     }
 
     /// The stamps of the transitions, in the order they happen.

@@ -13,10 +13,13 @@
 //!   history event each change appends ([`HandoffChange`], contract C15);
 //! - the invariants I1-I7 ([`InteractiveHandoff::validate`],
 //!   [`check_one_active_per_parent`]);
+//! - the answer spec a handoff may ask with and the checker of answers
+//!   ([`AnswerSpec`], contract C26);
 //! - the environment names an attach command may not carry
 //!   ([`check_attach_environment`], contract C29);
 //! - the census row and the attach descriptor.
 
+mod answer;
 mod deadline;
 mod environment;
 mod history;
@@ -39,6 +42,10 @@ use crate::id::{ProjectSessionId, TaskSessionId, WaveId};
 use crate::text::{check_absolute_path, check_non_blank, check_text, MAX_ITEMS};
 use crate::wave_home::WaveHome;
 
+pub use answer::{
+    Answer, AnswerRefusal, AnswerSpec, Choice, FieldKind, FormField, FormSpec, MAX_ANSWER_BYTES,
+    MAX_CHOICES, MAX_CHOICE_VALUE_BYTES, MAX_FORM_PROPERTIES, MIN_CHOICES,
+};
 pub use deadline::{expire_if_due, extend};
 pub use environment::{
     check_attach_environment, refused_env_reason, REFUSED_ENV_NAMES, REFUSED_ENV_PREFIXES,
@@ -47,9 +54,9 @@ pub use history::{Actor, HandoffChange, HandoffEvent, HandoffEventKind, MAX_ACTO
 pub use invariant::{check_one_active_per_parent, Invariant, InvariantViolation};
 pub use step::{StepKey, MAX_STEP_BYTES};
 pub use transition::{
-    attach, check_claim_generation, check_person_outcome, claim_wake, claim_wake_for_parent,
-    decide_open, decide_open_with, finish, open, replay, OpenDecision, OpenOptions, Transition,
-    WakeClaim,
+    attach, check_claim_generation, check_finish_answer, check_outcome_answer,
+    check_person_outcome, claim_wake, claim_wake_for_parent, decide_open, decide_open_with, finish,
+    open, replay, OpenDecision, OpenOptions, Transition, WakeClaim,
 };
 pub use view::{AttachDescriptor, InteractiveHandoffListRow};
 
@@ -308,7 +315,8 @@ pub struct OpenInteractiveHandoff {
     pub environment: BTreeMap<String, String>,
     /// The command a person runs to attach, as an argument vector.
     pub attach_argv: Vec<String>,
-    /// The step and the deadline, each optional (C12, C14).
+    /// The step, the deadline and the answer spec, each optional (C12,
+    /// C14, C26).
     #[serde(flatten)]
     pub options: OpenOptions,
 }
@@ -323,7 +331,8 @@ impl OpenInteractiveHandoff {
     /// or every environment name the attach boundary refuses.
     pub fn validate(&self) -> DomainResult<()> {
         check_fields(&fields_of!(self))?;
-        check_attach_environment(&self.environment)
+        check_attach_environment(&self.environment)?;
+        self.options.check_answer_spec()
     }
 }
 
@@ -384,9 +393,31 @@ pub struct InteractiveHandoff {
     /// waits for ever.
     #[serde(default, with = "time::serde::rfc3339::option")]
     pub expires_at: Option<OffsetDateTime>,
+    /// The answers a person picks from (C26), when it asks with choices.
+    #[serde(default)]
+    pub choices: Option<Vec<Choice>>,
+    /// The form a person fills in (C26), when it asks with a form.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub form: Option<FormSpec>,
+    /// The answer it ends with when its deadline passes (C26).
+    #[serde(default)]
+    pub on_expiry: Option<Answer>,
+    /// The answer it ended with (C26): a person's, given with the finish,
+    /// or `on_expiry` when it expired. `None` while active.
+    #[serde(default)]
+    pub answer: Option<Answer>,
 }
 
 impl InteractiveHandoff {
+    /// What the handoff asks a person for: its choices or its form (C26).
+    ///
+    /// # Errors
+    /// [`DomainError::InvalidInput`] when a record names both (damage).
+    pub fn answer_spec(&self) -> DomainResult<Option<AnswerSpec<'_>>> {
+        AnswerSpec::of(self.choices.as_ref(), self.form.as_ref())
+    }
+
     /// Returns true if and only if the handoff is not terminal.
     pub fn is_active(&self) -> bool {
         !self.status.is_terminal()

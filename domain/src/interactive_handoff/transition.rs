@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use super::answer::{Answer, AnswerSpec, Choice, FormSpec};
 use super::{
     InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffOutcome, InteractiveHandoffStatus,
     OpenInteractiveHandoff, StepKey,
@@ -82,6 +83,17 @@ pub struct OpenOptions {
         skip_serializing_if = "Option::is_none"
     )]
     pub expires_at: Option<OffsetDateTime>,
+    /// The answers a person picks from (C26): 2 to 10 values with labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<Choice>>,
+    /// The form a person fills in (C26): a flat JSON Schema object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub form: Option<FormSpec>,
+    /// The answer the handoff ends with when its deadline passes (C26):
+    /// it must fit the choices or the form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expiry: Option<Answer>,
 }
 
 impl OpenInteractiveHandoff {
@@ -98,8 +110,38 @@ impl OpenOptions {
     pub fn at_step(step: StepKey) -> Self {
         Self {
             step: Some(step),
-            expires_at: None,
+            ..Self::default()
         }
+    }
+
+    /// What the options ask a person for: their choices or their form.
+    ///
+    /// # Errors
+    /// [`DomainError::InvalidInput`] when they give both.
+    pub fn answer_spec(&self) -> DomainResult<Option<AnswerSpec<'_>>> {
+        AnswerSpec::of(self.choices.as_ref(), self.form.as_ref())
+    }
+
+    /// Checks the answer spec and `on_expiry` (C26): a spec keeps the
+    /// subset's rules, and an `on_expiry` answer needs a spec it fits.
+    ///
+    /// # Errors
+    /// [`DomainError::InvalidInput`] naming the rule broken.
+    pub fn check_answer_spec(&self) -> DomainResult<()> {
+        let spec = self.answer_spec()?;
+        if let Some(spec) = spec {
+            spec.check_spec()?;
+        }
+        if let Some(on_expiry) = &self.on_expiry {
+            let Some(spec) = spec else {
+                return Err(DomainError::invalid(
+                    "on_expiry needs choices or a form for the answer to fit",
+                ));
+            };
+            spec.check(on_expiry)
+                .map_err(|refusal| DomainError::invalid(format!("on_expiry: {refusal}")))?;
+        }
+        Ok(())
     }
 }
 
@@ -288,6 +330,10 @@ pub fn open(
         wake_claimed_by_generation: None,
         step: None,
         expires_at: None,
+        choices: request.options.choices.clone(),
+        form: request.options.form.clone(),
+        on_expiry: request.options.on_expiry.clone(),
+        answer: None,
     })
 }
 
@@ -349,24 +395,28 @@ pub fn attach(handoff: &InteractiveHandoff, now: OffsetDateTime) -> DomainResult
     }
 }
 
-/// Finishes a handoff with `outcome` (contract C6). Finishing again with an
-/// equal outcome changes nothing.
+/// Finishes a handoff with `outcome` and, on a handoff that asks for one,
+/// an `answer` (contracts C6 and C26). Finishing again with an equal
+/// outcome and answer changes nothing.
 ///
 /// # Errors
-/// [`DomainError::InvalidInput`] for a blank outcome text or the expiry
-/// outcome, which only a deadline gives; [`ConflictKind::Expired`] when the
-/// handoff is expired or due at `now` (the caller expires a due one, C14);
-/// [`DomainError::Conflict`] when a different outcome is already recorded
-/// (the first one stays).
+/// [`DomainError::InvalidInput`] for a blank outcome text, the expiry
+/// outcome (which only a deadline gives), or an answer that does not fit
+/// ([`check_finish_answer`]); [`ConflictKind::Expired`] when the handoff
+/// is expired or due at `now` (the caller expires a due one, C14);
+/// [`DomainError::Conflict`] when a different outcome or answer is already
+/// recorded (the first one stays).
 pub fn finish(
     handoff: &InteractiveHandoff,
     outcome: &InteractiveHandoffOutcome,
+    answer: Option<&Answer>,
     now: OffsetDateTime,
 ) -> DomainResult<Transition> {
     check_person_outcome(outcome)?;
+    check_finish_answer(handoff, outcome, answer)?;
     refuse_if_expired(handoff, now, "finished")?;
     if handoff.status.is_terminal() {
-        return if handoff.outcome.as_ref() == Some(outcome) {
+        return if handoff.outcome.as_ref() == Some(outcome) && handoff.answer.as_ref() == answer {
             Ok(Transition::Unchanged(handoff.clone()))
         } else {
             Err(DomainError::conflict(
@@ -383,9 +433,58 @@ pub fn finish(
     let mut next = handoff.clone();
     next.status = outcome.status();
     next.outcome = Some(outcome.clone());
+    next.answer = answer.cloned();
     next.terminal_at = Some(now);
     next.updated_at = now;
     Ok(Transition::Changed(next))
+}
+
+/// Checks what of a finish's answer needs no handoff (C26): a failure
+/// carries none.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] for a failure with an answer.
+pub fn check_outcome_answer(
+    outcome: &InteractiveHandoffOutcome,
+    answer: Option<&Answer>,
+) -> DomainResult<()> {
+    if answer.is_some() && matches!(outcome, InteractiveHandoffOutcome::Failed { .. }) {
+        return Err(DomainError::invalid(
+            "a failure carries no answer: give the reason only",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the answer a finish carries against the handoff's spec (C26):
+/// a completion of a handoff that asks for an answer must carry one that
+/// fits; a hand-back may carry one that fits; a failure carries none, and
+/// a handoff that asks for nothing takes no answer.
+///
+/// # Errors
+/// [`DomainError::InvalidInput`] naming the field and the rule.
+pub fn check_finish_answer(
+    handoff: &InteractiveHandoff,
+    outcome: &InteractiveHandoffOutcome,
+    answer: Option<&Answer>,
+) -> DomainResult<()> {
+    check_outcome_answer(outcome, answer)?;
+    let spec = handoff.answer_spec()?;
+    match (answer, spec) {
+        (Some(_), None) => Err(DomainError::invalid(format!(
+            "handoff {} asks for no answer (no choices, no form): finish it with a summary only",
+            handoff.id
+        ))),
+        (Some(answer), Some(spec)) => spec.check(answer).map_err(DomainError::from),
+        (None, Some(spec)) if matches!(outcome, InteractiveHandoffOutcome::Completed { .. }) => {
+            Err(DomainError::invalid(format!(
+                "handoff {} asks for an answer ({}): complete it with one",
+                handoff.id,
+                spec.describe()
+            )))
+        }
+        (None, _) => Ok(()),
+    }
 }
 
 /// Checks an outcome a person gives: not blank, and not the expiry, which

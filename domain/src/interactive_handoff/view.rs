@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::{InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus, StepKey};
+use super::{Answer, InteractiveHandoff, InteractiveHandoffId, InteractiveHandoffStatus, StepKey};
 use crate::id::WaveId;
 
 /// One line of the census. It never carries the environment or the attach
@@ -55,6 +55,12 @@ pub struct InteractiveHandoffListRow {
     /// Whether it was due when the row was made: active, deadline passed.
     #[serde(default)]
     pub due: bool,
+    /// What it asks for (C26), in words: `allow | deny`, `form: a, b`.
+    #[serde(default)]
+    pub asks: Option<String>,
+    /// The answer it ended with (C26).
+    #[serde(default)]
+    pub answer: Option<Answer>,
 }
 
 /// Everything a terminal needs to join the work.
@@ -101,6 +107,12 @@ impl InteractiveHandoff {
             step: self.step.clone(),
             expires_at: self.expires_at,
             due: self.is_due(now),
+            asks: self
+                .answer_spec()
+                .ok()
+                .flatten()
+                .map(|spec| spec.describe()),
+            answer: self.answer.clone(),
         }
     }
 

@@ -32,7 +32,7 @@ fn stages() -> [InteractiveHandoff; 4] {
     let request = wave_request(&wave, Path::new("/src/x"));
     let waiting = open(&request, wave, InteractiveHandoffId::new(), at(0)).unwrap();
     let attached = attach(&waiting, at(1)).unwrap().into_handoff();
-    let finished = finish(&attached, &outcome(1), at(2))
+    let finished = finish(&attached, &outcome(1), None, at(2))
         .unwrap()
         .into_handoff();
     let claimed = claim_wake(&finished, 1, at(3))
@@ -77,7 +77,7 @@ fn changed_acknowledged_facts_are_lost() {
         .unwrap_err()
         .contains("attached_at"));
 
-    let other = finish(&attached, &outcome(2), at(2))
+    let other = finish(&attached, &outcome(2), None, at(2))
         .unwrap()
         .into_handoff();
     assert!(handoff_same_or_later(&finished, &other)
@@ -162,7 +162,7 @@ fn full_life() -> Vec<InteractiveHandoff> {
     waiting.expires_at = Some(at(100));
     let extended = extend(&waiting, at(200), at(1)).unwrap().into_handoff();
     let attached = attach(&extended, at(2)).unwrap().into_handoff();
-    let finished = finish(&attached, &outcome(1), at(3))
+    let finished = finish(&attached, &outcome(1), None, at(3))
         .unwrap()
         .into_handoff();
     let claimed = claim_wake(&finished, 1, at(4))
@@ -209,7 +209,9 @@ fn lives() -> Vec<Vec<InteractiveHandoff>> {
         vec![waiting.clone(), attached.clone()],
         vec![
             waiting.clone(),
-            finish(&waiting, &outcome(2), at(1)).unwrap().into_handoff(),
+            finish(&waiting, &outcome(2), None, at(1))
+                .unwrap()
+                .into_handoff(),
         ],
         vec![waiting, attached, finished, claimed],
         expired_life(),

@@ -150,6 +150,7 @@ impl Lane {
             let options = OpenOptions {
                 step: None,
                 expires_at: Some(self.store.now() + ttl * attempt),
+                ..OpenOptions::default()
             };
             match self
                 .store
@@ -187,7 +188,10 @@ impl Lane {
         if !current.status.is_terminal() {
             let outcome = random_outcome(&mut self.rng);
             self.begin("finish", id)?;
-            let result = self.store.finish_interactive_handoff(id, &outcome).await;
+            let result = self
+                .store
+                .finish_interactive_handoff(id, &outcome, None)
+                .await;
             current = self.in_time(id, "finish", result).await?;
         }
         Ok(current)
@@ -251,7 +255,11 @@ impl Lane {
         self.sleep_past(deadline).await;
         let outcome = random_outcome(&mut self.rng);
         self.begin("finish", id)?;
-        match self.store.finish_interactive_handoff(id, &outcome).await {
+        match self
+            .store
+            .finish_interactive_handoff(id, &outcome, None)
+            .await
+        {
             Ok(finished) => Err(format!(
                 "{id} was finished after its deadline: {finished:?}"
             )),

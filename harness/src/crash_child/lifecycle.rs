@@ -114,7 +114,7 @@ impl Lane {
         if self.rng.chance(1, 4) {
             let again = self
                 .store
-                .finish_interactive_handoff(&id, &outcome)
+                .finish_interactive_handoff(&id, &outcome, None)
                 .await
                 .map_err(|e| format!("finish {id} again: {e}"))?;
             if again != current {

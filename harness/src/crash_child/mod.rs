@@ -351,7 +351,7 @@ impl Lane {
         self.begin("finish", id)?;
         let finished = self
             .store
-            .finish_interactive_handoff(id, outcome)
+            .finish_interactive_handoff(id, outcome, None)
             .await
             .map_err(|e| format!("finish {id}: {e}"))?;
         self.ack_handoff("finish", id, &finished)?;

@@ -304,13 +304,19 @@ pub(super) async fn act(
 ) -> Result<&'static str, ApiError> {
     let store = state.store_as(actor);
     let text = || form.get("text").unwrap_or_default().to_string();
-    let (outcome, notice) = match form.get("action") {
+    let ((outcome, answer), notice) = match form.get("action") {
         Some("complete") => (
-            requests::completed(Summary { summary: text() }),
+            requests::completed(Summary {
+                summary: text(),
+                answer: None,
+            }),
             "Completed.",
         ),
         Some("back") => (
-            requests::handed_back(Summary { summary: text() }),
+            requests::handed_back(Summary {
+                summary: text(),
+                answer: None,
+            }),
             "Handed back.",
         ),
         Some("fail") => (requests::failed(Reason { reason: text() }), "Failed."),
@@ -329,6 +335,8 @@ pub(super) async fn act(
             ))
         }
     };
-    store.finish_interactive_handoff(id, &outcome).await?;
+    store
+        .finish_interactive_handoff(id, &outcome, answer.as_ref())
+        .await?;
     Ok(notice)
 }

@@ -606,7 +606,7 @@ pub mod scenarios {
             .await
             .unwrap();
         writer
-            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0))
+            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0), None)
             .await
             .unwrap();
         let started = std::time::Instant::now();
@@ -753,7 +753,7 @@ pub mod scenarios {
             "the silent listening connection was not made again within 30 s"
         );
         direct
-            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0))
+            .finish_interactive_handoff(&opened.id, &crate::fixtures::outcome(0), None)
             .await
             .unwrap();
         let waited = tokio::time::timeout(Duration::from_secs(30), waiter)
@@ -1005,7 +1005,7 @@ pub mod scenarios {
         assert!(terminate_sessions(backend, &name).await >= 1);
         let outcome = crate::fixtures::outcome(0);
         let finished = store
-            .finish_interactive_handoff(&opened.id, &outcome)
+            .finish_interactive_handoff(&opened.id, &outcome, None)
             .await
             .unwrap();
         assert_eq!(finished.attached_at, attached.attached_at);

@@ -279,7 +279,7 @@ pub async fn a_second_process_is_refused_while_the_store_is_open(backend: &dyn B
 
     // The refused process changed nothing for the holder.
     let finished = store
-        .finish_interactive_handoff(&opened.id, &outcome(1))
+        .finish_interactive_handoff(&opened.id, &outcome(1), None)
         .await
         .unwrap();
     drop(store);

@@ -41,6 +41,7 @@ async fn run(args: Vec<String>) {
             let options = OpenOptions {
                 step,
                 expires_at: None,
+                ..OpenOptions::default()
             };
             let opened = store
                 .open_interactive_handoff(request.with_options(options))
@@ -72,7 +73,10 @@ async fn run(args: Vec<String>) {
             let id = InteractiveHandoffId::parse(&args[2]).unwrap();
             let n: usize = args[3].parse().unwrap();
             wait_for_go();
-            match store.finish_interactive_handoff(&id, &outcome(n)).await {
+            match store
+                .finish_interactive_handoff(&id, &outcome(n), None)
+                .await
+            {
                 Ok(_) => println!("ok {n}"),
                 Err(StoreError::Conflict {
                     kind: ConflictKind::OtherOutcome,
@@ -137,7 +141,10 @@ async fn run(args: Vec<String>) {
                 .collect();
             wait_for_go();
             for id in &ids {
-                match store.finish_interactive_handoff(id, &outcome(n)).await {
+                match store
+                    .finish_interactive_handoff(id, &outcome(n), None)
+                    .await
+                {
                     Ok(_) => println!("{id} ok {n}"),
                     Err(StoreError::Conflict {
                         kind: ConflictKind::OtherOutcome,
@@ -259,7 +266,7 @@ async fn churn(store: &Store, dir: PathBuf) {
         store.attach_interactive_handoff(&handoff.id).await.unwrap();
         println!("ack attach {}", handoff.id);
         store
-            .finish_interactive_handoff(&handoff.id, &outcome(n))
+            .finish_interactive_handoff(&handoff.id, &outcome(n), None)
             .await
             .unwrap();
         println!("ack finish {} {n}", handoff.id);
