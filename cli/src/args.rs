@@ -12,13 +12,15 @@ use clap::{Args, Parser, Subcommand};
 use lf_handoff_adapters::parse_duration;
 use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
-    check_env_key, Actor, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
+    check_env_key, Actor, Choice, InteractiveHandoffParent, InteractiveHandoffStatus, StepKey,
 };
 use lf_handoff_domain::parent::ParentKind;
 use lf_handoff_domain::wave_home::WaveHome;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use crate::answers;
+pub use crate::answers::AnswerArgs;
 use crate::duration;
 
 /// `lf-handoff`: list, attach and finish the interactive handoffs of an
@@ -103,21 +105,38 @@ pub enum Command {
         #[arg(long = "allow-program", value_name = "PROGRAM")]
         allow_program: Vec<String>,
     },
-    /// Finish a handoff: the work is done.
+    /// Finish a handoff: the work is done. A handoff that asks with
+    /// choices or a form needs an answer (--choice, --set or --answer-json).
     Complete {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,
         /// What was done.
         #[arg(long)]
         summary: String,
+        #[command(flatten)]
+        answer: AnswerArgs,
     },
-    /// Finish a handoff: hand the work back to the agent.
+    /// Answer a handoff that asks with choices or a form, and so complete
+    /// it: `answer ID --choice allow`, `answer ID --set budget=300`.
+    Answer {
+        /// The handoff id (ih_...).
+        id: InteractiveHandoffId,
+        #[command(flatten)]
+        answer: AnswerArgs,
+        /// What was done (default: "answered" and the answer).
+        #[arg(long)]
+        summary: Option<String>,
+    },
+    /// Finish a handoff: hand the work back to the agent (with an answer,
+    /// optionally, when it asks for one).
     Back {
         /// The handoff id (ih_...).
         id: InteractiveHandoffId,
         /// What the agent should continue from.
         #[arg(long)]
         summary: String,
+        #[command(flatten)]
+        answer: AnswerArgs,
     },
     /// Finish a handoff: the work could not be done.
     Fail {
@@ -506,6 +525,20 @@ pub struct OpenArgs {
     /// how programs load or start (LD_*, BASH_ENV, PATH, ...) are refused.
     #[arg(long = "env", value_name = "K=V", value_parser = parse_env_pair)]
     pub env: Vec<(String, String)>,
+    /// Ask a person to pick one of 2 to 10 choices, comma-separated, each
+    /// VALUE or VALUE=Label (a value is letters, digits and . _ : @ -):
+    /// --choices allow,deny or --choices 'a=Plan A,b=Plan B'.
+    #[arg(long, value_name = "CHOICES", value_delimiter = ',', value_parser = answers::parse_choice, conflicts_with = "form")]
+    pub choices: Vec<Choice>,
+    /// Ask a person to fill in a form: a JSON file holding a flat JSON
+    /// Schema object (string, integer, number and boolean properties;
+    /// `-` reads standard input).
+    #[arg(long, value_name = "FILE")]
+    pub form: Option<PathBuf>,
+    /// The answer the handoff ends with at its deadline, so the agent can
+    /// tell it from a person's: a choice's value, or JSON for a form.
+    #[arg(long = "on-expiry", value_name = "VALUE|JSON")]
+    pub on_expiry: Option<String>,
     /// The attach command, after `--`; it is run without a shell.
     #[arg(last = true, required = true, value_name = "ARGV")]
     pub argv: Vec<String>,

@@ -18,10 +18,11 @@ use lf_handoff_adapters::{ListQuery, PruneOptions};
 use lf_handoff_api::{Claimed, HandoffJson, Opened, Pruned};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
+    Answer, InteractiveHandoff, InteractiveHandoffOutcome, OpenInteractiveHandoff, OpenOptions,
 };
 use time::OffsetDateTime;
 
+use crate::answers;
 use crate::args::{Cutoff, ExtendArgs, LinkArgs, ListArgs, OpenArgs, PruneArgs};
 use crate::context::Context;
 use crate::duration;
@@ -99,6 +100,9 @@ fn shifted(
 /// (C14); a reused one keeps its own.
 pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
     let step = args.step.take();
+    let choices = std::mem::take(&mut args.choices);
+    let form = args.form.take();
+    let on_expiry = args.on_expiry.take();
     let expires_at = match (args.expires_in.take(), args.expires_at.take()) {
         (Some(span), _) => Some(deadline_after(ctx, span)?),
         (None, at) => at,
@@ -109,6 +113,7 @@ pub async fn open(ctx: &Context, mut args: OpenArgs) -> CliResult<()> {
         expires_at,
         ..OpenOptions::default()
     };
+    let options = answers::with_spec(ctx, options, choices, form.as_deref(), on_expiry.as_deref())?;
     let (handoff, created) = ctx
         .store
         .open_interactive_handoff(request.with_options(options.clone()))
@@ -308,15 +313,17 @@ pub async fn status(ctx: &Context, id: &InteractiveHandoffId) -> CliResult<()> {
     print_handoff(ctx, &handoff)
 }
 
-/// `complete`, `back` and `fail`.
+/// `complete`, `back`, `fail` and `answer`: the outcome, and the answer
+/// when the handoff asks for one (C26).
 pub async fn finish(
     ctx: &Context,
     id: &InteractiveHandoffId,
     outcome: InteractiveHandoffOutcome,
+    answer: Option<Answer>,
 ) -> CliResult<()> {
     let handoff = ctx
         .store
-        .finish_interactive_handoff(id, &outcome, None)
+        .finish_interactive_handoff(id, &outcome, answer.as_ref())
         .await
         .map_err(|e| ctx.fail(e))?;
     if ctx.json {
@@ -326,8 +333,11 @@ pub async fn finish(
         .outcome
         .as_ref()
         .map_or_else(String::new, |o| format!(": {}", printable(o.text())));
+    let answered = handoff.answer.as_ref().map_or_else(String::new, |answer| {
+        format!(" (answer: {})", printable(&answer.to_string()))
+    });
     emit(&format!(
-        "{} {}{shown}\n",
+        "{} {}{shown}{answered}\n",
         handoff.id,
         handoff.status.describe()
     ))

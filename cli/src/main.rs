@@ -32,6 +32,7 @@
 //! `docs/CLI.md` records the decisions docs/CONTRACT.md leaves open.
 
 mod allow;
+mod answers;
 mod archive;
 mod args;
 mod attach;
@@ -201,14 +202,35 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         Command::Parents(args) => parents::list(ctx, args).await?,
         Command::Prune(args) => handoffs::prune(ctx, args).await?,
         Command::Status { id } => handoffs::status(ctx, &id).await?,
-        Command::Complete { id, summary } => {
-            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Completed { summary }).await?
+        Command::Complete {
+            id,
+            summary,
+            answer,
+        } => {
+            let answer = answers::answer_of(ctx, &id, &answer).await?;
+            let outcome = InteractiveHandoffOutcome::Completed { summary };
+            handoffs::finish(ctx, &id, outcome, answer).await?
         }
-        Command::Back { id, summary } => {
-            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::HandedBack { summary }).await?
+        Command::Answer {
+            id,
+            answer,
+            summary,
+        } => {
+            let (outcome, answer) = answers::completion(ctx, &id, &answer, summary).await?;
+            handoffs::finish(ctx, &id, outcome, answer).await?
+        }
+        Command::Back {
+            id,
+            summary,
+            answer,
+        } => {
+            let answer = answers::answer_of(ctx, &id, &answer).await?;
+            let outcome = InteractiveHandoffOutcome::HandedBack { summary };
+            handoffs::finish(ctx, &id, outcome, answer).await?
         }
         Command::Fail { id, reason } => {
-            handoffs::finish(ctx, &id, InteractiveHandoffOutcome::Failed { reason }).await?
+            let outcome = InteractiveHandoffOutcome::Failed { reason };
+            handoffs::finish(ctx, &id, outcome, None).await?
         }
         Command::ClaimWake {
             id,

@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use lf_handoff_domain::interactive_handoff::{
-    AttachDescriptor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
+    AnswerSpec, AttachDescriptor, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffStatus,
 };
 use lf_handoff_domain::timestamp::approximate;
 use lf_handoff_domain::wave_home::WaveHome;
@@ -205,7 +206,7 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
         || "-".to_string(),
         |at| format!("{} ({})", timestamp(at), deadline_phrase(handoff, now)),
     );
-    block(&[
+    let mut fields = vec![
         ("id", handoff.id.to_string()),
         ("status", handoff.status.describe().to_string()),
         ("deadline", deadline),
@@ -247,7 +248,66 @@ pub fn status_block(handoff: &InteractiveHandoff, now: OffsetDateTime) -> String
                 .map_or_else(|| "-".to_string(), outcome),
         ),
         ("wake", wake),
-    ])
+    ];
+    // What a handoff asks (C26), shown only on handoffs that ask.
+    if let Ok(Some(spec)) = handoff.answer_spec() {
+        let at = fields.len() - 3;
+        fields.insert(at, ("asks", asks(spec)));
+        if let Some(on_expiry) = &handoff.on_expiry {
+            fields.insert(
+                at + 1,
+                ("on expiry", printable(&on_expiry.to_string()).into_owned()),
+            );
+        }
+        let answer = handoff.answer.as_ref().map_or_else(
+            || "-".to_string(),
+            |answer| printable(&answer.to_string()).into_owned(),
+        );
+        let at = fields.len() - 1;
+        fields.insert(at, ("answer", answer));
+    }
+    block(&fields)
+}
+
+/// What a handoff asks for, for people: each choice's value with its
+/// label, or the form's fields with their types (`*` marks required).
+fn asks(spec: AnswerSpec<'_>) -> String {
+    match spec {
+        AnswerSpec::Choices(choices) => choices
+            .iter()
+            .map(|choice| {
+                if choice.label == choice.value {
+                    printable(&choice.value).into_owned()
+                } else {
+                    format!(
+                        "{} ({})",
+                        printable(&choice.value),
+                        printable(&choice.label)
+                    )
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" | "),
+        AnswerSpec::Form(form) => {
+            let fields: Vec<String> = form
+                .fields
+                .iter()
+                .map(|field| {
+                    let required = if form.is_required(&field.name) {
+                        "*"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{}{required}: {}",
+                        printable(&field.name),
+                        field.kind.as_str()
+                    )
+                })
+                .collect();
+            format!("form ({}); answer with --set NAME=VALUE", fields.join(", "))
+        }
+    }
 }
 
 /// The block `attach --print` shows: everything needed to join the work,

@@ -26,6 +26,23 @@ pub fn terminal_width() -> Option<usize> {
     terminal_size::terminal_size_of(io::stdout()).map(|(width, _)| usize::from(width.0))
 }
 
+/// A row's answer (C26): the answer once it ended with one, `? ` and what
+/// it asks while it waits for one, `-` otherwise; cut to [`MAX_STEP`]
+/// characters when lines are cut.
+fn answer_cell(row: &InteractiveHandoffListRow, cutting: bool) -> String {
+    let text = match (&row.answer, &row.asks) {
+        (Some(answer), _) => printable(&answer.to_string()).into_owned(),
+        (None, Some(_)) if row.status.is_terminal() => "-".to_string(),
+        (None, Some(asks)) => format!("? {}", printable(asks)),
+        (None, None) => "-".to_string(),
+    };
+    if cutting {
+        cut(&text, MAX_STEP)
+    } else {
+        text
+    }
+}
+
 /// The census as an aligned table: id, parent, status, age, the deadline
 /// (at `now`) when a listed handoff has one, the step when a listed
 /// handoff has one, and the reason. With a `width`, lines are cut to it: a
@@ -51,6 +68,12 @@ pub fn table(
     if with_step {
         header.push("STEP");
     }
+    let with_answer = rows
+        .iter()
+        .any(|row| row.asks.is_some() || row.answer.is_some());
+    if with_answer {
+        header.push("ANSWER");
+    }
     let mut cells: Vec<Vec<String>> = rows
         .iter()
         .map(|row| {
@@ -74,6 +97,9 @@ pub fn table(
                         }
                     },
                 ));
+            }
+            if with_answer {
+                cells.push(answer_cell(row, width.is_some()));
             }
             cells
         })
@@ -160,9 +186,11 @@ pub fn status_change(event: &HandoffEvent) -> String {
 /// Events as an aligned table, oldest first: `TIME`, `EVENT`, `STATUS`
 /// (`waiting -> attached`; one status when it did not change), `ACTOR`,
 /// and `DETAIL` when an event has one (the deadline set, the generation
-/// holding the wake).
+/// holding the wake, the answer a finish or expiry recorded).
 pub fn history_table(events: &[HandoffEvent]) -> String {
-    let with_detail = events.iter().any(|event| event.detail.is_some());
+    let with_detail = events
+        .iter()
+        .any(|event| event.detail.is_some() || event.answer.is_some());
     let mut header = vec!["TIME", "EVENT", "STATUS", "ACTOR"];
     if with_detail {
         header.push("DETAIL");
@@ -177,12 +205,17 @@ pub fn history_table(events: &[HandoffEvent]) -> String {
                 printable(event.actor.as_str()).into_owned(),
             ];
             if with_detail {
-                row.push(
-                    event
-                        .detail
-                        .as_deref()
-                        .map_or_else(|| "-".to_string(), |d| printable(d).into_owned()),
-                );
+                let answer = event
+                    .answer
+                    .as_ref()
+                    .map(|answer| format!("answer: {answer}"));
+                let detail = match (event.detail.as_deref(), answer) {
+                    (Some(detail), Some(answer)) => format!("{detail}; {answer}"),
+                    (Some(detail), None) => detail.to_string(),
+                    (None, Some(answer)) => answer,
+                    (None, None) => "-".to_string(),
+                };
+                row.push(printable(&detail).into_owned());
             }
             row
         })

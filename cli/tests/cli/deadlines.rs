@@ -426,6 +426,7 @@ pub const EVENT_FIELDS: &[&str] = &[
     "status_after",
     "actor",
     "detail",
+    "answer",
 ];
 
 #[test]

@@ -26,6 +26,10 @@ const HANDOFF_FIELDS: &[&str] = &[
     "wake_claimed_by_generation",
     "step",
     "expires_at",
+    "choices",
+    "form",
+    "on_expiry",
+    "answer",
     "due",
 ];
 
@@ -47,6 +51,8 @@ const ROW_FIELDS: &[&str] = &[
     "step",
     "expires_at",
     "due",
+    "asks",
+    "answer",
 ];
 
 pub fn assert_handoff_shape(handoff: &Value) {

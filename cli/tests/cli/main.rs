@@ -6,6 +6,7 @@
 // Test code: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod answers;
 mod archive;
 mod attach;
 mod commands;
