@@ -21,7 +21,12 @@
 //! - **Links**: `GET /h/{id}?for&exp&sig` shows the handoff and the forms
 //!   and never changes anything (mail and chat scanners open links);
 //!   `POST` to the same URL acts as `link:NAME`. A finished handoff's link
-//!   shows its outcome, and a POST to it writes nothing.
+//!   shows its outcome, and a POST to it writes nothing. A one-tap link
+//!   (`&choice=VALUE`, signed) offers that choice alone, to confirm.
+//! - **Answers** (C26, `answers.rs`): a handoff that asks shows one button
+//!   per choice or its form's typed inputs; `action=answer` builds the
+//!   answer from them and completes with it; a refused answer shows the
+//!   form again with the values kept and the rule beside its field.
 //! - **Headers**: a strict Content-Security-Policy (no inline script or
 //!   style), `Referrer-Policy: same-origin` (a link's signature never
 //!   leaves for another site in a `Referer`, and the browser still names
