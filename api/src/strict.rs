@@ -31,7 +31,13 @@ pub fn from_slice<T: DeserializeOwned + Serialize>(body: &[u8]) -> StoreResult<T
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         StoreError::InvalidInput(format!("the request body is not valid JSON: {error}"))
     })?;
-    from_value(value)
+    // The type is read from the text itself, not from the value: a JSON
+    // object's keys keep their order (a form's properties are shown in
+    // the order given, C26), which a `Value`'s map would sort.
+    let parsed: T = serde_json::from_slice(body).map_err(|error| {
+        StoreError::InvalidInput(format!("the request body does not fit: {error}"))
+    })?;
+    check_whole(&value, parsed)
 }
 
 /// Converts `value` into a `T`, refusing a field `T` does not know.
@@ -42,10 +48,15 @@ pub fn from_value<T: DeserializeOwned + Serialize>(value: Value) -> StoreResult<
     let parsed: T = serde_json::from_value(value.clone()).map_err(|error| {
         StoreError::InvalidInput(format!("the request body does not fit: {error}"))
     })?;
+    check_whole(&value, parsed)
+}
+
+/// `parsed`, when it kept every field of `value`.
+fn check_whole<T: Serialize>(value: &Value, parsed: T) -> StoreResult<T> {
     let back = serde_json::to_value(&parsed).map_err(|error| {
         StoreError::InvalidInput(format!("the request body cannot be read back: {error}"))
     })?;
-    match unknown_field(&value, &back, String::new()) {
+    match unknown_field(value, &back, String::new()) {
         Some(path) => Err(StoreError::InvalidInput(format!(
             "the request body has a field this route does not take: {path}"
         ))),

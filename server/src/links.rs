@@ -9,7 +9,10 @@
 //! ```
 //!
 //! (LF a newline; neither an id nor a name may hold one, so the message is
-//! unambiguous), in base64url without padding. The name the link was made
+//! unambiguous), in base64url without padding. A link a token made adds
+//! `LF by {mark}`; a one-tap link of a notification (C26) names the
+//! choice it picks, `&choice=VALUE`, and adds `LF choice {value}` (a
+//! choice's value is one word), so a changed choice breaks the signature. The name the link was made
 //! for is signed too, because the link's holder is recorded as the actor
 //! `link:NAME` of what they do with it. A link is refused when its
 //! signature does not verify (a wrong or rotated secret, any changed
@@ -35,7 +38,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use lf_handoff_adapters::{StoreError, StoreResult, UnavailableKind};
 use lf_handoff_domain::id::InteractiveHandoffId;
-use lf_handoff_domain::interactive_handoff::Actor;
+use lf_handoff_domain::interactive_handoff::{Actor, Choice};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use time::OffsetDateTime;
@@ -202,12 +205,33 @@ impl LinkSecret {
         expires: OffsetDateTime,
         maker: Option<&[u8]>,
     ) -> StoreResult<SignedLink> {
+        self.sign_choice(id, holder, expires, maker, None)
+    }
+
+    /// [`sign_by`](Self::sign_by), for a one-tap link (C26) that picks
+    /// `choice`, a value of the handoff's choices: the link signs it, and
+    /// its page offers that choice alone to confirm.
+    ///
+    /// # Errors
+    /// As [`sign`](Self::sign); `InvalidInput` for a choice that is no
+    /// choice value (empty, or other than letters, digits and `. _ : @ -`).
+    pub fn sign_choice(
+        &self,
+        id: &InteractiveHandoffId,
+        holder: &str,
+        expires: OffsetDateTime,
+        maker: Option<&[u8]>,
+        choice: Option<&str>,
+    ) -> StoreResult<SignedLink> {
         let actor = link_actor(holder)?;
+        if let Some(choice) = choice {
+            Choice::parse(choice).map_err(StoreError::from)?;
+        }
         let expires = expires.unix_timestamp();
         let by = maker.map(maker_mark);
         let tag = hmac::sign(
             &self.key,
-            link_message(id.as_str(), holder, expires, by.as_deref()).as_bytes(),
+            link_message(id.as_str(), holder, expires, by.as_deref(), choice).as_bytes(),
         );
         Ok(SignedLink {
             id: id.clone(),
@@ -215,6 +239,7 @@ impl LinkSecret {
             actor,
             expires,
             by,
+            choice: choice.map(str::to_string),
             signature: URL_SAFE_NO_PAD.encode(tag.as_ref()),
         })
     }
@@ -232,12 +257,14 @@ impl LinkSecret {
         now: OffsetDateTime,
     ) -> Result<LinkGrant, LinkRefusal> {
         let (mut holder, mut expires, mut signature, mut by) = (None, None, None, None);
+        let mut choice = None;
         for (key, value) in form_urlencoded::parse(query.as_bytes()) {
             let slot = match key.as_ref() {
                 "for" => &mut holder,
                 "exp" => &mut expires,
                 "sig" => &mut signature,
                 "by" => &mut by,
+                "choice" => &mut choice,
                 _ => continue,
             };
             if slot.replace(value.into_owned()).is_some() {
@@ -257,7 +284,7 @@ impl LinkSecret {
             .map_err(|_| LinkRefusal::BadSignature)?;
         hmac::verify(
             &self.key,
-            link_message(id, &holder, expires, by.as_deref()).as_bytes(),
+            link_message(id, &holder, expires, by.as_deref(), choice.as_deref()).as_bytes(),
             &signature,
         )
         .map_err(|_| LinkRefusal::BadSignature)?;
@@ -279,6 +306,7 @@ impl LinkSecret {
             actor,
             expires: expires_at,
             by,
+            choice,
         })
     }
 
@@ -444,6 +472,8 @@ pub struct SignedLink {
     pub expires: i64,
     /// The [`maker_mark`] of the token that made it, if a token did.
     pub by: Option<String>,
+    /// The choice a one-tap link picks (C26).
+    pub choice: Option<String>,
     signature: String,
 }
 
@@ -453,6 +483,7 @@ impl std::fmt::Debug for SignedLink {
             .field("id", &self.id)
             .field("holder", &self.holder)
             .field("expires", &self.expires)
+            .field("choice", &self.choice)
             .field("signature", &"<redacted>")
             .finish()
     }
@@ -465,6 +496,7 @@ impl SignedLink {
             .append_pair("for", &self.holder)
             .append_pair("exp", &self.expires.to_string())
             .extend_pairs(self.by.as_deref().map(|by| ("by", by)))
+            .extend_pairs(self.choice.as_deref().map(|choice| ("choice", choice)))
             .append_pair("sig", &self.signature)
             .finish();
         format!("/h/{}?{query}", self.id.as_str())
@@ -493,6 +525,9 @@ pub struct LinkGrant {
     /// link works only while a person's token of that mark and the
     /// holder's name is accepted.
     pub by: Option<String>,
+    /// The choice a one-tap link picks (C26): its page offers that
+    /// choice alone, and its form completes with it.
+    pub choice: Option<String>,
 }
 
 /// Why a link is refused.
@@ -550,11 +585,21 @@ pub(crate) fn link_actor(holder: &str) -> StoreResult<Actor> {
         .map_err(|e| StoreError::InvalidInput(format!("the link's name: {e}")))
 }
 
-fn link_message(id: &str, holder: &str, expires: i64, by: Option<&str>) -> String {
-    match by {
-        Some(by) => format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}\nby {by}"),
-        None => format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}"),
+fn link_message(
+    id: &str,
+    holder: &str,
+    expires: i64,
+    by: Option<&str>,
+    choice: Option<&str>,
+) -> String {
+    let mut message = format!("{LINK_DOMAIN}\n{id}\n{holder}\n{expires}");
+    if let Some(by) = by {
+        message.push_str(&format!("\nby {by}"));
     }
+    if let Some(choice) = choice {
+        message.push_str(&format!("\nchoice {choice}"));
+    }
+    message
 }
 
 /// What a link made by a token carries of it: the first 8 bytes of the
@@ -688,6 +733,34 @@ mod tests {
         ] {
             assert!(secret.verify(ID, broken, now()).is_err(), "{broken}");
         }
+    }
+
+    #[test]
+    fn a_one_tap_link_signs_its_choice() {
+        let secret = LinkSecret::random().unwrap();
+        let until = now() + time::Duration::hours(1);
+        let link = secret
+            .sign_choice(&id(), "alice", until, None, Some("allow"))
+            .unwrap();
+        let good = query(&link);
+        assert!(good.contains("choice=allow"), "{good}");
+        let grant = secret.verify(ID, &good, now()).unwrap();
+        assert_eq!(grant.choice.as_deref(), Some("allow"));
+        for forged in [
+            good.replace("choice=allow", "choice=deny"),
+            good.replace("choice=allow&", ""),
+            query(&secret.sign(&id(), "alice", until).unwrap()) + "&choice=allow",
+        ] {
+            assert_eq!(
+                secret.verify(ID, &forged, now()),
+                Err(LinkRefusal::BadSignature),
+                "{forged}"
+            );
+        }
+        assert!(secret
+            .sign_choice(&id(), "alice", until, None, Some("a b"))
+            .unwrap_err()
+            .is_invalid_input());
     }
 
     #[test]

@@ -523,8 +523,8 @@ impl Server {
         // endpoint is configured with (`link:NAME`).
         if notify.links.is_none() {
             let state = self.state.clone();
-            notify.links = Some(Arc::new(move |holder, handoff| {
-                state.notification_link(holder, handoff)
+            notify.links = Some(Arc::new(move |holder, handoff, choice| {
+                state.notification_link(holder, handoff, choice)
             }));
         }
         notify::start(notify, &self.state)

@@ -50,16 +50,19 @@ use tokio::sync::watch;
 use crate::hex;
 use crate::state::AppState;
 
+mod text;
+
+use text::{text, ChoiceLink};
+
 /// The header carrying the body's HMAC-SHA256 under the shared secret:
 /// `sha256=<hex>`.
 pub const SIGNATURE_HEADER: &str = "x-lf-handoff-signature";
 
-/// How many characters of an agent's text a message carries.
-const TEXT_LIMIT: usize = 300;
-
 /// Makes the signed link of a handoff (C21) for a name (acting as
-/// `link:NAME`), `None` when it has none.
-pub type LinkMaker = Arc<dyn Fn(&str, &InteractiveHandoff) -> Option<String> + Send + Sync>;
+/// `link:NAME`), picking a choice when one is given (C26's one-tap
+/// links); `None` when it has none.
+pub type LinkMaker =
+    Arc<dyn Fn(&str, &InteractiveHandoff, Option<&str>) -> Option<String> + Send + Sync>;
 
 /// The name an endpoint's links are made for when its URL names none
 /// (`#for=NAME`): what is done through them is recorded as
@@ -337,6 +340,10 @@ struct Message<'a> {
     /// The signed link to the handoff's page (C21), when links are served.
     #[serde(skip_serializing_if = "Option::is_none")]
     link: Option<String>,
+    /// One signed link per choice of an active handoff that asks with
+    /// choices (C26): each opens a page to confirm that choice.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    choices: Vec<ChoiceLink>,
 }
 
 impl Delivery {
@@ -556,10 +563,21 @@ impl Delivery {
         handoff: Option<InteractiveHandoff>,
     ) -> Message<'e> {
         let now = self.store().now();
-        let link = handoff.as_ref().and_then(|handoff| {
-            let links = self.config.links.as_ref()?;
-            links(&self.link_for, handoff)
-        });
+        let links = self.config.links.as_ref();
+        let link = handoff
+            .as_ref()
+            .and_then(|handoff| links?(&self.link_for, handoff, None));
+        let choices: Vec<ChoiceLink> = match (links, &handoff) {
+            (Some(links), Some(handoff)) if handoff.is_active() => (handoff.choices.iter())
+                .flatten()
+                .filter_map(|choice| {
+                    let link = links(&self.link_for, handoff, Some(&choice.value))?;
+                    let (value, label) = (choice.value.clone(), choice.label.clone());
+                    Some(ChoiceLink { value, label, link })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let idempotency_key = match (event, &handoff) {
             (Some(event), _) => format!("event-{}", event.position),
             (None, Some(handoff)) => format!(
@@ -572,13 +590,21 @@ impl Delivery {
             (None, None) => "deadline".to_string(),
         };
         Message {
-            text: text(kind, event, handoff.as_ref(), link.as_deref(), now),
+            text: text(
+                kind,
+                event,
+                handoff.as_ref(),
+                link.as_deref(),
+                &choices,
+                now,
+            ),
             kind,
             position: event.map(|event| event.position),
             idempotency_key,
             event,
             handoff: handoff.map(|handoff| HandoffJson::new(handoff, now)),
             link,
+            choices,
         }
     }
 
@@ -691,97 +717,9 @@ fn notified(kind: HandoffEventKind) -> Option<&'static str> {
     }
 }
 
-/// What an agent or a person typed, fit for a webhook's `text`: control
-/// characters dropped, cut to [`TEXT_LIMIT`] characters, `&`, `<`, `>`
-/// escaped as Slack's formatting asks (so no `<!channel>`, `<@U123>` or
-/// `<http://x|label>`), and a zero-width space after every `@` and between
-/// `]` and `(`, so neither a mention (`@channel`, `@here`, `@all`,
-/// `@everyone`, a person's name) nor a Markdown link whose label hides
-/// where it goes (`[label](url)`) is rendered by Mattermost, Discord, or
-/// Slack with `link_names`.
-fn clean(typed: &str) -> String {
-    let mut kept: String = typed
-        .chars()
-        .filter(|c| !c.is_control() && !is_bidi_control(*c))
-        .take(TEXT_LIMIT)
-        .collect();
-    if typed.chars().count() > TEXT_LIMIT {
-        kept.push('…');
-    }
-    kept.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('@', "@\u{200b}")
-        .replace("](", "]\u{200b}(")
-}
-
-/// Unicode's bidirectional controls, which can make a line read other
-/// than it is.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// The `text` of a message.
-fn text(
-    kind: &str,
-    event: Option<&HandoffEvent>,
-    handoff: Option<&InteractiveHandoff>,
-    link: Option<&str>,
-    now: OffsetDateTime,
-) -> String {
-    let id = handoff
-        .map(|handoff| handoff.id.to_string())
-        .or_else(|| event.map(|event| event.handoff_id.to_string()))
-        .unwrap_or_default();
-    let mut line = match (kind, handoff) {
-        ("opened", Some(handoff)) => format!(
-            "A handoff waits for a person: {} ({id}, {})",
-            clean(&handoff.reason),
-            clean(&handoff.parent.to_string())
-        ),
-        ("finished" | "expired", Some(handoff)) => match &handoff.outcome {
-            Some(outcome) if !outcome.text().is_empty() => format!(
-                "Handoff {id} {}: {}",
-                outcome.status().describe(),
-                clean(outcome.text())
-            ),
-            Some(outcome) => format!("Handoff {id} {}", outcome.status().describe()),
-            None => format!("Handoff {id} {}", handoff.status.describe()),
-        },
-        ("deadline_near", Some(handoff)) => {
-            let left = handoff
-                .expires_at
-                .map(|deadline| lf_handoff_domain::timestamp::approximate(deadline - now))
-                .unwrap_or_default();
-            format!("Handoff {id} expires in {left}: {}", clean(&handoff.reason))
-        }
-        _ => format!("Handoff {id}: {kind} (it has been removed since)"),
-    };
-    if let Some(link) = link {
-        line.push('\n');
-        line.push_str(link);
-    }
-    line
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn typed_text_cannot_format_or_mention() {
-        assert_eq!(
-            clean("<!channel> a & b <https://x|y>"),
-            "&lt;!channel&gt; a &amp; b &lt;https://x|y&gt;"
-        );
-        assert_eq!(clean("line\nbreak\u{202e}txt.exe"), "linebreaktxt.exe");
-        assert_eq!(
-            clean("@channel [Sign in](https://evil.example) ![x](y) mail@x"),
-            "@\u{200b}channel [Sign in]\u{200b}(https://evil.example) ![x]\u{200b}(y) mail@\u{200b}x"
-        );
-        let long = "x".repeat(TEXT_LIMIT + 10);
-        assert_eq!(clean(&long).chars().count(), TEXT_LIMIT + 1);
-    }
 
     #[test]
     fn an_endpoint_is_named_by_its_host_only() {

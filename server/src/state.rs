@@ -287,14 +287,23 @@ impl AppState {
     /// A signed link to `handoff` for `holder` (acting as `link:HOLDER`),
     /// valid until the handoff's deadline, else for a day, at most
     /// [`MAX_VALIDITY`](crate::links::MAX_VALIDITY): the link of a notification, made for the name
-    /// its endpoint is configured with. Logged as made by `notify`.
-    /// `None` for a name too long to make that actor.
-    pub fn notification_link(&self, holder: &str, handoff: &InteractiveHandoff) -> Option<String> {
+    /// its endpoint is configured with, picking `choice` when given (a
+    /// one-tap link, C26). Logged as made by `notify`. `None` for a name
+    /// too long to make that actor, or a choice that is no choice value.
+    pub fn notification_link(
+        &self,
+        holder: &str,
+        handoff: &InteractiveHandoff,
+        choice: Option<&str>,
+    ) -> Option<String> {
         let now = self.store().now();
         let expires = link_expiry(handoff.expires_at, now, None).ok()?;
+        let maker = self.token_hash_of(holder);
         let link = self
-            .make_link(holder, &handoff.id, expires, "notification")
+            .link_secret()
+            .sign_choice(&handoff.id, holder, expires, maker.as_deref(), choice)
             .ok()?;
+        log_link(holder, &link, "notification");
         Some(link.url(self.public_url().unwrap_or_default()))
     }
 

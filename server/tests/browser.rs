@@ -10,9 +10,13 @@
 //! - A handoff whose reason and environment hold `<script>`, an `<img
 //!   onerror>` and a right-to-left override shows them as text: no alert,
 //!   no element injected.
+//! - A handoff that asks (C26): a choice answered with one click, and a
+//!   form filled in, refused beside a field, fixed and sent; the agent's
+//!   `wait` (through the service) returns each answer.
 //! - With `LF_HANDOFF_SCREENSHOTS=DIR`, screenshots of the inbox and of a
-//!   handoff's page at desktop and phone width, and of the inbox in the
-//!   dark theme, are written to DIR (the
+//!   handoff's page at desktop and phone width, of the inbox in the dark
+//!   theme, and of a choice, a one-tap link and a form (refused beside a
+//!   field) at phone and desktop width are written to DIR (the
 //!   README's pictures: `LF_HANDOFF_SCREENSHOTS=docs/screenshots`; a
 //!   relative directory is taken from the repository's root).
 //!
@@ -34,10 +38,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use lf_handoff_adapters::open_store;
+use lf_handoff_adapters::{open_store, HttpConfig, StorageConfig, Store, Token, Waited};
 use lf_handoff_conformance::backends::postgres::PostgresBackend;
 use lf_handoff_conformance::Backend as _;
 use lf_handoff_domain::id::InteractiveHandoffId;
+use lf_handoff_domain::interactive_handoff::{Answer, InteractiveHandoff};
+use lf_handoff_domain::testing::SAMPLE_FORM;
 use lf_handoff_server::Limits;
 use serde_json::{json, Value};
 use support::Served;
@@ -249,6 +255,20 @@ impl Browser {
         value.get("error").is_none()
     }
 
+    async fn clear(&self, css: &str) {
+        let element = self.element(css).await;
+        self.post(&format!("/element/{element}/clear"), json!({}))
+            .await;
+    }
+
+    async fn value(&self, css: &str) -> Value {
+        self.script(
+            "const e = document.querySelector(arguments[0]); return e ? e.value : null;",
+            json!([css]),
+        )
+        .await
+    }
+
     async fn forget_cookies(&self) {
         self.call(reqwest::Method::DELETE, "/cookie", None).await;
     }
@@ -441,6 +461,144 @@ async fn link_scenario(browser: &Browser, served: &Served, backend: &str) {
         .await;
 }
 
+/// The agent's store over the service (its token), as an agent's
+/// process holds it.
+async fn agent_store(served: &Served) -> Store {
+    let config = HttpConfig::new(&served.url)
+        .unwrap()
+        .with_token(Token::new(&served.agent).unwrap());
+    open_store(&StorageConfig::Http(config)).await.unwrap()
+}
+
+/// The agent's `wait` on `id` through the service, started now.
+fn store_wait(store: &Store, id: &str) -> tokio::task::JoinHandle<InteractiveHandoff> {
+    let (store, id) = (store.clone(), InteractiveHandoffId::parse(id).unwrap());
+    tokio::spawn(async move {
+        match store
+            .wait(&id, Some(Duration::from_secs(30)))
+            .await
+            .unwrap()
+        {
+            Waited::Ended(handoff) => handoff,
+            Waited::TimedOut(handoff) => panic!("the wait timed out: {handoff:?}"),
+        }
+    })
+}
+
+/// Fills the sample form with a budget over its maximum and sends it; waits
+/// for the refusal beside the budget.
+async fn send_over_budget(browser: &Browser) {
+    browser.type_into("#field-budget", "5000").await;
+    browser.type_into("#field-branch", "release/1.2").await;
+    // The browser's own check of min and max is a convenience; the
+    // service's is the one that counts: let the form through.
+    browser
+        .script(
+            "document.querySelector('form.answer-form').noValidate = true; return true;",
+            json!([]),
+        )
+        .await;
+    browser.click("form.answer-form button[type=submit]").await;
+    browser
+        .until(
+            "the refusal beside the budget",
+            "const e = document.querySelector('.field.refused .field-error'); \
+             return !!e && !!e.parentElement.querySelector('#field-budget');",
+            json!([]),
+        )
+        .await;
+}
+
+/// A choice answered with one click, and a form filled in, refused beside
+/// a field, fixed and sent; the agent's wait returns each answer.
+async fn answers_scenario(browser: &Browser, served: &Served, backend: &str) {
+    let agent = agent_store(served).await;
+    browser
+        .go(&format!("{}/?token={}", served.url, served.person))
+        .await;
+    let id = open(
+        served,
+        json!({"reason": format!("Run `rm -rf build/` on {backend}?"),
+               "choices": [{"value": "allow", "label": "Allow"},
+                           {"value": "deny", "label": "Deny"}]}),
+    )
+    .await;
+    let waiting = store_wait(&agent, &id);
+    browser.go(&format!("{}/inbox/{id}", served.url)).await;
+    browser
+        .until(
+            "the choices",
+            "return !!document.querySelector('button[name=choice][value=allow]');",
+            json!([]),
+        )
+        .await;
+    let clicked = Instant::now();
+    browser.click("button[name=choice][value=allow]").await;
+    let answered = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the agent's wait returns")
+        .unwrap();
+    println!(
+        "{backend}: the agent's wait returned the choice {} ms after the click",
+        clicked.elapsed().as_millis()
+    );
+    assert_eq!(answered.answer, Some(Answer::choice("allow")));
+    browser
+        .until(
+            "the page to show the answer",
+            "return document.body.textContent.includes('Allow (allow)');",
+            json!([]),
+        )
+        .await;
+
+    let id = served
+        .open_form(SAMPLE_FORM, json!({"reason": "Settings for the deploy"}))
+        .await;
+    let waiting = store_wait(&agent, &id);
+    browser.go(&format!("{}/inbox/{id}", served.url)).await;
+    browser
+        .until(
+            "the form",
+            "return !!document.getElementById('field-budget');",
+            json!([]),
+        )
+        .await;
+    assert_eq!(browser.value("#field-env").await, "staging", "a default");
+    send_over_budget(browser).await;
+    assert!(
+        browser
+            .text(".field.refused .field-error")
+            .await
+            .contains("above its maximum 1000"),
+        "{}",
+        browser.text(".field.refused").await
+    );
+    assert_eq!(browser.value("#field-branch").await, "release/1.2", "kept");
+    assert_eq!(browser.value("#field-budget").await, "5000", "kept");
+    browser.clear("#field-budget").await;
+    browser.type_into("#field-budget", "250").await;
+    browser.click("#field-notify").await;
+    browser.click("form.answer-form button[type=submit]").await;
+    let answered = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the agent's wait returns")
+        .unwrap();
+    assert_eq!(
+        answered.answer,
+        Some(Answer(
+            json!({"budget": 250, "branch": "release/1.2", "env": "staging",
+                           "notify": true})
+        )),
+    );
+    browser
+        .until(
+            "the page to show the answer",
+            "return document.body.textContent.includes('Answered.');",
+            json!([]),
+        )
+        .await;
+}
+
 /// Hostile text is shown as text, and runs nothing.
 async fn hostile_scenario(browser: &Browser, served: &Served) {
     let hostile = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>\u{202e}txt.exe";
@@ -534,6 +692,7 @@ async fn screenshots(browser: &Browser, served: &Served, dir: &Path) {
             .screenshot(dir, &format!("handoff-{suffix}.png"))
             .await;
     }
+    answer_screenshots(browser, served, dir).await;
     // The dark theme follows the system's setting.
     browser
         .post(
@@ -561,6 +720,62 @@ async fn screenshots(browser: &Browser, served: &Served, dir: &Path) {
     browser.size(1280, 900).await;
 }
 
+/// The pictures of answers (C26): a choice and its one-tap link at phone
+/// width, a form refused beside a field at phone and desktop width.
+async fn answer_screenshots(browser: &Browser, served: &Served, dir: &Path) {
+    let id = open(
+        served,
+        json!({"reason": "Run `terraform apply` on production? 3 to add, 1 to destroy",
+               "expires_in": "20m", "step": "apply@turn-7",
+               "choices": [{"value": "allow", "label": "Allow"},
+                           {"value": "allow-session", "label": "Allow for this session"},
+                           {"value": "deny", "label": "Deny"}]}),
+    )
+    .await;
+    let has = |css: &str| format!("return !!document.querySelector('{css}');");
+    browser.size(390, 844).await;
+    browser.go(&format!("{}/inbox/{id}", served.url)).await;
+    browser
+        .until("the choices", &has("button[name=choice]"), json!([]))
+        .await;
+    browser.screenshot(dir, "choices-phone.png").await;
+    let link = served
+        .state
+        .link_secret()
+        .sign_choice(
+            &InteractiveHandoffId::parse(&id).unwrap(),
+            "oncall",
+            served.store.now() + time::Duration::minutes(20),
+            None,
+            Some("deny"),
+        )
+        .unwrap();
+    browser.go(&link.url(&served.url)).await;
+    browser
+        .until("the one-tap page", &has("button[name=choice]"), json!([]))
+        .await;
+    browser.screenshot(dir, "one-tap-phone.png").await;
+
+    let id = served
+        .open_form(
+            SAMPLE_FORM,
+            json!({"reason": "Settings for the staging deploy"}),
+        )
+        .await;
+    for (width, height, suffix) in [(390, 1400, "phone"), (1280, 1100, "desktop")] {
+        browser.size(width, height).await;
+        browser.go(&format!("{}/inbox/{id}", served.url)).await;
+        browser
+            .until("the form", &has("#field-budget"), json!([]))
+            .await;
+        send_over_budget(browser).await;
+        browser
+            .script("window.scrollTo(0, 0); return true;", json!([]))
+            .await;
+        browser.screenshot(dir, &format!("form-{suffix}.png")).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_answers_in_a_real_browser() {
     let required = std::env::var("LF_HANDOFF_TEST_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
@@ -578,6 +793,7 @@ async fn a_person_answers_in_a_real_browser() {
     let sqlite = Served::start().await;
     inbox_scenario(&browser, &sqlite, "sqlite").await;
     link_scenario(&browser, &sqlite, "sqlite").await;
+    answers_scenario(&browser, &sqlite, "sqlite").await;
     hostile_scenario(&browser, &sqlite).await;
     drop(sqlite);
 
@@ -593,6 +809,7 @@ async fn a_person_answers_in_a_real_browser() {
             browser.forget_cookies().await;
             inbox_scenario(&browser, &served, "postgres").await;
             link_scenario(&browser, &served, "postgres").await;
+            answers_scenario(&browser, &served, "postgres").await;
         }
         Err(why) => eprintln!("the PostgreSQL scenarios skipped: {why}"),
     }

@@ -20,6 +20,8 @@
 //! - the census row and the attach descriptor.
 
 mod answer;
+#[cfg(feature = "openapi")]
+mod answer_schema;
 mod deadline;
 mod environment;
 mod history;
@@ -398,7 +400,6 @@ pub struct InteractiveHandoff {
     pub choices: Option<Vec<Choice>>,
     /// The form a person fills in (C26), when it asks with a form.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub form: Option<FormSpec>,
     /// The answer it ends with when its deadline passes (C26).
     #[serde(default)]

@@ -88,7 +88,6 @@ pub struct OpenOptions {
     pub choices: Option<Vec<Choice>>,
     /// The form a person fills in (C26): a flat JSON Schema object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub form: Option<FormSpec>,
     /// The answer the handoff ends with when its deadline passes (C26):
     /// it must fit the choices or the form.

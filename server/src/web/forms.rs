@@ -5,6 +5,7 @@
 use super::*;
 use crate::links::{SessionValue, SESSION_VALIDITY};
 use crate::tokens::TokenEntry;
+use lf_handoff_domain::interactive_handoff::AnswerRefusal;
 
 /// The value of the sign-in cookie, if the request carries one.
 pub fn session_cookie(headers: &HeaderMap) -> Option<&str> {
@@ -294,17 +295,77 @@ pub(super) fn link_session(query: &str) -> String {
     format!("link\n{query}")
 }
 
-/// Carries out the form's action on handoff `id` as `actor`; the notice
-/// to show.
+/// Why a form's action was refused: the error, and the answer's
+/// refusal when an answer was at fault (to show beside its field).
+pub(super) struct Refused {
+    pub(super) error: ApiError,
+    pub(super) refusal: Option<AnswerRefusal>,
+}
+
+impl From<ApiError> for Refused {
+    fn from(error: ApiError) -> Self {
+        Self {
+            error,
+            refusal: None,
+        }
+    }
+}
+
+impl From<StoreError> for Refused {
+    fn from(error: StoreError) -> Self {
+        ApiError::from(error).into()
+    }
+}
+
+/// Carries out the form's action on `handoff` as `actor`; the notice to
+/// show. `only` is the choice of a one-tap link (C26), the one answer
+/// its form may give.
 pub(super) async fn act(
     state: &AppState,
     actor: &Actor,
-    id: &InteractiveHandoffId,
+    handoff: &InteractiveHandoff,
     form: &Form,
-) -> Result<&'static str, ApiError> {
+    only: Option<&str>,
+) -> Result<&'static str, Refused> {
+    let id = &handoff.id;
     let store = state.store_as(actor);
     let text = || form.get("text").unwrap_or_default().to_string();
+    if only.is_some() && (form.get("action") != Some("answer") || form.get("choice") != only) {
+        return Err(ApiError::plain(
+            Category::Forbidden,
+            "this link confirms its one choice only; nothing was changed",
+        )
+        .into());
+    }
     let ((outcome, answer), notice) = match form.get("action") {
+        Some("answer") => {
+            let answer = match answers::answer_of(handoff, form) {
+                Ok(Some(answer)) => answer,
+                Ok(None) => {
+                    return Err(ApiError::invalid(
+                        "this handoff asks for no answer: hand it back or complete it",
+                    )
+                    .into())
+                }
+                Err(refusal) => {
+                    return Err(Refused {
+                        error: ApiError::invalid(refusal.to_string()),
+                        refusal: Some(refusal),
+                    })
+                }
+            };
+            let summary = match text().trim() {
+                "" => answers::summary_of(handoff, &answer),
+                _ => text(),
+            };
+            (
+                requests::completed(Summary {
+                    summary,
+                    answer: Some(answer),
+                }),
+                "Answered.",
+            )
+        }
         Some("complete") => (
             requests::completed(Summary {
                 summary: text(),
@@ -331,8 +392,9 @@ pub(super) async fn act(
         }
         _ => {
             return Err(ApiError::invalid(
-                "the form's action is not complete, back, fail or extend",
-            ))
+                "the form's action is not answer, complete, back, fail or extend",
+            )
+            .into())
         }
     };
     store

@@ -21,7 +21,12 @@
 //! - **Links**: `GET /h/{id}?for&exp&sig` shows the handoff and the forms
 //!   and never changes anything (mail and chat scanners open links);
 //!   `POST` to the same URL acts as `link:NAME`. A finished handoff's link
-//!   shows its outcome, and a POST to it writes nothing.
+//!   shows its outcome, and a POST to it writes nothing. A one-tap link
+//!   (`&choice=VALUE`, signed) offers that choice alone, to confirm.
+//! - **Answers** (C26, `answers.rs`): a handoff that asks shows one button
+//!   per choice or its form's typed inputs; `action=answer` builds the
+//!   answer from them and completes with it; a refused answer shows the
+//!   form again with the values kept and the rule beside its field.
 //! - **Headers**: a strict Content-Security-Policy (no inline script or
 //!   style), `Referrer-Policy: same-origin` (a link's signature never
 //!   leaves for another site in a `Referer`, and the browser still names
@@ -53,6 +58,7 @@ use crate::links::{rfc3339, LinkGrant, LinkRefusal};
 use crate::state::AppState;
 use crate::tokens::Caller;
 
+mod answers;
 mod forms;
 mod views;
 
@@ -294,11 +300,13 @@ pub(crate) async fn inbox_rows(
     }
 }
 
-/// How a handoff's page is reached: signed in, or through a link.
+/// How a handoff's page is reached: signed in, or through a link (a
+/// one-tap link names its choice).
 struct Access {
     action_url: String,
     csrf: String,
     link_holder: Option<String>,
+    choice: Option<String>,
 }
 
 async fn handoff_view(
@@ -307,6 +315,7 @@ async fn handoff_view(
     access: Access,
     notice: Option<String>,
     error: Option<String>,
+    sent: &answers::Sent<'_>,
 ) -> Result<HandoffView, ApiError> {
     let store = state.store();
     let handoff = store
@@ -336,12 +345,19 @@ async fn handoff_view(
                 .unwrap_or_else(|_| rfc3339(event.at)),
             kind: event.kind.as_str(),
             actor: event.actor.to_string(),
-            detail: event.detail.clone(),
+            detail: match (&event.detail, &event.answer) {
+                (Some(detail), Some(answer)) => Some(format!("{detail} (answer: {answer})")),
+                (None, Some(answer)) => Some(format!("answer: {answer}")),
+                (detail, None) => detail.clone(),
+            },
         })
         .collect();
     Ok(HandoffView {
         row: row(&handoff, attached_by(&history), now),
         active: handoff.is_active(),
+        asks: answers::asks(&handoff, access.choice.as_deref(), sent),
+        answer: answers::answer_view(&handoff),
+        one_tap: access.choice.is_some(),
         outcome,
         cwd: handoff.cwd.display().to_string(),
         provider: handoff.provider.clone(),
@@ -389,6 +405,7 @@ fn notice_of(query: Option<&str>) -> Option<String> {
         .find(|(key, _)| key == "done")
         .map(|(_, value)| match value.as_ref() {
             "complete" => "Completed.".to_string(),
+            "answer" => "Answered.".to_string(),
             "back" => "Handed back.".to_string(),
             "fail" => "Failed.".to_string(),
             _ => "The deadline was moved.".to_string(),
@@ -416,8 +433,19 @@ pub(crate) async fn handoff_page(
         action_url: format!("/inbox/{id}"),
         csrf: state.link_secret().form_token(&session.cookie),
         link_holder: None,
+        choice: None,
     };
-    match handoff_view(&state, &id, access, notice_of(query.as_deref()), None).await {
+    let sent = answers::Sent::default();
+    match handoff_view(
+        &state,
+        &id,
+        access,
+        notice_of(query.as_deref()),
+        None,
+        &sent,
+    )
+    .await
+    {
         Ok(view) => html(StatusCode::OK, view.render()),
         Err(error) => error_page(error),
     }
@@ -433,18 +461,19 @@ async fn finish_page(
     access: Access,
 ) -> Response {
     let store = state.store();
-    let finished = match store.get_interactive_handoff(id).await {
-        Ok(Some(handoff)) => !handoff.is_active(),
+    let handoff = match store.get_interactive_handoff(id).await {
+        Ok(Some(handoff)) => handoff,
         Ok(None) => return error_page(pruned(id)),
         Err(error) => return error_page(error.into()),
     };
-    let result = if finished {
+    let result = if handoff.is_active() {
+        act(state, actor, &handoff, form, access.choice.as_deref()).await
+    } else {
         Err(ApiError::plain(
             Category::Conflict,
             "this handoff is already finished; nothing was changed",
-        ))
-    } else {
-        act(state, actor, id, form).await
+        )
+        .into())
     };
     match result {
         Ok(_) => {
@@ -457,9 +486,16 @@ async fn finish_page(
             let to = format!("{}{separator}done={done}", access.action_url);
             redirect(&to)
         }
-        Err(error) => {
+        Err(Refused { error, refusal }) => {
             let status = StatusCode::from_u16(error.0.status()).unwrap_or(StatusCode::BAD_REQUEST);
-            match handoff_view(state, id, access, None, Some(error.0.error.message)).await {
+            // The person's values stay in the form, the refusal beside
+            // its field.
+            let sent = answers::Sent {
+                form: Some(form),
+                refusal,
+            };
+            let message = Some(error.0.error.message);
+            match handoff_view(state, id, access, None, message, &sent).await {
                 Ok(view) => html(status, view.render()),
                 Err(error) => error_page(error),
             }
@@ -494,6 +530,7 @@ pub(crate) async fn handoff_action(
         action_url: format!("/inbox/{id}"),
         csrf: state.link_secret().form_token(&session.cookie),
         link_holder: None,
+        choice: None,
     };
     finish_page(&state, &id, &session.caller.name, &form, access).await
 }
@@ -540,6 +577,7 @@ fn link_access(state: &AppState, grant: &LinkGrant, query: &str) -> Access {
         action_url: format!("/h/{}?{query}", grant.id),
         csrf: state.link_secret().form_token(&link_session(query)),
         link_holder: Some(grant.holder.clone()),
+        choice: grant.choice.clone(),
     }
 }
 
@@ -556,7 +594,8 @@ pub(crate) async fn link_page(
         Err(refusal) => return refused_link(&refusal),
     };
     let access = link_access(&state, &grant, &query);
-    match handoff_view(&state, &grant.id, access, notice, None).await {
+    let sent = answers::Sent::default();
+    match handoff_view(&state, &grant.id, access, notice, None, &sent).await {
         Ok(view) => html(StatusCode::OK, view.render()),
         Err(error) => error_page(error),
     }

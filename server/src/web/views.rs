@@ -29,6 +29,9 @@ pub(super) struct Row {
     pub(super) age: String,
     pub(super) deadline: Option<Deadline>,
     pub(super) attached_by: Option<String>,
+    /// What it asks for while active, what it was answered with once
+    /// ended (C26).
+    pub(super) answer: Option<String>,
 }
 
 pub(super) fn row(
@@ -63,6 +66,7 @@ pub(super) fn row(
             }
         }),
         attached_by,
+        answer: super::answers::row_answer(handoff),
     }
 }
 
@@ -268,6 +272,13 @@ pub(super) struct OutcomeView {
 pub(super) struct HandoffView {
     pub(super) row: Row,
     pub(super) active: bool,
+    /// What it asks for, while active (C26).
+    pub(super) asks: Option<super::answers::AsksView>,
+    /// What it was answered with, once ended.
+    pub(super) answer: Option<super::answers::AnswerView>,
+    /// Whether the page is a one-tap link's, which confirms its choice
+    /// and offers nothing else.
+    pub(super) one_tap: bool,
     pub(super) outcome: Option<OutcomeView>,
     pub(super) cwd: String,
     pub(super) provider: String,

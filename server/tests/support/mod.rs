@@ -297,6 +297,27 @@ impl Served {
         reply.json()
     }
 
+    /// Opens a handoff on a new wave with the fields of `extra` and the
+    /// form written as `form` (JSON text: its properties keep their order,
+    /// which a `serde_json::Value` would sort); returns its id.
+    pub async fn open_form(&self, form: &str, extra: Value) -> String {
+        let body = open_body(&self.wave().await, self.dir.path(), extra);
+        let mut text = body.to_string();
+        text.pop();
+        let text = format!("{text},\"form\":{form}}}");
+        let reply = self
+            .send(
+                "POST",
+                "/v1/handoffs",
+                Some(&self.agent),
+                Some("application/json"),
+                text.into_bytes(),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        reply.json()["handoff"]["id"].as_str().unwrap().to_string()
+    }
+
     /// Opens a handoff and returns its id.
     pub async fn open_id(&self) -> String {
         self.open(json!({})).await["handoff"]["id"]

@@ -269,9 +269,11 @@ pub struct Answer(pub Value);
 #[cfg(feature = "openapi")]
 impl utoipa::PartialSchema for Answer {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{Object, SchemaType};
+        use utoipa::openapi::schema::{Object, SchemaType, Type};
+        // A string or an object, never null: an optional answer's
+        // `oneOf` of null and this one must have one branch per value.
         Object::builder()
-            .schema_type(SchemaType::AnyValue)
+            .schema_type(SchemaType::from_iter([Type::String, Type::Object]))
             .description(Some(
                 "An answer (C26): the chosen value (a string) for choices, an object of \
                  the form's fields for a form.",
