@@ -2,18 +2,23 @@
 """An agent's side of a handoff, through `lf-handoff serve`, with nothing but
 Python's standard library.
 
-It creates a wave (the parent), opens a handoff for it, prints the handoff's
-id on stdout, waits (long polls of 30 s) until a person finishes it, then
-claims its wake as the parent's next body (generation 2) and prints the
-outcome and the claim as JSON.
+It creates a wave (the parent), opens a handoff for it that asks a question
+with choices (allow or deny, denying by itself when the deadline passes),
+prints the handoff's id on stdout, waits (long polls of 30 s) until a person
+answers, then claims its wake as the parent's next body (generation 2) and
+prints the outcome, the answer and the claim as JSON.
 
     LF_HANDOFF_URL=http://127.0.0.1:7381 LF_HANDOFF_TOKEN=lfh_... \\
-        python3 examples/python/handoff.py --reason "log in to the registry"
+        python3 examples/python/handoff.py --reason "may I run the migration?"
 
-The token needs the `agent` scope. Meanwhile a person runs, with a token of
+The token needs the `agent` scope. Meanwhile a person answers in the inbox
+(one button per choice), from a notification's link, or with a token of
 the `person` scope:
 
-    lf-handoff --store http://127.0.0.1:7381 complete ID --summary "logged in"
+    lf-handoff --store http://127.0.0.1:7381 answer ID --choice allow
+
+`--choices ''` asks no question: the person then finishes with a summary
+(`complete ID --summary "logged in"`), and the answer is null.
 
 Every error of the service is a JSON object {"error": {"kind", "category",
 "code", "message"}}; this script prints its message and exits with its
@@ -72,7 +77,7 @@ class Registry:
         }
         return self.call("POST", "/v1/waves", wave)
 
-    def open(self, parent, reason, generation, expires_in):
+    def open(self, parent, reason, generation, expires_in, choices, on_expiry):
         body = {
             "parent": parent,
             "home": "user@local",
@@ -85,6 +90,12 @@ class Registry:
             "attach_argv": ["tmux", "attach", "-t", "agent"],
             "expires_in": expires_in,
         }
+        if choices:
+            # Each choice is "value" or {"value", "label"}; the deadline's
+            # answer must be one of them.
+            body["choices"] = choices
+            if on_expiry:
+                body["on_expiry"] = on_expiry
         return self.call("POST", "/v1/handoffs", body)["handoff"]
 
     def wait(self, handoff_id):
@@ -108,6 +119,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reason", default="a person is needed to log in")
     parser.add_argument("--expires-in", default="1h")
+    parser.add_argument(
+        "--choices",
+        default="allow,deny",
+        help="comma-separated choices a person picks from ('' for none)",
+    )
+    parser.add_argument(
+        "--on-expiry", default="deny", help="the answer the deadline gives"
+    )
     args = parser.parse_args()
     url = os.environ.get("LF_HANDOFF_URL", "http://127.0.0.1:7381")
     token = os.environ.get("LF_HANDOFF_TOKEN")
@@ -118,7 +137,11 @@ def main():
     try:
         wave = registry.create_wave("python example", os.getcwd())
         parent = {"kind": "wave", "id": wave["id"]}
-        handoff = registry.open(parent, args.reason, 1, args.expires_in)
+        choices = [c for c in args.choices.split(",") if c]
+        on_expiry = args.on_expiry if choices else None
+        handoff = registry.open(
+            parent, args.reason, 1, args.expires_in, choices, on_expiry
+        )
         print(handoff["id"], flush=True)
         print("waiting for a person to finish %s" % handoff["id"], file=sys.stderr)
         ended = registry.wait(handoff["id"])
@@ -129,7 +152,15 @@ def main():
     except OSError as error:
         print("error: cannot reach %s: %s" % (url, error), file=sys.stderr)
         return 5
-    print(json.dumps({"outcome": ended["outcome"], "claimed": claim["claimed"]}))
+    print(
+        json.dumps(
+            {
+                "outcome": ended["outcome"],
+                "answer": ended.get("answer"),
+                "claimed": claim["claimed"],
+            }
+        )
+    )
     return 0 if claim["claimed"] else 4
 
 

@@ -767,9 +767,9 @@ fn a_refused_scope_or_token_says_so_with_its_own_exit_code_and_the_next_step() {
     assert_eq!(error["error"]["code"], 6, "{run:?}");
 }
 
-/// C24: the Python example (standard library only) opens a handoff,
-/// waits for it and claims its wake through a live server, while a person
-/// completes it with the command line.
+/// C24 and C26: the Python example (standard library only) opens a
+/// handoff asking allow or deny, waits for it and claims its wake through
+/// a live server, while a person answers it with the command line.
 #[test]
 fn the_python_example_opens_waits_and_claims_through_the_service() {
     if std::process::Command::new("python3")
@@ -805,7 +805,7 @@ fn the_python_example_opens_waits_and_claims_through_the_service() {
         &sandbox,
         &serving,
         &person,
-        &["complete", &id, "--summary", "logged in"],
+        &["answer", &id, "--choice", "allow", "--summary", "logged in"],
     );
     assert_eq!(done.code, 0, "{done:?}");
     let result = lines.next().unwrap().unwrap();
@@ -823,6 +823,7 @@ fn the_python_example_opens_waits_and_claims_through_the_service() {
         result["outcome"],
         json!({"kind": "completed", "summary": "logged in"})
     );
+    assert_eq!(result["answer"], "allow", "{result}");
     assert_eq!(result["claimed"], true);
     // The history names the example's token as the actor of the claim.
     let history = sandbox.json(&["history", &id]);
