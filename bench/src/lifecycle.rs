@@ -13,7 +13,7 @@ use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
+    Answer, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
 };
 use lf_handoff_domain::timestamp::truncate_to_micros;
 use lf_handoff_domain::wave::Wave;
@@ -170,7 +170,16 @@ pub fn request(wave: &Wave) -> OpenInteractiveHandoff {
 }
 
 pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[Duration; 4]> {
-    let request = request(wave);
+    store_lifecycle_of(store, request(wave), None).await
+}
+
+/// One lifecycle of `request` through the store, finishing with `answer`
+/// (C26) when it asks for one; each step's time.
+pub(crate) async fn store_lifecycle_of(
+    store: &Store,
+    request: OpenInteractiveHandoff,
+    answer: Option<&Answer>,
+) -> BenchResult<[Duration; 4]> {
     let outcome = InteractiveHandoffOutcome::Completed {
         summary: SUMMARY.into(),
     };
@@ -186,7 +195,7 @@ pub(crate) async fn store_lifecycle(store: &Store, wave: &Wave) -> BenchResult<[
         .context("store attach")?;
     let attached = Instant::now();
     store
-        .finish_interactive_handoff(&handoff.id, &outcome, None)
+        .finish_interactive_handoff(&handoff.id, &outcome, answer)
         .await
         .context("store finish")?;
     let finished = Instant::now();

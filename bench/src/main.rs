@@ -50,6 +50,7 @@ mod error;
 mod fsync;
 mod idle;
 mod latency;
+mod answers;
 mod lifecycle;
 mod memory;
 mod population;
@@ -113,7 +114,9 @@ struct Args {
     /// The `lf-handoff` binary (default: beside this program).
     #[arg(long)]
     cli: Option<PathBuf>,
-    /// Phases to run (all by default): fsync, lifecycle, latency (with the
+    /// Phases to run (all by default): fsync, lifecycle, answers (the
+    /// lifecycle asking allow/deny and answering, against the plain one),
+    /// latency (with the
     /// cold start, and sled's cold open by store size), race, wake (wake
     /// latency of a waiter), idle (the cost of 100 idle waiters), callers
     /// (1, 4 and 16 concurrent callers, store and raw), memory (taken on
@@ -131,7 +134,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,latency,memory,race,wake,idle,callers,statements,serve"
+        default_value = "fsync,lifecycle,answers,latency,memory,race,wake,idle,callers,statements,serve"
     )]
     phases: Vec<String>,
     /// Run only these phases (the same names as --phases; overrides it),
@@ -467,6 +470,13 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
                 report.lifecycle = Some(figures);
             }
             Err(error) => report.errors.push(format!("lifecycle: {error}")),
+        }
+    }
+    if args.runs("answers") {
+        progress(name, "lifecycle with a choice answer against the plain one");
+        match answers::measure(backend, args.lifecycles).await {
+            Ok(figures) => report.answers = Some(figures),
+            Err(error) => report.errors.push(format!("answers: {error}")),
         }
     }
     if args.runs("latency") {

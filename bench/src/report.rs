@@ -9,6 +9,7 @@ mod table;
 use crate::coldstart::ColdStart;
 use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
+use crate::answers::AnswerFigures;
 use crate::lifecycle::LifecycleFigures;
 use crate::memory::{CacheLoop, ListRss};
 use crate::race::RaceFigures;
@@ -24,6 +25,9 @@ use crate::{callers::CallerFigures, idle::IdleFigures};
 
 /// The lifecycle goal: store throughput at least this share of raw.
 pub const LIFECYCLE_GOAL: f64 = 0.7;
+/// The answers goal (C26): a lifecycle asking allow/deny and answering
+/// at least this share of the plain lifecycle's throughput.
+pub const ANSWERS_GOAL: f64 = 0.9;
 /// The growth goal: latency at the largest size at most this multiple of
 /// the smallest.
 pub const GROWTH_GOAL: f64 = 2.0;
@@ -139,6 +143,8 @@ pub struct BackendReport {
     pub fsync: Option<FsyncRate>,
     /// Lifecycle throughput, store and raw.
     pub lifecycle: Option<LifecycleFigures>,
+    /// The lifecycle with a choice answer against the plain one (C26).
+    pub answers: Option<AnswerFigures>,
     /// Overwrite fsync rate / commits per lifecycle: the most lifecycles a
     /// second the disk allows when commits are not grouped.
     pub durable_bound_per_sec: Option<f64>,
@@ -282,6 +288,16 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
             "lifecycle store/raw (lower of 2)".into(),
             lifecycle.ratio.min(median),
             LIFECYCLE_GOAL,
+        );
+    }
+    if let Some(answers) = &backend.answers {
+        // As the lifecycle goal: the lower of the throughput ratio and the
+        // ratio of the median lifecycles.
+        let median = ratio(answers.plain_median_us, answers.choice_median_us);
+        goals.at_least(
+            "lifecycle with a choice/plain (lower of 2)".into(),
+            answers.ratio.min(median),
+            ANSWERS_GOAL,
         );
     }
     if let Some(growth) = &backend.growth {

@@ -82,6 +82,20 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
     if let Some(lifecycle) = &backend.lifecycle {
         lifecycle_table(out, lifecycle, backend.durable_bound_per_sec);
     }
+    if let Some(answers) = &backend.answers {
+        let _ = writeln!(
+            out,
+            "\n  a question with a shape (C26), {} lifecycles each, taking turns: plain {:.0}/s \
+             (median {:.0} µs), with choices and a choice answer {:.0}/s (median {:.0} µs): \
+             {:.2}",
+            answers.lifecycles,
+            answers.plain_per_sec,
+            answers.plain_median_us,
+            answers.choice_per_sec,
+            answers.choice_median_us,
+            answers.ratio
+        );
+    }
     if !backend.latency.is_empty() {
         latency_table(out, &backend.latency, backend.growth.as_ref());
     }
