@@ -347,7 +347,11 @@ pub fn assert_consistent(bytes: &[u8]) {
 }
 
 /// A fresh store of `backend` other than its main one, named `name`.
-async fn other(backend: &dyn Backend, dir: &TempDir, name: &str) -> (StorageConfig, Store) {
+pub(crate) async fn other(
+    backend: &dyn Backend,
+    dir: &TempDir,
+    name: &str,
+) -> (StorageConfig, Store) {
     let config = backend.other_config(name, dir.path().join(name));
     let store = open_store(&config).await.unwrap();
     (config, store)
