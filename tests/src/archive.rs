@@ -654,7 +654,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
             edited(
                 &file,
                 1,
-                Some("{\"format\":\"lf-handoff-export\",\"version\":2}"),
+                Some("{\"format\":\"lf-handoff-export\",\"version\":3}"),
             ),
             Some("newer".into()),
         ),
