@@ -7,7 +7,6 @@
 //! carry specs and answers, and an export of a build before answers
 //! imports.
 
-use std::path::Path;
 use std::time::Duration as StdDuration;
 
 use lf_handoff_adapters::{
@@ -21,9 +20,9 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
 
-use crate::archive::{assert_same_export, export, other};
+use crate::archive::{assert_same_export, export, other, questions};
 use crate::contract::{fresh, handles};
-use crate::fixtures::{new_wave, sample_form, sample_form_answer, OpenRequest, SAMPLE_FORM};
+use crate::fixtures::{ask, new_wave, sample_form, sample_form_answer, OpenRequest, SAMPLE_FORM};
 use crate::rng::Rng;
 use crate::upgrade::{fixtures, Release};
 use crate::Backend;
@@ -50,22 +49,6 @@ macro_rules! answers_scenarios {
 
 /// How long a scenario waits for an event or a waiter.
 const PATIENCE: StdDuration = StdDuration::from_secs(30);
-
-/// Opens, on a new wave, the handoff `shape` makes of the default request.
-async fn ask(
-    store: &Store,
-    dir: &Path,
-    shape: impl FnOnce(OpenRequest) -> OpenRequest,
-) -> InteractiveHandoff {
-    let wave = new_wave(store, dir).await;
-    let request = shape(OpenRequest::on_wave(&wave).cwd(dir));
-    let (handoff, created) = store
-        .open_interactive_handoff(request.build())
-        .await
-        .unwrap();
-    assert!(created);
-    handoff
-}
 
 async fn get(store: &Store, handoff: &InteractiveHandoff) -> InteractiveHandoff {
     store
@@ -767,70 +750,6 @@ pub async fn c26_a_deadline_ends_a_handoff_with_its_on_expiry_answer(backend: &d
         (kept.status, kept.answer),
         (InteractiveHandoffStatus::Completed, Some(allow))
     );
-}
-
-/// Builds, in `store`, handoffs that ask in every way and end in every
-/// way: choices completed with an answer and claimed, the sample form
-/// handed back with its answer, one expired with its `on_expiry`, one
-/// waiting with a form and an `on_expiry`, one attached with choices.
-pub(crate) async fn questions(store: &Store, dir: &Path) {
-    let choices = ask(store, dir, |r| {
-        r.choices(&["allow=Allow «prod» ✓", "deny=Deny"])
-    })
-    .await;
-    store
-        .finish_interactive_handoff(
-            &choices.id,
-            &completed("allowed"),
-            Some(&Answer::choice("allow")),
-        )
-        .await
-        .unwrap();
-    assert!(
-        store
-            .claim_interactive_handoff_wake(&choices.id, 1)
-            .await
-            .unwrap()
-            .claimed
-    );
-    let form = ask(store, dir, |r| r.form(sample_form())).await;
-    store.attach_interactive_handoff(&form.id).await.unwrap();
-    store
-        .finish_interactive_handoff(
-            &form.id,
-            &handed_back("see the budget"),
-            Some(&sample_form_answer()),
-        )
-        .await
-        .unwrap();
-    let soon = OffsetDateTime::now_utc() + Duration::milliseconds(200);
-    let expiring = ask(store, dir, |r| {
-        r.choices(&["allow", "deny"])
-            .on_expiry(Answer::choice("deny"))
-            .expires_at(soon)
-    })
-    .await;
-    ask(store, dir, |r| {
-        r.form(sample_form())
-            .on_expiry(Answer(
-                json!({"budget": 0, "branch": "main", "ratio": 3.3000000000000003}),
-            ))
-            .expires_at(OffsetDateTime::now_utc() + Duration::hours(2))
-    })
-    .await;
-    let attached = ask(store, dir, |r| r.choices(&["a", "b", "c"])).await;
-    store
-        .attach_interactive_handoff(&attached.id)
-        .await
-        .unwrap();
-    let left = soon - OffsetDateTime::now_utc() + Duration::milliseconds(30);
-    if left.is_positive() {
-        tokio::time::sleep(left.unsigned_abs()).await;
-    }
-    let expired = store.expire_due().await.unwrap();
-    assert_eq!(expired.len(), 1);
-    assert_eq!(expired[0].id, expiring.id);
-    assert_eq!(expired[0].answer, Some(Answer::choice("deny")));
 }
 
 /// Every handoff of `store` with its history.
