@@ -298,7 +298,7 @@ fn a_damaged_or_newer_file_is_exit_2_and_imports_nothing() {
     // A newer format.
     let newer = write(
         "newer.jsonl",
-        &exported.replacen(r#""version":1}"#, r#""version":7}"#, 1),
+        &exported.replacen(r#""version":2}"#, r#""version":7}"#, 1),
     );
     let message = sandbox.fails(
         &[
