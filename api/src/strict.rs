@@ -138,6 +138,16 @@ mod tests {
     }
 
     #[test]
+    fn a_form_keeps_the_order_of_its_properties() {
+        let form: lf_handoff_domain::interactive_handoff::FormSpec = from_slice(
+            br#"{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = form.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha"]);
+    }
+
+    #[test]
     fn hostile_bodies_are_invalid_input() {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
         let bodies: Vec<Vec<u8>> = vec![
