@@ -618,7 +618,9 @@ pub async fn c26_an_answer_that_does_not_fit_is_refused_naming_the_field_and_wri
 /// `on_expiry` expires without an answer.
 pub async fn c26_a_deadline_ends_a_handoff_with_its_on_expiry_answer(backend: &dyn Backend) {
     let (dir, store) = fresh(backend).await;
-    let soon = OffsetDateTime::now_utc() + Duration::milliseconds(400);
+    // Each deadline is 400 ms after its handoff's request is made, so a
+    // slow store never makes a deadline that has passed already.
+    let soon = || OffsetDateTime::now_utc() + Duration::milliseconds(400);
     let deny = Answer::choice("deny");
     let default_form = Answer(json!({"budget": 0, "branch": "main"}));
     let ask_until = |dir: &TempDir, answer: Option<Answer>, form: bool| {
@@ -626,7 +628,7 @@ pub async fn c26_a_deadline_ends_a_handoff_with_its_on_expiry_answer(backend: &d
         let path = dir.path().to_path_buf();
         async move {
             ask(&store, &path, |r| {
-                let r = r.expires_at(soon);
+                let r = r.expires_at(soon());
                 let r = if form {
                     r.form(sample_form())
                 } else {
@@ -667,7 +669,12 @@ pub async fn c26_a_deadline_ends_a_handoff_with_its_on_expiry_answer(backend: &d
         .watch(WatchFrom::Now, WatchFilter::default())
         .await
         .unwrap();
-    let left = soon - OffsetDateTime::now_utc() + Duration::milliseconds(30);
+    let last = [&late, &swept, &formed, &silent, &waited]
+        .iter()
+        .filter_map(|h| h.expires_at)
+        .max()
+        .unwrap();
+    let left = last - OffsetDateTime::now_utc() + Duration::milliseconds(30);
     if left.is_positive() {
         tokio::time::sleep(left.unsigned_abs()).await;
     }

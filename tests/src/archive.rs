@@ -288,11 +288,10 @@ pub(crate) async fn questions(store: &Store, dir: &Path) {
         )
         .await
         .unwrap();
-    let soon = OffsetDateTime::now_utc() + Duration::milliseconds(200);
     let expiring = ask(store, dir, |r| {
         r.choices(&["allow", "deny"])
             .on_expiry(Answer::choice("deny"))
-            .expires_at(soon)
+            .expires_at(OffsetDateTime::now_utc() + Duration::milliseconds(300))
     })
     .await;
     ask(store, dir, |r| {
@@ -308,7 +307,8 @@ pub(crate) async fn questions(store: &Store, dir: &Path) {
         .attach_interactive_handoff(&attached.id)
         .await
         .unwrap();
-    let left = soon - OffsetDateTime::now_utc() + Duration::milliseconds(30);
+    let left =
+        expiring.expires_at.unwrap() - OffsetDateTime::now_utc() + Duration::milliseconds(30);
     if left.is_positive() {
         tokio::time::sleep(left.unsigned_abs()).await;
     }
