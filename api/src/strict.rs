@@ -4,9 +4,11 @@
 //! serde ignores fields a type does not know unless the type says
 //! `deny_unknown_fields`, which the domain's types (also read from
 //! stores) cannot say, and which does not combine with `flatten`. So a
-//! body is read as a JSON value, converted into the type, converted back,
-//! and every object key of the body must be in what came back: a field
-//! the type dropped is named in the error. serde_json's own limits hold
+//! body is read as a JSON value and, from its bytes, as the type, which is
+//! converted back; every object key of the value must be in what came
+//! back: a field the type dropped is named in the error. The type is read
+//! from the bytes, not from the value, whose objects sort their keys: a
+//! form's properties (C26) keep the order the body gives them. serde_json's own limits hold
 //! on the way: invalid UTF-8, nesting deeper than 128 and numbers out of
 //! range are refused as what they are.
 
@@ -31,16 +33,17 @@ pub fn from_slice<T: DeserializeOwned + Serialize>(body: &[u8]) -> StoreResult<T
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         StoreError::InvalidInput(format!("the request body is not valid JSON: {error}"))
     })?;
-    // The type is read from the text itself, not from the value: a JSON
-    // object's keys keep their order (a form's properties are shown in
-    // the order given, C26), which a `Value`'s map would sort.
     let parsed: T = serde_json::from_slice(body).map_err(|error| {
         StoreError::InvalidInput(format!("the request body does not fit: {error}"))
     })?;
-    check_whole(&value, parsed)
+    refuse_unknown_fields(&value, &parsed)?;
+    Ok(parsed)
 }
 
-/// Converts `value` into a `T`, refusing a field `T` does not know.
+/// Converts `value` into a `T`, refusing a field `T` does not know. A
+/// value's objects have sorted keys, so a type whose fields keep an
+/// order (a form's properties) gets them sorted: read a body with
+/// [`from_slice`].
 ///
 /// # Errors
 /// As [`from_slice`].
@@ -48,19 +51,20 @@ pub fn from_value<T: DeserializeOwned + Serialize>(value: Value) -> StoreResult<
     let parsed: T = serde_json::from_value(value.clone()).map_err(|error| {
         StoreError::InvalidInput(format!("the request body does not fit: {error}"))
     })?;
-    check_whole(&value, parsed)
+    refuse_unknown_fields(&value, &parsed)?;
+    Ok(parsed)
 }
 
-/// `parsed`, when it kept every field of `value`.
-fn check_whole<T: Serialize>(value: &Value, parsed: T) -> StoreResult<T> {
-    let back = serde_json::to_value(&parsed).map_err(|error| {
+/// Refuses `value` when `parsed`, read from it, dropped one of its fields.
+fn refuse_unknown_fields<T: Serialize>(value: &Value, parsed: &T) -> StoreResult<()> {
+    let back = serde_json::to_value(parsed).map_err(|error| {
         StoreError::InvalidInput(format!("the request body cannot be read back: {error}"))
     })?;
     match unknown_field(value, &back, String::new()) {
         Some(path) => Err(StoreError::InvalidInput(format!(
             "the request body has a field this route does not take: {path}"
         ))),
-        None => Ok(parsed),
+        None => Ok(()),
     }
 }
 
@@ -131,6 +135,16 @@ mod tests {
             let error = from_slice::<Outer>(body.as_bytes()).unwrap_err();
             assert!(error.message().ends_with(path), "{error}");
         }
+    }
+
+    #[test]
+    fn a_form_keeps_the_order_of_its_properties() {
+        let form: lf_handoff_domain::interactive_handoff::FormSpec = from_slice(
+            br#"{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = form.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha"]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! every line:
 //!
 //! ```text
-//! {"format":"lf-handoff-export","version":1}
+//! {"format":"lf-handoff-export","version":2}
 //! {"parent":{"version":1,"record":{"kind":"wave","value":{...}}}}
 //! {"task_pr":{"id":"pr_...",...}}
 //! {"handoff":{"version":3,"events":3,"record":{"id":"ih_...",...}}}
@@ -72,7 +72,14 @@ pub use file::{ArchiveReader, ArchiveWriter};
 pub const ARCHIVE_FORMAT: &str = "lf-handoff-export";
 
 /// The format version this build writes, and the newest it reads.
-pub const ARCHIVE_VERSION: u32 = 1;
+///
+/// Version 2 adds the fields of C26: a handoff's `choices`, `form`,
+/// `on_expiry` and `answer`, an event's `answer`. A version-1 file (the
+/// builds before answers) reads with none of them. The version was raised
+/// because a build before answers ignores fields it does not know: it
+/// would import a file with answers and lose them, where it refuses a
+/// version-2 file as newer.
+pub const ARCHIVE_VERSION: u32 = 2;
 
 /// One record of an export, in file order: the parents, the task PRs, the
 /// handoffs, then the events.

@@ -5,7 +5,7 @@
 //! wrote it.
 //!
 //! One trial copies the backend's fixture of the release
-//! (`tests/fixtures/v1`, `tests/fixtures/v2`), starts a
+//! (`tests/fixtures/v1` to `tests/fixtures/v4`), starts a
 //! child that only opens the store and prints `opened`, and kills it at a
 //! random moment within one and a half times a measured open. Before
 //! reopening, the harness reads the stored format itself (SQLite
@@ -366,7 +366,15 @@ pub(crate) async fn compare(
                 }
             }
         }
-        if !later.is_empty() || &value != expected {
+        // `status --json` of 0.3.0 on prints `due`, which is computed when
+        // read, not stored: none of the fixtures' handoffs was due.
+        let mut expected = expected.clone();
+        if let Some(fields) = expected.as_object_mut() {
+            if fields.get("due") == Some(&Value::Bool(false)) {
+                fields.remove("due");
+            }
+        }
+        if !later.is_empty() || value != expected {
             problems.push(Problem::Lost(format!(
                 "handoff {id} differs: stored {value} (and {later:?}), written {expected}"
             )));

@@ -1,5 +1,6 @@
 //! Scenarios for export and import (contract C17): a registry with
-//! something of everything ([`varied_registry`]) is exported, imported
+//! something of everything ([`varied_registry`], questions with a shape
+//! and their answers included) is exported, imported
 //! into another store, and exported again, byte for byte the same; an
 //! import refuses a store that is not empty, a damaged file and a newer
 //! format, changing nothing; an export taken while others write is one
@@ -27,10 +28,11 @@ use lf_handoff_adapters::{
 };
 use lf_handoff_domain::id::{InteractiveHandoffId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
-    Actor, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
-    InteractiveHandoffParent, OpenOptions, StepKey,
+    Actor, Answer, HandoffEvent, HandoffEventKind, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffParent, InteractiveHandoffStatus, OpenOptions, StepKey,
 };
 use lf_handoff_domain::wave::Wave;
+use serde_json::json;
 use serde_json::Value;
 use tempfile::TempDir;
 use time::{Duration, OffsetDateTime};
@@ -69,8 +71,8 @@ pub const FINISHED_STEP: &str = "oauth-login@turn-17";
 /// in every status (waiting, attached, completed, handed back, failed,
 /// expired, and one due but not expired yet); a project and a task with its
 /// PR; handoffs at steps; a wake claimed, and one taken over by the task's
-/// next body; deadlines set, extended and passed; three actors. Takes about
-/// half a second (deadlines must pass).
+/// next body; deadlines set, extended and passed; three actors; the
+/// [`questions`] of C26. Takes about a second (deadlines must pass).
 pub async fn varied_registry(store: &Store, dir: &Path) {
     let alice = store
         .clone()
@@ -240,6 +242,79 @@ pub async fn varied_registry(store: &Store, dir: &Path) {
         .unwrap()
         .unwrap();
     assert!(due.is_due(OffsetDateTime::now_utc()));
+
+    // Questions with a shape (C26), answered and not.
+    questions(store, dir).await;
+}
+
+/// How many waves [`questions`] creates, one per handoff.
+const QUESTIONS: u64 = 5;
+
+/// Builds, in `store`, handoffs that ask in every way and end in every
+/// way: choices completed with an answer and claimed, the sample form
+/// handed back with its answer, one expired with its `on_expiry`, one
+/// waiting with a form and an `on_expiry`, one attached with choices.
+pub(crate) async fn questions(store: &Store, dir: &Path) {
+    let choices = ask(store, dir, |r| {
+        r.choices(&["allow=Allow «prod» ✓", "deny=Deny"])
+    })
+    .await;
+    store
+        .finish_interactive_handoff(
+            &choices.id,
+            &InteractiveHandoffOutcome::Completed {
+                summary: "allowed".into(),
+            },
+            Some(&Answer::choice("allow")),
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .claim_interactive_handoff_wake(&choices.id, 1)
+            .await
+            .unwrap()
+            .claimed
+    );
+    let form = ask(store, dir, |r| r.form(sample_form())).await;
+    store.attach_interactive_handoff(&form.id).await.unwrap();
+    store
+        .finish_interactive_handoff(
+            &form.id,
+            &InteractiveHandoffOutcome::HandedBack {
+                summary: "see the budget".into(),
+            },
+            Some(&sample_form_answer()),
+        )
+        .await
+        .unwrap();
+    let expiring = ask(store, dir, |r| {
+        r.choices(&["allow", "deny"])
+            .on_expiry(Answer::choice("deny"))
+            .expires_at(OffsetDateTime::now_utc() + Duration::milliseconds(300))
+    })
+    .await;
+    ask(store, dir, |r| {
+        r.form(sample_form())
+            .on_expiry(Answer(
+                json!({"budget": 0, "branch": "main", "ratio": 3.3000000000000003}),
+            ))
+            .expires_at(OffsetDateTime::now_utc() + Duration::hours(2))
+    })
+    .await;
+    let attached = ask(store, dir, |r| r.choices(&["a", "b", "c"])).await;
+    store
+        .attach_interactive_handoff(&attached.id)
+        .await
+        .unwrap();
+    let left =
+        expiring.expires_at.unwrap() - OffsetDateTime::now_utc() + Duration::milliseconds(30);
+    if left.is_positive() {
+        tokio::time::sleep(left.unsigned_abs()).await;
+    }
+    let expired = waited_now(store, &expiring.id).await;
+    assert_eq!(expired.status, InteractiveHandoffStatus::Expired);
+    assert_eq!(expired.answer, Some(Answer::choice("deny")));
 }
 
 /// The export of `store`.
@@ -347,7 +422,11 @@ pub fn assert_consistent(bytes: &[u8]) {
 }
 
 /// A fresh store of `backend` other than its main one, named `name`.
-async fn other(backend: &dyn Backend, dir: &TempDir, name: &str) -> (StorageConfig, Store) {
+pub(crate) async fn other(
+    backend: &dyn Backend,
+    dir: &TempDir,
+    name: &str,
+) -> (StorageConfig, Store) {
     let config = backend.other_config(name, dir.path().join(name));
     let store = open_store(&config).await.unwrap();
     (config, store)
@@ -413,7 +492,10 @@ pub async fn c17_an_imported_store_reads_and_works_like_the_original(backend: &d
     assert_consistent(&file);
     let (_, target) = other(backend, &dir, "copy").await;
     let summary = target.import(&mut file.as_slice(), None).await.unwrap();
-    assert_eq!(summary.parents, HOSTILE.len() as u64 + 3 + 1 + 4);
+    assert_eq!(
+        summary.parents,
+        HOSTILE.len() as u64 + 3 + 1 + 4 + QUESTIONS
+    );
     assert_eq!(summary.task_prs, 1);
     assert_same_export(&export(&target).await, &file, "export, import, export");
 
@@ -650,7 +732,7 @@ pub async fn c17_a_damaged_or_newer_file_is_refused_and_changes_nothing(backend:
             edited(
                 &file,
                 1,
-                Some("{\"format\":\"lf-handoff-export\",\"version\":2}"),
+                Some("{\"format\":\"lf-handoff-export\",\"version\":3}"),
             ),
             Some("newer".into()),
         ),

@@ -87,6 +87,23 @@ pub async fn open_on_new_wave(store: &Store, dir: &Path) -> InteractiveHandoff {
     handoff
 }
 
+/// Opens, on a new wave, the handoff `shape` makes of the default request
+/// (a question with choices or a form, C26, a deadline, ...).
+pub async fn ask(
+    store: &Store,
+    dir: &Path,
+    shape: impl FnOnce(OpenRequest) -> OpenRequest,
+) -> InteractiveHandoff {
+    let wave = new_wave(store, dir).await;
+    let request = shape(OpenRequest::on_wave(&wave).cwd(dir));
+    let (handoff, created) = store
+        .open_interactive_handoff(request.build())
+        .await
+        .unwrap();
+    assert!(created);
+    handoff
+}
+
 /// Creates a wave, project and task under `dir` and returns the task.
 pub async fn new_task(store: &Store, dir: &Path) -> TaskSession {
     let wave = new_wave(store, dir).await;

@@ -33,6 +33,8 @@
 //! - [`pgbouncer`] starts a PgBouncer of the tests' own, through which the
 //!   conformance suite runs in session and in transaction pooling mode
 //!   (`backends::postgres::{pgbouncer_session, pgbouncer_transaction}`).
+//! - [`answers`] holds the questions with a shape (C26): specs, answers,
+//!   refusals, `on_expiry`, and their export and import.
 //! - [`archive`] holds export and import (C17): per backend through the
 //!   macro, and across every pair of backends in `tests/round_trip.rs`.
 //! - [`hostile`] holds hostile strings (stored exactly or refused),
@@ -53,6 +55,7 @@
 // A test-support crate: panicking on a failed expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod answers;
 pub mod archive;
 pub mod backends;
 pub mod contract;
@@ -289,6 +292,7 @@ macro_rules! conformance_tests {
         $crate::hostile_scenarios!($backend());
         $crate::deliveries_scenarios!($backend());
         $crate::revocations_scenarios!($backend());
+        $crate::answers_scenarios!($backend());
     };
 }
 
@@ -309,6 +313,7 @@ macro_rules! served_conformance_tests {
         $crate::watch_scenarios!($backend());
         $crate::prune_scenarios!($backend());
         $crate::archive_scenarios!($backend());
+        $crate::answers_scenarios!($backend());
     };
 }
 

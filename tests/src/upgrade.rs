@@ -1,12 +1,14 @@
 //! Upgrading stores written by earlier releases (docs/CONTRACT.md,
 //! "Upgrading stores"): each backend opens a copy of its fixture store of
-//! each [`Release`] (`tests/fixtures/v1`, `v2`, `v3`, each made by
-//! the `make.sh` there), finds every record exactly as the manifests beside
-//! it say, and then runs a full lifecycle on it.
+//! each [`Release`] (`tests/fixtures/v1` to `v4`, each made by the
+//! `make.sh` there), finds every record exactly as the manifests beside it
+//! say, and then runs a full lifecycle on it, a question with choices
+//! (C26) included.
 
 use crate::fixtures::OpenRequest;
 use crate::fixtures::{stored_project, stored_task, stored_wave};
 use lf_handoff_adapters::PruneOptions;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -15,8 +17,8 @@ use lf_handoff_adapters::ports::PruneCount;
 use lf_handoff_adapters::{open_store, DeliveryCursor, ListQuery, Store};
 use lf_handoff_domain::id::{InteractiveHandoffId, ProjectSessionId, TaskSessionId, WaveId};
 use lf_handoff_domain::interactive_handoff::{
-    refused_env_reason, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
-    StepKey,
+    refused_env_reason, Answer, InteractiveHandoff, InteractiveHandoffOutcome,
+    InteractiveHandoffStatus, StepKey,
 };
 use serde_json::Value;
 
@@ -35,16 +37,23 @@ macro_rules! upgrade_scenarios {
                 upgrades_a_store_of_release_1_keeping_every_record,
                 upgrades_a_store_of_release_2_keeping_every_record,
                 upgrades_a_store_of_release_3_keeping_every_record,
+                upgrades_a_store_of_release_4_keeping_every_record,
                 an_upgraded_store_of_release_1_runs_a_full_lifecycle_and_reopens,
                 an_upgraded_store_of_release_2_runs_a_full_lifecycle_and_reopens,
                 an_upgraded_store_of_release_3_runs_a_full_lifecycle_and_reopens,
+                an_upgraded_store_of_release_4_runs_a_full_lifecycle_and_reopens,
                 a_kill_9_during_the_upgrade_of_release_1_leaves_an_upgradable_store,
                 a_kill_9_during_the_upgrade_of_release_2_leaves_an_upgradable_store,
                 a_kill_9_during_the_upgrade_of_release_3_leaves_an_upgradable_store,
+                a_kill_9_during_the_upgrade_of_release_4_leaves_an_upgradable_store,
             ],
         );
     };
 }
+
+/// The fields of a handoff that answer specs (C26) added, `null` in every
+/// upgraded record.
+const UNANSWERED: [&str; 4] = ["choices", "form", "on_expiry", "answer"];
 
 /// A release whose stores `tests/fixtures` holds, one directory each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,11 +68,16 @@ pub enum Release {
     /// version 3, sled store and record format 3. Its handoffs have
     /// histories.
     V3,
+    /// The 0.3 series' last build (`tests/fixtures/v4`, main at 149f0d1),
+    /// the last before answer specs (C26): it calls itself 0.3.0 but
+    /// writes SQL schema version 5 (with C23's delivery cursors and C29's
+    /// revocations) and sled store and record format 3.
+    V4,
 }
 
 impl Release {
     /// Every release with fixtures, oldest first.
-    pub const ALL: [Release; 3] = [Release::V1, Release::V2, Release::V3];
+    pub const ALL: [Release; 4] = [Release::V1, Release::V2, Release::V3, Release::V4];
 
     /// The fixture number: 1 for `tests/fixtures/v1`.
     pub fn number(self) -> u32 {
@@ -71,15 +85,18 @@ impl Release {
             Release::V1 => 1,
             Release::V2 => 2,
             Release::V3 => 3,
+            Release::V4 => 4,
         }
     }
 
-    /// The release's version, as its `lf-handoff --version` prints it.
+    /// The release's version, as its `lf-handoff --version` prints it:
+    /// the 0.3 series' last build still printed `0.3.0`, so `0.3.0` names
+    /// [`Release::V3`] when parsed and `4` names that build.
     pub fn version(self) -> &'static str {
         match self {
             Release::V1 => "0.1.0",
             Release::V2 => "0.2.0",
-            Release::V3 => "0.3.0",
+            Release::V3 | Release::V4 => "0.3.0",
         }
     }
 
@@ -89,6 +106,7 @@ impl Release {
             Release::V1 => "lf_fixture_v1",
             Release::V2 => "lf_fixture_v2",
             Release::V3 => "lf_fixture_v3",
+            Release::V4 => "lf_fixture_v4",
         }
     }
 
@@ -98,12 +116,14 @@ impl Release {
     pub fn later_handoff_fields(self) -> Vec<(&'static str, Value)> {
         let mut fields = match self {
             Release::V1 => vec![("step", Value::Null)],
-            Release::V2 | Release::V3 => Vec::new(),
+            Release::V2 | Release::V3 | Release::V4 => Vec::new(),
         };
         // Release 0.3.0: deadlines (C14).
         if self < Release::V3 {
             fields.push(("expires_at", Value::Null));
         }
+        // This build: answer specs and answers (C26).
+        fields.extend(UNANSWERED.map(|field| (field, Value::Null)));
         fields
     }
 
@@ -116,26 +136,38 @@ impl Release {
     pub fn later_row_fields(self) -> Vec<(&'static str, Value)> {
         let mut fields = match self {
             Release::V1 => vec![("step", Value::Null)],
-            Release::V2 | Release::V3 => Vec::new(),
+            Release::V2 | Release::V3 | Release::V4 => Vec::new(),
         };
         if self < Release::V3 {
             fields.push(("expires_at", Value::Null));
             fields.push(("due", Value::Bool(false)));
         }
+        fields.push(("asks", Value::Null));
+        fields.push(("answer", Value::Null));
         fields
+    }
+
+    /// The same for a history event (C15): every release with a history
+    /// wrote events without an `answer` (C26), which upgraded ones have as
+    /// `null`.
+    pub fn later_event_fields(self) -> Vec<(&'static str, Value)> {
+        vec![("answer", Value::Null)]
     }
 }
 
 impl fmt::Display for Release {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "release {}", self.version())
+        match self {
+            Release::V4 => f.write_str("the 0.3 series' last build (SQL schema 5, sled format 3)"),
+            _ => write!(f, "release {}", self.version()),
+        }
     }
 }
 
 impl FromStr for Release {
     type Err = String;
 
-    /// `1` or `0.1.0`, `2` or `0.2.0`.
+    /// `1` or `0.1.0`, `2` or `0.2.0`, `3` or `0.3.0`, `4`.
     fn from_str(text: &str) -> Result<Self, String> {
         Release::ALL
             .into_iter()
@@ -143,7 +175,7 @@ impl FromStr for Release {
             .ok_or_else(|| {
                 let known: Vec<String> = Release::ALL
                     .iter()
-                    .map(|release| format!("{} ({})", release.number(), release.version()))
+                    .map(|release| format!("{} ({release})", release.number()))
                     .collect();
                 format!(
                     "no fixtures of release {text:?}; known: {}",
@@ -232,14 +264,18 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
     assert_eq!(stored.len(), array(&rows).len());
     for (handoff, expected) in stored.iter().zip(array(&rows)) {
         let mut row = serde_json::to_value(handoff.list_row(handoff.updated_at)).unwrap();
-        // The rows of every release so far named the id `session_id` only;
-        // `id`, the same id, came after them.
+        // The rows of releases 0.1.0 to 0.3.0 named the id `session_id`
+        // only; `id`, the same id, came after them.
         let id = row.as_object_mut().unwrap().remove("id");
         assert_eq!(id.as_ref(), row.get("session_id"), "{}", handoff.id);
         let mut row = as_written_by(release, release.later_row_fields(), row);
         row.as_object_mut().unwrap().remove("age_secs");
         let mut expected = expected.clone();
-        expected.as_object_mut().unwrap().remove("age_secs");
+        let written = expected.as_object_mut().unwrap();
+        written.remove("age_secs");
+        if let Some(written_id) = written.remove("id") {
+            assert_eq!(Some(&written_id), id.as_ref(), "id of {}", handoff.id);
+        }
         assert_eq!(row, expected, "census row of {}", handoff.id);
     }
 
@@ -292,6 +328,14 @@ async fn assert_as_written(backend: &dyn Backend, release: Release, store: &Stor
         );
         events += history.len() as u64;
     }
+    // Every event the release wrote reads back with the fields added
+    // after it, as an upgraded event has them.
+    for handoff in &all {
+        for event in store.history(&handoff.id).await.unwrap() {
+            let value = serde_json::to_value(&event).unwrap();
+            as_written_by(release, release.later_event_fields(), value);
+        }
+    }
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
     assert_eq!(
         store
@@ -341,6 +385,12 @@ pub async fn upgrades_a_store_of_release_3_keeping_every_record(backend: &dyn Ba
     keeps_every_record(backend, Release::V3).await;
 }
 
+/// The same for a store of the 0.3 series' last build (SQL schema 5, sled
+/// format 3), delivery cursors and revocations tables included.
+pub async fn upgrades_a_store_of_release_4_keeping_every_record(backend: &dyn Backend) {
+    keeps_every_record(backend, Release::V4).await;
+}
+
 async fn keeps_every_record(backend: &dyn Backend, release: Release) {
     let dir = tempfile::tempdir().unwrap();
     let config = backend.release_store(release, dir.path()).await;
@@ -349,6 +399,15 @@ async fn keeps_every_record(backend: &dyn Backend, release: Release) {
     drop(store);
     let again = open_store(&config).await.unwrap();
     assert_as_written(backend, release, &again).await;
+}
+
+/// The environment of `handoff` without the names C29 refuses (a fixture's
+/// `EDITOR`), as a body of this release opens it; the stored handoff keeps
+/// them.
+fn without_refused_names(handoff: &InteractiveHandoff) -> BTreeMap<String, String> {
+    let mut environment = handoff.environment.clone();
+    environment.retain(|name, _| refused_env_reason(name).is_none());
+    environment
 }
 
 fn in_status(
@@ -385,6 +444,13 @@ pub async fn an_upgraded_store_of_release_3_runs_a_full_lifecycle_and_reopens(
     runs_a_full_lifecycle_and_reopens(backend, Release::V3).await;
 }
 
+/// The same for a store of the 0.3 series' last build.
+pub async fn an_upgraded_store_of_release_4_runs_a_full_lifecycle_and_reopens(
+    backend: &dyn Backend,
+) {
+    runs_a_full_lifecycle_and_reopens(backend, Release::V4).await;
+}
+
 async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Release) {
     let dir = tempfile::tempdir().unwrap();
     let config = backend.release_store(release, dir.path()).await;
@@ -400,12 +466,8 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     for handoff in &handoffs {
         let Some(step) = &handoff.step else { continue };
         let parent = store.get_parent(&handoff.parent).await.unwrap().unwrap();
-        // A body of this release opens without the environment names C29
-        // refuses (a fixture's `EDITOR`); the stored handoff keeps them.
-        let mut environment = handoff.environment.clone();
-        environment.retain(|name, _| refused_env_reason(name).is_none());
         let request = OpenRequest::like(handoff)
-            .environment(environment)
+            .environment(without_refused_names(handoff))
             .body_generation(parent.body_generation())
             .reason("the step again after the upgrade")
             .at_step(step.clone());
@@ -522,11 +584,55 @@ async fn runs_a_full_lifecycle_and_reopens(backend: &dyn Backend, release: Relea
     assert!(!created);
     assert_eq!(again, opened);
 
+    // A question with choices on the parent the attached handoff was
+    // handed back for (C26): refused without an answer, completed with
+    // one, which the record, its finish event and its wake's claim carry.
+    let asked_parent = store
+        .get_parent(&was_attached.parent)
+        .await
+        .unwrap()
+        .unwrap();
+    let asking = OpenRequest::like(was_attached)
+        .environment(without_refused_names(was_attached))
+        .body_generation(asked_parent.body_generation())
+        .reason("allow the deploy after the upgrade?")
+        .at_step(StepKey::parse("deploy@after-upgrade").unwrap())
+        .choices(&["allow=Allow", "deny=Deny"]);
+    let (asked, created) = store
+        .open_interactive_handoff(asking.build())
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!(asked.choices.as_ref().map(Vec::len), Some(2));
+    let done = InteractiveHandoffOutcome::Completed {
+        summary: "answered after the upgrade".into(),
+    };
+    assert!(matches!(
+        store
+            .finish_interactive_handoff(&asked.id, &done, None)
+            .await,
+        Err(lf_handoff_adapters::StoreError::InvalidInput { .. })
+    ));
+    let deny = Answer::choice("deny");
+    let answered = store
+        .finish_interactive_handoff(&asked.id, &done, Some(&deny))
+        .await
+        .unwrap();
+    assert_eq!(answered.answer.as_ref(), Some(&deny));
+    let finish = store.history(&asked.id).await.unwrap().pop().unwrap();
+    assert_eq!(finish.answer.as_ref(), Some(&deny), "{finish:?}");
+    let woken = store
+        .claim_interactive_handoff_wake(&asked.id, asked.body_generation)
+        .await
+        .unwrap();
+    assert!(woken.claimed);
+    assert_eq!(woken.handoff.answer.as_ref(), Some(&deny));
+
     let before: Vec<InteractiveHandoff> = store
         .list_interactive_handoffs(ListQuery::default())
         .await
         .unwrap();
-    assert_eq!(before.len(), handoffs.len() + 1);
+    assert_eq!(before.len(), handoffs.len() + 2);
     drop(store);
     let reopened = open_store(&config).await.unwrap();
     assert_eq!(
@@ -621,6 +727,13 @@ pub async fn a_kill_9_during_the_upgrade_of_release_3_leaves_an_upgradable_store
     backend: &dyn Backend,
 ) {
     kill_9_during_the_upgrade(backend, Release::V3).await;
+}
+
+/// The same for a store of the 0.3 series' last build.
+pub async fn a_kill_9_during_the_upgrade_of_release_4_leaves_an_upgradable_store(
+    backend: &dyn Backend,
+) {
+    kill_9_during_the_upgrade(backend, Release::V4).await;
 }
 
 async fn kill_9_during_the_upgrade(backend: &dyn Backend, release: Release) {

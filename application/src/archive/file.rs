@@ -260,11 +260,11 @@ impl<'p, R: BufRead + Send> ArchiveReader<'p, R> {
 
     fn header(&mut self) -> StoreResult<()> {
         let Some(line) = self.next_line()? else {
-            return Err(StoreError::InvalidInput(
+            return Err(StoreError::InvalidInput(format!(
                 "the export is empty: an lf-handoff export starts with the line \
-                 {\"format\":\"lf-handoff-export\",\"version\":1}. Nothing was imported"
-                    .into(),
-            ));
+                 {{\"format\":\"{ARCHIVE_FORMAT}\",\"version\":{ARCHIVE_VERSION}}}. Nothing \
+                 was imported"
+            )));
         };
         let header: Option<Header> = serde_json::from_slice(line).ok();
         let Some(header) = header.filter(|header| header.format == ARCHIVE_FORMAT) else {

@@ -115,7 +115,7 @@ fn an_export_is_a_header_the_records_and_an_end_line() {
     let text = written(&records, last);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 6);
-    assert_eq!(lines[0], r#"{"format":"lf-handoff-export","version":1}"#);
+    assert_eq!(lines[0], r#"{"format":"lf-handoff-export","version":2}"#);
     assert!(lines[1].starts_with(r#"{"parent":{"version":1,"record":{"kind":"wave","#));
     assert!(lines[2].starts_with(r#"{"handoff":{"version":2,"events":2,"record":{"id":"ih_"#));
     assert!(lines[3].starts_with(r#"{"event":{"position":7,"#));
@@ -171,13 +171,37 @@ fn a_damaged_line_is_invalid_input_naming_its_number() {
 }
 
 #[test]
+fn a_version_1_file_of_a_build_before_answers_is_read_without_them() {
+    let (records, last) = registry();
+    let text = written(&records, last);
+    // As a build before C26 wrote it: version 1, no answer fields.
+    let mut old = String::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+        if n == 0 {
+            value["version"] = 1.into();
+        }
+        for path in ["/handoff/record", "/event"] {
+            if let Some(fields) = value.pointer_mut(path).and_then(|v| v.as_object_mut()) {
+                for field in ["choices", "form", "on_expiry", "answer"] {
+                    fields.remove(field);
+                }
+            }
+        }
+        old.push_str(&format!("{value}\n"));
+    }
+    assert!(!old.contains("answer"), "{old}");
+    assert_eq!(read(&old).unwrap(), read(&text).unwrap());
+}
+
+#[test]
 fn a_newer_format_version_is_refused_saying_to_upgrade() {
     let (records, last) = registry();
     let text = written(&records, last);
     let newer = with_line(
         &text,
         1,
-        Some(r#"{"format":"lf-handoff-export","version":2}"#),
+        Some(r#"{"format":"lf-handoff-export","version":3}"#),
     );
     let message = refused(&newer, "newer");
     assert!(message.contains("Upgrade lf-handoff"), "{message}");

@@ -128,7 +128,7 @@ fn export_and_import_move_a_registry_between_sqlite_and_sled() {
     assert_eq!(mode & 0o777, 0o600, "an export holds secrets");
     let exported = read(&file);
     let lines: Vec<&str> = exported.lines().collect();
-    assert_eq!(lines[0], r#"{"format":"lf-handoff-export","version":1}"#);
+    assert_eq!(lines[0], r#"{"format":"lf-handoff-export","version":2}"#);
     assert!(lines.last().unwrap().starts_with(r#"{"end":{"parents":3,"#));
 
     // Into sled from the file, with --json counts on stdout.
@@ -298,7 +298,7 @@ fn a_damaged_or_newer_file_is_exit_2_and_imports_nothing() {
     // A newer format.
     let newer = write(
         "newer.jsonl",
-        &exported.replacen(r#""version":1}"#, r#""version":7}"#, 1),
+        &exported.replacen(r#""version":2}"#, r#""version":7}"#, 1),
     );
     let message = sandbox.fails(
         &[

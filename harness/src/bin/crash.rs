@@ -68,7 +68,8 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     upgrade_trials: u64,
     /// The release whose fixture stores the upgrade trials open: 1 (0.1.0,
-    /// tests/fixtures/v1) or 2 (0.2.0, tests/fixtures/v2).
+    /// tests/fixtures/v1), 2 (0.2.0), 3 (0.3.0) or 4 (the 0.3 series' last
+    /// build, SQL schema 5, tests/fixtures/v4).
     #[arg(long, default_value = "1")]
     upgrade_from: Release,
     /// Kills per backend in the kill loop (SQLite and sled): children
