@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_adapters::open_store;
+use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_domain::interactive_handoff::Answer;
 use serde::Serialize;
 

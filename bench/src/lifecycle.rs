@@ -13,7 +13,8 @@ use lf_handoff_adapters::testing::OpenRequest;
 use lf_handoff_adapters::{open_store, GenerateId, Store};
 use lf_handoff_domain::id::InteractiveHandoffId;
 use lf_handoff_domain::interactive_handoff::{
-    Answer, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus, OpenInteractiveHandoff,
+    Answer, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffStatus,
+    OpenInteractiveHandoff,
 };
 use lf_handoff_domain::timestamp::truncate_to_micros;
 use lf_handoff_domain::wave::Wave;

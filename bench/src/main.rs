@@ -42,6 +42,7 @@
 //! nothing about time; it fails only when a figure could not be measured
 //! or an answer was wrong (a lost handoff, two winners of a race).
 
+mod answers;
 mod backends;
 mod callers;
 mod child;
@@ -50,7 +51,6 @@ mod error;
 mod fsync;
 mod idle;
 mod latency;
-mod answers;
 mod lifecycle;
 mod memory;
 mod population;

@@ -6,10 +6,10 @@ use serde::Serialize;
 
 mod table;
 
+use crate::answers::AnswerFigures;
 use crate::coldstart::ColdStart;
 use crate::fsync::FsyncRate;
 use crate::latency::LatencyAt;
-use crate::answers::AnswerFigures;
 use crate::lifecycle::LifecycleFigures;
 use crate::memory::{CacheLoop, ListRss};
 use crate::race::RaceFigures;
