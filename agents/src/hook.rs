@@ -140,9 +140,7 @@ async fn permission(
     let key = format!("{prefix}{base}");
     // A hook of this very call already waits (the agent ran it again):
     // wait on the same handoff.
-    let open_ones = session_open(store, &reference, &prefix)
-        .await
-        .map_err(store_error)?;
+    let open_ones = left_open(store, &reference, &prefix).await?;
     if let Some(same) = open_ones.iter().find(|h| same_request(h, &key)) {
         return wait(store, same, config).await;
     }
@@ -172,12 +170,10 @@ async fn permission(
         Err(error) if error.conflict_kind() == Some(ConflictKind::ParentBusy) => {
             // Another hook of this call opened first, or the parent waits
             // on someone else's handoff.
-            let open_ones = session_open(store, &reference, &prefix)
-                .await
-                .map_err(store_error)?;
+            let open_ones = left_open(store, &reference, &prefix).await?;
             match open_ones.iter().find(|h| same_request(h, &key)) {
                 Some(same) => wait(store, same, config).await,
-                None => Err(store_error(error)),
+                None => Err(busy(error)),
             }
         }
         Err(error) => Err(store_error(error)),
@@ -227,9 +223,7 @@ async fn idle(
     let parent = parent_of(store, event, config).await.map_err(store_error)?;
     let prefix = session_prefix(event.agent, &event.session);
     let idle_key = format!("{prefix}idle");
-    let open_ones = session_open(store, &parent.reference(), &prefix)
-        .await
-        .map_err(store_error)?;
+    let open_ones = left_open(store, &parent.reference(), &prefix).await?;
     if let Some(waiting) = open_ones.iter().find(|h| same_request(h, &idle_key)) {
         return Ok(Outcome::note(format!(
             "handoff {} already waits for this session's next prompt",
@@ -246,9 +240,13 @@ async fn idle(
         step: format!("{idle_key}:{}", unique()),
         choices: false,
     };
-    let (handoff, _) = open(store, opening, config, now)
-        .await?
-        .map_err(store_error)?;
+    let (handoff, _) =
+        open(store, opening, config, now)
+            .await?
+            .map_err(|error| match error.conflict_kind() {
+                Some(ConflictKind::ParentBusy) => busy(error),
+                _ => store_error(error),
+            })?;
     Ok(Outcome::note(format!(
         "opened handoff {} until the session's next prompt",
         handoff.id
@@ -280,6 +278,30 @@ async fn end_session(
         decision: None,
         note: (ended > 0).then(|| format!("ended {ended} handoff(s) the session left open")),
     })
+}
+
+/// The handoffs the session left open under `reference`. A served store
+/// lists handoffs only to a token of scope person: with an agent token
+/// alone the hook sees none (and can end none), and asks all the same.
+async fn left_open(
+    store: &Store,
+    reference: &InteractiveHandoffParent,
+    prefix: &str,
+) -> Result<Vec<InteractiveHandoff>, HookError> {
+    match session_open(store, reference, prefix).await {
+        Ok(open_ones) => Ok(open_ones),
+        Err(error) if error.is_denied() => Ok(Vec::new()),
+        Err(error) => Err(store_error(error)),
+    }
+}
+
+/// The parent waits on another handoff: one the session left open that
+/// this hook could not see or end, or someone else's.
+fn busy(error: StoreError) -> HookError {
+    HookError::new(format!(
+        "store: {error} (through a service, give the hook's token the person scope as well as \
+         agent, so it can end what the session left open)"
+    ))
 }
 
 /// Ends the session's `open_ones` as answered at the terminal: the

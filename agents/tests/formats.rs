@@ -39,7 +39,10 @@ fn the_codex_examples_fit_codex_schemas() {
             "codex/user-prompt-submit.input.json",
             "codex/user-prompt-submit.command.input.schema.json",
         ),
-        ("codex/stop.input.json", "codex/stop.command.input.schema.json"),
+        (
+            "codex/stop.input.json",
+            "codex/stop.command.input.schema.json",
+        ),
     ] {
         assert_valid(schema, &json(example));
     }
@@ -129,8 +132,14 @@ fn every_answer_fits_both_agents_output_schemas() {
         },
     ] {
         let printed: Value = serde_json::from_str(decision.render().trim()).unwrap();
-        assert_valid("codex/permission-request.command.output.schema.json", &printed);
-        assert_valid("claude-code/permission-request.output.schema.json", &printed);
+        assert_valid(
+            "codex/permission-request.command.output.schema.json",
+            &printed,
+        );
+        assert_valid(
+            "claude-code/permission-request.output.schema.json",
+            &printed,
+        );
     }
 }
 
