@@ -3,6 +3,9 @@
 //! the event it is, each agent refuses the other's, and every answer the
 //! hook prints validates against the agents' output schemas.
 
+// Test code: panicking on a failed expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use lf_handoff_agents::{parse, Agent, Decision, EventKind};
