@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use lf_handoff_application::ports::ListQuery;
 use lf_handoff_application::{Store, StoreError, StoreResult};
 use lf_handoff_domain::interactive_handoff::{
-    Actor, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
+    Actor, Answer, Choice, InteractiveHandoff, InteractiveHandoffOutcome, InteractiveHandoffParent,
     InteractiveHandoffStatus, OpenInteractiveHandoff, OpenOptions, StepKey,
 };
 use lf_handoff_domain::parent::Parent;
@@ -30,6 +30,9 @@ pub const TERMINAL_ACTOR: &str = "terminal";
 pub const ANSWERED_AT_TERMINAL: &str = "lf-handoff hook: answered at the agent's own terminal";
 /// The reason of a handoff ended because the agent's session ended.
 pub const SESSION_ENDED: &str = "lf-handoff hook: the agent's session ended";
+
+/// The message of a deny the deadline answered (`on_expiry`).
+const EXPIRY_DENIES: &str = "Nobody answered before the handoff's deadline, which denies.";
 
 /// The parent a hook opens under: the one the configuration names, else
 /// the session's own wave, created when missing. Two hooks racing to
@@ -110,7 +113,7 @@ pub async fn end_as_terminal(
     let mut ended = 0;
     for handoff in handoffs {
         match terminal
-            .finish_interactive_handoff(&handoff.id, outcome)
+            .finish_interactive_handoff(&handoff.id, outcome, None)
             .await
         {
             Ok(_) => ended += 1,
@@ -182,6 +185,7 @@ pub async fn open(
         options: OpenOptions {
             step: Some(step),
             expires_at,
+            ..OpenOptions::default()
         },
     };
     let request = with_answer_spec(request, opening.choices, config);
@@ -189,21 +193,32 @@ pub async fn open(
 }
 
 /// The request with the choices allow and deny and the configured expiry
-/// answer (C26), for a permission request. Stores of this release do not
-/// take answer specs yet: the request goes as it is, and
-/// [`decision_of`] reads the outcome instead.
+/// answer (C26), for a permission request.
 fn with_answer_spec(
-    request: OpenInteractiveHandoff,
-    _choices: bool,
-    _config: &HookConfig,
+    mut request: OpenInteractiveHandoff,
+    choices: bool,
+    config: &HookConfig,
 ) -> OpenInteractiveHandoff {
+    if choices {
+        request.options.choices = Some(vec![
+            Choice::new(Behavior::Allow.as_str(), "Allow"),
+            Choice::new(Behavior::Deny.as_str(), "Deny"),
+        ]);
+        request.options.on_expiry = config
+            .on_expiry
+            .map(|behavior| Answer::choice(behavior.as_str()));
+    }
     request
 }
 
 /// The person's choice on a finished handoff (C26's answer), if it has
 /// one: `allow` or `deny`.
-fn answer_choice(_handoff: &InteractiveHandoff) -> Option<Behavior> {
-    None
+fn answer_choice(handoff: &InteractiveHandoff) -> Option<Behavior> {
+    handoff
+        .answer
+        .as_ref()
+        .and_then(Answer::as_choice)
+        .and_then(Behavior::parse)
 }
 
 /// The decision a finished permission handoff carries, if a person (or
@@ -215,7 +230,8 @@ fn answer_choice(_handoff: &InteractiveHandoff) -> Option<Behavior> {
 ///   its reason;
 /// - a completion without an answer allows (the person did what was
 ///   asked);
-/// - an expiry without an answer, what the hook ended (answered at the
+/// - an expiry answers its `on_expiry` (stores that keep no answer: the
+///   hook's own `on_expiry`); without one, like what the hook ended (answered at the
 ///   terminal, session ended) and an active handoff decide nothing.
 pub fn decision_of(handoff: &InteractiveHandoff, config: &HookConfig) -> Option<Decision> {
     if handoff.is_active() {
@@ -236,10 +252,12 @@ pub fn decision_of(handoff: &InteractiveHandoff, config: &HookConfig) -> Option<
             text.clone()
         },
     };
+    let expired = handoff.status == InteractiveHandoffStatus::Expired;
     if let Some(choice) = answer_choice(handoff) {
-        return Some(match choice {
-            Behavior::Allow => Decision::Allow,
-            Behavior::Deny => deny("A person denied this through lf-handoff."),
+        return Some(match (choice, expired) {
+            (Behavior::Allow, _) => Decision::Allow,
+            (Behavior::Deny, true) => deny(EXPIRY_DENIES),
+            (Behavior::Deny, false) => deny("A person denied this through lf-handoff."),
         });
     }
     match handoff.status {
@@ -249,7 +267,7 @@ pub fn decision_of(handoff: &InteractiveHandoff, config: &HookConfig) -> Option<
         InteractiveHandoffStatus::Expired => config.on_expiry.map(|behavior| match behavior {
             Behavior::Allow => Decision::Allow,
             Behavior::Deny => Decision::Deny {
-                message: "Nobody answered before the handoff's deadline; it denies.".into(),
+                message: EXPIRY_DENIES.into(),
             },
         }),
         InteractiveHandoffStatus::Waiting | InteractiveHandoffStatus::Attached => None,

@@ -126,8 +126,8 @@ fn first_active(sandbox: &Sandbox) -> String {
 }
 
 /// A permission hook waiting (`--wait 30s`) in a thread, answered by
-/// `answer` (a command line run by the person on the handoff's id).
-fn answered_by(sandbox: &Sandbox, answer: &[&str]) -> (Hooked, String) {
+/// `answer` (what the person does, given the handoff's id).
+fn answered_by(sandbox: &Sandbox, answer: impl FnOnce(&str)) -> (Hooked, String) {
     let input = claude_permission(sandbox.dir.path(), "s-answer", "cargo publish");
     let hooked = std::thread::scope(|scope| {
         let waiting = scope.spawn(|| {
@@ -141,9 +141,7 @@ fn answered_by(sandbox: &Sandbox, answer: &[&str]) -> (Hooked, String) {
             )
         });
         let id = first_active(sandbox);
-        let mut args = answer.to_vec();
-        args.insert(1, &id);
-        sandbox.ok(&args);
+        answer(&id);
         waiting.join().unwrap()
     });
     let id = sandbox.json(&["list"])[0]["id"]
@@ -153,16 +151,41 @@ fn answered_by(sandbox: &Sandbox, answer: &[&str]) -> (Hooked, String) {
     (hooked, id)
 }
 
+/// The person runs `args` on the handoff `id` (`args[0]` the command).
+fn person<'a>(sandbox: &'a Sandbox, args: &'a [&'a str]) -> impl FnOnce(&str) + 'a {
+    move |id| {
+        let mut args = args.to_vec();
+        args.insert(1, id);
+        sandbox.ok(&args);
+    }
+}
+
+/// The person answers `body` (`/complete`'s) through the service, which
+/// serves the hook's own store.
+fn through_service<'a>(serving: &'a Serving, body: Value) -> impl FnOnce(&str) + 'a {
+    move |id| {
+        let token = serving.token("person");
+        let path = format!("/v1/handoffs/{id}/complete");
+        let (status, answer) = serving.request("POST", &path, Some(&token), Some(&body));
+        assert_eq!(status, 200, "{answer}");
+    }
+}
+
 fn decision(hooked: &Hooked) -> Value {
     assert!(!hooked.killed && hooked.run.code == 0, "{hooked:?}");
     assert_eq!(hooked.run.stdout.lines().count(), 1, "{hooked:?}");
     serde_json::from_str(&hooked.run.stdout).unwrap()
 }
 
+// FIXME: the person answers through the command line once it has C26's
+// `answer ID --choice allow`; until then through the service, on the
+// hook's own SQLite store.
 #[test]
-fn a_person_allows_through_the_command_line() {
+fn a_person_allows_and_the_waiting_hook_allows() {
     let sandbox = Sandbox::new();
-    let (hooked, id) = answered_by(&sandbox, &["complete", "--summary", "go ahead"]);
+    let serving = Serving::start(&sandbox, &[]);
+    let allow = json!({"summary": "go ahead", "answer": "allow"});
+    let (hooked, id) = answered_by(&sandbox, through_service(&serving, allow));
     assert_eq!(
         decision(&hooked),
         json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
@@ -185,13 +208,17 @@ fn a_person_allows_through_the_command_line() {
 #[test]
 fn a_person_denies_with_a_reason_and_a_hand_back_denies_with_its_summary() {
     let sandbox = Sandbox::new();
-    let (hooked, _) = answered_by(&sandbox, &["fail", "--reason", "not on a Friday"]);
+    let (hooked, _) = answered_by(
+        &sandbox,
+        person(&sandbox, &["fail", "--reason", "not on a Friday"]),
+    );
     assert_eq!(
         decision(&hooked)["hookSpecificOutput"]["decision"],
         json!({"behavior": "deny", "message": "not on a Friday"})
     );
     let sandbox = Sandbox::new();
-    let (hooked, _) = answered_by(&sandbox, &["back", "--summary", "use --dry-run first"]);
+    let back = ["back", "--summary", "use --dry-run first"];
+    let (hooked, _) = answered_by(&sandbox, person(&sandbox, &back));
     assert_eq!(
         decision(&hooked)["hookSpecificOutput"]["decision"],
         json!({"behavior": "deny", "message": "use --dry-run first"})
@@ -215,6 +242,29 @@ fn no_answer_in_time_prints_nothing_and_leaves_the_handoff_open() {
     let open = active(&sandbox);
     assert_eq!(open.len(), 1);
     assert_eq!(open[0]["status"], "waiting");
+}
+
+#[test]
+fn a_deadline_that_answers_deny_denies_when_nobody_answers() {
+    let sandbox = Sandbox::new();
+    let input = claude_permission(sandbox.dir.path(), "s-expiry", "make deploy");
+    let args = ["--wait", "20s", "--expires-in", "1s", "--on-expiry", "deny"];
+    let hooked = hook(
+        &sandbox,
+        "claude-code",
+        &args,
+        &input,
+        Duration::from_secs(30),
+        |_| {},
+    );
+    let decided = decision(&hooked)["hookSpecificOutput"]["decision"].clone();
+    assert_eq!(decided["behavior"], "deny", "{decided}");
+    assert!(
+        decided["message"].as_str().unwrap().contains("deadline"),
+        "{decided}"
+    );
+    let handoff = &sandbox.json(&["list"])[0];
+    assert_eq!(handoff["status"], "expired", "{handoff}");
 }
 
 #[test]
@@ -494,9 +544,10 @@ fn through_the_service_the_agent_token_asks_and_a_person_answers() {
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        let mut command = sandbox.command(&["--store", &url, "complete", &id, "--summary", "ok"]);
-        command.env("LF_HANDOFF_TOKEN", &person);
-        assert!(command.status().unwrap().success());
+        let body = json!({"summary": "ok", "answer": "allow"});
+        let path = format!("/v1/handoffs/{id}/complete");
+        let (status, answer) = serving.request("POST", &path, Some(&person), Some(&body));
+        assert_eq!(status, 200, "{answer}");
         waiting.join().unwrap()
     });
     assert_eq!(
