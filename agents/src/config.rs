@@ -111,7 +111,11 @@ impl HookConfig {
         };
         let mut config = Self::default();
         if let Some((text, source)) = pick(&flags.wait, WAIT_ENV) {
-            let wait = duration(&text, source)?;
+            // `0s`: open the handoff and leave at once.
+            let wait = match text.as_str() {
+                "0" | "0s" => Duration::ZERO,
+                _ => duration(&text, source)?,
+            };
             if wait > MAX_WAIT {
                 return Err(HookError::new(format!(
                     "{source}: a wait of {text} is longer than the longest, {}s",
