@@ -245,6 +245,12 @@ pub fn decision_of(handoff: &InteractiveHandoff, config: &HookConfig) -> Option<
     if text.starts_with("lf-handoff hook:") {
         return None;
     }
+    // `lf-handoff answer` without --summary says only what was answered:
+    // no message of the person's.
+    let text = match &handoff.answer {
+        Some(answer) if text == format!("answered {answer}") => String::new(),
+        _ => text,
+    };
     let deny = |fallback: &str| Decision::Deny {
         message: if text.is_empty() {
             fallback.to_string()

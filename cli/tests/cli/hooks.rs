@@ -160,32 +160,17 @@ fn person<'a>(sandbox: &'a Sandbox, args: &'a [&'a str]) -> impl FnOnce(&str) + 
     }
 }
 
-/// The person answers `body` (`/complete`'s) through the service, which
-/// serves the hook's own store.
-fn through_service<'a>(serving: &'a Serving, body: Value) -> impl FnOnce(&str) + 'a {
-    move |id| {
-        let token = serving.token("person");
-        let path = format!("/v1/handoffs/{id}/complete");
-        let (status, answer) = serving.request("POST", &path, Some(&token), Some(&body));
-        assert_eq!(status, 200, "{answer}");
-    }
-}
-
 fn decision(hooked: &Hooked) -> Value {
     assert!(!hooked.killed && hooked.run.code == 0, "{hooked:?}");
     assert_eq!(hooked.run.stdout.lines().count(), 1, "{hooked:?}");
     serde_json::from_str(&hooked.run.stdout).unwrap()
 }
 
-// FIXME: the person answers through the command line once it has C26's
-// `answer ID --choice allow`; until then through the service, on the
-// hook's own SQLite store.
 #[test]
-fn a_person_allows_and_the_waiting_hook_allows() {
+fn a_person_allows_through_the_command_line() {
     let sandbox = Sandbox::new();
-    let serving = Serving::start(&sandbox, &[]);
-    let allow = json!({"summary": "go ahead", "answer": "allow"});
-    let (hooked, id) = answered_by(&sandbox, through_service(&serving, allow));
+    let allow = ["answer", "--choice", "allow"];
+    let (hooked, id) = answered_by(&sandbox, person(&sandbox, &allow));
     assert_eq!(
         decision(&hooked),
         json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
@@ -203,6 +188,29 @@ fn a_person_allows_and_the_waiting_hook_allows() {
         handoff["expires_at"].is_string(),
         "the default deadline: {handoff}"
     );
+    assert_eq!(handoff["answer"], "allow", "{handoff}");
+    assert_eq!(handoff["choices"][1]["value"], "deny", "{handoff}");
+}
+
+#[test]
+fn a_person_denies_with_the_persons_words_as_the_message() {
+    let sandbox = Sandbox::new();
+    let deny = [
+        "answer",
+        "--choice",
+        "deny",
+        "--summary",
+        "not before the release",
+    ];
+    let (hooked, _) = answered_by(&sandbox, person(&sandbox, &deny));
+    assert_eq!(
+        decision(&hooked)["hookSpecificOutput"]["decision"],
+        json!({"behavior": "deny", "message": "not before the release"})
+    );
+    let sandbox = Sandbox::new();
+    let (hooked, _) = answered_by(&sandbox, person(&sandbox, &["answer", "--choice", "deny"]));
+    let message = decision(&hooked)["hookSpecificOutput"]["decision"]["message"].clone();
+    assert_eq!(message, "A person denied this through lf-handoff.");
 }
 
 #[test]
@@ -544,10 +552,10 @@ fn through_the_service_the_agent_token_asks_and_a_person_answers() {
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        let body = json!({"summary": "ok", "answer": "allow"});
-        let path = format!("/v1/handoffs/{id}/complete");
-        let (status, answer) = serving.request("POST", &path, Some(&person), Some(&body));
-        assert_eq!(status, 200, "{answer}");
+        let mut command = sandbox.command(&["--store", &url, "answer", &id, "--choice", "allow"]);
+        command.env("LF_HANDOFF_TOKEN", &person);
+        let answered = Run::from_output(command.output().unwrap());
+        assert_eq!(answered.code, 0, "{answered:?}");
         waiting.join().unwrap()
     });
     assert_eq!(
