@@ -232,11 +232,7 @@ pub enum Command {
     /// Make, list and revoke the tokens of `serve --tokens FILE`.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// The hooks of Claude Code and Codex: a permission request or an idle
-    /// prompt becomes a handoff a person answers from anywhere
-    /// (docs/HOOKS.md).
-    #[command(subcommand)]
-    Hook(crate::hook::HookCommand),
+    Hook(crate::hook::HookArgs),
     /// Print a signed link where a person sees and answers a handoff in a
     /// browser without signing in (served by `serve`; docs/API.md).
     Link(LinkArgs),

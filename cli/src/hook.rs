@@ -29,7 +29,17 @@ use crate::store_select::{self, Environment};
 /// short, so a hook never outlives the agent's patience.
 const HOOK_RETRY_WINDOW: Duration = Duration::from_secs(1);
 
-/// `hook`
+/// Claude Code's and Codex's own hooks, and their install: a permission
+/// request or an idle prompt becomes a handoff a person answers from
+/// anywhere (docs/HOOKS.md).
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: HookCommand,
+}
+
+/// `hook`'s commands.
 #[derive(Debug, Subcommand)]
 pub enum HookCommand {
     /// Claude Code's hook: reads its hook input on stdin; a permission
@@ -145,8 +155,8 @@ pub struct Globals {
 /// # Errors
 /// Only `install` and `uninstall` fail (exit 2 for a settings file of
 /// another shape, 5 when it cannot be written); the agents' hooks never do.
-pub async fn run(command: HookCommand, globals: Globals) -> CliResult<()> {
-    match command {
+pub async fn run(args: HookArgs, globals: Globals) -> CliResult<()> {
+    match args.command {
         HookCommand::ClaudeCode(args) => {
             agent_hook(Agent::ClaudeCode, &args, None, globals).await;
             Ok(())
