@@ -49,6 +49,7 @@ mod child;
 mod coldstart;
 mod error;
 mod fsync;
+mod hooks;
 mod idle;
 mod latency;
 mod lifecycle;
@@ -130,17 +131,21 @@ struct Args {
     /// an event stream of another), serve-idle (an `lf-handoff serve`
     /// process holding idle event streams and long polls), serve-hostile
     /// (GET p99 and throughput while other addresses trickle and flood).
-    /// `serve` names the five.
+    /// `serve` names the five. hooks (SQLite): the agents' hooks as
+    /// processes, their start and a person's answer to their exit.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,answers,latency,memory,race,wake,idle,callers,statements,serve"
+        default_value = "fsync,lifecycle,answers,latency,memory,race,wake,idle,callers,statements,serve,hooks"
     )]
     phases: Vec<String>,
     /// Run only these phases (the same names as --phases; overrides it),
     /// e.g. `--only wake,idle,callers` or `--only serve`.
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// Hook processes per figure of the hooks phase.
+    #[arg(long, default_value_t = 30)]
+    hook_samples: usize,
     /// Finishes per waiter of the wake-latency figure.
     #[arg(long, default_value_t = 40)]
     wake_samples: usize,
@@ -287,6 +292,7 @@ fn main() -> ExitCode {
         args.races = args.races.min(5);
         args.cold_runs = args.cold_runs.min(5);
         args.wake_samples = args.wake_samples.min(5);
+        args.hook_samples = args.hook_samples.min(5);
         args.wake_max_delay_ms = args.wake_max_delay_ms.min(600);
         args.idle_seconds = args.idle_seconds.min(1.0);
         args.caller_lifecycles = args.caller_lifecycles.min(64);
@@ -524,6 +530,25 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
         }
     }
     serve_phases(backend, args, &mut report).await;
+    if args.runs("hooks") && name == "sqlite" {
+        progress(
+            name,
+            "the agents' hooks: start, and a person's answer to their exit",
+        );
+        match args.cli.clone().or_else(coldstart::default_cli_path) {
+            Some(cli) if cli.is_file() => {
+                match hooks::measure(backend, &cli, args.hook_samples).await {
+                    Ok(figures) => report.hooks = Some(figures),
+                    Err(error) => report.errors.push(format!("hooks: {error}")),
+                }
+            }
+            _ => report.errors.push(
+                "hooks: the lf-handoff binary is not built beside this program; build it \
+                 (cargo build --release -p lf-handoff-cli) or pass --cli PATH"
+                    .into(),
+            ),
+        }
+    }
     report
 }
 

@@ -36,6 +36,12 @@ pub const COLD_START_GOAL: f64 = 3.0;
 /// The wake goal on SQLite: `Store::wait` in another process returns at
 /// most this many ms (median) after the finish.
 pub const WAKE_GOAL_SQLITE_MS: f64 = 50.0;
+/// A person's answer reaches the waiting hook's exit within this, ms
+/// (median; C27).
+const HOOK_ANSWER_GOAL_MS: f64 = 50.0;
+/// A hook's own start, process start to handoff opened, ms (median).
+const HOOK_START_GOAL_MS: f64 = 20.0;
+
 /// The wake goal on PostgreSQL, ms (median).
 pub const WAKE_GOAL_POSTGRES_MS: f64 = 20.0;
 /// The wake goal of the command line on sled (issue 20): a person's
@@ -185,6 +191,9 @@ pub struct BackendReport {
     pub serve_idle: Option<ServeIdleFigures>,
     /// `GET` while other addresses trickle and flood (C29).
     pub serve_hostile: Option<HostileGetFigures>,
+    /// The agents' hooks (C27), SQLite only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<crate::hooks::HookFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -337,6 +346,24 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         if let Some(latency) = row.and_then(|row| row.latency) {
             goals.at_most(name.into(), latency.median_us / 1000.0, limit);
         }
+    }
+    if let Some(hooks) = &backend.hooks {
+        let ms = |summary: &crate::stats::Summary| summary.median_us / 1000.0;
+        goals.at_most(
+            "hook: answer to exit median ms".into(),
+            ms(&hooks.answer_local),
+            HOOK_ANSWER_GOAL_MS,
+        );
+        goals.at_most(
+            "hook: answer to exit through serve median ms".into(),
+            ms(&hooks.answer_serve),
+            HOOK_ANSWER_GOAL_MS,
+        );
+        goals.at_most(
+            "hook: start to handoff opened median ms".into(),
+            ms(&hooks.start),
+            HOOK_START_GOAL_MS,
+        );
     }
     if let Some(callers) = &backend.callers {
         let at = |n: usize| callers.rows.iter().find(|row| row.callers == n);

@@ -232,6 +232,7 @@ pub enum Command {
     /// Make, list and revoke the tokens of `serve --tokens FILE`.
     #[command(subcommand)]
     Token(TokenCommand),
+    Hook(crate::hook::HookArgs),
     /// Print a signed link where a person sees and answers a handoff in a
     /// browser without signing in (served by `serve`; docs/API.md).
     Link(LinkArgs),

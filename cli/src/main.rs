@@ -41,6 +41,7 @@ mod demo;
 mod duration;
 mod error;
 mod handoffs;
+mod hook;
 mod logging;
 mod output;
 mod parents;
@@ -70,7 +71,14 @@ fn main() -> ExitCode {
     let json = wants_json(std::env::args_os());
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return usage_error(&error, json),
+        // An agent's hook never fails the agent, even called wrongly.
+        Err(error) => match hook::runs_agent_hook(std::env::args_os()) {
+            Some(agent) if !matches!(error.kind(), ErrorKind::DisplayHelp) => {
+                hook::log(agent, &clap_one_line(&error.render().to_string()));
+                return ExitCode::SUCCESS;
+            }
+            _ => return usage_error(&error, json),
+        },
     };
     logging::init(cli.verbose);
     match run(cli) {
@@ -108,6 +116,14 @@ fn run(cli: Cli) -> CliResult<Option<Process>> {
 /// files `export` and `import` name and the programs `attach` may run
 /// first, and runs the command.
 async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
+    if let Command::Hook(command) = cli.command {
+        let globals = hook::Globals {
+            store: cli.store,
+            config: cli.config,
+            token_file: cli.token_file,
+        };
+        return hook::run(command, globals).await.map(|()| None);
+    }
     let actor_flag = cli.actor.is_some();
     let actor = context::choose_actor(cli.actor, std::env::var_os(context::ACTOR_ENV).as_deref())?;
     if let Command::Token(command) = cli.command {
@@ -125,7 +141,7 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         &mut config,
         cli.token_file,
         (actor, actor_flag),
-        &cli.command,
+        matches!(cli.command, Command::Serve(_)),
     )?;
     if let Command::Serve(args) = cli.command {
         return serve::serve(config, args).await.map(|()| None);
@@ -247,6 +263,7 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         | Command::Attach { .. }
         | Command::Serve(_)
         | Command::Token(_)
+        | Command::Hook(_)
         | Command::Completions { .. }
         | Command::Export { .. }
         | Command::Import { .. } => {}

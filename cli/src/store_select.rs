@@ -28,7 +28,6 @@ use lf_handoff_domain::interactive_handoff::Actor;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::args::Command;
 use crate::error::{CliError, CliResult};
 
 /// The environment variable naming the store.
@@ -107,7 +106,7 @@ pub fn through_service(
     config: &mut StorageConfig,
     token_file: Option<PathBuf>,
     actor: (Option<Actor>, bool),
-    command: &Command,
+    serving: bool,
 ) -> CliResult<Option<Actor>> {
     let StorageConfig::Http(http) = config else {
         if token_file.is_some() {
@@ -118,7 +117,7 @@ pub fn through_service(
         }
         return Ok(actor.0);
     };
-    if matches!(command, Command::Serve(_)) {
+    if serving {
         return Err(CliError::usage(format!(
             "serve serves a store of its own (sqlite://, sled:// or postgres://), not the \
              service at {}",

@@ -22,6 +22,7 @@ const CRATES: &[&str] = &[
     "adapters",
     "api",
     "server",
+    "agents",
     "cli",
     "harness",
     "bench",

@@ -44,6 +44,7 @@ impl Report {
         );
         for backend in &self.backends {
             backend_table(&mut out, backend);
+            hooks_table(&mut out, backend);
         }
         if !self.goals.is_empty() {
             let _ = writeln!(out, "goals");
@@ -637,4 +638,29 @@ fn micros(us: f64) -> String {
     } else {
         format!("{us:.0}")
     }
+}
+
+/// The agents' hooks (C27), when measured.
+fn hooks_table(out: &mut String, backend: &BackendReport) {
+    let Some(hooks) = &backend.hooks else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "  the agents' hooks ({} samples each), ms",
+        hooks.start.samples
+    );
+    for (what, summary) in [
+        ("start to handoff opened (--wait 0s, to exit)", &hooks.start),
+        ("a person's answer to the hook's exit", &hooks.answer_local),
+        ("the same through serve", &hooks.answer_serve),
+    ] {
+        let _ = writeln!(
+            out,
+            "    {what:<46} median {:>7.2}  p99 {:>7.2}",
+            summary.median_us / 1000.0,
+            summary.p99_us / 1000.0
+        );
+    }
+    let _ = writeln!(out);
 }

@@ -14,6 +14,7 @@ mod config;
 mod deadlines;
 mod handoffs;
 mod history;
+mod hooks;
 mod logging;
 mod notify;
 mod parents;
