@@ -235,6 +235,40 @@ pub enum Command {
     /// Print a signed link where a person sees and answers a handoff in a
     /// browser without signing in (served by `serve`; docs/API.md).
     Link(LinkArgs),
+    /// Serve the Model Context Protocol over standard input and output,
+    /// for an agent's MCP client that starts it (docs/MCP.md): the tools
+    /// ask_person, await_answer, get_handoff and list_waiting.
+    Mcp(McpArgs),
+}
+
+/// `mcp`
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The parent the questions go under (wave:ID, project:ID or task:ID),
+    /// asked as its current body. Default: a wave of this client's own,
+    /// made at its first question, the same for the same account,
+    /// machine and directory.
+    #[arg(long, value_name = "PARENT", env = "LF_HANDOFF_PARENT")]
+    pub parent: Option<InteractiveHandoffParent>,
+    /// How long ask_person and await_answer wait for an answer before
+    /// they return that the question still waits (at most 5m; keep it
+    /// below the client's tool-call timeout).
+    #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
+    pub wait: Duration,
+    /// The URL people reach `serve` at: a waiting question's link is its
+    /// page there (`URL/inbox/ID`). Default: the service of an http:// or
+    /// https:// store; none for a local store.
+    #[arg(long = "public-url", value_name = "URL", env = "LF_HANDOFF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+}
+
+/// Parses `mcp --wait`: a duration of at most five minutes.
+fn parse_wait(text: &str) -> Result<Duration, String> {
+    let span = parse_span(text)?;
+    if span > Duration::from_secs(300) {
+        return Err(format!("{text} is longer than 5m, the longest wait"));
+    }
+    Ok(span)
 }
 
 /// `link`
