@@ -22,6 +22,7 @@ use time::OffsetDateTime;
 use crate::answers;
 pub use crate::answers::AnswerArgs;
 use crate::duration;
+use crate::mcp::{parse_wait, McpArgs};
 
 /// `lf-handoff`: list, attach and finish the interactive handoffs of an
 /// agent orchestrator.
@@ -241,36 +242,6 @@ pub enum Command {
     Mcp(McpArgs),
 }
 
-/// `mcp`
-#[derive(Debug, Args)]
-pub struct McpArgs {
-    /// The parent the questions go under (wave:ID, project:ID or task:ID),
-    /// asked as its current body. Default: a wave of this client's own,
-    /// made at its first question, the same for the same account,
-    /// machine and directory.
-    #[arg(long, value_name = "PARENT", env = "LF_HANDOFF_PARENT")]
-    pub parent: Option<InteractiveHandoffParent>,
-    /// How long ask_person and await_answer wait for an answer before
-    /// they return that the question still waits (at most 5m; keep it
-    /// below the client's tool-call timeout).
-    #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
-    pub wait: Duration,
-    /// The URL people reach `serve` at: a waiting question's link is its
-    /// page there (`URL/inbox/ID`). Default: the service of an http:// or
-    /// https:// store; none for a local store.
-    #[arg(long = "public-url", value_name = "URL", env = "LF_HANDOFF_PUBLIC_URL")]
-    pub public_url: Option<String>,
-}
-
-/// Parses `mcp --wait`: a duration of at most five minutes.
-fn parse_wait(text: &str) -> Result<Duration, String> {
-    let span = parse_span(text)?;
-    if span > Duration::from_secs(300) {
-        return Err(format!("{text} is longer than 5m, the longest wait"));
-    }
-    Ok(span)
-}
-
 /// `link`
 #[derive(Debug, Args)]
 pub struct LinkArgs {
@@ -347,6 +318,11 @@ pub struct ServeArgs {
     /// /64). Default: an eighth of --max-connections, at least 4.
     #[arg(long = "max-connections-per-peer", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_peer: Option<u64>,
+    /// How long a tool call of /mcp (ask_person, await_answer) waits for
+    /// a person's answer before it answers that the question still waits
+    /// (at most 5m; keep it below the agents' tool-call timeouts).
+    #[arg(long = "mcp-wait", value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
+    pub mcp_wait: Duration,
     /// How many event streams and long polls are open at once.
     #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_streams: u64,

@@ -2,10 +2,13 @@
 //! output (C28), for an agent's MCP client that starts this process.
 //! Standard output carries the protocol alone; logs go to stderr.
 
+use std::time::Duration;
+
+use clap::Args;
 use lf_handoff_adapters::StorageConfig;
+use lf_handoff_domain::interactive_handoff::InteractiveHandoffParent;
 use lf_handoff_mcp::{serve_stdio, McpServer, ParentChoice, Place, Settings};
 
-use crate::args::McpArgs;
 use crate::context::Context;
 use crate::error::{CliError, CliResult};
 
@@ -50,4 +53,34 @@ fn host_name() -> String {
         .map(|name| name.trim().to_string())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// `mcp`
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The parent the questions go under (wave:ID, project:ID or task:ID),
+    /// asked as its current body. Default: a wave of this client's own,
+    /// made at its first question, the same for the same account,
+    /// machine and directory.
+    #[arg(long, value_name = "PARENT", env = "LF_HANDOFF_PARENT")]
+    pub parent: Option<InteractiveHandoffParent>,
+    /// How long ask_person and await_answer wait for an answer before
+    /// they return that the question still waits (at most 5m; keep it
+    /// below the client's tool-call timeout).
+    #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
+    pub wait: Duration,
+    /// The URL people reach `serve` at: a waiting question's link is its
+    /// page there (`URL/inbox/ID`). Default: the service of an http:// or
+    /// https:// store; none for a local store.
+    #[arg(long = "public-url", value_name = "URL", env = "LF_HANDOFF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+}
+
+/// Parses `mcp --wait`: a duration of at most five minutes.
+pub fn parse_wait(text: &str) -> Result<Duration, String> {
+    let span = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    if span > Duration::from_secs(300) {
+        return Err(format!("{text} is longer than 5m, the longest wait"));
+    }
+    Ok(span)
 }
