@@ -15,6 +15,7 @@ mod deadlines;
 mod handoffs;
 mod history;
 mod logging;
+mod mcp;
 mod notify;
 mod parents;
 mod prune;
