@@ -3,7 +3,9 @@
 //! handoff. The one place that knows how the registry holds them.
 
 use lf_handoff_application::{StoreError, StoreResult};
-use lf_handoff_domain::interactive_handoff::{InteractiveHandoff, OpenInteractiveHandoff};
+use lf_handoff_domain::interactive_handoff::{
+    Choice, FormSpec, InteractiveHandoff, OpenInteractiveHandoff,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -26,39 +28,36 @@ pub(crate) struct ChoiceArg {
 /// in full when the handoff is opened.
 ///
 /// # Errors
-/// `InvalidInput` when both are given.
+/// `InvalidInput` when both are given, or the form is not the subset of
+/// JSON Schema a form is (naming what is outside it).
 pub(crate) fn apply(
     request: &mut OpenInteractiveHandoff,
     choices: Option<Vec<ChoiceArg>>,
     form: Option<Map<String, Value>>,
 ) -> StoreResult<()> {
-    match (choices, form) {
-        (Some(_), Some(_)) => Err(StoreError::InvalidInput(
+    if choices.is_some() && form.is_some() {
+        return Err(StoreError::InvalidInput(
             "give `choices` or `form`, not both".to_string(),
-        )),
-        // Until the registry holds shapes (C26), the person reads them in
-        // the question and answers in the summary.
-        (Some(choices), None) => {
-            let listed: Vec<String> = choices
-                .iter()
-                .map(|choice| format!("{} ({})", choice.value, choice.label))
-                .collect();
-            request.reason = format!("{} [choose one of: {}]", request.reason, listed.join(", "));
-            Ok(())
-        }
-        (None, Some(form)) => {
-            request.reason = format!(
-                "{} [answer the form: {}]",
-                request.reason,
-                Value::Object(form)
-            );
-            Ok(())
-        }
-        (None, None) => Ok(()),
+        ));
     }
+    request.options.choices = choices.map(|choices| {
+        choices
+            .into_iter()
+            .map(|choice| Choice::new(choice.value, choice.label))
+            .collect()
+    });
+    request.options.form = form
+        .map(|form| serde_json::from_value::<FormSpec>(Value::Object(form)))
+        .transpose()
+        .map_err(|error| StoreError::InvalidInput(format!("form: {error}")))?;
+    Ok(())
 }
 
-/// The person's structured answer (C26), when the handoff carries one.
-pub(crate) fn answer_of(_handoff: &InteractiveHandoff) -> Option<Value> {
-    None
+/// The answer a handoff ended with (C26): the person's, or its
+/// `on_expiry` answer at the deadline.
+pub(crate) fn answer_of(handoff: &InteractiveHandoff) -> Option<Value> {
+    handoff
+        .answer
+        .as_ref()
+        .map(|answer| answer.as_value().clone())
 }

@@ -145,17 +145,7 @@ async def await_answer_gets_an_answer_given_after_ask_person_returned_waiting(
     async with setup.client() as client:
         started = time.monotonic()
         waiting = facts(
-            await client.call_tool(
-                "ask_person",
-                {
-                    "question": question,
-                    "choices": [
-                        {"value": "eu", "label": "Europe"},
-                        {"value": "us", "label": "United States"},
-                    ],
-                    "expires_in": "1h",
-                },
-            )
+            await client.call_tool("ask_person", {"question": question, "expires_in": "1h"})
         )
         took = time.monotonic() - started
         assert waiting["state"] == "waiting", waiting
@@ -186,6 +176,17 @@ async def wrong_arguments_are_tool_errors_and_the_server_keeps_serving(setup: Se
             (
                 "ask_person",
                 {"question": "q", "choices": [{"value": "a", "label": "A"}], "form": {}},
+                "invalid_input",
+            ),
+            ("ask_person", {"question": "q", "choices": [{"value": "a", "label": "A"}]}, "invalid_input"),
+            (
+                "ask_person",
+                {"question": "q", "choices": [{"value": "a b", "label": "A"}, {"value": "c", "label": "C"}]},
+                "invalid_input",
+            ),
+            (
+                "ask_person",
+                {"question": "q", "form": {"type": "object", "properties": {"x": {"type": "object"}}}},
                 "invalid_input",
             ),
             ("await_answer", {}, "invalid_input"),
@@ -231,6 +232,45 @@ async def a_client_gone_mid_wait_leaves_the_question_open_and_the_step_finds_it(
         assert answered["status"] == "failed" and answered["text"] == "not today", answered
 
 
+async def a_question_with_choices_is_answered_with_the_chosen_value(setup: Setup) -> None:
+    question = f"Which region? ({setup.transport})"
+    choices = [{"value": "eu", "label": "Europe"}, {"value": "us", "label": "United States"}]
+    async with setup.client() as client:
+        asking = asyncio.create_task(
+            client.call_tool(
+                "ask_person", {"question": question, "choices": choices, "step": "region"}
+            )
+        )
+        handoff = await asyncio.to_thread(setup.waiting_with, question)
+        status = json.loads(setup.cli("--json", "status", handoff))
+        assert status["choices"] == choices, status
+        await asyncio.to_thread(setup.cli, "answer", handoff, "--choice", "eu")
+        answered = facts(await asking)
+        assert answered["state"] == "answered", answered
+        assert answered["answer"] == "eu", answered
+        assert "eu" in (await client.call_tool("get_handoff", {"id": handoff})).content[0].text
+    # A form: the person's fields come back as an object.
+    question = f"Budget and owner? ({setup.transport})"
+    form = {
+        "type": "object",
+        "properties": {
+            "budget": {"type": "integer", "title": "Budget", "minimum": 0},
+            "owner": {"type": "string", "title": "Owner"},
+        },
+        "required": ["budget"],
+    }
+    async with setup.client() as client:
+        asking = asyncio.create_task(
+            client.call_tool("ask_person", {"question": question, "form": form, "step": "budget"})
+        )
+        handoff = await asyncio.to_thread(setup.waiting_with, question)
+        await asyncio.to_thread(
+            setup.cli, "answer", handoff, "--set", "budget=300", "--set", "owner=ann"
+        )
+        answered = facts(await asking)
+        assert answered["answer"] == {"budget": 300, "owner": "ann"}, answered
+
+
 SCENARIOS = [
     tools_are_listed_with_schemas_and_descriptions,
     ask_person_gets_an_answer_given_at_the_command_line,
@@ -238,6 +278,12 @@ SCENARIOS = [
     wrong_arguments_are_tool_errors_and_the_server_keeps_serving,
     a_client_gone_mid_wait_leaves_the_question_open_and_the_step_finds_it,
 ]
+if subprocess.run([sys.argv[2], "answer", "--help"], capture_output=True).returncode == 0:
+    SCENARIOS.insert(3, a_question_with_choices_is_answered_with_the_chosen_value)
+else:
+    # FIXME: the command line's `answer` (C26) is not in this build yet;
+    # until it is, a question with choices is answered through nothing here.
+    print("note: lf-handoff has no `answer` command yet; the choices scenario waits for it")
 
 
 async def main() -> None:
