@@ -185,6 +185,8 @@ pub struct BackendReport {
     pub serve_idle: Option<ServeIdleFigures>,
     /// `GET` while other addresses trickle and flood (C29).
     pub serve_hostile: Option<HostileGetFigures>,
+    /// `ask_person` over stdio against the library's open + wait (C28).
+    pub mcp: Option<crate::mcp::McpFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -373,6 +375,13 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         }
     }
     serve_goals(&mut goals, backend);
+    if let Some(mcp) = &backend.mcp {
+        goals.at_most(
+            "ask_person over stdio - open + wait, median ms".into(),
+            mcp.extra_median_ms,
+            crate::mcp::EXTRA_GOAL_MS,
+        );
+    }
     if let Some(ColdStart::Measured {
         ratio, raw_command, ..
     }) = &backend.cold_start

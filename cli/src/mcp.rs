@@ -66,7 +66,7 @@ pub struct McpArgs {
     pub parent: Option<InteractiveHandoffParent>,
     /// How long ask_person and await_answer wait for an answer before
     /// they return that the question still waits (at most 5m; keep it
-    /// below the client's tool-call timeout).
+    /// below the client's tool-call timeout; 0s answers at once).
     #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
     pub wait: Duration,
     /// The URL people reach `serve` at: a waiting question's link is its
@@ -76,9 +76,12 @@ pub struct McpArgs {
     pub public_url: Option<String>,
 }
 
-/// Parses `mcp --wait`: a duration of at most five minutes.
+/// Parses `mcp --wait` and `serve --mcp-wait`: a duration of at most
+/// five minutes (`45s`, `500ms`; `0s` answers at once with where the
+/// question stands).
 pub fn parse_wait(text: &str) -> Result<Duration, String> {
-    let span = crate::duration::parse(text).map_err(|e| e.to_string())?;
+    let span = crate::duration::parse_as(text, &crate::duration::SETTING)
+        .map_err(|e| e.message(&crate::duration::SETTING))?;
     if span > Duration::from_secs(300) {
         return Err(format!("{text} is longer than 5m, the longest wait"));
     }
