@@ -40,7 +40,8 @@ stored as a handoff: it reaches the person's inbox and notifications and survive
 you or of this server. The call waits a bounded time (under a minute) and returns either the \
 answer (`state` answered or expired) or that the question is still waiting, with its `id`; then \
 call await_answer with that id to keep waiting, and do other work meanwhile if you can. Give \
-`choices` for a pick among options (e.g. allow/deny) or a `form` for a few fields, not both; \
+`choices` for a pick among options (e.g. allow/deny; the `answer` is the chosen value) or a \
+`form` for a few fields (the `answer` is an object of them), not both; \
 give a `step` key naming this point of your work so asking again (after a restart, a retry) \
 returns the same question instead of asking the person twice. Only one question per agent waits \
 at a time: await the waiting one before asking another.";
@@ -229,23 +230,25 @@ impl McpServer {
     }
 
     async fn await_answer(&self, id: &str) -> StoreResult<CallToolResult> {
-        let id = InteractiveHandoffId::parse(id)?;
-        let handoff = self
-            .store
-            .get_interactive_handoff(&id)
-            .await?
-            .ok_or_else(|| not_found(&id))?;
+        let handoff = self.handoff(id).await?;
         Ok(self.waited(handoff).await?.result())
     }
 
     async fn get_handoff(&self, id: &str) -> StoreResult<CallToolResult> {
+        let handoff = self.handoff(id).await?;
+        Ok(self.question(&handoff).result())
+    }
+
+    /// The handoff `id` names.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a malformed id, `NotFound` for an unknown one.
+    async fn handoff(&self, id: &str) -> StoreResult<InteractiveHandoff> {
         let id = InteractiveHandoffId::parse(id)?;
-        let handoff = self
-            .store
+        self.store
             .get_interactive_handoff(&id)
             .await?
-            .ok_or_else(|| not_found(&id))?;
-        Ok(self.question(&handoff).result())
+            .ok_or_else(|| StoreError::NotFound(format!("handoff {id} does not exist")))
     }
 
     async fn list_waiting(&self) -> StoreResult<CallToolResult> {
@@ -294,10 +297,6 @@ impl McpServer {
 fn parse<T: DeserializeOwned>(name: &str, arguments: Value) -> StoreResult<T> {
     serde_json::from_value(arguments)
         .map_err(|error| StoreError::InvalidInput(format!("{name}'s arguments: {error}")))
-}
-
-fn not_found(id: &InteractiveHandoffId) -> StoreError {
-    StoreError::NotFound(format!("handoff {id} does not exist"))
 }
 
 impl ServerHandler for McpServer {
