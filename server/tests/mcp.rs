@@ -8,11 +8,10 @@ mod support;
 
 use std::time::Duration;
 
+use lf_handoff_server::tokens::{self, TokenTable};
 use lf_handoff_server::Limits;
 use serde_json::{json, Value};
 use support::{Reply, Served};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::TcpStream;
 
 /// A JSON-RPC message to `/mcp`, as an MCP client sends it.
 async fn call(served: &Served, token: Option<&str>, message: &Value) -> Reply {
@@ -137,23 +136,14 @@ async fn mcp_bodies_are_held_to_the_services_size_and_time() {
 
     // A body that stalls is refused at the body's time, not held.
     let body = serde_json::to_vec(&tool_call(2, "list_waiting", json!({}))).unwrap();
-    let address = served.url.trim_start_matches("http://").to_string();
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         Content-Length: {}\r\n\r\n",
-        served.agent,
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body[..10]).await.unwrap();
-    let mut buffer = vec![0_u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
-        .await
-        .expect("answered within 5 s")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&buffer[..n]);
+    let answer = support::stalled_post(
+        &served,
+        "/mcp",
+        &served.agent,
+        "Accept: application/json, text/event-stream\r\n",
+        &body,
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     assert!(answer.contains("did not arrive whole"), "{answer}");
     assert_eq!(served.snapshot().await, before);
@@ -199,5 +189,55 @@ async fn a_waiting_tool_call_holds_a_long_poll_place() {
     .await;
     busy.error(503, "unavailable");
     assert_eq!(asking.await.unwrap(), 200);
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_tool_call_ends_when_its_token_is_revoked_and_the_question_stays() {
+    let served = Served::start_with(Limits {
+        mcp_wait: Duration::from_secs(60),
+        ..Limits::default()
+    })
+    .await;
+    let asking = {
+        let url = served.url.clone();
+        let agent = served.agent.clone();
+        let client = served.client.clone();
+        tokio::spawn(async move {
+            let reply = client
+                .post(format!("{url}/mcp"))
+                .bearer_auth(agent)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(
+                    serde_json::to_vec(&tool_call(1, "ask_person", json!({"question": "Revoke?"})))
+                        .unwrap(),
+                )
+                .send()
+                .await
+                .unwrap();
+            (reply.status().as_u16(), reply.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = served.dir.path().join("tokens");
+    tokens::revoke(&path, "bot@ci").unwrap();
+    served
+        .state
+        .replace_tokens(TokenTable::new(tokens::read_file(&path).unwrap()).unwrap());
+    let (status, text) = tokio::time::timeout(Duration::from_secs(5), asking)
+        .await
+        .expect("the tool call of a revoked token was held on")
+        .unwrap();
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("revoked"), "{text}");
+    // The question it opened waits on, whole.
+    let listed = served.get("/v1/handoffs?active=true", &served.person).await;
+    let rows = listed.json();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["reason"], "Revoke?");
+    assert_eq!(rows[0]["status"], "waiting");
     served.stop().await;
 }
