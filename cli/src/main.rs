@@ -41,6 +41,7 @@ mod demo;
 mod duration;
 mod error;
 mod handoffs;
+mod listen;
 mod logging;
 mod mcp;
 mod output;
