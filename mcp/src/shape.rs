@@ -4,7 +4,7 @@
 
 use lf_handoff_application::{StoreError, StoreResult};
 use lf_handoff_domain::interactive_handoff::{
-    Choice, FormSpec, InteractiveHandoff, OpenInteractiveHandoff,
+    Answer, Choice, FormSpec, InteractiveHandoff, OpenInteractiveHandoff,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -24,8 +24,9 @@ pub(crate) struct ChoiceArg {
 }
 
 /// Puts the shape of the question on `request`: `choices` (2 to 10) or a
-/// `form` (a flat JSON Schema object), not both. The registry checks them
-/// in full when the handoff is opened.
+/// `form` (a flat JSON Schema object), not both, and the answer it ends
+/// with at its deadline. The registry checks them in full when the
+/// handoff is opened.
 ///
 /// # Errors
 /// `InvalidInput` when both are given, or the form is not the subset of
@@ -34,6 +35,7 @@ pub(crate) fn apply(
     request: &mut OpenInteractiveHandoff,
     choices: Option<Vec<ChoiceArg>>,
     form: Option<Map<String, Value>>,
+    on_expiry: Option<Value>,
 ) -> StoreResult<()> {
     if choices.is_some() && form.is_some() {
         return Err(StoreError::InvalidInput(
@@ -50,6 +52,7 @@ pub(crate) fn apply(
         .map(|form| serde_json::from_value::<FormSpec>(Value::Object(form)))
         .transpose()
         .map_err(|error| StoreError::InvalidInput(format!("form: {error}")))?;
+    request.options.on_expiry = on_expiry.map(Answer);
     Ok(())
 }
 

@@ -83,6 +83,11 @@ struct AskPerson {
     /// question expires. Default: no deadline.
     #[serde(default)]
     expires_in: Option<String>,
+    /// The answer the question ends with if nobody answers by its
+    /// deadline (with `expires_in`): one of the choices' values, or an
+    /// object that fits the form (e.g. `"deny"`).
+    #[serde(default)]
+    on_expiry: Option<Value>,
 }
 
 /// `await_answer`'s and `get_handoff`'s arguments.
@@ -209,7 +214,7 @@ impl McpServer {
         };
         request.options.step = step.clone();
         request.options.expires_at = expires_at;
-        shape::apply(&mut request, args.choices, args.form)?;
+        shape::apply(&mut request, args.choices, args.form, args.on_expiry)?;
         let reason = request.reason.clone();
         let (handoff, created) = self.store.open_interactive_handoff(request).await?;
         // Without a step the parent's active handoff answers (C3): another

@@ -269,21 +269,38 @@ async def a_question_with_choices_is_answered_with_the_chosen_value(setup: Setup
         )
         answered = facts(await asking)
         assert answered["answer"] == {"budget": 300, "owner": "ann"}, answered
+    # Nobody answers by the deadline: the question ends with on_expiry.
+    async with setup.client() as client:
+        expired = facts(
+            await client.call_tool(
+                "ask_person",
+                {
+                    "question": f"Deny unless someone says so? ({setup.transport})",
+                    "choices": [{"value": "allow", "label": "Allow"}, {"value": "deny", "label": "Deny"}],
+                    "expires_in": "1s",
+                    "on_expiry": "deny",
+                },
+            )
+        )
+        assert expired["state"] == "expired" and expired["answer"] == "deny", expired
+        tool_error(
+            await client.call_tool(
+                "ask_person",
+                {"question": "q", "choices": choices, "on_expiry": "maybe", "expires_in": "1h"},
+            ),
+            "invalid_input",
+        )
 
 
 SCENARIOS = [
     tools_are_listed_with_schemas_and_descriptions,
     ask_person_gets_an_answer_given_at_the_command_line,
     await_answer_gets_an_answer_given_after_ask_person_returned_waiting,
+    a_question_with_choices_is_answered_with_the_chosen_value,
     wrong_arguments_are_tool_errors_and_the_server_keeps_serving,
     a_client_gone_mid_wait_leaves_the_question_open_and_the_step_finds_it,
 ]
-if subprocess.run([sys.argv[2], "answer", "--help"], capture_output=True).returncode == 0:
-    SCENARIOS.insert(3, a_question_with_choices_is_answered_with_the_chosen_value)
-else:
-    # FIXME: the command line's `answer` (C26) is not in this build yet;
-    # until it is, a question with choices is answered through nothing here.
-    print("note: lf-handoff has no `answer` command yet; the choices scenario waits for it")
+
 
 
 async def main() -> None:
