@@ -38,6 +38,29 @@ fn tool_call(id: u64, name: &str, arguments: Value) -> Value {
            "params": {"name": name, "arguments": arguments}})
 }
 
+/// `ask_person` with `question` through `/mcp` as the agent, in a task of
+/// its own: its status and body once it answers.
+fn ask_in_background(served: &Served, question: &str) -> tokio::task::JoinHandle<(u16, String)> {
+    let url = format!("{}/mcp", served.url);
+    let agent = served.agent.clone();
+    let client = served.client.clone();
+    let body =
+        serde_json::to_vec(&tool_call(1, "ask_person", json!({"question": question}))).unwrap();
+    tokio::spawn(async move {
+        let reply = client
+            .post(url)
+            .bearer_auth(agent)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (reply.status().as_u16(), reply.text().await.unwrap())
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_takes_agent_tokens_and_asks_under_the_tokens_own_wave_in_its_name() {
     let served = Served::start_with(Limits {
@@ -158,28 +181,7 @@ async fn a_waiting_tool_call_holds_a_long_poll_place() {
         ..Limits::default()
     })
     .await;
-    let asking = {
-        let url = served.url.clone();
-        let agent = served.agent.clone();
-        let client = served.client.clone();
-        tokio::spawn(async move {
-            client
-                .post(format!("{url}/mcp"))
-                .bearer_auth(agent)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(
-                    serde_json::to_vec(&tool_call(1, "ask_person", json!({"question": "Wait?"})))
-                        .unwrap(),
-                )
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .as_u16()
-        })
-    };
+    let asking = ask_in_background(&served, "Wait?");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let busy = call(
         &served,
@@ -188,7 +190,7 @@ async fn a_waiting_tool_call_holds_a_long_poll_place() {
     )
     .await;
     busy.error(503, "unavailable");
-    assert_eq!(asking.await.unwrap(), 200);
+    assert_eq!(asking.await.unwrap().0, 200);
     served.stop().await;
 }
 
@@ -199,27 +201,7 @@ async fn a_waiting_tool_call_ends_when_its_token_is_revoked_and_the_question_sta
         ..Limits::default()
     })
     .await;
-    let asking = {
-        let url = served.url.clone();
-        let agent = served.agent.clone();
-        let client = served.client.clone();
-        tokio::spawn(async move {
-            let reply = client
-                .post(format!("{url}/mcp"))
-                .bearer_auth(agent)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(
-                    serde_json::to_vec(&tool_call(1, "ask_person", json!({"question": "Revoke?"})))
-                        .unwrap(),
-                )
-                .send()
-                .await
-                .unwrap();
-            (reply.status().as_u16(), reply.text().await.unwrap())
-        })
-    };
+    let asking = ask_in_background(&served, "Revoke?");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let path = served.dir.path().join("tokens");
     tokens::revoke(&path, "bot@ci").unwrap();
