@@ -75,12 +75,12 @@ fn python() -> Option<PathBuf> {
             std::env::var_os("LF_HANDOFF_TEST_REQUIRE_MCP").is_none(),
             "the MCP Python SDK is required (LF_HANDOFF_TEST_REQUIRE_MCP) but {} cannot import \
              mcp; make it with python3 -m venv target/venv-mcp && target/venv-mcp/bin/pip \
-             install mcp",
+             install mcp==2.3.0 (as .ci/run does)",
             python.display()
         );
         eprintln!(
             "skipped: no MCP Python SDK at {} (python3 -m venv target/venv-mcp && \
-             target/venv-mcp/bin/pip install mcp, or set LF_HANDOFF_TEST_MCP_PYTHON)",
+             target/venv-mcp/bin/pip install mcp==2.3.0, or set LF_HANDOFF_TEST_MCP_PYTHON)",
             python.display()
         );
         return None;
