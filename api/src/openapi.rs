@@ -293,7 +293,8 @@ fn content(body: Body) -> Option<(&'static str, RefOr<Schema>)> {
         Body::Form => (content_type::FORM, string()),
         Body::Stylesheet => (content_type::STYLESHEET, string()),
         Body::Script => (content_type::SCRIPT, string()),
-        Body::Document => (
+        // Never in the document (an agent's route); an object if it were.
+        Body::Document | Body::JsonRpc => (
             content_type::JSON,
             ObjectBuilder::new()
                 .schema_type(Type::Object)

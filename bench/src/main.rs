@@ -53,6 +53,7 @@ mod hooks;
 mod idle;
 mod latency;
 mod lifecycle;
+mod mcp;
 mod memory;
 mod population;
 mod race;
@@ -132,13 +133,17 @@ struct Args {
     /// process holding idle event streams and long polls), serve-hostile
     /// (GET p99 and throughput while other addresses trickle and flood).
     /// `serve` names the five. hooks (SQLite): the agents' hooks as
-    /// processes, their start and a person's answer to their exit.
+    /// processes, their start and a person's answer to their exit. mcp:
+    /// `ask_person` over stdio against the library's open + wait.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "fsync,lifecycle,answers,latency,memory,race,wake,idle,callers,statements,serve,hooks"
+        default_value = "fsync,lifecycle,answers,latency,memory,race,wake,idle,callers,statements,serve,hooks,mcp"
     )]
     phases: Vec<String>,
+    /// Questions per side of the mcp figure.
+    #[arg(long, default_value_t = 200)]
+    mcp_samples: usize,
     /// Run only these phases (the same names as --phases; overrides it),
     /// e.g. `--only wake,idle,callers` or `--only serve`.
     #[arg(long, value_delimiter = ',')]
@@ -306,6 +311,7 @@ fn main() -> ExitCode {
         args.cache_lifecycles = args.cache_lifecycles.min(50);
         args.cache_gets = args.cache_gets.min(10);
         args.rss_runs = args.rss_runs.min(1);
+        args.mcp_samples = args.mcp_samples.min(20);
     }
     // The run is a task on the runtime's workers, as an orchestrator's
     // calls are: a call made from `block_on`'s own thread would pay a
@@ -547,6 +553,24 @@ async fn measure_backend(backend: &dyn BenchBackend, args: &Args) -> BackendRepo
                  (cargo build --release -p lf-handoff-cli) or pass --cli PATH"
                     .into(),
             ),
+        }
+    }
+    // sled lets one process hold a store at a time, and the server is
+    // another process beside this one's finisher.
+    if args.runs("mcp") && name != "sled" {
+        progress(name, "ask_person over stdio and the library's open + wait");
+        let cli = args.cli.clone().or_else(coldstart::default_cli_path);
+        let measured = match cli.filter(|path| path.is_file()) {
+            Some(cli) => mcp::measure(backend, &cli, &std::env::temp_dir(), args.mcp_samples).await,
+            None => Err(error::Failure(
+                "no lf-handoff binary beside this program (build lf-handoff-cli, or --cli)".into(),
+            )),
+        };
+        match measured {
+            Ok(figures) => report.mcp = Some(figures),
+            Err(error) => report
+                .errors
+                .push(format!("ask_person over stdio: {error}")),
         }
     }
     report

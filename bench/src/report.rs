@@ -194,6 +194,8 @@ pub struct BackendReport {
     /// The agents' hooks (C27), SQLite only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hooks: Option<crate::hooks::HookFigures>,
+    /// `ask_person` over stdio against the library's open + wait (C28).
+    pub mcp: Option<crate::mcp::McpFigures>,
     /// Phases that failed, with why.
     pub errors: Vec<String>,
 }
@@ -400,6 +402,13 @@ fn backend_goals(backend: &BackendReport) -> Vec<Goal> {
         }
     }
     serve_goals(&mut goals, backend);
+    if let Some(mcp) = &backend.mcp {
+        goals.at_most(
+            "ask_person over stdio - open + wait, median ms".into(),
+            mcp.extra_median_ms,
+            crate::mcp::EXTRA_GOAL_MS,
+        );
+    }
     if let Some(ColdStart::Measured {
         ratio, raw_command, ..
     }) = &backend.cold_start

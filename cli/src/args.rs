@@ -22,6 +22,8 @@ use time::OffsetDateTime;
 use crate::answers;
 pub use crate::answers::AnswerArgs;
 use crate::duration;
+use crate::listen::parse_listen;
+use crate::mcp::{parse_wait, McpArgs};
 
 /// `lf-handoff`: list, attach and finish the interactive handoffs of an
 /// agent orchestrator.
@@ -236,6 +238,10 @@ pub enum Command {
     /// Print a signed link where a person sees and answers a handoff in a
     /// browser without signing in (served by `serve`; docs/API.md).
     Link(LinkArgs),
+    /// Serve the Model Context Protocol over standard input and output,
+    /// for an agent's MCP client that starts it (docs/MCP.md): the tools
+    /// ask_person, await_answer, get_handoff and list_waiting.
+    Mcp(McpArgs),
 }
 
 /// `link`
@@ -314,6 +320,11 @@ pub struct ServeArgs {
     /// /64). Default: an eighth of --max-connections, at least 4.
     #[arg(long = "max-connections-per-peer", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_peer: Option<u64>,
+    /// How long a tool call of /mcp (ask_person, await_answer) waits for
+    /// a person's answer before it answers that the question still waits
+    /// (at most 5m; keep it below the agents' tool-call timeouts).
+    #[arg(long = "mcp-wait", value_name = "DURATION", default_value = "45s", value_parser = parse_wait)]
+    pub mcp_wait: Duration,
     /// How many event streams and long polls are open at once.
     #[arg(long = "max-streams", value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_streams: u64,
@@ -706,37 +717,6 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
         lf_handoff_adapters::StoreError::InvalidInput(message) => message,
         other => other.to_string(),
     })
-}
-
-/// Parses `serve --listen`: an IP address and a port (`127.0.0.1:7381`,
-/// `[::1]:7381`, `0.0.0.0:7381`), or `localhost:PORT`, which is
-/// `127.0.0.1:PORT`. A port alone or a host name is refused, saying what
-/// to give instead; no name is looked up, so the address is the one given.
-pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
-    let text = text.trim();
-    if let Ok(address) = text.parse() {
-        return Ok(address);
-    }
-    let (host, port) = text.rsplit_once(':').unwrap_or(("", text));
-    let Ok(port) = port.parse::<u16>() else {
-        return Err(format!(
-            "{text:?} is not an address to listen on: give HOST:PORT, such as 127.0.0.1:7381 \
-             (this machine only), localhost:7381 or 0.0.0.0:7381 (every interface)"
-        ));
-    };
-    if host.eq_ignore_ascii_case("localhost") {
-        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    if host.is_empty() {
-        return Err(format!(
-            "{text:?} is a port without an address: give 127.0.0.1:{port} (this machine only) \
-             or 0.0.0.0:{port} (every interface)"
-        ));
-    }
-    Err(format!(
-        "{host:?} is not an IP address: --listen takes an IP address and a port, such as \
-         127.0.0.1:{port}, 0.0.0.0:{port} or [::1]:{port} (localhost:{port} is 127.0.0.1:{port})"
-    ))
 }
 
 /// Parses a deadline duration (`90s`, `1h30m`, ... see [`duration`]).

@@ -42,7 +42,9 @@ mod duration;
 mod error;
 mod handoffs;
 mod hook;
+mod listen;
 mod logging;
+mod mcp;
 mod output;
 mod parents;
 mod serve;
@@ -179,6 +181,9 @@ async fn dispatch(cli: Cli) -> CliResult<Option<Process>> {
         _ => None,
     };
     let ctx = Context::open(&config, cli.json, actor).await?;
+    if let Command::Mcp(args) = cli.command {
+        return mcp::serve(ctx, &config, args).await.map(|()| None);
+    }
     if let Some(target) = export_target {
         return archive::export(&ctx, target).await.map(|()| None);
     }
@@ -260,6 +265,7 @@ async fn run_on_store(ctx: &Context, command: Command) -> CliResult<()> {
         Command::Watch(args) => watch::watch(ctx, &args).await?,
         Command::Link(args) => handoffs::link(ctx, args).await?,
         Command::Demo
+        | Command::Mcp(_)
         | Command::Attach { .. }
         | Command::Serve(_)
         | Command::Token(_)

@@ -45,6 +45,7 @@ pub async fn serve(config: StorageConfig, args: ServeArgs) -> CliResult<()> {
                 .max_connections_per_peer
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
             max_streams: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
+            mcp_wait: args.mcp_wait,
             ..Limits::default()
         },
         link_secret: args.link_secret,

@@ -38,6 +38,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::error::ApiError;
 use crate::extract::{IdParam, JsonBody, NoBody, Who};
 use crate::layers::{authorize, observe, panicked};
+use crate::mcp;
 use crate::state::AppState;
 use crate::streams;
 use crate::tokens::Caller;
@@ -56,7 +57,9 @@ pub fn app(state: AppState) -> Router {
     let mut browsers = Router::new();
     for route in ROUTES {
         match route.audience {
-            Audience::Program => programs = programs.route(route.path, handler(route)),
+            Audience::Program | Audience::Agent => {
+                programs = programs.route(route.path, handler(route))
+            }
             Audience::Browser => browsers = browsers.route(route.path, handler(route)),
         }
     }
@@ -123,6 +126,7 @@ fn handler(route: &Route) -> MethodRouter<AppState> {
         RouteId::SignOut => on(method, web::sign_out),
         RouteId::Stylesheet => on(method, web::style),
         RouteId::Script => on(method, web::script),
+        RouteId::Mcp => on(method, mcp::mcp),
     }
 }
 

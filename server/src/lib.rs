@@ -41,6 +41,7 @@ mod hex;
 mod layers;
 pub mod links;
 mod listen;
+mod mcp;
 mod metrics;
 pub mod notify;
 mod peers;

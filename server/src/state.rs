@@ -74,6 +74,10 @@ pub struct Limits {
     /// How long an idle TCP connection waits before keepalive probes, so a
     /// peer that vanished (half-open) is found.
     pub tcp_keepalive: Duration,
+    /// How long a tool call of `/mcp` (`ask_person`, `await_answer`)
+    /// waits for a person's answer before it answers that the question
+    /// still waits (C28).
+    pub mcp_wait: Duration,
 }
 
 impl Default for Limits {
@@ -90,6 +94,7 @@ impl Default for Limits {
             max_streams: 1024,
             drain: Duration::from_secs(10),
             tcp_keepalive: Duration::from_secs(60),
+            mcp_wait: lf_handoff_mcp::DEFAULT_WAIT,
         }
     }
 }

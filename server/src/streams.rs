@@ -64,7 +64,7 @@ type Gone = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// The answer (or last event) of a request held open whose token was
 /// revoked meanwhile.
-fn revoked() -> ApiError {
+pub(crate) fn revoked() -> ApiError {
     ApiError::plain(
         Category::Unauthorized,
         "the token this request was made with was revoked; nothing more is sent with it",

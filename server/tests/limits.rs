@@ -195,21 +195,7 @@ async fn a_stalled_body_is_refused_and_holds_nothing() {
     let before = served.snapshot().await;
     let body =
         serde_json::to_vec(&support::open_body(&wave, served.dir.path(), json!({}))).unwrap();
-    let mut stream = TcpStream::connect(address(&served)).await.unwrap();
-    let head = format!(
-        "POST /v1/handoffs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        served.agent,
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&body[..10]).await.unwrap();
-    let mut buffer = vec![0_u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
-        .await
-        .expect("answered within 5 s")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&buffer[..n]);
+    let answer = support::stalled_post(&served, "/v1/handoffs", &served.agent, "", &body).await;
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
     assert!(answer.contains("did not arrive whole"), "{answer}");
     assert_eq!(served.snapshot().await, before);

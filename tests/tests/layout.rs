@@ -21,6 +21,7 @@ const CRATES: &[&str] = &[
     "application",
     "adapters",
     "api",
+    "mcp",
     "server",
     "agents",
     "cli",

@@ -137,6 +137,9 @@ pub enum Body {
     Stylesheet,
     /// `text/javascript`: the inbox's script.
     Script,
+    /// `application/json`: a JSON-RPC message of the Model Context
+    /// Protocol (its answer may be `text/event-stream`).
+    JsonRpc,
 }
 
 /// A content type the service takes or answers.
@@ -176,6 +179,12 @@ pub enum Audience {
     /// answer carries the pages' headers; the route is not in the OpenAPI
     /// document, which describes JSON.
     Browser,
+    /// An agent's Model Context Protocol client (C28): JSON-RPC messages
+    /// of the protocol's streamable HTTP transport. The token is checked
+    /// as for a program and a refusal is the error object, but the
+    /// protocol's own schema describes the messages, so the route is not
+    /// in the OpenAPI document.
+    Agent,
 }
 
 /// One response of a route that is not an error.
@@ -260,6 +269,8 @@ pub enum RouteId {
     Stylesheet,
     /// `GET /static/inbox.js`.
     Script,
+    /// `POST /mcp`: the Model Context Protocol over streamable HTTP.
+    Mcp,
 }
 
 /// One route.
@@ -412,7 +423,7 @@ mod tests {
             assert_eq!(find(each.method, each.path), Some(each));
             assert_eq!(route(each.id).path, each.path);
         }
-        assert_eq!(ids.len(), 44);
+        assert_eq!(ids.len(), 45);
     }
 
     #[test]
@@ -451,7 +462,13 @@ mod tests {
     #[test]
     fn scopes_follow_the_contract() {
         let allowed = |id, scope: Scope| route(id).access.allows(Some(&[scope]));
-        for id in [R::CreateWave, R::Open, R::ClaimWake, R::RecordTaskBody] {
+        for id in [
+            R::CreateWave,
+            R::Open,
+            R::ClaimWake,
+            R::RecordTaskBody,
+            R::Mcp,
+        ] {
             assert!(allowed(id, Scope::Agent));
             assert!(!allowed(id, Scope::Person));
             assert!(!allowed(id, Scope::Operator));

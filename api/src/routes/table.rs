@@ -424,4 +424,34 @@ pub const ROUTES: &[Route] = &[
         "The pages' stylesheet, from the binary.", &[ok(Body::Stylesheet)])),
     off_store(page(R::Script, Get, "/static/inbox.js", Access::Public, false,
         "The inbox's script, from the binary.", &[ok(Body::Script)])),
+    // The Model Context Protocol (C28): JSON-RPC, not in the document.
+    mcp(R::Mcp, "/mcp", "The Model Context Protocol over streamable HTTP (C28)",
+        "An agent's MCP client: the tools ask_person, await_answer, get_handoff and list_waiting \
+         (docs/MCP.md). Each POST is one JSON-RPC message, answered on its own (no session); a \
+         tool call may wait up to the service's MCP wait for a person's answer, holding a long-poll place."),
 ];
+
+const MCP_ANSWER: &[Success] = &[ok(Body::JsonRpc)];
+
+/// The route of an agent's Model Context Protocol client: a `POST` of a
+/// JSON-RPC message by an agent token, held open while a tool waits.
+const fn mcp(
+    id: RouteId,
+    path: &'static str,
+    summary: &'static str,
+    description: &'static str,
+) -> Route {
+    let mut route = plain(
+        id,
+        Post,
+        path,
+        Access::Scopes(AGENT),
+        summary,
+        description,
+        MCP_ANSWER,
+    );
+    route.audience = Audience::Agent;
+    route.request = Body::JsonRpc;
+    route.streams = true;
+    route
+}

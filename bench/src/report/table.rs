@@ -126,6 +126,34 @@ fn backend_table(out: &mut String, backend: &BackendReport) {
         statements_table(out, statements);
     }
     serve_tables(out, backend);
+    if let Some(mcp) = &backend.mcp {
+        let _ = writeln!(
+            out,
+            "\n  ask_person over stdio (lf-handoff mcp, a new question answered at once with where \
+             it stands) and the library's open + wait of zero, ms; goal: at most {} ms more, median",
+            crate::mcp::EXTRA_GOAL_MS
+        );
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>7} {:>8} {:>8} {:>8}",
+            "side", "samples", "median", "p99", "max"
+        );
+        for (side, s) in [
+            ("ask_person over stdio", &mcp.ask_person),
+            ("open + wait", &mcp.library),
+        ] {
+            let _ = writeln!(
+                out,
+                "  {:<24} {:>7} {:>8.2} {:>8.2} {:>8.2}",
+                side,
+                s.samples,
+                s.median_us / 1000.0,
+                s.p99_us / 1000.0,
+                s.max_us / 1000.0
+            );
+        }
+        let _ = writeln!(out, "  extra, median: {:.2} ms", mcp.extra_median_ms);
+    }
     for error in &backend.errors {
         let _ = writeln!(out, "  ERROR: {error}");
     }

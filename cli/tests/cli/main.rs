@@ -16,6 +16,7 @@ mod handoffs;
 mod history;
 mod hooks;
 mod logging;
+mod mcp;
 mod notify;
 mod parents;
 mod prune;

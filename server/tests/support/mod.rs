@@ -528,3 +528,31 @@ pub async fn told(served: &Served, received: &Received, paths: &[&str], extra: V
     }
     panic!("the endpoints {paths:?} were told of no handoff");
 }
+
+/// Posts `body` to `path` as `token` with the extra header lines `headers`
+/// (each ending in `\r\n`), sending only its first 10 bytes, and returns
+/// what the server answers within 5 s: a body that stalls.
+pub async fn stalled_post(
+    served: &Served,
+    path: &str,
+    token: &str,
+    headers: &str,
+    body: &[u8],
+) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let address = served.url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body[..10]).await.unwrap();
+    let mut buffer = vec![0_u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+        .await
+        .expect("answered within 5 s")
+        .unwrap();
+    String::from_utf8_lossy(&buffer[..n]).into_owned()
+}
