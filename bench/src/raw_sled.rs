@@ -3,7 +3,7 @@
 //!
 //! The trees, keys and bytes are the adapter's (`adapters/src/sled/mod.rs`
 //! documents the layout, `keys.rs` and `record.rs` the encodings): a record
-//! is the format byte ([`FORMAT`], 3), an 8-byte big-endian version and the
+//! is the format byte ([`FORMAT`], 4), an 8-byte big-endian version and the
 //! domain record's JSON; the index trees hold `created_at ++ id` keys (and
 //! `handoffs_due` holds `expires_at ++ id` for an active handoff with a
 //! deadline); a history event is the format byte and the domain event's
@@ -63,9 +63,10 @@ use crate::backends::{raw_actor, RawEngine};
 use crate::error::{fail, BenchResult, Context, Failure};
 use crate::population::{version_of, Population};
 
-/// The record (and event) format the adapter writes: format 3, with
-/// deadlines and history. The store's marker file names the same number.
-pub const FORMAT: u8 = 3;
+/// The record (and event) format the adapter writes: format 4, with
+/// deadlines, history and answers (C26). The store's marker file names
+/// the same number.
+pub const FORMAT: u8 = 4;
 /// The `handoff_counters` key of the last position given.
 const POSITION: &[u8] = b"position";
 /// Handoffs per bulk-load batch (one sync each).
