@@ -248,7 +248,7 @@ pub fn decision_of(handoff: &InteractiveHandoff, config: &HookConfig) -> Option<
     // `lf-handoff answer` without --summary says only what was answered:
     // no message of the person's.
     let text = match &handoff.answer {
-        Some(answer) if text == format!("answered {answer}") => String::new(),
+        Some(answer) if text == answer.default_summary() => String::new(),
         _ => text,
     };
     let deny = |fallback: &str| Decision::Deny {

@@ -174,19 +174,9 @@ pub async fn completion(
     let Some(answer) = answer_of(ctx, id, args).await? else {
         return Err(CliError::usage("answer needs an answer"));
     };
-    let summary = summary.unwrap_or_else(|| format!("answered {}", shown(&answer)));
+    let summary = summary.unwrap_or_else(|| answer.default_summary());
     Ok((
         InteractiveHandoffOutcome::Completed { summary },
         Some(answer),
     ))
-}
-
-/// An answer for a summary line: a choice's value, or compact JSON cut to
-/// 200 characters.
-fn shown(answer: &Answer) -> String {
-    let text = answer.to_string();
-    match text.char_indices().nth(200) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text,
-    }
 }

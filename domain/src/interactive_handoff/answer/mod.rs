@@ -311,6 +311,19 @@ impl Answer {
             .map_err(|e| DomainError::invalid(format!("answer is not JSON: {e}")))
     }
 
+    /// The summary of a completion that gives this answer and no words of
+    /// its own: `answered` and the answer (a choice's value, or compact
+    /// JSON cut to 200 characters). `lf-handoff answer` without
+    /// `--summary` records it, and the agents' hooks read a summary equal
+    /// to it as no message from the person.
+    pub fn default_summary(&self) -> String {
+        let text = self.to_string();
+        match text.char_indices().nth(200) {
+            Some((at, _)) => format!("answered {}...", &text[..at]),
+            None => format!("answered {text}"),
+        }
+    }
+
     /// Compact JSON text.
     pub fn to_json(&self) -> String {
         self.0.to_string()
